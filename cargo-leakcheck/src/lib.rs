@@ -1,11 +1,54 @@
-//! cargo-leakcheck library.
+//! cargo-leakcheck: per-test memory leak detection for Rust test suites.
+//!
+//! The pipeline, one module per stage: [`cargo`] builds the test executables;
+//! [`runtime`] finds (or builds, once) the profiling runtime; [`runner`] runs every test
+//! in its own process with the runtime preloaded and collects jemalloc's exit dumps;
+//! [`profile`] parses a dump; [`diff`] subtracts the harness-only baseline per stack;
+//! [`symbolize`] turns addresses into functions and lines; [`classify`] tells leaks from
+//! one-time initialisation and harness memory; [`analyze`] puts a test's verdict
+//! together; [`report`] writes `report.json`, flame graphs and the human summary.
+//! The analysis stages are pure, so they can be tested on captured dumps.
 #![warn(missing_docs)]
 
+pub mod analyze;
+pub mod app;
+pub mod cargo;
+pub mod classify;
+pub mod cli;
+pub mod config;
 pub mod diff;
+pub mod errors;
+pub mod model;
 pub mod profile;
+pub mod protocol;
+pub mod report;
+pub mod runner;
+pub mod runtime;
 pub mod symbolize;
+
+use errors::ExitCode;
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main_impl() -> i32 {
-    0
+    let cli = match cli::parse_args(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::CouldNotRun as i32
+            } else {
+                0
+            };
+        }
+    };
+    let result = match &cli.command {
+        cli::Command::Test(args) => app::run_test_command(args),
+    };
+    match result {
+        Ok(code) => code as i32,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code() as i32
+        }
+    }
 }

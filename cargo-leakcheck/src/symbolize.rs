@@ -1,1 +1,668 @@
-//! (in progress)
+//! In-process symbolization of heap-dump stack addresses.
+//!
+//! A heap dump records runtime return addresses; the dump reader turns each into an
+//! `(object path, file offset)` pair with the dump's `MAPPED_LIBRARIES`. This module turns such
+//! a pair into source frames (function, file, line), innermost inlined frame first, using the
+//! DWARF of the object (through `addr2line`) and its symbol table as a fallback.
+//!
+//! File offsets rather than runtime addresses are the input because they are stable across
+//! processes (ASLR moves the mappings, not the bytes in the file), so frames computed once can be
+//! shared by every dump of the same binary.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader};
+use object::read::ReadCache;
+use object::FileKind;
+
+/// One source-level frame at a code address.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Frame {
+    /// Demangled function name without the Rust hash suffix (for example
+    /// `leaky::tests::forget_vec`), or `None` when neither DWARF nor the symbol table knows it.
+    pub function: Option<String>,
+    /// Source file as recorded in DWARF (joined with the compilation directory when relative).
+    pub file: Option<String>,
+    /// 1-based source line.
+    pub line: Option<u32>,
+    /// 1-based source column.
+    pub column: Option<u32>,
+    /// Path of the object the address belongs to, as given to [`Symbolizer::symbolize`].
+    pub object: String,
+    /// File offset as given to [`Symbolizer::symbolize`] (the unadjusted return address), kept
+    /// for `object+0xOFFSET` display.
+    pub offset: u64,
+    /// `true` for frames inlined into another one; only the outermost frame at an address (the
+    /// function whose machine code this is) has `false`.
+    pub inlined: bool,
+}
+
+impl Frame {
+    fn unresolved(object: &str, offset: u64) -> Self {
+        Frame {
+            function: None,
+            file: None,
+            line: None,
+            column: None,
+            object: object.to_owned(),
+            offset,
+            inlined: false,
+        }
+    }
+
+    /// The function name, or `<object file name>+0x<offset>` when the frame is unresolved.
+    pub fn display_name(&self) -> String {
+        if let Some(function) = &self.function {
+            return function.clone();
+        }
+        let name = match Path::new(&self.object).file_name() {
+            Some(name) => name.to_string_lossy(),
+            // "" (anonymous memory) or a path ending in `..`: show what we were given.
+            None if self.object.is_empty() => "[unknown]".into(),
+            None => self.object.as_str().into(),
+        };
+        format!("{name}+0x{:x}", self.offset)
+    }
+}
+
+/// A `PT_LOAD` segment: the file range `[file_start, file_end)` is mapped at `vaddr`.
+#[derive(Clone, Copy, Debug)]
+struct LoadSegment {
+    file_start: u64,
+    file_end: u64,
+    vaddr: u64,
+}
+
+/// Translates a file offset into the address DWARF and the symbol table use (the SVMA).
+///
+/// The two are not the same number: rust-lld places the text segment at
+/// `p_vaddr = p_offset + 0x1000`, so treating the offset as the address lands in the wrong
+/// function.
+fn file_offset_to_svma(segments: &[LoadSegment], offset: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|s| s.file_start <= offset && offset < s.file_end)
+        .map(|s| offset - s.file_start + s.vaddr)
+}
+
+/// What the program headers tell us about an object.
+struct ElfLayout {
+    segments: Vec<LoadSegment>,
+    build_id: Option<Vec<u8>>,
+}
+
+/// Reads the program headers only; a [`ReadCache`] fetches just the bytes parsed, so this stays
+/// cheap even for large debug binaries (the `Loader` maps the whole file separately).
+fn read_layout(path: &Path) -> Result<ElfLayout, String> {
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let cache = ReadCache::new(file);
+    match FileKind::parse(&cache).map_err(|e| e.to_string())? {
+        FileKind::Elf64 => layout_of::<elf::FileHeader64<object::Endianness>>(&cache),
+        FileKind::Elf32 => layout_of::<elf::FileHeader32<object::Endianness>>(&cache),
+        other => Err(format!("not an ELF file ({other:?})")),
+    }
+}
+
+fn layout_of<Elf: FileHeader<Endian = object::Endianness>>(
+    data: &ReadCache<File>,
+) -> Result<ElfLayout, String> {
+    let header = Elf::parse(data).map_err(|e| e.to_string())?;
+    let endian = header.endian().map_err(|e| e.to_string())?;
+    let headers = header
+        .program_headers(endian, data)
+        .map_err(|e| e.to_string())?;
+    let mut layout = ElfLayout {
+        segments: Vec::new(),
+        build_id: None,
+    };
+    for ph in headers {
+        if ph.p_type(endian) == elf::PT_LOAD {
+            let (file_start, size) = ph.file_range(endian);
+            layout.segments.push(LoadSegment {
+                file_start,
+                file_end: file_start.saturating_add(size),
+                vaddr: ph.p_vaddr(endian).into(),
+            });
+        } else if layout.build_id.is_none() {
+            // A broken note segment only costs us the separate debug file lookup.
+            if let Ok(Some(mut notes)) = ph.notes(endian, data) {
+                while let Ok(Some(note)) = notes.next() {
+                    if note.name() == elf::ELF_NOTE_GNU
+                        && note.n_type(endian) == elf::NT_GNU_BUILD_ID
+                    {
+                        layout.build_id = Some(note.desc().to_vec());
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(layout)
+}
+
+/// Where distributions install separate debug files keyed by build id (Debian's `libc6-dbg`,
+/// `*-dbgsym` packages, Fedora's `debuginfo`).
+fn build_id_debug_path(build_id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    Some(PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{first:02x}/{rest}.debug"
+    )))
+}
+
+fn has_dwarf(loader: &addr2line::Loader) -> bool {
+    loader.get_section_range(b".debug_info").is_some()
+}
+
+/// Paths in `/proc/pid/maps` that name no file: nothing to open and nothing worth a warning.
+fn is_pseudo_path(path: &str) -> bool {
+    path.is_empty() || path.starts_with('[') || path.starts_with("anon_inode:")
+}
+
+/// Drops a trailing legacy Rust hash (`::h` + 16 hex digits).
+///
+/// addr2line's demangling already uses the alternate format that hides it, but names that were
+/// never demangled (a DWARF `DW_AT_name`, or a symbol the demangler rejected) can still carry
+/// one, and a hash in a name would split identical stacks of two builds.
+fn strip_hash(name: &str) -> &str {
+    if let Some((head, hash)) = name.rsplit_once("::h") {
+        if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return head;
+        }
+    }
+    name
+}
+
+fn demangle_symbol(name: &str) -> String {
+    let demangled = addr2line::demangle_auto(name.into(), None);
+    strip_hash(&demangled).to_owned()
+}
+
+/// Per-object state, created the first time the object is seen.
+struct ObjectEntry {
+    /// `None` when the object could not be opened or parsed: every address is unresolved.
+    backend: Option<Backend>,
+    memo: HashMap<u64, Arc<[Frame]>>,
+}
+
+struct Backend {
+    segments: Vec<LoadSegment>,
+    /// The object itself, or its separate debug file when only that one has DWARF (same
+    /// addresses, fuller symbol table).
+    loader: addr2line::Loader,
+}
+
+impl Backend {
+    fn open(path: &str, warnings: &mut Vec<String>) -> Option<Self> {
+        if is_pseudo_path(path) {
+            return None;
+        }
+        let cannot_open = |why: &dyn std::fmt::Display| {
+            // /proc/pid/maps marks files unlinked after mapping; the error alone would not say.
+            let hint = if path.ends_with(" (deleted)") {
+                " (the file was deleted or replaced after it was mapped)"
+            } else {
+                ""
+            };
+            format!("cannot open `{path}`: {why}{hint}")
+        };
+        let layout = match read_layout(Path::new(path)) {
+            Ok(layout) => layout,
+            Err(e) => {
+                warnings.push(cannot_open(&e));
+                return None;
+            }
+        };
+        let loader = match addr2line::Loader::new(path) {
+            Ok(loader) => loader,
+            Err(e) => {
+                warnings.push(cannot_open(&e));
+                return None;
+            }
+        };
+        if has_dwarf(&loader) {
+            return Some(Backend {
+                segments: layout.segments,
+                loader,
+            });
+        }
+        let debug_path = layout.build_id.as_deref().and_then(build_id_debug_path);
+        if let Some(debug_loader) = debug_path
+            .as_deref()
+            .filter(|p| p.is_file())
+            .and_then(|p| addr2line::Loader::new(p).ok())
+            .filter(has_dwarf)
+        {
+            return Some(Backend {
+                segments: layout.segments,
+                loader: debug_loader,
+            });
+        }
+        let looked = match &debug_path {
+            Some(p) => format!("no separate debug file at `{}`", p.display()),
+            None => "no build id to find a separate debug file".to_owned(),
+        };
+        warnings.push(format!(
+            "no debug info in `{path}`: only symbol-table names, without file and line ({looked})"
+        ));
+        Some(Backend {
+            segments: layout.segments,
+            loader,
+        })
+    }
+
+    /// Frames at a return address given as a file offset, innermost first, never empty.
+    fn frames(&self, object: &str, offset: u64) -> Vec<Frame> {
+        let unresolved = Frame::unresolved(object, offset);
+        // A return address points after the call instruction, often at the first instruction of
+        // the next statement (or past the end of a function that ends in a call). One byte back
+        // is inside the call itself, whose line is the allocating statement.
+        let Some(svma) = offset
+            .checked_sub(1)
+            .and_then(|call| file_offset_to_svma(&self.segments, call))
+        else {
+            return vec![unresolved];
+        };
+
+        let mut frames = Vec::new();
+        // A DWARF error part-way leaves the frames read so far: better than none.
+        if let Ok(mut iter) = self.loader.find_frames(svma) {
+            while let Ok(Some(frame)) = iter.next() {
+                let function = frame
+                    .function
+                    .as_ref()
+                    .and_then(|f| f.demangle().ok())
+                    .map(|name| strip_hash(&name).to_owned());
+                let (file, line, column) = match frame.location {
+                    Some(loc) => (loc.file.map(str::to_owned), loc.line, loc.column),
+                    None => (None, None, None),
+                };
+                frames.push(Frame {
+                    function,
+                    file,
+                    line,
+                    column,
+                    inlined: true,
+                    ..unresolved.clone()
+                });
+            }
+        }
+        let symbol = || self.loader.find_symbol(svma).map(demangle_symbol);
+        match frames.last_mut() {
+            Some(outermost) => {
+                outermost.inlined = false;
+                if outermost.function.is_none() {
+                    outermost.function = symbol();
+                }
+            }
+            None => frames.push(Frame {
+                function: symbol(),
+                ..unresolved
+            }),
+        }
+        frames
+    }
+}
+
+/// Symbolizes `(object path, file offset)` pairs, caching per object and per address.
+///
+/// Building an object's DWARF context is the expensive part, and a dump repeats the same few
+/// thousand addresses across many stacks, so both are done once.
+#[derive(Default)]
+pub struct Symbolizer {
+    objects: HashMap<String, ObjectEntry>,
+    warnings: Vec<String>,
+}
+
+impl Symbolizer {
+    /// An empty symbolizer; objects are opened lazily on first use.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Frames at the return address `file_offset` of `object`, innermost (most inlined) first.
+    ///
+    /// Never empty: an address nothing resolves gives one frame with `function: None`. Each
+    /// object is loaded once and each `(object, offset)` is symbolized once; repeated calls
+    /// return the same `Arc`.
+    pub fn symbolize(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]> {
+        if !self.objects.contains_key(object) {
+            let backend = Backend::open(object, &mut self.warnings);
+            self.objects.insert(
+                object.to_owned(),
+                ObjectEntry {
+                    backend,
+                    memo: HashMap::new(),
+                },
+            );
+        }
+        let entry = self
+            .objects
+            .get_mut(object)
+            .expect("object entry inserted above");
+        if let Some(frames) = entry.memo.get(&file_offset) {
+            return Arc::clone(frames);
+        }
+        let frames: Arc<[Frame]> = match &entry.backend {
+            Some(backend) => backend.frames(object, file_offset).into(),
+            None => Arc::new([Frame::unresolved(object, file_offset)]),
+        };
+        entry.memo.insert(file_offset, Arc::clone(&frames));
+        frames
+    }
+
+    /// Problems met so far, at most one per object: ``cannot open `PATH`: …`` for objects that
+    /// could not be read, ``no debug info in `PATH`: …`` for objects resolved by symbol table
+    /// only (no DWARF in the object nor in a separate debug file found by build id).
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hint::black_box;
+
+    /// Maps a runtime address of this process to (object path, file offset), the way the dump
+    /// reader does with MAPPED_LIBRARIES.
+    fn locate(addr: usize) -> (String, u64) {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for line in maps.lines() {
+            let mut fields = line.splitn(6, ' ');
+            let range = fields.next().unwrap();
+            let _perms = fields.next();
+            let offset = u64::from_str_radix(fields.next().unwrap(), 16).unwrap();
+            let _dev = fields.next();
+            let _inode = fields.next();
+            let path = fields.next().unwrap_or("").trim_start();
+            let (start, end) = range.split_once('-').unwrap();
+            let start = usize::from_str_radix(start, 16).unwrap();
+            let end = usize::from_str_radix(end, 16).unwrap();
+            if start <= addr && addr < end {
+                return (path.to_owned(), (addr - start) as u64 + offset);
+            }
+        }
+        panic!("address {addr:#x} is in no mapping of /proc/self/maps");
+    }
+
+    /// Return addresses of the current stack as glibc's `backtrace` sees it (the same unwinder
+    /// family jemalloc uses): `[0]` is in this function, `[1]` in its caller.
+    ///
+    /// `extern "C"` makes the function non-unwinding, so callers use a plain `call` with no
+    /// landing-pad `jmp` after it: the return address is then the first instruction of the next
+    /// statement, which is what shows whether the one-byte step back happens.
+    #[inline(never)]
+    extern "C" fn record_caller(out: &mut Vec<usize>) {
+        let mut buf = [std::ptr::null_mut(); 8];
+        // SAFETY: the buffer holds `buf.len()` pointers and outlives the call.
+        let n = unsafe { libc::backtrace(buf.as_mut_ptr(), buf.len() as libc::c_int) };
+        out.extend(buf[..n as usize].iter().map(|&p| p as usize));
+    }
+
+    const HELPER_LINE: u32 = line!() + 2;
+    #[inline(never)]
+    fn helper(x: u64) -> u64 {
+        black_box(x).wrapping_mul(3)
+    }
+
+    #[inline(never)]
+    fn call_site() -> (Vec<usize>, u32) {
+        let mut out = Vec::new();
+        let line = line!() + 1;
+        record_caller(&mut out);
+        // A statement that needs nothing spilled by the previous one, so its first instruction
+        // (the return address) carries its own line.
+        next_statement();
+        (out, line)
+    }
+
+    #[inline(never)]
+    fn next_statement() {
+        black_box(());
+    }
+
+    #[inline(always)]
+    fn inlined_recorder(out: &mut Vec<usize>) -> u32 {
+        let line = line!() + 1;
+        record_caller(out);
+        line
+    }
+
+    #[inline(never)]
+    fn inline_host() -> (Vec<usize>, u32, u32) {
+        let mut out = Vec::new();
+        let host_line = line!() + 1;
+        let inner_line = inlined_recorder(&mut out);
+        black_box(&mut out);
+        (out, inner_line, host_line)
+    }
+
+    fn assert_this_file(frame: &Frame) {
+        let file = frame.file.as_deref().unwrap_or_default();
+        assert!(file.ends_with("symbolize.rs"), "{frame:?}");
+    }
+
+    #[test]
+    fn function_entry_resolves_to_its_definition() {
+        black_box(helper(1));
+        let (object, offset) = locate(helper as fn(u64) -> u64 as usize);
+        let mut s = Symbolizer::new();
+        // +1 because symbolize treats the offset as a return address and steps back one byte.
+        let frames = s.symbolize(&object, offset + 1);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        let f = &frames[0];
+        let name = f.function.as_deref().unwrap_or_default();
+        assert!(name.ends_with("symbolize::tests::helper"), "{f:?}");
+        assert_eq!(strip_hash(name), name, "hash left in {name}");
+        assert_this_file(f);
+        assert_eq!(f.line, Some(HELPER_LINE), "{f:?}");
+        assert!(!f.inlined);
+        assert_eq!(f.object, object);
+        assert_eq!(f.offset, offset + 1);
+        assert_eq!(f.display_name(), name);
+        // A few bytes further is still the same function.
+        let later = s.symbolize(&object, offset + 4);
+        assert_eq!(later.last().unwrap().function.as_deref(), Some(name));
+        assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    }
+
+    #[test]
+    fn return_address_maps_to_the_call_line() {
+        let (addrs, line) = call_site();
+        let (object, offset) = locate(addrs[1]);
+        let mut s = Symbolizer::new();
+        let frames = s.symbolize(&object, offset);
+        let f = &frames[0];
+        assert!(
+            f.function
+                .as_deref()
+                .unwrap_or_default()
+                .ends_with("symbolize::tests::call_site"),
+            "{frames:?}"
+        );
+        assert_this_file(f);
+        assert_eq!(f.line, Some(line), "{frames:?}");
+        assert!(f.column.is_some());
+
+        // Without the one-byte step back the lookup would land on the next statement: looking
+        // up `offset + 1` makes symbolize probe the return address itself.
+        let unadjusted = s.symbolize(&object, offset + 1);
+        assert_eq!(unadjusted[0].line, Some(line + 3), "{unadjusted:?}");
+    }
+
+    #[test]
+    fn inlined_frames_come_innermost_first() {
+        let (addrs, inner_line, host_line) = inline_host();
+        let (object, offset) = locate(addrs[1]);
+        let mut s = Symbolizer::new();
+        let frames = s.symbolize(&object, offset);
+        // `#[inline(always)]` is honoured even by the unoptimised test profile.
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        let (inner, outer) = (&frames[0], &frames[1]);
+        assert!(
+            inner
+                .function
+                .as_deref()
+                .unwrap_or_default()
+                .ends_with("symbolize::tests::inlined_recorder"),
+            "{frames:?}"
+        );
+        assert!(inner.inlined);
+        assert_eq!(inner.line, Some(inner_line), "{frames:?}");
+        assert_this_file(inner);
+        assert!(
+            outer
+                .function
+                .as_deref()
+                .unwrap_or_default()
+                .ends_with("symbolize::tests::inline_host"),
+            "{frames:?}"
+        );
+        assert!(!outer.inlined);
+        assert_eq!(outer.line, Some(host_line), "{frames:?}");
+        assert_this_file(outer);
+        assert!(frames
+            .iter()
+            .all(|f| f.offset == offset && f.object == object));
+    }
+
+    #[test]
+    fn libc_function_resolves() {
+        let addr = libc::malloc as unsafe extern "C" fn(libc::size_t) -> *mut libc::c_void;
+        let (object, offset) = locate(addr as usize);
+        let mut s = Symbolizer::new();
+        let frames = s.symbolize(&object, offset + 1);
+        let outer = frames.last().unwrap();
+        // `malloc` and `__libc_malloc` share the address; either name is right. Under an
+        // interposing preload the shim's own `malloc` is found, which is right too.
+        let name = outer.function.as_deref().unwrap_or_default();
+        assert!(name.contains("malloc"), "{frames:?} {:?}", s.warnings());
+        if outer.file.is_none() {
+            let expected = format!("no debug info in `{object}`");
+            let warnings = s.warnings();
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert!(warnings[0].starts_with(&expected), "{warnings:?}");
+        } else {
+            assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+        }
+        // An offset past every segment resolves to nothing but still names the object.
+        let beyond = s.symbolize(&object, u64::MAX / 2);
+        assert_eq!(beyond.len(), 1);
+        assert_eq!(beyond[0].function, None);
+        let file_name = Path::new(&object).file_name().unwrap().to_string_lossy();
+        assert_eq!(
+            beyond[0].display_name(),
+            format!("{file_name}+0x{:x}", u64::MAX / 2)
+        );
+    }
+
+    #[test]
+    fn missing_object_warns_once() {
+        let mut s = Symbolizer::new();
+        let path = "/nonexistent/leakcheck/libgone.so";
+        let a = s.symbolize(path, 0x1234);
+        let b = s.symbolize(path, 0x5678);
+        let c = s.symbolize(path, 0x1234);
+        assert_eq!(
+            &*a,
+            &[Frame {
+                function: None,
+                file: None,
+                line: None,
+                column: None,
+                object: path.to_owned(),
+                offset: 0x1234,
+                inlined: false,
+            }]
+        );
+        assert_eq!(b[0].function, None);
+        assert_eq!(a[0].display_name(), "libgone.so+0x1234");
+        assert!(Arc::ptr_eq(&a, &c));
+        let warnings = s.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(&format!("cannot open `{path}`: ")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn pseudo_objects_are_unresolved_silently() {
+        let mut s = Symbolizer::new();
+        for object in ["", "[vdso]", "[anon:leak]"] {
+            let frames = s.symbolize(object, 0x10);
+            assert_eq!(frames.len(), 1);
+            assert_eq!(frames[0].function, None);
+        }
+        assert_eq!(s.symbolize("[vdso]", 0x10)[0].display_name(), "[vdso]+0x10");
+        assert_eq!(s.symbolize("", 0x10)[0].display_name(), "[unknown]+0x10");
+        assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    }
+
+    #[test]
+    fn results_are_memoized() {
+        black_box(helper(2));
+        let (object, offset) = locate(helper as fn(u64) -> u64 as usize);
+        let mut s = Symbolizer::new();
+        let first = s.symbolize(&object, offset + 1);
+        let second = s.symbolize(&object, offset + 1);
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(s.objects.len(), 1);
+        assert_eq!(s.objects[&object].memo.len(), 1);
+    }
+
+    #[test]
+    fn symbolizer_can_move_to_another_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Symbolizer>();
+    }
+
+    #[test]
+    fn offsets_translate_through_load_segments() {
+        // The layout rust-lld produces: text mapped one page above its file offset.
+        let segments = [
+            LoadSegment {
+                file_start: 0,
+                file_end: 0x5000,
+                vaddr: 0,
+            },
+            LoadSegment {
+                file_start: 0x5000,
+                file_end: 0x9000,
+                vaddr: 0x6000,
+            },
+        ];
+        assert_eq!(file_offset_to_svma(&segments, 0x10), Some(0x10));
+        assert_eq!(file_offset_to_svma(&segments, 0x5000), Some(0x6000));
+        assert_eq!(file_offset_to_svma(&segments, 0x8fff), Some(0x9fff));
+        assert_eq!(file_offset_to_svma(&segments, 0x9000), None);
+    }
+
+    #[test]
+    fn hashes_are_stripped() {
+        assert_eq!(strip_hash("a::b::h0123456789abcdef"), "a::b");
+        assert_eq!(strip_hash("a::b"), "a::b");
+        assert_eq!(strip_hash("a::hello"), "a::hello");
+        assert_eq!(
+            demangle_symbol("_ZN5leaky5tests10forget_vec17h0123456789abcdefE"),
+            "leaky::tests::forget_vec"
+        );
+        assert_eq!(demangle_symbol("malloc"), "malloc");
+        assert_eq!(
+            demangle_symbol("_RNvNtCs1234_5leaky5tests10forget_vec"),
+            "leaky::tests::forget_vec"
+        );
+        assert_eq!(
+            demangle_symbol("_ZNSt6vectorIiSaIiEE9push_backERKi"),
+            "std::vector<int, std::allocator<int> >::push_back(int const&)"
+        );
+    }
+}

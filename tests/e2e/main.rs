@@ -1,1 +1,9 @@
+//! End-to-end tests: run the built `cargo-leakcheck` on copies of the fixture crates and
+//! check verdicts, allocation sites, exit codes, the report schema and the artifacts
+//! against the table in `expected.rs`.
 
+mod expected;
+mod harness;
+
+mod cli_errors;
+mod verdicts;

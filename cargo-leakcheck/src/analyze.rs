@@ -1,0 +1,266 @@
+//! Turns one test's process result and dumps into its [`TestReport`]: read the dumps,
+//! subtract the harness baseline per stack, symbolize, classify, judge.
+//!
+//! Pure apart from reading dump files, so it runs the same on captured dumps.
+
+use crate::classify;
+use crate::diff::{self, NormalizedProfile};
+use crate::model::{Artifacts, FrameReport, StackKind, StackReport, TestReport, Verdict};
+use crate::profile;
+use crate::runner::{ProcessEnd, ProcessResult};
+use crate::symbolize::{Frame, Symbolizer};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What the analysis knows about one test binary, shared by all its tests.
+pub struct BinaryAnalysis {
+    /// The executable's path as it appears in /proc/pid/maps (canonical).
+    pub exe: String,
+    /// The harness-only baseline, when it could be taken.
+    pub baseline: Option<NormalizedProfile>,
+    /// Whether the binary installs its own `#[global_allocator]`.
+    pub custom_allocator: bool,
+    /// One symbolizer per binary: contexts and addresses are cached across its tests.
+    pub symbolizer: Symbolizer,
+}
+
+impl BinaryAnalysis {
+    /// Prepares the analysis of a binary from its baseline run.
+    pub fn new(exe_path: &Path, baseline: Option<&ProcessResult>) -> (Self, Option<String>) {
+        let exe = exe_path
+            .canonicalize()
+            .unwrap_or_else(|_| exe_path.to_path_buf())
+            .display()
+            .to_string();
+        let mut note = None;
+        let baseline = match baseline {
+            None => None,
+            Some(r) => match load_dumps(r) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    note = Some(format!(
+                        "the harness baseline of `{exe}` is unusable ({e}); its tests are judged without it"
+                    ));
+                    None
+                }
+            },
+        };
+        let custom_allocator = has_custom_global_allocator(exe_path);
+        (
+            BinaryAnalysis {
+                exe,
+                baseline,
+                custom_allocator,
+                symbolizer: Symbolizer::new(),
+            },
+            note,
+        )
+    }
+}
+
+/// Whether the executable defines `__rg_alloc`, the symbol `#[global_allocator]` generates.
+pub fn has_custom_global_allocator(exe: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(exe) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .any(|s| s.name().is_ok_and(|n| n.contains("__rg_alloc")))
+}
+
+/// Reads and merges a process's exit dumps (the runtime's, plus the test binary's own
+/// jemalloc's when it has one).
+pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, String> {
+    if result.preload_dumps.is_empty() {
+        return Err("the process wrote no heap dump".into());
+    }
+    let mut merged: Option<NormalizedProfile> = None;
+    for path in result.preload_dumps.iter().chain(result.app_dumps.iter()) {
+        let parsed = profile::read_heap_profile(path).map_err(|e| e.to_string())?;
+        let norm = diff::normalize(&parsed.unbiased());
+        match &mut merged {
+            None => merged = Some(norm),
+            Some(m) => {
+                for (k, v) in norm.stacks {
+                    let e = m.stacks.entry(k).or_default();
+                    e.objects += v.objects;
+                    e.bytes += v.bytes;
+                }
+            }
+        }
+    }
+    Ok(merged.expect("at least one dump"))
+}
+
+/// Identifies a test for the report.
+pub struct TestIdentity<'a> {
+    /// Package name.
+    pub package: &'a str,
+    /// Target name.
+    pub binary: &'a str,
+    /// Target kind.
+    pub kind: &'a str,
+    /// libtest name.
+    pub name: &'a str,
+}
+
+/// Analyses one test.
+pub fn analyze_test(
+    id: &TestIdentity,
+    result: &ProcessResult,
+    bin: &mut BinaryAnalysis,
+    threshold: u64,
+) -> TestReport {
+    let mut report = TestReport {
+        package: id.package.to_string(),
+        binary: id.binary.to_string(),
+        kind: id.kind.to_string(),
+        name: id.name.to_string(),
+        verdict: Verdict::Clean,
+        retained_bytes: 0,
+        retained_objects: 0,
+        exit: result.end.describe(),
+        message: None,
+        stacks: Vec::new(),
+        artifacts: Artifacts::default(),
+    };
+    let code = match &result.end {
+        ProcessEnd::Exited(c) => *c,
+        ProcessEnd::TimedOut => {
+            report.verdict = Verdict::Timeout;
+            report.message = Some(format!(
+                "killed after {:.1}s; a killed process writes no heap dump, so its leaks cannot be analysed",
+                result.duration.as_secs_f64()
+            ));
+            return report;
+        }
+        ProcessEnd::Signaled(_) => {
+            report.verdict = Verdict::Crashed;
+            report.message = Some(format!(
+                "killed by {}; no exit dump, so its leaks cannot be analysed{}",
+                result.end.describe(),
+                stderr_tail(&result.stderr)
+            ));
+            return report;
+        }
+        ProcessEnd::SpawnFailed(e) => {
+            report.verdict = Verdict::Error;
+            report.message = Some(e.clone());
+            return report;
+        }
+    };
+    let after = match load_dumps(result) {
+        Ok(p) => p,
+        Err(e) => {
+            report.verdict = if code != 0 {
+                Verdict::Failed
+            } else {
+                Verdict::Error
+            };
+            report.message = Some(format!("{e}{}", stderr_tail(&result.stderr)));
+            return report;
+        }
+    };
+    let empty = NormalizedProfile {
+        stacks: HashMap::new(),
+        sample_period: after.sample_period,
+    };
+    let before = bin.baseline.as_ref().unwrap_or(&empty);
+    let deltas = diff::diff(&after, before);
+    report.stacks = judge_stacks(&deltas, bin, threshold);
+    for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
+        report.retained_bytes += s.bytes;
+        report.retained_objects += s.objects;
+    }
+    let visible = !bin.custom_allocator || !result.app_dumps.is_empty();
+    report.verdict = if code != 0 {
+        report.message = Some(format!(
+            "the test failed ({}){}",
+            result.end.describe(),
+            stderr_tail(&result.stderr)
+        ));
+        Verdict::Failed
+    } else if !visible {
+        report.message = Some(
+            "the test binary installs its own #[global_allocator] and it is not tikv-jemallocator: its Rust allocations never reach malloc, so cargo-leakcheck cannot see them".into(),
+        );
+        Verdict::Unanalysable
+    } else if report.stacks.iter().any(|s| s.fails) {
+        Verdict::Leak
+    } else {
+        Verdict::Clean
+    };
+    report
+}
+
+/// Symbolizes, trims, classifies and thresholds the retained stacks, merging stacks that
+/// symbolize identically; largest first.
+pub fn judge_stacks(
+    deltas: &[diff::StackDelta],
+    bin: &mut BinaryAnalysis,
+    threshold: u64,
+) -> Vec<StackReport> {
+    let mut merged: HashMap<(StackKind, Vec<FrameReport>), (u64, u64, Option<String>)> =
+        HashMap::new();
+    for delta in deltas {
+        let mut frames: Vec<Frame> = Vec::new();
+        for key in &delta.frames {
+            frames.extend(
+                bin.symbolizer
+                    .symbolize(&key.object, key.file_offset)
+                    .iter()
+                    .cloned(),
+            );
+        }
+        let trimmed = &frames[classify::allocator_prefix_len(&frames)..];
+        let (kind, reason) = classify::classify(trimmed, &bin.exe);
+        let shown: Vec<FrameReport> = trimmed.iter().map(frame_report).collect();
+        let e = merged.entry((kind, shown)).or_insert((0, 0, reason));
+        e.0 += delta.live.bytes;
+        e.1 += delta.live.objects;
+    }
+    let mut stacks: Vec<StackReport> = merged
+        .into_iter()
+        .map(|((kind, frames), (bytes, objects, reason))| StackReport {
+            bytes,
+            objects,
+            kind,
+            reason,
+            fails: kind == StackKind::Leak && bytes > threshold,
+            frames,
+        })
+        .collect();
+    stacks.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.kind.cmp(&b.kind))
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    stacks
+}
+
+fn frame_report(f: &Frame) -> FrameReport {
+    FrameReport {
+        function: f.display_name(),
+        file: f.file.clone(),
+        line: f.line,
+        inlined: f.inlined,
+    }
+}
+
+/// The last lines of a captured output file, formatted to follow a message.
+pub fn stderr_tail(path: &PathBuf) -> String {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return String::new();
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(15)..];
+    format!("; last lines of its stderr:\n{}", tail.join("\n"))
+}

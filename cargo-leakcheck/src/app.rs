@@ -1,0 +1,196 @@
+//! The `test` command from start to finish: select, build, run, analyse, report.
+
+use crate::analyze::{self, BinaryAnalysis, TestIdentity};
+use crate::cargo::{self, TestBinary};
+use crate::cli::TestArgs;
+use crate::errors::{Error, ExitCode};
+use crate::model::{Report, Settings, TestReport, Verdict, REPORT_VERSION};
+use crate::protocol::ProfileSettings;
+use crate::report::{flamegraph, human, json};
+use crate::runner::{self, RunConfig, TestFilter};
+use crate::{config, runtime};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs `cargo leakcheck test`; returns the exit code.
+pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
+    let threshold = config::parse_size(&args.threshold)
+        .map_err(|e| Error::Usage(format!("--threshold: {e}")))?;
+    if args.jobs == Some(0) {
+        return Err(Error::Usage("-j/--jobs must be at least 1".into()));
+    }
+    if args.timeout == 0 {
+        return Err(Error::Usage("--timeout must be at least 1 second".into()));
+    }
+    let ws = cargo::load_workspace(args)?;
+    let current = cargo::current_package(&ws, args.manifest_path.as_deref());
+    let selected = cargo::selected_members(&ws, args, current.as_deref())?;
+
+    // Create the output directory before the long work, so a bad path fails fast.
+    let out_dir = ws.target_dir.join("leakcheck");
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir)
+            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
+    }
+    let work_dir = out_dir.join("dumps");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+
+    let runtime = runtime::locate_or_build(args.verbose)?;
+    let binaries = cargo::build_tests(&ws, args, &selected, args.verbose)?;
+
+    let mut notes = Vec::new();
+    if !args.lib && args.tests.is_empty() && selected.iter().any(|m| m.has_doctests) {
+        notes.push(
+            "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
+                .to_string(),
+        );
+        eprintln!("    Note doc-tests are skipped");
+    }
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let filter = TestFilter::from_args(&args.filters);
+    let settings = ProfileSettings::default();
+    let run_config = RunConfig {
+        workspace: &ws,
+        runtime: &runtime,
+        work_dir: &work_dir,
+        jobs,
+        timeout: Duration::from_secs(args.timeout),
+        filter: &filter,
+        verbose: args.verbose,
+    };
+    let n_bins = binaries.len();
+    eprintln!(
+        "     Running tests of {} with heap profiling ({} at a time)",
+        plural(n_bins, "binary", "binaries"),
+        jobs
+    );
+    let results = runner::run_all(&binaries, &run_config, settings)?;
+    for (b, e) in &results.list_errors {
+        notes.push(format!(
+            "could not list the tests of `{}`: {e}",
+            binaries[*b].id()
+        ));
+    }
+
+    let mut tests = analyse(&binaries, &results, threshold, &mut notes);
+    tests.sort_by(|a, b| {
+        (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
+    });
+    write_flamegraphs(&mut tests, &out_dir, &mut notes);
+
+    let report = Report {
+        version: REPORT_VERSION,
+        settings: Settings {
+            sample_period: 1u64 << settings.lg_sample,
+            stack_threshold: threshold,
+        },
+        tests,
+        notes,
+    };
+    json::write(&report, &out_dir.join("report.json"))?;
+    eprint!("{}", human::render(&report, &ws.root, &out_dir));
+    Ok(exit_code(&report, !results.list_errors.is_empty()))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn analyse(
+    binaries: &[TestBinary],
+    results: &runner::RunResults,
+    threshold: u64,
+    notes: &mut Vec<String>,
+) -> Vec<TestReport> {
+    let mut out = Vec::with_capacity(results.tests.len());
+    for (bi, binary) in binaries.iter().enumerate() {
+        let indices: Vec<usize> = (0..results.tests.len())
+            .filter(|&i| results.tests[i].binary == bi)
+            .collect();
+        if indices.is_empty() {
+            continue;
+        }
+        let (mut analysis, note) =
+            BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
+        notes.extend(note);
+        for i in indices {
+            let id = TestIdentity {
+                package: &binary.package,
+                binary: &binary.target,
+                kind: &binary.kind,
+                name: &results.tests[i].name,
+            };
+            out.push(analyze::analyze_test(
+                &id,
+                &results.results[i],
+                &mut analysis,
+                threshold,
+            ));
+        }
+        for w in analysis.symbolizer.warnings() {
+            if !notes.contains(&w) {
+                notes.push(w);
+            }
+        }
+    }
+    out
+}
+
+fn write_flamegraphs(tests: &mut [TestReport], out_dir: &Path, notes: &mut Vec<String>) {
+    for t in tests.iter_mut() {
+        if t.failing_stacks().next().is_none() {
+            continue;
+        }
+        let lines = flamegraph::folded_lines(t);
+        let dir_name = flamegraph::file_stem(&format!("{}-{}-{}", t.package, t.kind, t.binary));
+        let dir = out_dir.join(&dir_name);
+        let stem = flamegraph::file_stem(&t.name);
+        let folded_rel = PathBuf::from(&dir_name).join(format!("{stem}.folded"));
+        let svg_rel = PathBuf::from(&dir_name).join(format!("{stem}.svg"));
+        let result = std::fs::create_dir_all(&dir)
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                let mut text = lines.join("\n");
+                text.push('\n');
+                std::fs::write(out_dir.join(&folded_rel), text).map_err(|e| e.to_string())
+            })
+            .and_then(|_| {
+                let file =
+                    std::fs::File::create(out_dir.join(&svg_rel)).map_err(|e| e.to_string())?;
+                flamegraph::svg(
+                    &format!("{} {}", t.binary, t.name),
+                    &lines,
+                    std::io::BufWriter::new(file),
+                )
+            });
+        match result {
+            Ok(()) => {
+                t.artifacts.folded = Some(folded_rel.display().to_string());
+                t.artifacts.flamegraph = Some(svg_rel.display().to_string());
+            }
+            Err(e) => notes.push(format!(
+                "could not write the flame graph of `{}`: {e}",
+                t.name
+            )),
+        }
+    }
+}
+
+/// The documented exit code for a finished run.
+pub fn exit_code(report: &Report, incomplete: bool) -> ExitCode {
+    let any = |vs: &[Verdict]| report.tests.iter().any(|t| vs.contains(&t.verdict));
+    if any(&[Verdict::Failed, Verdict::Crashed, Verdict::Timeout]) {
+        ExitCode::TestsFailed
+    } else if any(&[Verdict::Leak]) {
+        ExitCode::LeaksFound
+    } else if incomplete || any(&[Verdict::Error, Verdict::Unanalysable]) {
+        ExitCode::Incomplete
+    } else {
+        ExitCode::Success
+    }
+}

@@ -1,0 +1,397 @@
+//! Drives cargo: reads workspace metadata, builds the test executables, and says which
+//! executables there are to run.
+
+use crate::cli::TestArgs;
+use crate::errors::Error;
+use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
+use std::collections::BTreeMap;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The cargo program to run: the one that invoked us when run as `cargo leakcheck`.
+pub fn cargo_program() -> PathBuf {
+    std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("cargo"))
+}
+
+/// What we need to know about the workspace before building.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The workspace root directory.
+    pub root: PathBuf,
+    /// The target directory (honours `--target-dir`, `CARGO_TARGET_DIR` and cargo config).
+    pub target_dir: PathBuf,
+    /// Workspace members by package name.
+    pub members: BTreeMap<String, Member>,
+}
+
+/// A workspace member.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Package name.
+    pub name: String,
+    /// Package version.
+    pub version: String,
+    /// Directory holding its Cargo.toml (tests run there, as under `cargo test`).
+    pub dir: PathBuf,
+    /// Integration-test target names.
+    pub test_targets: Vec<String>,
+    /// Targets declared with `harness = false`: these are run as a single test each.
+    pub no_harness: Vec<String>,
+    /// Whether a library target has doc-tests (we skip them and say so).
+    pub has_doctests: bool,
+    /// Whether the package depends directly on tikv-jemallocator.
+    pub uses_tikv_jemallocator: bool,
+}
+
+/// Reads `cargo metadata` for the project at `manifest_path` (or the current directory).
+pub fn load_workspace(args: &TestArgs) -> Result<Workspace, Error> {
+    let mut cmd = MetadataCommand::new();
+    cmd.cargo_path(cargo_program()).no_deps();
+    if let Some(m) = &args.manifest_path {
+        if !m.exists() {
+            return Err(Error::Metadata {
+                manifest: Some(m.clone()),
+                message: "no such file".into(),
+            });
+        }
+        cmd.manifest_path(m);
+    }
+    let metadata = cmd.exec().map_err(|e| Error::Metadata {
+        manifest: args.manifest_path.clone(),
+        message: metadata_error_text(&e),
+    })?;
+    Ok(workspace_from_metadata(
+        &metadata,
+        args.target_dir.as_deref(),
+    ))
+}
+
+fn metadata_error_text(e: &cargo_metadata::Error) -> String {
+    match e {
+        cargo_metadata::Error::CargoMetadata { stderr } => stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
+}
+
+fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Workspace {
+    let mut members = BTreeMap::new();
+    for pkg in metadata.workspace_packages() {
+        let dir = pkg
+            .manifest_path
+            .parent()
+            .map(|p| p.as_std_path().to_path_buf())
+            .unwrap_or_default();
+        let test_targets = pkg
+            .targets
+            .iter()
+            .filter(|t| t.kind.contains(&TargetKind::Test))
+            .map(|t| t.name.clone())
+            .collect();
+        let has_doctests = pkg
+            .targets
+            .iter()
+            .any(|t| t.doctest && t.kind.iter().any(is_lib_kind));
+        let uses_tikv_jemallocator = pkg
+            .dependencies
+            .iter()
+            .any(|d| d.name == "tikv-jemallocator");
+        let no_harness = no_harness_targets(pkg.manifest_path.as_std_path());
+        let name = pkg.name.to_string();
+        members.insert(
+            name.clone(),
+            Member {
+                name,
+                version: pkg.version.to_string(),
+                dir,
+                test_targets,
+                no_harness,
+                has_doctests,
+                uses_tikv_jemallocator,
+            },
+        );
+    }
+    Workspace {
+        root: metadata.workspace_root.as_std_path().to_path_buf(),
+        target_dir: target_dir
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| metadata.target_directory.as_std_path().to_path_buf()),
+        members,
+    }
+}
+
+fn is_lib_kind(k: &TargetKind) -> bool {
+    matches!(
+        k,
+        TargetKind::Lib | TargetKind::RLib | TargetKind::DyLib | TargetKind::ProcMacro
+    )
+}
+
+/// `cargo metadata` does not report `harness = false`, so read it from the manifest.
+fn no_harness_targets(manifest: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(manifest) else {
+        return Vec::new();
+    };
+    let Ok(value) = text.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for section in ["test", "bin", "bench"] {
+        if let Some(toml::Value::Array(items)) = value.get(section) {
+            for item in items {
+                let harness = item.get("harness").and_then(|h| h.as_bool());
+                if harness == Some(false) {
+                    if let Some(name) = item.get("name").and_then(|n| n.as_str()) {
+                        out.push(name.to_string());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Which workspace members the arguments select, mirroring cargo's own rules closely
+/// enough to validate names and decide per-package build settings.
+pub fn selected_members<'a>(
+    ws: &'a Workspace,
+    args: &TestArgs,
+    current_package: Option<&str>,
+) -> Result<Vec<&'a Member>, Error> {
+    let available = || ws.members.keys().cloned().collect::<Vec<_>>();
+    for name in args.packages.iter().chain(args.exclude.iter()) {
+        // cargo accepts `name@version` specs; validate the name part.
+        let bare = name.split('@').next().unwrap_or(name);
+        if !ws.members.contains_key(bare) {
+            return Err(Error::UnknownPackage {
+                name: name.clone(),
+                available: available(),
+            });
+        }
+    }
+    let selected: Vec<&Member> = if !args.packages.is_empty() {
+        args.packages
+            .iter()
+            .filter_map(|p| ws.members.get(p.split('@').next().unwrap_or(p)))
+            .collect()
+    } else if args.workspace {
+        ws.members
+            .values()
+            .filter(|m| {
+                !args
+                    .exclude
+                    .iter()
+                    .any(|e| e.split('@').next() == Some(m.name.as_str()))
+            })
+            .collect()
+    } else if let Some(cur) = current_package.and_then(|c| ws.members.get(c)) {
+        vec![cur]
+    } else {
+        ws.members.values().collect()
+    };
+    for t in &args.tests {
+        if !selected.iter().any(|m| m.test_targets.contains(t)) {
+            let mut all: Vec<String> = selected
+                .iter()
+                .flat_map(|m| m.test_targets.iter().cloned())
+                .collect();
+            all.sort();
+            return Err(Error::UnknownTestTarget {
+                name: t.clone(),
+                available: all,
+            });
+        }
+    }
+    Ok(selected)
+}
+
+/// The package whose manifest is `manifest` (or, with none, the one containing the current
+/// directory), when it is a workspace member: that is what cargo tests by default.
+pub fn current_package(ws: &Workspace, manifest: Option<&Path>) -> Option<String> {
+    let dir = match manifest {
+        Some(m) => m.canonicalize().ok()?.parent()?.to_path_buf(),
+        None => std::env::current_dir().ok()?.canonicalize().ok()?,
+    };
+    ws.members
+        .values()
+        .filter(|m| {
+            m.dir
+                .canonicalize()
+                .map(|d| dir.starts_with(&d))
+                .unwrap_or(false)
+        })
+        .max_by_key(|m| m.dir.components().count())
+        .map(|m| m.name.clone())
+}
+
+/// A built test executable.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TestBinary {
+    /// Package name.
+    pub package: String,
+    /// Target name (the lib target's name for unit tests).
+    pub target: String,
+    /// `lib`, `bin` or `test`.
+    pub kind: String,
+    /// The executable.
+    pub path: PathBuf,
+    /// Whether the target uses libtest (false for `harness = false`).
+    pub harness: bool,
+}
+
+impl TestBinary {
+    /// A stable, unique id: `package` for unit tests of the lib, `package::target` for
+    /// integration tests, `package::bin/target` for unit tests of a binary.
+    pub fn id(&self) -> String {
+        match self.kind.as_str() {
+            "lib" => self.package.clone(),
+            "test" => format!("{}::{}", self.package, self.target),
+            other => format!("{}::{}/{}", self.package, other, self.target),
+        }
+    }
+}
+
+/// The `cargo test --no-run` arguments for these selection flags.
+pub fn build_args(args: &TestArgs, selected: &[&Member]) -> Vec<String> {
+    let mut out: Vec<String> = vec![
+        "test".into(),
+        "--no-run".into(),
+        "--message-format=json-render-diagnostics".into(),
+    ];
+    if let Some(m) = &args.manifest_path {
+        out.push("--manifest-path".into());
+        out.push(m.display().to_string());
+    }
+    for p in &args.packages {
+        out.push("--package".into());
+        out.push(p.clone());
+    }
+    if args.workspace {
+        out.push("--workspace".into());
+    }
+    for e in &args.exclude {
+        out.push("--exclude".into());
+        out.push(e.clone());
+    }
+    if args.lib {
+        out.push("--lib".into());
+    }
+    for t in &args.tests {
+        out.push("--test".into());
+        out.push(t.clone());
+    }
+    let mut features = args.features.clone();
+    // A crate whose global allocator is tikv-jemallocator allocates behind malloc's back;
+    // turning on its profiling feature makes that jemalloc write dumps of its own.
+    let jemalloc_users: Vec<&&Member> = selected
+        .iter()
+        .filter(|m| m.uses_tikv_jemallocator)
+        .collect();
+    if !jemalloc_users.is_empty() {
+        if selected.len() == 1 {
+            features.push("tikv-jemallocator/profiling".into());
+        } else {
+            for m in jemalloc_users {
+                features.push(format!("{}/tikv-jemallocator/profiling", m.name));
+            }
+        }
+    }
+    if !features.is_empty() {
+        out.push("--features".into());
+        out.push(features.join(","));
+    }
+    if args.all_features {
+        out.push("--all-features".into());
+    }
+    if args.no_default_features {
+        out.push("--no-default-features".into());
+    }
+    if args.release {
+        out.push("--release".into());
+    }
+    if let Some(t) = &args.target_dir {
+        out.push("--target-dir".into());
+        out.push(t.display().to_string());
+    }
+    out
+}
+
+/// Builds the test executables, letting cargo print its diagnostics to our stderr.
+pub fn build_tests(
+    ws: &Workspace,
+    args: &TestArgs,
+    selected: &[&Member],
+    verbose: bool,
+) -> Result<Vec<TestBinary>, Error> {
+    let cargo_args = build_args(args, selected);
+    let program = cargo_program();
+    let command_text = format!("{} {}", program.display(), cargo_args.join(" "));
+    if verbose {
+        eprintln!("     Running `{command_text}`");
+    }
+    let mut child = Command::new(&program)
+        .args(&cargo_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let mut binaries = Vec::new();
+    for message in Message::parse_stream(BufReader::new(stdout)) {
+        let message = message.map_err(|e| Error::io("read cargo's build output", e))?;
+        if let Message::CompilerArtifact(artifact) = message {
+            let Some(exe) = artifact.executable else {
+                continue;
+            };
+            if !artifact.profile.test {
+                continue;
+            }
+            let kind = if artifact.target.kind.iter().any(is_lib_kind) {
+                "lib"
+            } else if artifact.target.kind.contains(&TargetKind::Test) {
+                "test"
+            } else if artifact.target.kind.contains(&TargetKind::Bin) {
+                "bin"
+            } else {
+                // Benches and examples built in test mode are not what `cargo test` runs
+                // by default; `cargo leakcheck bench` is their home.
+                continue;
+            };
+            let package = ws
+                .members
+                .values()
+                .find(|m| artifact.manifest_path.as_std_path().parent() == Some(m.dir.as_path()))
+                .map(|m| m.name.clone())
+                .unwrap_or_else(|| artifact.target.name.clone());
+            let harness = !ws
+                .members
+                .get(&package)
+                .is_some_and(|m| m.no_harness.contains(&artifact.target.name));
+            binaries.push(TestBinary {
+                package,
+                target: artifact.target.name.clone(),
+                kind: kind.into(),
+                path: exe.into_std_path_buf(),
+                harness,
+            });
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Error::io(format!("wait for `{command_text}`"), e))?;
+    if !status.success() {
+        return Err(Error::Build {
+            command: command_text,
+            status: status.to_string(),
+        });
+    }
+    binaries.sort();
+    binaries.dedup();
+    Ok(binaries)
+}

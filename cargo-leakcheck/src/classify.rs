@@ -1,0 +1,190 @@
+//! Decides what a retained stack is, from its symbolized frames alone (pure).
+//!
+//! Three questions, asked of frames innermost first:
+//! 1. Which leading frames are the allocator itself (the preloaded runtime, jemalloc,
+//!    Rust's allocation shims)? They are trimmed: they say nothing about the leak.
+//! 2. Is the allocation part of a one-time initialisation (a once-initialiser frame
+//!    anywhere on the stack)? Then it is listed as `one-time` and never fails a test.
+//! 3. Does any frame belong to the code under test? A stack made only of std, libtest,
+//!    libc and the dynamic loader is the harness's own memory, and so is glibc's cache
+//!    of thread stacks and their TLS, which outlives a joined thread by design.
+
+use crate::model::StackKind;
+use crate::symbolize::Frame;
+
+/// The name the preloaded runtime's object file has.
+pub const RUNTIME_OBJECT_NAME: &str = "libleakcheck_runtime";
+
+/// Rust's allocation shims and the layers between them and malloc.
+const ALLOCATOR_PREFIXES: &[&str] = &[
+    "__rustc::__rust_",
+    "__rustc::__rg_",
+    "__rustc::__rdl_",
+    "__rust_alloc",
+    "__rust_realloc",
+    "__rg_",
+    "__rdl_",
+    "alloc::alloc::",
+    "std::alloc::",
+    "<std::alloc::System as ",
+    "<alloc::alloc::Global as ",
+    "std::sys::alloc::",
+    "std::sys::pal::unix::alloc::",
+    "tikv_jemallocator::",
+    "<tikv_jemallocator::Jemalloc as ",
+    "_rjem_",
+    "je_",
+];
+
+/// Functions that run a closure exactly once per process (std, once_cell, lazy_static),
+/// and std's lazily built backtrace symbol cache (filled on the first panic when
+/// RUST_BACKTRACE is set).
+const ONE_TIME_MARKERS: &[(&str, &str)] = &[
+    ("std::sync::once_lock::OnceLock", "OnceLock initialisation"),
+    ("std::sync::lazy_lock::LazyLock", "LazyLock initialisation"),
+    ("std::sync::once::Once::call_once", "Once::call_once"),
+    (
+        "std::sync::poison::once::Once::call_once",
+        "Once::call_once",
+    ),
+    ("std::sys::sync::once::", "Once::call_once"),
+    ("core::cell::once::OnceCell", "OnceCell initialisation"),
+    ("core::cell::lazy::LazyCell", "LazyCell initialisation"),
+    ("once_cell::", "once_cell initialisation"),
+    ("lazy_static::", "lazy_static initialisation"),
+    ("std::backtrace_rs::", "std's backtrace symbol cache"),
+];
+
+/// glibc keeps the stacks (and TLS blocks) of finished threads for reuse. Matched as
+/// substrings: with libc's debug info the names are `__GI__dl_allocate_tls`,
+/// `__pthread_create_2_1`, without it the exported `_dl_allocate_tls`, `pthread_create`.
+const THREAD_CACHE_MARKERS: &[&str] = &[
+    "_dl_allocate_tls",
+    "allocate_dtv",
+    "allocate_stack",
+    "pthread_create",
+];
+
+/// libtest calls every test body through this frame; what libtest does outside it (on the
+/// main thread, or to start the test's thread) is the harness.
+const LIBTEST_BODY_FRAME: &str = "test::__rust_begin_short_backtrace";
+
+/// Namespaces that are never the code under test.
+const SYSTEM_PREFIXES: &[&str] = &[
+    "std::",
+    "core::",
+    "alloc::",
+    "test::",
+    "<std::",
+    "<core::",
+    "<alloc::",
+    "<test::",
+    "__rust",
+    "__rustc::",
+    "_start",
+    "__libc_",
+    "_dl_",
+    "__GI_",
+    "start_thread",
+    "clone",
+    "panic_unwind::",
+    "<panic_unwind::",
+    "_Unwind_",
+    "__gcc_personality",
+    "rust_panic",
+    "rust_begin_unwind",
+];
+
+fn function(f: &Frame) -> &str {
+    f.function.as_deref().unwrap_or("")
+}
+
+fn is_runtime_object(object: &str) -> bool {
+    object
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.starts_with(RUNTIME_OBJECT_NAME))
+}
+
+/// Whether a frame is part of the allocator rather than of the code that allocated.
+pub fn is_allocator_frame(f: &Frame) -> bool {
+    if is_runtime_object(&f.object) {
+        return true;
+    }
+    let name = function(f);
+    if matches!(
+        name,
+        "malloc" | "calloc" | "realloc" | "free" | "posix_memalign" | "aligned_alloc" | "memalign"
+    ) {
+        return true;
+    }
+    if ALLOCATOR_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return true;
+    }
+    // jemalloc linked into the test binary (tikv-jemallocator): its inline functions have
+    // unprefixed names but their source lives in tikv-jemalloc-sys.
+    f.file
+        .as_deref()
+        .is_some_and(|file| file.contains("tikv-jemalloc-sys"))
+}
+
+/// How many leading (innermost) frames are the allocator.
+pub fn allocator_prefix_len(frames: &[Frame]) -> usize {
+    frames.iter().take_while(|f| is_allocator_frame(f)).count()
+}
+
+/// Whether a frame is outside std, libtest, libc and the loader.
+pub fn is_user_frame(f: &Frame, test_binary: &str) -> bool {
+    match f.function.as_deref() {
+        // An unresolved frame of the test binary may well be user code: keep the stack.
+        None => f.object == test_binary,
+        Some("main") => false,
+        Some(name) => {
+            f.object == test_binary && !SYSTEM_PREFIXES.iter().any(|p| name.starts_with(p))
+        }
+    }
+}
+
+/// The kind of a stack (already trimmed of allocator frames) and why.
+pub fn classify(frames: &[Frame], test_binary: &str) -> (StackKind, Option<String>) {
+    for f in frames {
+        let name = function(f);
+        let bare = name.strip_prefix('<').unwrap_or(name);
+        if let Some((_, why)) = ONE_TIME_MARKERS.iter().find(|(p, _)| bare.starts_with(p)) {
+            return (StackKind::OneTime, Some(format!("{why} (`{name}`)")));
+        }
+    }
+    // On a stack through libtest, only the test body (inside libtest's marker frame) is
+    // the code under test: the harness's generated `main` lives in the user's crate too.
+    let body = match frames
+        .iter()
+        .position(|f| function(f).starts_with(LIBTEST_BODY_FRAME))
+    {
+        Some(marker) => &frames[..marker],
+        None if frames.iter().any(|f| function(f).starts_with("test::")) => &frames[..0],
+        None => frames,
+    };
+    // Look only at the frames below the first user frame: a thread-cache allocation is
+    // made by pthread_create on behalf of whoever spawned the thread.
+    let first_user = body.iter().position(|f| is_user_frame(f, test_binary));
+    let inner = &frames[..first_user.unwrap_or(frames.len())];
+    if let Some(f) = inner
+        .iter()
+        .find(|f| THREAD_CACHE_MARKERS.iter().any(|m| function(f).contains(m)))
+    {
+        return (
+            StackKind::Harness,
+            Some(format!(
+                "glibc keeps finished threads' stacks and TLS for reuse (`{}`)",
+                function(f)
+            )),
+        );
+    }
+    if first_user.is_none() {
+        return (
+            StackKind::Harness,
+            Some("no frame of the code under test".into()),
+        );
+    }
+    (StackKind::Leak, None)
+}

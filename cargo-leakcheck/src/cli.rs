@@ -1,0 +1,118 @@
+//! Command-line types (clap only; validation happens in the library).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// cargo invokes us as `cargo-leakcheck leakcheck <args>`.
+#[derive(Debug, Parser)]
+#[command(bin_name = "cargo", version, about = None, long_about = None)]
+pub enum CargoCli {
+    /// Find memory leaks in tests, per test and per allocation stack.
+    Leakcheck(Cli),
+}
+
+/// Find memory leaks in a Cargo project's tests: each test runs in its own process with
+/// jemalloc heap profiling preloaded; whatever it allocated and never freed is reported per
+/// allocation stack, with source locations, and makes the run fail.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo-leakcheck",
+    version,
+    after_long_help = "EXIT CODES:\n  0  every test passed and nothing leaked beyond its threshold\n  2  could not run (bad arguments, not a cargo project, build failure, runtime unavailable)\n  3  leaks found\n  4  a test failed, crashed or timed out (takes precedence over 3)\n  5  nothing leaked or failed, but some test could not be analysed\n\nArtifacts go to <target-dir>/leakcheck/: report.json, and for every leaking test an SVG\nflame graph and the folded stacks it was drawn from."
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build the tests and run each one in its own profiled process; report what it leaked.
+    Test(TestArgs),
+}
+
+/// Arguments of `cargo leakcheck test`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TestArgs {
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+
+    /// Package(s) to test (default: the current package, or the workspace's default members).
+    #[arg(short = 'p', long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
+
+    /// Test every package in the workspace.
+    #[arg(long)]
+    pub workspace: bool,
+
+    /// Exclude packages from --workspace.
+    #[arg(long, value_name = "SPEC", requires = "workspace")]
+    pub exclude: Vec<String>,
+
+    /// Test only the library's unit tests.
+    #[arg(long)]
+    pub lib: bool,
+
+    /// Test only the named integration test target (repeatable).
+    #[arg(long = "test", value_name = "NAME")]
+    pub tests: Vec<String>,
+
+    /// Space or comma separated list of features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+
+    /// Activate all available features.
+    #[arg(long)]
+    pub all_features: bool,
+
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+
+    /// Build and test in release mode.
+    #[arg(long, short = 'r')]
+    pub release: bool,
+
+    /// Directory for all generated artifacts (also honours CARGO_TARGET_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub target_dir: Option<PathBuf>,
+
+    /// Number of test processes to run at once (default: number of cores).
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Kill a test that runs longer than this many seconds; it is reported as `timeout`.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub timeout: u64,
+
+    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`, `1MiB`).
+    #[arg(long, value_name = "SIZE", default_value = "0B")]
+    pub threshold: String,
+
+    /// Print the commands being run.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Test-name filters and libtest options after `--`: substrings to match (`--exact` to
+    /// match whole names), `--skip PATTERN`, `--ignored`, `--include-ignored`.
+    #[arg(last = true, value_name = "FILTERS")]
+    pub filters: Vec<String>,
+}
+
+/// Parses the process arguments, accepting both `cargo leakcheck …` and `cargo-leakcheck …`.
+pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).is_some_and(|a| a == "leakcheck") {
+        let CargoCli::Leakcheck(cli) = CargoCli::try_parse_from(args)?;
+        Ok(cli)
+    } else {
+        Cli::try_parse_from(args)
+    }
+}

@@ -1,0 +1,159 @@
+//! The results of a run: the schema of `report.json` (version 1), also what the human
+//! output and the flame graphs are drawn from. Field order and sorting are fixed so the
+//! file is deterministic for the same results.
+
+use serde::Serialize;
+
+/// Schema version of `report.json`.
+pub const REPORT_VERSION: u32 = 1;
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Always [`REPORT_VERSION`].
+    pub version: u32,
+    /// How the run was profiled and judged.
+    pub settings: Settings,
+    /// Every test that was selected, sorted by binary then name.
+    pub tests: Vec<TestReport>,
+    /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
+    pub notes: Vec<String>,
+}
+
+/// Run-wide settings that decide what the numbers mean.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    /// jemalloc's sampling period in bytes: 1 means every allocation was recorded exactly.
+    pub sample_period: u64,
+    /// A stack retaining more than this many bytes fails its test.
+    pub stack_threshold: u64,
+}
+
+/// A test's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Passed, and retained memory beyond a threshold.
+    Leak,
+    /// Passed, and retained nothing beyond the thresholds.
+    Clean,
+    /// The test itself failed (non-zero exit); its retained memory is still reported.
+    Failed,
+    /// Killed by a signal (abort, segfault, …): no exit dump exists.
+    Crashed,
+    /// Ran past `--timeout` and was killed.
+    Timeout,
+    /// Its dumps could not be read or it could not be started: see `message`.
+    Error,
+    /// Its allocations are invisible to the profiler (e.g. a custom global allocator).
+    Unanalysable,
+}
+
+impl Verdict {
+    /// The lowercase name used in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Leak => "leak",
+            Verdict::Clean => "clean",
+            Verdict::Failed => "failed",
+            Verdict::Crashed => "crashed",
+            Verdict::Timeout => "timeout",
+            Verdict::Error => "error",
+            Verdict::Unanalysable => "unanalysable",
+        }
+    }
+}
+
+/// What a retained stack is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StackKind {
+    /// Memory the test allocated and never freed, reachable or not: counts against thresholds.
+    Leak,
+    /// One-time initialisation (OnceLock, LazyLock, lazy_static, once_cell, std's backtrace
+    /// cache): listed, never failing.
+    OneTime,
+    /// Memory the test harness, std or libc keep (no frame of the code under test, or
+    /// glibc's cache of thread stacks): listed in the report only.
+    Harness,
+}
+
+/// One source frame of a stack.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct FrameReport {
+    /// Demangled function name without hash, or `object+0xOFFSET` when unresolved.
+    pub function: String,
+    /// Source file, when debug info has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Source line, when debug info has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Whether this frame was inlined into the next one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
+}
+
+/// One allocation stack with memory still live at the end of the test.
+#[derive(Clone, Debug, Serialize)]
+pub struct StackReport {
+    /// Bytes retained (jemalloc size classes: a 100-byte Vec counts 112).
+    pub bytes: u64,
+    /// Objects retained.
+    pub objects: u64,
+    /// What the stack is.
+    pub kind: StackKind,
+    /// Why it was given that kind, e.g. the once-initialiser frame that matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether this stack makes the test fail (a leak above the threshold).
+    pub fails: bool,
+    /// Frames innermost first, allocator frames trimmed.
+    pub frames: Vec<FrameReport>,
+}
+
+/// Paths of a test's artifacts, relative to the report's directory.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Artifacts {
+    /// Flame graph of the leaked stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flamegraph: Option<String>,
+    /// The folded stacks the flame graph was drawn from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folded: Option<String>,
+}
+
+/// One test.
+#[derive(Clone, Debug, Serialize)]
+pub struct TestReport {
+    /// Package name.
+    pub package: String,
+    /// Test target name (the library's name for unit tests).
+    pub binary: String,
+    /// `lib`, `test` or `bin`.
+    pub kind: String,
+    /// libtest name, module path included.
+    pub name: String,
+    /// The outcome.
+    pub verdict: Verdict,
+    /// Bytes retained by stacks of kind `leak`.
+    pub retained_bytes: u64,
+    /// Objects retained by stacks of kind `leak`.
+    pub retained_objects: u64,
+    /// How the process ended: `exit code 0`, `signal 11 (SIGSEGV)`, `timed out`.
+    pub exit: String,
+    /// Why the verdict is `error`, `crashed`, `timeout`, `failed` or `unanalysable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Every retained stack, largest first.
+    pub stacks: Vec<StackReport>,
+    /// Flame graph and folded stacks (leaking tests only).
+    pub artifacts: Artifacts,
+}
+
+impl TestReport {
+    /// The stacks that make this test fail.
+    pub fn failing_stacks(&self) -> impl Iterator<Item = &StackReport> {
+        self.stacks.iter().filter(|s| s.fails)
+    }
+}

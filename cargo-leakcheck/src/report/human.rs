@@ -1,0 +1,195 @@
+//! The human summary on stderr: each leaking or broken test with its largest stacks and
+//! the first frames of the code under test, then totals and where the artifacts are.
+
+use crate::model::{FrameReport, Report, StackKind, TestReport, Verdict};
+use std::fmt::Write;
+use std::path::Path;
+
+/// How many stacks to show per test, and frames per stack.
+const STACKS_SHOWN: usize = 3;
+const FRAMES_SHOWN: usize = 4;
+
+/// Renders sizes as `512 B`, `4.0 KiB`, `1.5 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A frame as `function (file:line)`, with paths shown relative to the workspace.
+fn frame_text(f: &FrameReport, root: &Path) -> String {
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => {
+            let p = Path::new(file);
+            let shown = p.strip_prefix(root).unwrap_or(p);
+            format!("{} ({}:{line})", f.function, shown.display())
+        }
+        _ => f.function.clone(),
+    }
+}
+
+/// Frames worth showing: from the first frame outside std/core/alloc onwards, since the
+/// innermost frames are usually `Vec::push` or `Box::new`.
+fn interesting_frames(frames: &[FrameReport]) -> &[FrameReport] {
+    let std_like = |f: &FrameReport| {
+        let n = f.function.strip_prefix('<').unwrap_or(&f.function);
+        ["std::", "core::", "alloc::", "hashbrown::"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    };
+    match frames.iter().position(|f| !std_like(f)) {
+        Some(i) => &frames[i..],
+        None => frames,
+    }
+}
+
+fn test_header(t: &TestReport) -> String {
+    format!("{} {}", t.binary, t.name)
+}
+
+/// The whole summary.
+pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String {
+    let mut s = String::new();
+    for t in &report.tests {
+        match t.verdict {
+            Verdict::Clean => continue,
+            Verdict::Leak | Verdict::Failed => {
+                let label = if t.verdict == Verdict::Leak {
+                    "LEAK"
+                } else {
+                    "FAILED"
+                };
+                let failing = t.failing_stacks().count();
+                let _ = write!(s, "{label:>8} {}", test_header(t));
+                if t.retained_bytes > 0 {
+                    let _ = write!(
+                        s,
+                        ": retained {} in {} ({})",
+                        human_bytes(t.retained_bytes),
+                        plural(t.retained_objects, "object", "objects"),
+                        plural(
+                            failing as u64,
+                            "stack over the threshold",
+                            "stacks over the threshold"
+                        ),
+                    );
+                }
+                s.push('\n');
+                if t.verdict == Verdict::Failed {
+                    if let Some(m) = &t.message {
+                        for line in m.lines().take(20) {
+                            let _ = writeln!(s, "           | {line}");
+                        }
+                    }
+                }
+                for stack in t.failing_stacks().take(STACKS_SHOWN) {
+                    let _ = writeln!(
+                        s,
+                        "           {} in {}",
+                        human_bytes(stack.bytes),
+                        plural(stack.objects, "object", "objects")
+                    );
+                    for (i, f) in interesting_frames(&stack.frames)
+                        .iter()
+                        .take(FRAMES_SHOWN)
+                        .enumerate()
+                    {
+                        let lead = if i == 0 { "at" } else { "  " };
+                        let _ =
+                            writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
+                    }
+                }
+                if failing > STACKS_SHOWN {
+                    let _ = writeln!(
+                        s,
+                        "           … and {} more stacks (see report.json)",
+                        failing - STACKS_SHOWN
+                    );
+                }
+                if let Some(svg) = &t.artifacts.flamegraph {
+                    let _ = writeln!(s, "           flame graph: {}", out_dir.join(svg).display());
+                }
+            }
+            other => {
+                let label = other.as_str().to_uppercase();
+                let _ = writeln!(s, "{label:>8} {}", test_header(t));
+                if let Some(m) = &t.message {
+                    for line in m.lines().take(20) {
+                        let _ = writeln!(s, "           | {line}");
+                    }
+                }
+            }
+        }
+    }
+    // One-time initialisation is allowed but worth knowing about.
+    let one_time: u64 = report
+        .tests
+        .iter()
+        .flat_map(|t| t.stacks.iter())
+        .filter(|st| st.kind == StackKind::OneTime)
+        .map(|st| st.bytes)
+        .sum();
+    let count = |v: Verdict| report.tests.iter().filter(|t| t.verdict == v).count();
+    let mut parts = Vec::new();
+    for v in [
+        Verdict::Clean,
+        Verdict::Leak,
+        Verdict::Failed,
+        Verdict::Crashed,
+        Verdict::Timeout,
+        Verdict::Error,
+        Verdict::Unanalysable,
+    ] {
+        let n = count(v);
+        if n > 0 {
+            parts.push(format!("{n} {}", v.as_str()));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n Summary {}: {}",
+        plural(report.tests.len() as u64, "test", "tests"),
+        if parts.is_empty() {
+            "none run".to_string()
+        } else {
+            parts.join(", ")
+        }
+    );
+    let leaked: u64 = report
+        .tests
+        .iter()
+        .filter(|t| t.verdict == Verdict::Leak)
+        .map(|t| t.retained_bytes)
+        .sum();
+    if leaked > 0 {
+        let _ = writeln!(
+            s,
+            "         {} retained by leaking tests",
+            human_bytes(leaked)
+        );
+    }
+    if one_time > 0 {
+        let _ = writeln!(
+            s,
+            "         {} of one-time initialisation (OnceLock, LazyLock, …) listed in the report, not counted",
+            human_bytes(one_time)
+        );
+    }
+    for note in &report.notes {
+        let _ = writeln!(s, "    note {note}");
+    }
+    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
+    s
+}

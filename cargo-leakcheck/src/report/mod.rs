@@ -1,0 +1,5 @@
+//! Writers of the run's results: the JSON report, flame graphs, and the human summary.
+
+pub mod flamegraph;
+pub mod human;
+pub mod json;

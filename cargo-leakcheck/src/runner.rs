@@ -1,0 +1,458 @@
+//! Runs test processes: lists each binary's tests, then runs every test in a process of
+//! its own with the profiling runtime preloaded, several at a time, and collects exit
+//! status, output and heap dumps. Nothing here interprets a dump.
+
+use crate::cargo::{TestBinary, Workspace};
+use crate::errors::Error;
+use crate::protocol::{self, ProfileSettings};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The libtest name no test has: running it runs the harness alone, which is the
+/// baseline every test of the binary is compared with.
+pub const BASELINE_FILTER: &str = "__leakcheck_baseline__no_such_test__";
+
+/// libtest options the user passed after `--`, split from plain filters.
+#[derive(Clone, Debug, Default)]
+pub struct TestFilter {
+    /// Everything to pass to `--list` (filters, `--exact`, `--skip X`, …).
+    pub list_args: Vec<String>,
+    /// `--ignored`: run only ignored tests.
+    pub ignored_only: bool,
+    /// `--include-ignored`: run ignored tests too.
+    pub include_ignored: bool,
+}
+
+impl TestFilter {
+    /// Splits the arguments given after `--`.
+    pub fn from_args(args: &[String]) -> Self {
+        let mut f = TestFilter::default();
+        for a in args {
+            match a.as_str() {
+                "--ignored" => f.ignored_only = true,
+                "--include-ignored" => f.include_ignored = true,
+                _ => f.list_args.push(a.clone()),
+            }
+        }
+        f
+    }
+}
+
+/// One test to run.
+#[derive(Clone, Debug)]
+pub struct TestCase {
+    /// Index into the binaries list.
+    pub binary: usize,
+    /// The full libtest name (the target name for a `harness = false` target).
+    pub name: String,
+    /// Whether the test is `#[ignore]`d (then it needs `--include-ignored` to run).
+    pub ignored: bool,
+}
+
+/// How a test process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// Exited with this code.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+    /// Ran past the timeout and was killed.
+    TimedOut,
+    /// Could not be started.
+    SpawnFailed(String),
+}
+
+impl ProcessEnd {
+    /// Human description, e.g. "exit code 101" or "signal 11 (SIGSEGV)".
+    pub fn describe(&self) -> String {
+        match self {
+            ProcessEnd::Exited(c) => format!("exit code {c}"),
+            ProcessEnd::Signaled(s) => format!("signal {s} ({})", signal_name(*s)),
+            ProcessEnd::TimedOut => "timed out".into(),
+            ProcessEnd::SpawnFailed(e) => format!("could not start: {e}"),
+        }
+    }
+}
+
+/// The name of a signal number on Linux.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// What one process left behind.
+#[derive(Clone, Debug)]
+pub struct ProcessResult {
+    /// How it ended.
+    pub end: ProcessEnd,
+    /// Wall time.
+    pub duration: Duration,
+    /// The runtime's exit dump(s) (everything malloc saw).
+    pub preload_dumps: Vec<PathBuf>,
+    /// Exit dump(s) of a jemalloc linked into the test binary, when it has one with profiling.
+    pub app_dumps: Vec<PathBuf>,
+    /// Captured stdout.
+    pub stdout: PathBuf,
+    /// Captured stderr.
+    pub stderr: PathBuf,
+}
+
+/// Everything the run phase produced.
+pub struct RunResults {
+    /// Per binary: the harness-only baseline process (None for `harness = false`).
+    pub baselines: Vec<Option<ProcessResult>>,
+    /// The tests, in the order of `tests`.
+    pub tests: Vec<TestCase>,
+    /// One result per test.
+    pub results: Vec<ProcessResult>,
+    /// Binaries whose tests could not be listed, with the reason.
+    pub list_errors: Vec<(usize, String)>,
+}
+
+/// Settings for running.
+pub struct RunConfig<'a> {
+    /// The workspace (for package directories).
+    pub workspace: &'a Workspace,
+    /// The preloaded runtime.
+    pub runtime: &'a Path,
+    /// Where dumps and output go.
+    pub work_dir: &'a Path,
+    /// Parallel processes.
+    pub jobs: usize,
+    /// Per-test timeout.
+    pub timeout: Duration,
+    /// Filters from the command line.
+    pub filter: &'a TestFilter,
+    /// Print commands.
+    pub verbose: bool,
+}
+
+/// Lists the tests of one binary.
+pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Vec<TestCase>, String> {
+    if !binary.harness {
+        return Ok(vec![TestCase {
+            binary: 0,
+            name: binary.target.clone(),
+            ignored: false,
+        }]);
+    }
+    let list = |extra: &[&str]| -> Result<Vec<String>, String> {
+        let mut cmd = base_command(binary, config);
+        cmd.arg("--list").arg("--format").arg("terse");
+        cmd.args(&config.filter.list_args).args(extra);
+        let out = cmd
+            .output()
+            .map_err(|e| format!("could not run `{}`: {e}", binary.path.display()))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(format!(
+                "`{} --list` failed ({}): {}",
+                binary.path.display(),
+                out.status,
+                stderr.trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .map(str::to_string)
+            .collect())
+    };
+    let ignored = list(&["--ignored"])?;
+    let all = if config.filter.ignored_only {
+        ignored.clone()
+    } else {
+        list(&[])?
+    };
+    Ok(all
+        .into_iter()
+        .filter_map(|name| {
+            let is_ignored = ignored.contains(&name);
+            let wanted = config.filter.ignored_only || config.filter.include_ignored || !is_ignored;
+            wanted.then_some(TestCase {
+                binary: 0,
+                name,
+                ignored: is_ignored,
+            })
+        })
+        .collect())
+}
+
+/// A command for the binary with cargo's runtime environment, without profiling.
+fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
+    let mut cmd = Command::new(&binary.path);
+    if let Some(member) = config.workspace.members.get(&binary.package) {
+        // As under `cargo test`: tests run in their package's directory and see its metadata.
+        cmd.current_dir(&member.dir)
+            .env("CARGO_MANIFEST_DIR", &member.dir)
+            .env("CARGO_PKG_NAME", &member.name)
+            .env("CARGO_PKG_VERSION", &member.version)
+            .env("CARGO_CRATE_NAME", binary.target.replace('-', "_"));
+    }
+    if let Some(deps) = binary.path.parent() {
+        let mut paths = vec![deps.to_path_buf()];
+        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+            paths.extend(std::env::split_paths(&old));
+        }
+        if let Ok(joined) = std::env::join_paths(paths) {
+            cmd.env("LD_LIBRARY_PATH", joined);
+        }
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+struct Job {
+    key: String,
+    binary: usize,
+    /// None: the baseline run.
+    test: Option<usize>,
+}
+
+/// Lists and runs everything; returns once every process has ended.
+pub fn run_all(
+    binaries: &[TestBinary],
+    config: &RunConfig,
+    settings: ProfileSettings,
+) -> Result<RunResults, Error> {
+    std::fs::create_dir_all(config.work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
+    let mut tests = Vec::new();
+    let mut list_errors = Vec::new();
+    for (i, b) in binaries.iter().enumerate() {
+        match list_tests(b, config) {
+            Ok(cases) => tests.extend(cases.into_iter().map(|mut c| {
+                c.binary = i;
+                c
+            })),
+            Err(e) => list_errors.push((i, e)),
+        }
+    }
+    let mut jobs = Vec::new();
+    for (i, b) in binaries.iter().enumerate() {
+        if b.harness && tests.iter().any(|t| t.binary == i) {
+            jobs.push(Job {
+                key: format!("b{i}-baseline"),
+                binary: i,
+                test: None,
+            });
+        }
+    }
+    for (ti, t) in tests.iter().enumerate() {
+        jobs.push(Job {
+            key: format!("b{}-t{ti}", t.binary),
+            binary: t.binary,
+            test: Some(ti),
+        });
+    }
+
+    let total_tests = tests.len();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let progress = Progress::new(total_tests);
+    let workers = config.jobs.max(1).min(jobs.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let j = next.fetch_add(1, Ordering::SeqCst);
+                let Some(job) = jobs.get(j) else { break };
+                let binary = &binaries[job.binary];
+                let test = job.test.map(|t| &tests[t]);
+                let result = run_one(binary, test, &job.key, config, settings);
+                if let Some(t) = test {
+                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    progress.finished(n, binary, &t.name, &result);
+                }
+                slots
+                    .lock()
+                    .expect("no worker panics while holding the lock")[j] = Some(result);
+            });
+        }
+    });
+    progress.clear();
+    let mut slots = slots.into_inner().expect("workers ended");
+    let mut baselines = vec![None; binaries.len()];
+    let mut results = Vec::with_capacity(total_tests);
+    for (job, slot) in jobs.iter().zip(slots.iter_mut()) {
+        let r = slot.take().expect("every job ran");
+        match job.test {
+            None => baselines[job.binary] = Some(r),
+            Some(_) => results.push(r),
+        }
+    }
+    Ok(RunResults {
+        baselines,
+        tests,
+        results,
+        list_errors,
+    })
+}
+
+fn run_one(
+    binary: &TestBinary,
+    test: Option<&TestCase>,
+    key: &str,
+    config: &RunConfig,
+    settings: ProfileSettings,
+) -> ProcessResult {
+    let dir = config.work_dir;
+    let stdout = dir.join(format!("{key}.stdout"));
+    let stderr = dir.join(format!("{key}.stderr"));
+    let started = Instant::now();
+    let mut cmd = base_command(binary, config);
+    if binary.harness {
+        let name = test.map(|t| t.name.as_str()).unwrap_or(BASELINE_FILTER);
+        cmd.arg("--exact").arg(name).arg("--nocapture");
+        if test.is_some_and(|t| t.ignored) {
+            cmd.arg("--include-ignored");
+        }
+    }
+    let mut preload = config.runtime.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    cmd.env("LD_PRELOAD", preload)
+        .env(protocol::MALLOC_CONF_ENV, settings.malloc_conf(dir, key))
+        .env(
+            protocol::RUNTIME_PREFIX_ENV,
+            protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
+        );
+    // Its own process group, so a timeout kills whatever the test spawned too.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let files =
+        std::fs::File::create(&stdout).and_then(|o| Ok((o, std::fs::File::create(&stderr)?)));
+    let (out_file, err_file) = match files {
+        Ok(f) => f,
+        Err(e) => {
+            return failed_result(
+                ProcessEnd::SpawnFailed(format!(
+                    "cannot create output files in `{}`: {e}",
+                    dir.display()
+                )),
+                stdout,
+                stderr,
+            )
+        }
+    };
+    cmd.stdout(out_file).stderr(err_file);
+    if config.verbose {
+        eprintln!("     Running `{:?}`", cmd);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return failed_result(
+                ProcessEnd::SpawnFailed(format!("`{}`: {e}", binary.path.display())),
+                stdout,
+                stderr,
+            )
+        }
+    };
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(config.timeout) {
+        Ok(s) => Some(s),
+        Err(_) => {
+            // SAFETY: kill(2) on the process group we created for this child; the waiter
+            // thread has not reaped it yet (it is still running), so the id is ours.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+            }
+            let _ = rx.recv();
+            None
+        }
+    };
+    let end = match status {
+        None => ProcessEnd::TimedOut,
+        Some(Err(e)) => ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")),
+        Some(Ok(s)) => {
+            use std::os::unix::process::ExitStatusExt;
+            match (s.code(), s.signal()) {
+                (Some(c), _) => ProcessEnd::Exited(c),
+                (None, Some(sig)) => ProcessEnd::Signaled(sig),
+                (None, None) => ProcessEnd::Exited(-1),
+            }
+        }
+    };
+    ProcessResult {
+        end,
+        duration: started.elapsed(),
+        preload_dumps: protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid),
+        app_dumps: protocol::final_dumps(dir, key, protocol::APP_STEM, pid),
+        stdout,
+        stderr,
+    }
+}
+
+fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessResult {
+    ProcessResult {
+        end,
+        duration: Duration::ZERO,
+        preload_dumps: Vec::new(),
+        app_dumps: Vec::new(),
+        stdout,
+        stderr,
+    }
+}
+
+/// Progress on stderr: a line per finished test on a terminal is too much for large
+/// suites, so a terminal gets one updating status line and a log gets a line per 10%.
+struct Progress {
+    total: usize,
+    terminal: bool,
+    last_decile: Mutex<usize>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        Progress {
+            total,
+            terminal: std::io::stderr().is_terminal(),
+            last_decile: Mutex::new(0),
+        }
+    }
+
+    fn finished(&self, n: usize, binary: &TestBinary, name: &str, result: &ProcessResult) {
+        if self.terminal {
+            let mut line = format!("     Running [{n}/{}] {} {name}", self.total, binary.id());
+            line.truncate(100);
+            eprint!("\r\x1b[2K{line}");
+        } else {
+            let decile = n * 10 / self.total.max(1);
+            let mut last = self.last_decile.lock().expect("progress lock");
+            if decile > *last || n == self.total {
+                *last = decile;
+                eprintln!("     Running {n}/{} tests done", self.total);
+            }
+        }
+        let _ = result;
+    }
+
+    fn clear(&self) {
+        if self.terminal {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}

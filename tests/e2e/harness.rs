@@ -1,0 +1,181 @@
+//! Running the tool on fixture copies, once per distinct set of arguments.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Scratch space under the workspace's target dir, kept between runs so fixture builds
+/// and the runtime build are cached.
+pub fn scratch() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("leakcheck-e2e")
+}
+
+/// The cache the tool builds its runtime into; shared by every run of the suite.
+pub fn runtime_cache() -> PathBuf {
+    scratch().join("runtime-cache")
+}
+
+/// A command for the tool under test, as cargo would run it.
+pub fn tool() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-leakcheck"));
+    cmd.arg("leakcheck")
+        .env("LEAKCHECK_CACHE_DIR", runtime_cache())
+        .env_remove("LEAKCHECK_RUNTIME")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS");
+    cmd
+}
+
+/// Copies a fixture to a stable place, keeping modification times so cargo's fingerprints
+/// stay valid and repeated runs do not rebuild.
+pub fn copy_fixture(fixture: &str) -> PathBuf {
+    let src = repo_root().join(fixture);
+    let dst = scratch().join("fixtures").join(fixture.replace('/', "_"));
+    copy_tree(&src, &dst);
+    dst
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap_or_else(|e| panic!("read {}: {e}", src.display())) {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" || name == "Cargo.lock" && !src.join("Cargo.lock").exists() {
+            continue;
+        }
+        let from = entry.path();
+        let to = dst.join(&name);
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&from, &to);
+        } else {
+            let meta = from.metadata().unwrap();
+            let same = to
+                .metadata()
+                .is_ok_and(|m| m.len() == meta.len() && m.modified().ok() == meta.modified().ok());
+            if !same {
+                std::fs::copy(&from, &to).unwrap();
+                let f = std::fs::File::options().write(true).open(&to).unwrap();
+                f.set_modified(meta.modified().unwrap()).unwrap();
+            }
+        }
+    }
+}
+
+/// What one run of the tool produced.
+pub struct Run {
+    /// Exit code.
+    pub code: i32,
+    /// Everything it printed on stderr.
+    pub stderr: String,
+    /// `report.json`, when written.
+    pub report: Option<Value>,
+    /// The `leakcheck` output directory.
+    pub out_dir: PathBuf,
+    /// The fixture copy it ran on.
+    pub project: PathBuf,
+}
+
+impl Run {
+    /// The report, which must exist.
+    pub fn report(&self) -> &Value {
+        self.report
+            .as_ref()
+            .unwrap_or_else(|| panic!("no report.json; exit {}; stderr:\n{}", self.code, self.stderr))
+    }
+
+    /// The report entry of a test.
+    pub fn test(&self, binary: &str, name: &str) -> &Value {
+        self.report()["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["binary"] == binary && t["name"] == name)
+            .unwrap_or_else(|| panic!("{binary} {name} is not in the report; stderr:\n{}", self.stderr))
+    }
+}
+
+type RunKey = (String, Vec<String>);
+
+/// Runs the tool on a fixture with these arguments after `test`, once per process: later
+/// callers with the same arguments get the same result. Each distinct argument list gets
+/// its own target directory, so concurrent runs never share an output directory.
+pub fn run_fixture(fixture: &str, args: &[&str]) -> Arc<Run> {
+    static RUNS: OnceLock<Mutex<HashMap<RunKey, Arc<OnceLock<Arc<Run>>>>>> = OnceLock::new();
+    let key: RunKey = (fixture.to_string(), args.iter().map(|s| s.to_string()).collect());
+    let cell = {
+        let mut map = RUNS.get_or_init(Default::default).lock().unwrap();
+        map.entry(key.clone()).or_default().clone()
+    };
+    cell.get_or_init(|| Arc::new(run_uncached(fixture, args))).clone()
+}
+
+fn run_uncached(fixture: &str, args: &[&str]) -> Run {
+    let project = copy_fixture(fixture);
+    let variant: String = args
+        .iter()
+        .map(|a| a.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("-");
+    let target = scratch()
+        .join("targets")
+        .join(format!("{}{}{}", fixture.replace('/', "_"), if variant.is_empty() { "" } else { "--" }, variant));
+    let output = tool()
+        .arg("test")
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .args(args)
+        .output()
+        .expect("cargo-leakcheck runs");
+    let out_dir = target.join("leakcheck");
+    let report = std::fs::read_to_string(out_dir.join("report.json"))
+        .ok()
+        .map(|s| serde_json::from_str(&s).expect("report.json is valid JSON"));
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        report,
+        out_dir,
+        project,
+    }
+}
+
+/// Finds the `// leak-site: NAME` marker in a fixture's sources: (path relative to the
+/// fixture, 1-based line).
+pub fn leak_site(fixture: &str, name: &str) -> (String, u32) {
+    let root = repo_root().join(fixture);
+    let marker = format!("// leak-site: {name}");
+    let mut found = Vec::new();
+    visit_rs(&root, &mut |path| {
+        let text = std::fs::read_to_string(path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_end().ends_with(&marker) {
+                let rel = path.strip_prefix(&root).unwrap().display().to_string();
+                found.push((rel, i as u32 + 1));
+            }
+        }
+    });
+    assert_eq!(found.len(), 1, "exactly one `{marker}` in {fixture}, found {found:?}");
+    found.pop().unwrap()
+}
+
+fn visit_rs(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                visit_rs(&path, f);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            f(&path);
+        }
+    }
+}
