@@ -18,8 +18,9 @@ pub struct BinaryAnalysis {
     pub exe: String,
     /// The harness-only baseline, when it could be taken.
     pub baseline: Option<NormalizedProfile>,
-    /// Whether the binary installs its own `#[global_allocator]`.
-    pub custom_allocator: bool,
+    /// Whether the binary's Rust allocations reach malloc (or a profiled jemalloc of its
+    /// own): false for a custom `#[global_allocator]` with no evidence of that.
+    pub rust_allocations_visible: bool,
     /// One symbolizer per binary: contexts and addresses are cached across its tests.
     pub symbolizer: Symbolizer,
 }
@@ -27,6 +28,7 @@ pub struct BinaryAnalysis {
 impl BinaryAnalysis {
     /// Prepares the analysis of a binary from its baseline run.
     pub fn new(exe_path: &Path, baseline: Option<&ProcessResult>) -> (Self, Option<String>) {
+        let baseline_result = baseline;
         let exe = exe_path
             .canonicalize()
             .unwrap_or_else(|_| exe_path.to_path_buf())
@@ -45,20 +47,24 @@ impl BinaryAnalysis {
                 }
             },
         };
-        let custom_allocator = has_custom_global_allocator(exe_path);
+        let mut symbolizer = Symbolizer::new();
+        let rust_allocations_visible = !has_custom_global_allocator(exe_path)
+            || baseline_result.is_some_and(|r| !r.app_dumps.is_empty() || global_allocator_reached_malloc(r, &mut symbolizer));
         (
             BinaryAnalysis {
                 exe,
                 baseline,
-                custom_allocator,
-                symbolizer: Symbolizer::new(),
+                rust_allocations_visible,
+                symbolizer,
             },
             note,
         )
     }
 }
 
-/// Whether the executable defines `__rg_alloc`, the symbol `#[global_allocator]` generates.
+/// Whether the executable has its own `#[global_allocator]`. Rust's allocation shim
+/// forwards to std's default allocator, `__rdl_alloc`, only when there is none; with one
+/// (Rust 1.95 calls the impl straight from `__rust_alloc`), `__rdl_alloc` is not linked in.
 pub fn has_custom_global_allocator(exe: &Path) -> bool {
     use object::{Object, ObjectSymbol};
     let Ok(data) = std::fs::read(exe) else {
@@ -67,9 +73,44 @@ pub fn has_custom_global_allocator(exe: &Path) -> bool {
     let Ok(file) = object::File::parse(&*data) else {
         return false;
     };
-    file.symbols()
+    let default_linked = file
+        .symbols()
         .chain(file.dynamic_symbols())
-        .any(|s| s.name().is_ok_and(|n| n.contains("__rg_alloc")))
+        .any(|s| s.name().is_ok_and(|n| n.contains("__rdl_alloc") || n.contains("__rg_alloc")));
+    !default_linked
+}
+
+/// Whether the process's accumulated allocations (`prof_accum`) show the global
+/// allocator calling malloc: then a custom allocator forwards to the system allocator and
+/// everything it hands out is profiled.
+fn global_allocator_reached_malloc(result: &ProcessResult, symbolizer: &mut Symbolizer) -> bool {
+    for path in &result.preload_dumps {
+        let Ok(parsed) = profile::read_heap_profile(path) else {
+            continue;
+        };
+        let mut ever = parsed.clone();
+        for s in &mut ever.stacks {
+            s.live = s.accum;
+        }
+        let norm = diff::normalize(&ever);
+        for key in norm.stacks.keys() {
+            for frame_key in key {
+                let frames = symbolizer.symbolize(&frame_key.object, frame_key.file_offset);
+                let hit = frames.iter().any(|f| {
+                    f.function.as_deref().is_some_and(|n| {
+                        n.starts_with("__rustc::__rust_alloc")
+                            || n.starts_with("__rustc::__rust_realloc")
+                            || (n.contains(" as core::alloc::global::GlobalAlloc>::")
+                                && !n.starts_with("<std::alloc::System as"))
+                    })
+                });
+                if hit {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Reads and merges a process's exit dumps (the runtime's, plus the test binary's own
@@ -176,7 +217,7 @@ pub fn analyze_test(
         report.retained_bytes += s.bytes;
         report.retained_objects += s.objects;
     }
-    let visible = !bin.custom_allocator || !result.app_dumps.is_empty();
+    let visible = bin.rust_allocations_visible || !result.app_dumps.is_empty();
     report.verdict = if code != 0 {
         report.message = Some(format!(
             "the test failed ({}){}",
@@ -186,7 +227,7 @@ pub fn analyze_test(
         Verdict::Failed
     } else if !visible {
         report.message = Some(
-            "the test binary installs its own #[global_allocator] and it is not tikv-jemallocator: its Rust allocations never reach malloc, so cargo-leakcheck cannot see them".into(),
+            "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc and tikv-jemallocator (whose profiling it turns on), not this allocator".into(),
         );
         Verdict::Unanalysable
     } else if report.stacks.iter().any(|s| s.fails) {

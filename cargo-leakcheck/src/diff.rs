@@ -326,14 +326,17 @@ mod tests {
                 StackSample {
                     addrs: vec![0x1010, 0x9000],
                     live: counts(1, 16),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![0x5010, 0x9000],
                     live: counts(2, 64),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![0x1010],
                     live: counts(1, 8),
+                    accum: Counts::default(),
                 },
             ],
             mappings: vec![
@@ -359,6 +362,7 @@ mod tests {
             stacks: vec![StackSample {
                 addrs: vec![0x1234, 0],
                 live: counts(1, 8),
+                accum: Counts::default(),
             }],
             mappings: vec![],
         };

@@ -60,6 +60,10 @@ pub struct StackSample {
     /// The stack's `t*:` line: objects and bytes still allocated at dump time, as
     /// written (see [`HeapProfile::unbiased`] for the real estimate).
     pub live: Counts,
+    /// The bracketed part of the `t*:` line: everything ever allocated from this stack,
+    /// freed or not (`prof_accum:true`; zero otherwise). Not unbiased: it is only used as
+    /// evidence that an allocation path was taken at all.
+    pub accum: Counts,
 }
 
 /// One line of the `MAPPED_LIBRARIES:` section.
@@ -115,6 +119,7 @@ impl HeapProfile {
                 StackSample {
                     addrs: stack.addrs.clone(),
                     live,
+                    accum: stack.accum,
                 }
             })
             .collect();
@@ -407,7 +412,7 @@ pub fn parse_heap_profile<R: BufRead>(reader: R) -> Result<HeapProfile, ProfileE
         None => return Err(truncated(1)),
         Some(line) if !line.terminated => return Err(err(&line, ProfileErrorKind::Truncated)),
         Some(line) => match parse_counts_line(line.text) {
-            Ok(Some((CountsLabel::Total, counts))) => counts,
+            Ok(Some((CountsLabel::Total, counts, _))) => counts,
             Ok(_) => return Err(err(&line, ProfileErrorKind::MissingTotals)),
             Err(kind) => return Err(err(&line, kind)),
         },
@@ -427,7 +432,7 @@ pub fn parse_heap_profile<R: BufRead>(reader: R) -> Result<HeapProfile, ProfileE
         }
         if let Some(addrs) = pending.take() {
             match parse_counts_line(line.text) {
-                Ok(Some((CountsLabel::Total, live))) => stacks.push(StackSample { addrs, live }),
+                Ok(Some((CountsLabel::Total, live, accum))) => stacks.push(StackSample { addrs, live, accum }),
                 Ok(_) => return Err(err(&line, ProfileErrorKind::MissingStackTotals)),
                 Err(kind) => return Err(err(&line, kind)),
             }
@@ -444,10 +449,10 @@ pub fn parse_heap_profile<R: BufRead>(reader: R) -> Result<HeapProfile, ProfileE
             break;
         }
         match parse_counts_line(line.text) {
-            Ok(Some((CountsLabel::Thread, _))) => {}
+            Ok(Some((CountsLabel::Thread, _, _))) => {}
             // A second `t*:` for the same stack, or one without any stack: the dump is
             // not what we think it is, so do not guess which counts are right.
-            Ok(Some((CountsLabel::Total, _))) | Ok(None) => {
+            Ok(Some((CountsLabel::Total, _, _))) | Ok(None) => {
                 return Err(err(&line, ProfileErrorKind::UnexpectedLine))
             }
             Err(kind) => return Err(err(&line, kind)),
@@ -503,7 +508,7 @@ enum CountsLabel {
 /// Parses `t*: <objects>: <bytes> [<objects>: <bytes>]` or the same with a thread number
 /// (and then optionally a thread name). `Ok(None)` when the line is not a counts line at
 /// all, so that the caller can say what it expected instead.
-fn parse_counts_line(line: &str) -> Result<Option<(CountsLabel, Counts)>, ProfileErrorKind> {
+fn parse_counts_line(line: &str) -> Result<Option<(CountsLabel, Counts, Counts)>, ProfileErrorKind> {
     let line = line.trim_start();
     let Some((label, rest)) = line.split_once(':') else {
         return Ok(None);
@@ -519,15 +524,16 @@ fn parse_counts_line(line: &str) -> Result<Option<(CountsLabel, Counts)>, Profil
     let bytes_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
     let bytes = parse_decimal(&rest[..bytes_end]).ok_or(ProfileErrorKind::BadCounts)?;
     let mut rest = rest[bytes_end..].trim_start();
+    let mut accum = Counts::default();
     if let Some(accumulated) = rest.strip_prefix('[') {
-        // Cumulative counts (`prof_accum`); not used, but checked so that a corrupt line
-        // is not half-accepted.
+        // Cumulative counts (`prof_accum`).
         let (inside, after) = accumulated
             .split_once(']')
             .ok_or(ProfileErrorKind::BadCounts)?;
         let (a, b) = inside.split_once(':').ok_or(ProfileErrorKind::BadCounts)?;
-        if parse_decimal(a.trim()).is_none() || parse_decimal(b.trim()).is_none() {
-            return Err(ProfileErrorKind::BadCounts);
+        match (parse_decimal(a.trim()), parse_decimal(b.trim())) {
+            (Some(objects), Some(bytes)) => accum = Counts { objects, bytes },
+            _ => return Err(ProfileErrorKind::BadCounts),
         }
         rest = after;
     }
@@ -535,7 +541,7 @@ fn parse_counts_line(line: &str) -> Result<Option<(CountsLabel, Counts)>, Profil
     if matches!(label, CountsLabel::Total) && !rest.trim().is_empty() {
         return Err(ProfileErrorKind::BadCounts);
     }
-    Ok(Some((label, Counts { objects, bytes })))
+    Ok(Some((label, Counts { objects, bytes }, accum)))
 }
 
 fn parse_addresses(rest: &str) -> Result<Vec<u64>, ProfileErrorKind> {
@@ -649,11 +655,11 @@ mod tests {
     /// Writes a profile in the format jemalloc uses, for round trips.
     fn write_profile(profile: &HeapProfile) -> String {
         let mut out = String::new();
-        let t = |out: &mut String, c: Counts| {
-            writeln!(out, "  t*: {}: {} [0: 0]", c.objects, c.bytes).unwrap();
+        let t = |out: &mut String, c: Counts, a: Counts| {
+            writeln!(out, "  t*: {}: {} [{}: {}]", c.objects, c.bytes, a.objects, a.bytes).unwrap();
         };
         writeln!(out, "heap_v2/{}", profile.sample_period).unwrap();
-        t(&mut out, profile.total);
+        t(&mut out, profile.total, Counts::default());
         for stack in &profile.stacks {
             out.push('@');
             for addr in &stack.addrs {
@@ -665,7 +671,7 @@ mod tests {
                 }
             }
             out.push('\n');
-            t(&mut out, stack.live);
+            t(&mut out, stack.live, stack.accum);
             writeln!(
                 out,
                 "  t0: {}: {} [0: 0]",
@@ -836,14 +842,17 @@ mod tests {
                 StackSample {
                     addrs: vec![0x1000, 0, u64::MAX],
                     live: counts(3, 100000),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![],
                     live: counts(0, 0),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![0xdeadbeef],
                     live: counts(4, 23456),
+                    accum: Counts::default(),
                 },
             ],
             mappings: vec![
@@ -1254,18 +1263,22 @@ mod tests {
                 StackSample {
                     addrs: vec![],
                     live: counts(u64::MAX, 1),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![],
                     live: counts(1, u64::MAX),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![],
                     live: counts(0, 5),
+                    accum: Counts::default(),
                 },
                 StackSample {
                     addrs: vec![],
                     live: counts(5, 0),
+                    accum: Counts::default(),
                 },
             ],
             mappings: vec![],

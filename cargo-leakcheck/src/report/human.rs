@@ -40,16 +40,11 @@ fn frame_text(f: &FrameReport, root: &Path) -> String {
     }
 }
 
-/// Frames worth showing: from the first frame outside std/core/alloc onwards, since the
-/// innermost frames are usually `Vec::push` or `Box::new`.
-fn interesting_frames(frames: &[FrameReport]) -> &[FrameReport] {
-    let std_like = |f: &FrameReport| {
-        let n = f.function.strip_prefix('<').unwrap_or(&f.function);
-        ["std::", "core::", "alloc::", "hashbrown::"]
-            .iter()
-            .any(|p| n.starts_with(p))
-    };
-    match frames.iter().position(|f| !std_like(f)) {
+/// Frames worth showing: from the first frame whose source is in the workspace onwards,
+/// since the innermost frames are usually `Vec::push`, `format!` or `Box::new` in std.
+fn interesting_frames<'a>(frames: &'a [FrameReport], root: &Path) -> &'a [FrameReport] {
+    let in_workspace = |f: &FrameReport| f.file.as_deref().is_some_and(|p| Path::new(p).starts_with(root));
+    match frames.iter().position(in_workspace) {
         Some(i) => &frames[i..],
         None => frames,
     }
@@ -101,7 +96,7 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                         human_bytes(stack.bytes),
                         plural(stack.objects, "object", "objects")
                     );
-                    for (i, f) in interesting_frames(&stack.frames)
+                    for (i, f) in interesting_frames(&stack.frames, workspace_root)
                         .iter()
                         .take(FRAMES_SHOWN)
                         .enumerate()

@@ -15,7 +15,8 @@ fn render(path: &str) -> Vec<u8> {
 /// Returns the response for `path`, rendering it on the first request only.
 pub fn get(path: &str) -> Arc<[u8]> {
     let mut responses = RESPONSES.lock().unwrap();
-    let body = responses.entry(path.to_owned()).or_insert_with(|| Arc::from(render(path))); // leak-site: repeated_requests_hit_the_cache
+    let entry = responses.entry(path.to_owned());
+    let body = entry.or_insert_with(|| Arc::from(render(path))); // leak-site: repeated_requests_hit_the_cache
     Arc::clone(body)
 }
 
@@ -37,7 +38,10 @@ mod tests {
             let path = format!("/articles/{i}");
             let first = get(&path);
             let second = get(&path);
-            assert!(Arc::ptr_eq(&first, &second), "second request must be served from the cache");
+            assert!(
+                Arc::ptr_eq(&first, &second),
+                "second request must be served from the cache"
+            );
         }
         assert_eq!(len(), 50);
     }

@@ -18,7 +18,10 @@ static CONFIG: LazyLock<Config> = LazyLock::new(|| Config {
     service_name: std::env::var("DEMO_SERVICE_NAME").unwrap_or_else(|_| "demo".to_owned()),
     max_cache_entries: 1024,
     allowed_prefixes: ["/articles", "/docs", "/static"].map(String::from).to_vec(),
-    not_found_page: format!("<html><body><h1>404</h1>{}</body></html>", "<p>No such page.</p>".repeat(80)),
+    not_found_page: format!(
+        "<html><body><h1>404</h1>{}</body></html>",
+        "<p>No such page.</p>".repeat(80)
+    ),
 });
 
 /// The process-wide configuration (built on the first call).

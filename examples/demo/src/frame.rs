@@ -21,7 +21,11 @@ pub fn encode(payload: &[u8]) -> RawFrame {
     let mut buf = Vec::with_capacity(4 + payload.len()); // leak-site: frame_starts_with_length
     buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     buf.extend_from_slice(payload);
-    let frame = RawFrame { ptr: buf.as_mut_ptr(), len: buf.len(), capacity: buf.capacity() };
+    let frame = RawFrame {
+        ptr: buf.as_mut_ptr(),
+        len: buf.len(),
+        capacity: buf.capacity(),
+    };
     std::mem::forget(buf);
     frame
 }

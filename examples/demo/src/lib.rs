@@ -18,7 +18,7 @@
 //!
 //! For each leaking test, `cargo leakcheck test` reports the bytes still held when the test
 //! ended and the stack that allocated them, down to the allocating line (marked in the source
-//! with a `leak-site:` comment). Fix a leak (bound the cache, make the parent link a `Weak`,
+//! with a `leak-site` comment). Fix a leak (bound the cache, make the parent link a `Weak`,
 //! call `release`) and the test comes out clean.
 
 pub mod cache;

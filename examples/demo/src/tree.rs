@@ -15,7 +15,12 @@ pub struct Node {
 impl Node {
     /// A new node without parent or children.
     pub fn new(name: &str) -> Rc<Node> {
-        Rc::new(Node { name: name.to_owned(), parent: RefCell::new(None), children: RefCell::new(Vec::new()) }) // leak-site: paths_follow_parent_links
+        let node = Node {
+            name: name.to_owned(),
+            parent: RefCell::new(None),
+            children: RefCell::new(Vec::new()),
+        };
+        Rc::new(node) // leak-site: paths_follow_parent_links
     }
 
     /// Makes `child` a child of `parent`.

@@ -1,0 +1,385 @@
+//! The expected verdict of every test of every fixture crate (`tests/fixtures/*`) and of the
+//! bundled example (`examples/demo`), for the end-to-end tests.
+//!
+//! Conventions the fixtures follow, relied on here:
+//! - every leaking allocation line ends with a `// leak-site: <name>` comment, where `<name>`
+//!   is the test function's name; names are unique within a fixture (the integration tests of
+//!   `leaky` are named differently from its unit tests for that reason), so a marker is found
+//!   by scanning the fixture's `.rs` files for it;
+//! - a marker exists exactly when the table below has `site: Some(..)` for that test. The
+//!   `custom-alloc` fixture leaks without a marker: the tool cannot see that allocator, so no
+//!   site can be expected.
+//!
+//! The test at the bottom checks the table against the fixtures' sources (test functions and
+//! markers), without building anything.
+
+/// One expected outcome of running cargo-leakcheck over a fixture: the verdict of one test,
+/// and what its report must contain.
+pub struct Expected {
+    /// The fixture's directory, relative to the repository root: "tests/fixtures/leaky",
+    /// "examples/demo", ...
+    pub fixture: &'static str,
+    /// The cargo package name, e.g. "leaky", "jemalloc-global".
+    pub package: &'static str,
+    /// The test target: the lib target name for unit tests (the package name with `-`
+    /// replaced by `_`, e.g. "jemalloc_global"), the integration test's target name
+    /// ("integration") for `tests/*.rs`.
+    pub binary: &'static str,
+    /// The full libtest name, module path included, e.g. "tests::forget_vec".
+    pub test: &'static str,
+    /// "leak" | "clean" | "failed" | "crashed" | "timeout" | "unanalysable".
+    pub verdict: &'static str,
+    /// `Some(name)` when the line marked `// leak-site: name` in the fixture's sources must
+    /// appear as an allocation site of this test in the report; the name is the test
+    /// function's name.
+    pub site: Option<&'static str>,
+    /// True when the report must list a stack of kind "one-time" for this test (the
+    /// `OnceLock` / `LazyLock` / `lazy_static` / `once_cell` initialisations).
+    pub one_time: bool,
+}
+
+/// Every verdict a report can give.
+pub const VERDICTS: &[&str] = &[
+    "leak",
+    "clean",
+    "failed",
+    "crashed",
+    "timeout",
+    "unanalysable",
+];
+
+/// A test binary of a fixture.
+struct Target {
+    fixture: &'static str,
+    package: &'static str,
+    binary: &'static str,
+}
+
+const LEAKY_UNIT: Target = Target {
+    fixture: "tests/fixtures/leaky",
+    package: "leaky",
+    binary: "leaky",
+};
+const LEAKY_INTEGRATION: Target = Target {
+    fixture: "tests/fixtures/leaky",
+    package: "leaky",
+    binary: "integration",
+};
+const JEMALLOC_GLOBAL: Target = Target {
+    fixture: "tests/fixtures/jemalloc-global",
+    package: "jemalloc-global",
+    binary: "jemalloc_global",
+};
+const CUSTOM_ALLOC: Target = Target {
+    fixture: "tests/fixtures/custom-alloc",
+    package: "custom-alloc",
+    binary: "custom_alloc",
+};
+const MISBEHAVING: Target = Target {
+    fixture: "tests/fixtures/misbehaving",
+    package: "misbehaving",
+    binary: "misbehaving",
+};
+const DEMO: Target = Target {
+    fixture: "examples/demo",
+    package: "leakcheck-demo",
+    binary: "leakcheck_demo",
+};
+
+const fn outcome(
+    target: Target,
+    test: &'static str,
+    verdict: &'static str,
+    site: Option<&'static str>,
+    one_time: bool,
+) -> Expected {
+    Expected {
+        fixture: target.fixture,
+        package: target.package,
+        binary: target.binary,
+        test,
+        verdict,
+        site,
+        one_time,
+    }
+}
+
+/// A test that must be reported as leaking, with its marked line among the sites.
+const fn leak(target: Target, test: &'static str, site: &'static str) -> Expected {
+    outcome(target, test, "leak", Some(site), false)
+}
+
+/// A test that must be reported clean, with no one-time stack required.
+const fn clean(target: Target, test: &'static str) -> Expected {
+    outcome(target, test, "clean", None, false)
+}
+
+/// A test that must be reported clean although it retains a one-time initialisation, which
+/// the report must list as "one-time".
+const fn clean_one_time(target: Target, test: &'static str) -> Expected {
+    outcome(target, test, "clean", None, true)
+}
+
+/// Every test of every fixture, exactly once.
+pub const EXPECTED: &[Expected] = &[
+    // --- tests/fixtures/leaky, unit tests (src/lib.rs) ---
+    leak(LEAKY_UNIT, "tests::forget_vec", "forget_vec"),
+    leak(LEAKY_UNIT, "tests::box_leak", "box_leak"),
+    leak(LEAKY_UNIT, "tests::rc_cycle", "rc_cycle"),
+    leak(LEAKY_UNIT, "tests::arc_cycle", "arc_cycle"),
+    leak(
+        LEAKY_UNIT,
+        "tests::arc_cycle_other_thread",
+        "arc_cycle_other_thread",
+    ),
+    // Still reachable, but grows with the work done: a leak.
+    leak(
+        LEAKY_UNIT,
+        "tests::growing_global_registry",
+        "growing_global_registry",
+    ),
+    // Held by a detached thread that never ends.
+    leak(
+        LEAKY_UNIT,
+        "tests::detached_thread_holds_memory",
+        "detached_thread_holds_memory",
+    ),
+    leak(
+        LEAKY_UNIT,
+        "tests::c_malloc_without_free",
+        "c_malloc_without_free",
+    ),
+    // The marked line is inside an #[inline(always)] helper: an inlined frame.
+    leak(
+        LEAKY_UNIT,
+        "tests::inline_always_leak",
+        "inline_always_leak",
+    ),
+    // 4 bytes: found only when every allocation is accounted for.
+    leak(LEAKY_UNIT, "tests::tiny_leak", "tiny_leak"),
+    clean_one_time(LEAKY_UNIT, "tests::once_lock_init"),
+    clean_one_time(LEAKY_UNIT, "tests::lazy_lock_init"),
+    clean_one_time(LEAKY_UNIT, "tests::lazy_static_init"),
+    clean_one_time(LEAKY_UNIT, "tests::once_cell_init"),
+    clean(LEAKY_UNIT, "tests::thread_local_freed"),
+    clean(LEAKY_UNIT, "tests::joined_thread"),
+    clean(LEAKY_UNIT, "tests::caught_panic"),
+    clean(LEAKY_UNIT, "tests::heavy_churn"),
+    clean(LEAKY_UNIT, "tests::prints_stdout"),
+    clean(LEAKY_UNIT, "tests::plain_alloc_and_drop"),
+    clean(LEAKY_UNIT, "tests::plain_string_building"),
+    // --- tests/fixtures/leaky, integration tests (tests/integration.rs) ---
+    leak(
+        LEAKY_INTEGRATION,
+        "forget_vec_integration",
+        "forget_vec_integration",
+    ),
+    leak(
+        LEAKY_INTEGRATION,
+        "rc_cycle_integration",
+        "rc_cycle_integration",
+    ),
+    leak(
+        LEAKY_INTEGRATION,
+        "tiny_leak_integration",
+        "tiny_leak_integration",
+    ),
+    clean(LEAKY_INTEGRATION, "checksum_integration_clean"),
+    // --- tests/fixtures/jemalloc-global: tikv-jemallocator as #[global_allocator] ---
+    leak(
+        JEMALLOC_GLOBAL,
+        "tests::box_leak_under_jemalloc",
+        "box_leak_under_jemalloc",
+    ),
+    leak(
+        JEMALLOC_GLOBAL,
+        "tests::forget_vec_under_jemalloc",
+        "forget_vec_under_jemalloc",
+    ),
+    clean(JEMALLOC_GLOBAL, "tests::clean_under_jemalloc"),
+    // --- tests/fixtures/custom-alloc: an allocator the tool cannot see; never "clean" ---
+    outcome(
+        CUSTOM_ALLOC,
+        "tests::leaks_from_bump_arena",
+        "unanalysable",
+        None,
+        false,
+    ),
+    outcome(
+        CUSTOM_ALLOC,
+        "tests::clean_with_bump_arena",
+        "unanalysable",
+        None,
+        false,
+    ),
+    // --- tests/fixtures/misbehaving ---
+    // Fails (exit 101) after leaking: the leak is still reported.
+    outcome(
+        MISBEHAVING,
+        "tests::fails_after_leaking",
+        "failed",
+        Some("fails_after_leaking"),
+        false,
+    ),
+    outcome(MISBEHAVING, "tests::aborts", "crashed", None, false),
+    outcome(MISBEHAVING, "tests::segfaults", "crashed", None, false),
+    // Only with a short --timeout: the test blocks forever.
+    outcome(MISBEHAVING, "tests::hangs", "timeout", None, false),
+    clean(MISBEHAVING, "tests::passes_clean"),
+    leak(MISBEHAVING, "tests::passes_with_leak", "passes_with_leak"),
+    // --- examples/demo: the bundled example ---
+    leak(
+        DEMO,
+        "cache::tests::repeated_requests_hit_the_cache",
+        "repeated_requests_hit_the_cache",
+    ),
+    leak(
+        DEMO,
+        "tree::tests::paths_follow_parent_links",
+        "paths_follow_parent_links",
+    ),
+    leak(
+        DEMO,
+        "frame::tests::frame_starts_with_length",
+        "frame_starts_with_length",
+    ),
+    clean(DEMO, "frame::tests::frame_round_trip"),
+    clean(DEMO, "tree::tests::lone_node_is_its_own_root"),
+    clean_one_time(DEMO, "config::tests::defaults_are_sane"),
+];
+
+/// Checks the table against the fixtures' sources: the same test functions, one marker per
+/// expected site and none without one. Reads files only; builds and runs nothing.
+#[test]
+fn expected_table_matches_fixture_sources() {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .ancestors()
+        .find(|dir| dir.join("tests/fixtures").is_dir())
+        .expect("repository root with tests/fixtures above CARGO_MANIFEST_DIR");
+
+    let mut seen = BTreeSet::new();
+    for e in EXPECTED {
+        assert!(
+            VERDICTS.contains(&e.verdict),
+            "{}: bad verdict {}",
+            e.test,
+            e.verdict
+        );
+        assert!(
+            seen.insert((e.package, e.binary, e.test)),
+            "{} {} {} listed twice",
+            e.package,
+            e.binary,
+            e.test
+        );
+        let fn_name = e.test.rsplit("::").next().unwrap();
+        if let Some(site) = e.site {
+            assert_eq!(
+                site, fn_name,
+                "a site marker is named after its test function"
+            );
+            assert!(
+                matches!(e.verdict, "leak" | "failed"),
+                "{}: a site is expected only from a test that ran to its end",
+                e.test
+            );
+        }
+        if e.verdict == "leak" {
+            assert!(e.site.is_some(), "{}: a leak needs its marked site", e.test);
+        }
+        if e.one_time {
+            assert_eq!(
+                e.verdict, "clean",
+                "{}: one-time only for clean tests",
+                e.test
+            );
+        }
+        assert!(
+            e.binary == e.package.replace('-', "_")
+                || root
+                    .join(e.fixture)
+                    .join("tests")
+                    .join(format!("{}.rs", e.binary))
+                    .is_file(),
+            "{}: binary {} is neither the lib target nor a tests/*.rs target",
+            e.test,
+            e.binary
+        );
+    }
+
+    let fixtures: BTreeSet<&str> = EXPECTED.iter().map(|e| e.fixture).collect();
+    for fixture in fixtures {
+        let dir = root.join(fixture);
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        rust_files(&dir.join("tests"), &mut files);
+        assert!(!files.is_empty(), "no sources under {}", dir.display());
+
+        // Test functions: the first `fn` after each `#[test]` attribute.
+        let mut test_fns = BTreeSet::new();
+        // Marker name -> number of occurrences.
+        let mut markers: BTreeMap<String, usize> = BTreeMap::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let mut after_test_attr = false;
+            for line in text.lines() {
+                let line = line.trim();
+                if line == "#[test]" {
+                    after_test_attr = true;
+                } else if after_test_attr && line.starts_with("fn ") {
+                    let name = line[3..].split('(').next().unwrap().trim().to_owned();
+                    assert!(
+                        test_fns.insert(name.clone()),
+                        "test fn {name} twice in {fixture}"
+                    );
+                    after_test_attr = false;
+                }
+                if let Some((_, name)) = line.split_once("// leak-site: ") {
+                    *markers.entry(name.trim().to_owned()).or_default() += 1;
+                }
+            }
+        }
+
+        let rows: Vec<&Expected> = EXPECTED.iter().filter(|e| e.fixture == fixture).collect();
+        let table_fns: BTreeSet<String> = rows
+            .iter()
+            .map(|e| e.test.rsplit("::").next().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            table_fns, test_fns,
+            "{fixture}: table and #[test] functions differ"
+        );
+
+        let table_sites: BTreeSet<String> = rows
+            .iter()
+            .filter_map(|e| e.site)
+            .map(str::to_owned)
+            .collect();
+        let source_sites: BTreeSet<String> = markers.keys().cloned().collect();
+        assert_eq!(
+            table_sites, source_sites,
+            "{fixture}: table sites and markers differ"
+        );
+        for (name, count) in markers {
+            assert_eq!(count, 1, "{fixture}: marker {name} appears {count} times");
+        }
+    }
+}
