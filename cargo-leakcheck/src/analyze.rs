@@ -49,7 +49,9 @@ impl BinaryAnalysis {
         };
         let mut symbolizer = Symbolizer::new();
         let rust_allocations_visible = !has_custom_global_allocator(exe_path)
-            || baseline_result.is_some_and(|r| !r.app_dumps.is_empty() || global_allocator_reached_malloc(r, &mut symbolizer));
+            || baseline_result.is_some_and(|r| {
+                !r.app_dumps.is_empty() || global_allocator_reached_malloc(r, &mut symbolizer)
+            });
         (
             BinaryAnalysis {
                 exe,
@@ -73,10 +75,10 @@ pub fn has_custom_global_allocator(exe: &Path) -> bool {
     let Ok(file) = object::File::parse(&*data) else {
         return false;
     };
-    let default_linked = file
-        .symbols()
-        .chain(file.dynamic_symbols())
-        .any(|s| s.name().is_ok_and(|n| n.contains("__rdl_alloc") || n.contains("__rg_alloc")));
+    let default_linked = file.symbols().chain(file.dynamic_symbols()).any(|s| {
+        s.name()
+            .is_ok_and(|n| n.contains("__rdl_alloc") || n.contains("__rg_alloc"))
+    });
     !default_linked
 }
 
@@ -245,8 +247,9 @@ pub fn judge_stacks(
     bin: &mut BinaryAnalysis,
     threshold: u64,
 ) -> Vec<StackReport> {
-    let mut merged: HashMap<(StackKind, Vec<FrameReport>), (u64, u64, Option<String>)> =
-        HashMap::new();
+    // (kind, frames) -> (bytes, objects, reason)
+    type Merged = HashMap<(StackKind, Vec<FrameReport>), (u64, u64, Option<String>)>;
+    let mut merged: Merged = HashMap::new();
     for delta in deltas {
         let mut frames: Vec<Frame> = Vec::new();
         for key in &delta.frames {

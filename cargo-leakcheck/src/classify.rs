@@ -188,3 +188,164 @@ pub fn classify(frames: &[Frame], test_binary: &str) -> (StackKind, Option<Strin
     }
     (StackKind::Leak, None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXE: &str = "/t/target/debug/deps/leaky-123";
+
+    fn f(function: &str, object: &str) -> Frame {
+        Frame {
+            function: Some(function.to_string()),
+            file: None,
+            line: None,
+            column: None,
+            object: object.to_string(),
+            offset: 0,
+            inlined: false,
+        }
+    }
+
+    fn exe(function: &str) -> Frame {
+        f(function, EXE)
+    }
+
+    /// The frames libtest puts under every test body, outermost last.
+    fn libtest_tail() -> Vec<Frame> {
+        vec![
+            exe("core::ops::function::FnOnce::call_once"),
+            exe("test::__rust_begin_short_backtrace::<core::result::Result<(), alloc::string::String>, fn()>"),
+            exe("test::run_test_in_process"),
+            exe("std::sys::backtrace::__rust_begin_short_backtrace::<test::run_test::{closure#1}, ()>"),
+            f("start_thread", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+        ]
+    }
+
+    fn stack(body: &[Frame]) -> Vec<Frame> {
+        let mut v = body.to_vec();
+        v.extend(libtest_tail());
+        v
+    }
+
+    #[test]
+    fn allocator_frames_are_trimmed_up_to_the_first_caller() {
+        let frames = vec![
+            f("malloc", "/x/libleakcheck_runtime.so"),
+            f("imalloc_body", "/x/libleakcheck_runtime.so"),
+            exe("__rustc::__rust_alloc"),
+            exe("<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc"),
+            exe("alloc::alloc::alloc"),
+            exe("alloc::raw_vec::RawVecInner<A>::try_allocate_in"),
+            exe("leaky::tests::forget_vec"),
+        ];
+        assert_eq!(allocator_prefix_len(&frames), 5);
+        let mut jemalloc_inline = f("imalloc_body", EXE);
+        jemalloc_inline.file = Some("/r/tikv-jemalloc-sys-0.7.1/jemalloc/src/jemalloc.c".into());
+        assert_eq!(allocator_prefix_len(&[jemalloc_inline, exe("leaky::x")]), 1);
+        assert_eq!(allocator_prefix_len(&[exe("leaky::x")]), 0);
+    }
+
+    #[test]
+    fn a_test_body_allocation_is_a_leak() {
+        let s = stack(&[
+            exe("alloc::vec::from_elem"),
+            exe("leaky::tests::forget_vec"),
+            exe("leaky::tests::forget_vec::{{closure}}"),
+        ]);
+        assert_eq!(classify(&s, EXE), (StackKind::Leak, None));
+    }
+
+    #[test]
+    fn once_initialisers_are_one_time_with_the_frame_named() {
+        for marker in [
+            "std::sync::once_lock::OnceLock<T>::initialize",
+            "<std::sync::lazy_lock::LazyLock<T,F> as core::ops::deref::Deref>::deref",
+            "std::sync::poison::once::Once::call_once::{{closure}}",
+            "once_cell::imp::OnceCell<T>::initialize",
+            "lazy_static::lazy::Lazy<T>::get",
+            "std::backtrace_rs::symbolize::gimli::Cache::with_global",
+        ] {
+            let s = stack(&[
+                exe("alloc::vec::from_elem"),
+                exe("leaky::make"),
+                exe(marker),
+                exe("leaky::tests::t"),
+            ]);
+            let (kind, reason) = classify(&s, EXE);
+            assert_eq!(kind, StackKind::OneTime, "{marker}");
+            assert!(
+                reason.unwrap().contains(marker.trim_start_matches('<')),
+                "{marker}"
+            );
+        }
+    }
+
+    #[test]
+    fn harness_memory_has_no_test_body_frame() {
+        // libtest's own bookkeeping on the main thread, with the generated `leaky::main`.
+        let main_thread = vec![
+            exe("alloc::string::String::from"),
+            exe("test::run_tests"),
+            exe("test::test_main_static"),
+            exe("leaky::main"),
+            exe("std::rt::lang_start_internal"),
+            exe("main"),
+        ];
+        assert_eq!(classify(&main_thread, EXE).0, StackKind::Harness);
+        // Only std and libc frames.
+        let std_only = vec![
+            exe("std::io::stdio::stdout"),
+            f("__libc_start_main", "/lib/libc.so.6"),
+        ];
+        assert_eq!(classify(&std_only, EXE).0, StackKind::Harness);
+    }
+
+    #[test]
+    fn glibc_thread_cache_is_harness_even_when_a_test_spawned_the_thread() {
+        for names in [
+            [
+                "allocate_dtv",
+                "__GI__dl_allocate_tls",
+                "__pthread_create_2_1",
+            ],
+            ["calloc", "_dl_allocate_tls", "pthread_create"],
+        ] {
+            let mut body: Vec<Frame> = names
+                .iter()
+                .map(|n| f(n, "/lib/ld-linux-x86-64.so.2"))
+                .collect();
+            body.push(exe("std::thread::spawn"));
+            body.push(exe("leaky::tests::joined_thread"));
+            let (kind, reason) = classify(&stack(&body), EXE);
+            assert_eq!(kind, StackKind::Harness, "{names:?}");
+            assert!(reason.unwrap().contains("glibc"));
+        }
+        // But a thread's own allocation, made by the test's closure, is the test's.
+        let thread_body = vec![
+            exe("alloc::vec::from_elem"),
+            exe("leaky::tests::detached::{{closure}}"),
+            exe("std::sys::backtrace::__rust_begin_short_backtrace"),
+            f("start_thread", "/lib/libc.so.6"),
+        ];
+        assert_eq!(classify(&thread_body, EXE).0, StackKind::Leak);
+    }
+
+    #[test]
+    fn unresolved_frames_of_the_test_binary_keep_a_stack_reportable() {
+        let mut unknown = exe("");
+        unknown.function = None;
+        assert!(is_user_frame(&unknown, EXE));
+        let mut libc_unknown = f("", "/lib/libc.so.6");
+        libc_unknown.function = None;
+        assert!(!is_user_frame(&libc_unknown, EXE));
+        assert!(!is_user_frame(
+            &exe("<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop"),
+            EXE
+        ));
+        assert!(is_user_frame(
+            &exe("<leaky::Node as core::ops::drop::Drop>::drop"),
+            EXE
+        ));
+    }
+}

@@ -432,7 +432,9 @@ pub fn parse_heap_profile<R: BufRead>(reader: R) -> Result<HeapProfile, ProfileE
         }
         if let Some(addrs) = pending.take() {
             match parse_counts_line(line.text) {
-                Ok(Some((CountsLabel::Total, live, accum))) => stacks.push(StackSample { addrs, live, accum }),
+                Ok(Some((CountsLabel::Total, live, accum))) => {
+                    stacks.push(StackSample { addrs, live, accum })
+                }
                 Ok(_) => return Err(err(&line, ProfileErrorKind::MissingStackTotals)),
                 Err(kind) => return Err(err(&line, kind)),
             }
@@ -508,7 +510,9 @@ enum CountsLabel {
 /// Parses `t*: <objects>: <bytes> [<objects>: <bytes>]` or the same with a thread number
 /// (and then optionally a thread name). `Ok(None)` when the line is not a counts line at
 /// all, so that the caller can say what it expected instead.
-fn parse_counts_line(line: &str) -> Result<Option<(CountsLabel, Counts, Counts)>, ProfileErrorKind> {
+fn parse_counts_line(
+    line: &str,
+) -> Result<Option<(CountsLabel, Counts, Counts)>, ProfileErrorKind> {
     let line = line.trim_start();
     let Some((label, rest)) = line.split_once(':') else {
         return Ok(None);
@@ -656,7 +660,12 @@ mod tests {
     fn write_profile(profile: &HeapProfile) -> String {
         let mut out = String::new();
         let t = |out: &mut String, c: Counts, a: Counts| {
-            writeln!(out, "  t*: {}: {} [{}: {}]", c.objects, c.bytes, a.objects, a.bytes).unwrap();
+            writeln!(
+                out,
+                "  t*: {}: {} [{}: {}]",
+                c.objects, c.bytes, a.objects, a.bytes
+            )
+            .unwrap();
         };
         writeln!(out, "heap_v2/{}", profile.sample_period).unwrap();
         t(&mut out, profile.total, Counts::default());

@@ -1,12 +1,15 @@
 //! Bad input: each gets a message naming what failed and the "could not run" exit code (2).
 
-use crate::harness::{copy_fixture, scratch, tool, run_fixture};
+use crate::harness::{copy_fixture, run_fixture, scratch, tool};
 
 const COULD_NOT_RUN: i32 = 2;
 
 fn run(args: &[&str]) -> (i32, String) {
     let out = tool().args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -15,14 +18,27 @@ fn help_documents_flags_and_exit_codes() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     for flag in [
-        "--manifest-path", "--package", "--workspace", "--lib", "--test", "--features", "--all-features", "--release",
-        "--target-dir", "--jobs", "--timeout", "--threshold",
+        "--manifest-path",
+        "--package",
+        "--workspace",
+        "--lib",
+        "--test",
+        "--features",
+        "--all-features",
+        "--release",
+        "--target-dir",
+        "--jobs",
+        "--timeout",
+        "--threshold",
     ] {
         assert!(text.contains(flag), "--help mentions {flag}:\n{text}");
     }
     let top = tool().arg("--help").output().unwrap();
     let top = String::from_utf8_lossy(&top.stdout);
-    assert!(top.contains("EXIT CODES") && top.contains("3  leaks found"), "{top}");
+    assert!(
+        top.contains("EXIT CODES") && top.contains("3  leaks found"),
+        "{top}"
+    );
 }
 
 #[test]
@@ -33,40 +49,72 @@ fn not_a_cargo_project() {
     let _ = std::fs::remove_file(&manifest);
     let (code, err) = run(&["test", "--manifest-path", manifest.to_str().unwrap()]);
     assert_eq!(code, COULD_NOT_RUN, "{err}");
-    assert!(err.contains(manifest.to_str().unwrap()), "names the manifest: {err}");
+    assert!(
+        err.contains(manifest.to_str().unwrap()),
+        "names the manifest: {err}"
+    );
 }
 
 #[test]
 fn unknown_package_is_named() {
     let project = copy_fixture("tests/fixtures/leaky");
-    let (code, err) = run(&["test", "--manifest-path", project.join("Cargo.toml").to_str().unwrap(), "-p", "nope"]);
+    let (code, err) = run(&[
+        "test",
+        "--manifest-path",
+        project.join("Cargo.toml").to_str().unwrap(),
+        "-p",
+        "nope",
+    ]);
     assert_eq!(code, COULD_NOT_RUN, "{err}");
-    assert!(err.contains("package `nope` is not in this workspace (members: leaky)"), "{err}");
+    assert!(
+        err.contains("package `nope` is not in this workspace (members: leaky)"),
+        "{err}"
+    );
 }
 
 #[test]
 fn unknown_test_target_is_named() {
     let project = copy_fixture("tests/fixtures/leaky");
-    let (code, err) = run(&["test", "--manifest-path", project.join("Cargo.toml").to_str().unwrap(), "--test", "nope"]);
+    let (code, err) = run(&[
+        "test",
+        "--manifest-path",
+        project.join("Cargo.toml").to_str().unwrap(),
+        "--test",
+        "nope",
+    ]);
     assert_eq!(code, COULD_NOT_RUN, "{err}");
-    assert!(err.contains("no integration test target named `nope` (available: integration)"), "{err}");
+    assert!(
+        err.contains("no integration test target named `nope` (available: integration)"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_threshold_is_named() {
     let project = copy_fixture("tests/fixtures/leaky");
     let (code, err) = run(&[
-        "test", "--manifest-path", project.join("Cargo.toml").to_str().unwrap(), "--threshold", "4XB",
+        "test",
+        "--manifest-path",
+        project.join("Cargo.toml").to_str().unwrap(),
+        "--threshold",
+        "4XB",
     ]);
     assert_eq!(code, COULD_NOT_RUN, "{err}");
-    assert!(err.contains("--threshold") && err.contains("`4XB`"), "{err}");
+    assert!(
+        err.contains("--threshold") && err.contains("`4XB`"),
+        "{err}"
+    );
 }
 
 #[test]
 fn build_errors_show_cargo_diagnostics() {
     let run = run_fixture("tests/fixtures/broken-build", &[]);
     assert_eq!(run.code, COULD_NOT_RUN, "{}", run.stderr);
-    assert!(run.stderr.contains("error[E0308]"), "cargo's diagnostic is shown: {}", run.stderr);
+    assert!(
+        run.stderr.contains("error[E0308]"),
+        "cargo's diagnostic is shown: {}",
+        run.stderr
+    );
     assert!(run.stderr.contains("build failed"), "{}", run.stderr);
     assert!(run.report.is_none(), "no report for a run that never ran");
 }

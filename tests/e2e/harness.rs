@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Scratch space under the workspace's target dir, kept between runs so fixture builds
@@ -78,16 +81,17 @@ pub struct Run {
     pub report: Option<Value>,
     /// The `leakcheck` output directory.
     pub out_dir: PathBuf,
-    /// The fixture copy it ran on.
-    pub project: PathBuf,
 }
 
 impl Run {
     /// The report, which must exist.
     pub fn report(&self) -> &Value {
-        self.report
-            .as_ref()
-            .unwrap_or_else(|| panic!("no report.json; exit {}; stderr:\n{}", self.code, self.stderr))
+        self.report.as_ref().unwrap_or_else(|| {
+            panic!(
+                "no report.json; exit {}; stderr:\n{}",
+                self.code, self.stderr
+            )
+        })
     }
 
     /// The report entry of a test.
@@ -97,35 +101,53 @@ impl Run {
             .unwrap()
             .iter()
             .find(|t| t["binary"] == binary && t["name"] == name)
-            .unwrap_or_else(|| panic!("{binary} {name} is not in the report; stderr:\n{}", self.stderr))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{binary} {name} is not in the report; stderr:\n{}",
+                    self.stderr
+                )
+            })
     }
 }
 
 type RunKey = (String, Vec<String>);
+/// Each distinct run is computed once; later callers wait for it and share it.
+type RunCache = Mutex<HashMap<RunKey, Arc<OnceLock<Arc<Run>>>>>;
 
 /// Runs the tool on a fixture with these arguments after `test`, once per process: later
 /// callers with the same arguments get the same result. Each distinct argument list gets
 /// its own target directory, so concurrent runs never share an output directory.
 pub fn run_fixture(fixture: &str, args: &[&str]) -> Arc<Run> {
-    static RUNS: OnceLock<Mutex<HashMap<RunKey, Arc<OnceLock<Arc<Run>>>>>> = OnceLock::new();
-    let key: RunKey = (fixture.to_string(), args.iter().map(|s| s.to_string()).collect());
+    static RUNS: OnceLock<RunCache> = OnceLock::new();
+    let key: RunKey = (
+        fixture.to_string(),
+        args.iter().map(|s| s.to_string()).collect(),
+    );
     let cell = {
         let mut map = RUNS.get_or_init(Default::default).lock().unwrap();
         map.entry(key.clone()).or_default().clone()
     };
-    cell.get_or_init(|| Arc::new(run_uncached(fixture, args))).clone()
+    cell.get_or_init(|| Arc::new(run_uncached(fixture, args)))
+        .clone()
 }
 
 fn run_uncached(fixture: &str, args: &[&str]) -> Run {
     let project = copy_fixture(fixture);
     let variant: String = args
         .iter()
-        .map(|a| a.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>())
+        .map(|a| {
+            a.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect::<String>()
+        })
         .collect::<Vec<_>>()
         .join("-");
-    let target = scratch()
-        .join("targets")
-        .join(format!("{}{}{}", fixture.replace('/', "_"), if variant.is_empty() { "" } else { "--" }, variant));
+    let target = scratch().join("targets").join(format!(
+        "{}{}{}",
+        fixture.replace('/', "_"),
+        if variant.is_empty() { "" } else { "--" },
+        variant
+    ));
     let output = tool()
         .arg("test")
         .arg("--manifest-path")
@@ -144,7 +166,6 @@ fn run_uncached(fixture: &str, args: &[&str]) -> Run {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         report,
         out_dir,
-        project,
     }
 }
 
@@ -163,7 +184,11 @@ pub fn leak_site(fixture: &str, name: &str) -> (String, u32) {
             }
         }
     });
-    assert_eq!(found.len(), 1, "exactly one `{marker}` in {fixture}, found {found:?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "exactly one `{marker}` in {fixture}, found {found:?}"
+    );
     found.pop().unwrap()
 }
 

@@ -50,7 +50,8 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
         let hit = stacks.iter().filter(|s| s["kind"] == "leak").any(|s| {
             let frames = s["frames"].as_array().unwrap();
             let at_site = frames.iter().any(|f| {
-                f["file"].as_str().is_some_and(|p| p.ends_with(&file)) && f["line"].as_u64() == Some(line as u64)
+                f["file"].as_str().is_some_and(|p| p.ends_with(&file))
+                    && f["line"].as_u64() == Some(line as u64)
             });
             let in_test = frames
                 .iter()
@@ -84,13 +85,35 @@ fn check_fixture(fixture: &str) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["binary"].as_str().unwrap().to_string(), t["name"].as_str().unwrap().to_string()))
+        .map(|t| {
+            (
+                t["binary"].as_str().unwrap().to_string(),
+                t["name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    let expected: BTreeSet<(String, String)> = rows.iter().map(|r| (r.binary.to_string(), r.test.to_string())).collect();
-    assert_eq!(reported, expected, "the report's tests are exactly the table's for {fixture}; stderr:\n{}", run.stderr);
+    let expected: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| (r.binary.to_string(), r.test.to_string()))
+        .collect();
+    assert_eq!(
+        reported, expected,
+        "the report's tests are exactly the table's for {fixture}; stderr:\n{}",
+        run.stderr
+    );
     let problems: Vec<String> = rows.iter().flat_map(|r| check_row(&run, r)).collect();
-    assert!(problems.is_empty(), "{} mismatches:\n{}\n\nstderr:\n{}", problems.len(), problems.join("\n\n"), run.stderr);
-    assert_eq!(run.code, code, "exit code for {fixture}; stderr:\n{}", run.stderr);
+    assert!(
+        problems.is_empty(),
+        "{} mismatches:\n{}\n\nstderr:\n{}",
+        problems.len(),
+        problems.join("\n\n"),
+        run.stderr
+    );
+    assert_eq!(
+        run.code, code,
+        "exit code for {fixture}; stderr:\n{}",
+        run.stderr
+    );
     check_artifacts(&run);
 }
 
@@ -100,14 +123,25 @@ fn check_artifacts(run: &Run) {
         let svg = t["artifacts"]["flamegraph"].as_str();
         match t["verdict"].as_str().unwrap() {
             "leak" => {
-                let svg = svg.unwrap_or_else(|| panic!("leaking test {} has no flame graph", t["name"]));
+                let svg =
+                    svg.unwrap_or_else(|| panic!("leaking test {} has no flame graph", t["name"]));
                 let text = std::fs::read_to_string(run.out_dir.join(svg)).unwrap();
-                assert!(text.starts_with("<?xml") && text.contains("<svg"), "{svg} is an SVG");
+                assert!(
+                    text.starts_with("<?xml") && text.contains("<svg"),
+                    "{svg} is an SVG"
+                );
                 let name = t["name"].as_str().unwrap();
-                assert!(text.contains(name), "{svg} is titled with the test name {name}");
-                let folded = t["artifacts"]["folded"].as_str().expect("folded stacks beside the SVG");
+                assert!(
+                    text.contains(name),
+                    "{svg} is titled with the test name {name}"
+                );
+                let folded = t["artifacts"]["folded"]
+                    .as_str()
+                    .expect("folded stacks beside the SVG");
                 let folded = std::fs::read_to_string(run.out_dir.join(folded)).unwrap();
-                assert!(folded.lines().all(|l| l.rsplit_once(' ').is_some_and(|(_, n)| n.parse::<u64>().is_ok())));
+                assert!(folded.lines().all(|l| l
+                    .rsplit_once(' ')
+                    .is_some_and(|(_, n)| n.parse::<u64>().is_ok())));
             }
             "clean" => assert!(svg.is_none(), "clean test {} has no flame graph", t["name"]),
             _ => {}
@@ -126,7 +160,10 @@ fn check_artifacts(run: &Run) {
         .iter()
         .filter(|t| t["artifacts"]["flamegraph"].is_string())
         .count();
-    assert_eq!(svgs, with_svg, "one SVG per test that has one in the report");
+    assert_eq!(
+        svgs, with_svg,
+        "one SVG per test that has one in the report"
+    );
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -160,7 +197,9 @@ fn custom_allocator_fixture_is_unanalysable_never_clean() {
     let run = run_fixture("tests/fixtures/custom-alloc", &[]);
     for t in run.report()["tests"].as_array().unwrap() {
         assert!(
-            t["message"].as_str().is_some_and(|m| m.contains("global_allocator")),
+            t["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("global_allocator")),
             "the reason is given: {}",
             t["message"]
         );
@@ -170,11 +209,22 @@ fn custom_allocator_fixture_is_unanalysable_never_clean() {
 #[test]
 fn misbehaving_fixture_matches_the_table() {
     check_fixture("tests/fixtures/misbehaving");
-    let run = run_fixture("tests/fixtures/misbehaving", scenario("tests/fixtures/misbehaving").0);
+    let run = run_fixture(
+        "tests/fixtures/misbehaving",
+        scenario("tests/fixtures/misbehaving").0,
+    );
     let seg = run.test("misbehaving", "tests::segfaults");
-    assert!(seg["exit"].as_str().unwrap().contains("SIGSEGV"), "{}", seg["exit"]);
+    assert!(
+        seg["exit"].as_str().unwrap().contains("SIGSEGV"),
+        "{}",
+        seg["exit"]
+    );
     let abort = run.test("misbehaving", "tests::aborts");
-    assert!(abort["exit"].as_str().unwrap().contains("SIGABRT"), "{}", abort["exit"]);
+    assert!(
+        abort["exit"].as_str().unwrap().contains("SIGABRT"),
+        "{}",
+        abort["exit"]
+    );
     let hang = run.test("misbehaving", "tests::hangs");
     assert_eq!(hang["exit"], "timed out");
 }
@@ -189,9 +239,20 @@ fn report_schema_is_complete_and_sorted() {
     let run = run_fixture("tests/fixtures/leaky", &[]);
     let r = run.report();
     assert_eq!(r["version"], 1);
-    assert_eq!(r["settings"]["sample_period"], 1, "exact profiling by default");
+    assert_eq!(
+        r["settings"]["sample_period"], 1,
+        "exact profiling by default"
+    );
     assert_eq!(r["settings"]["stack_threshold"], 0);
-    let verdicts = ["leak", "clean", "failed", "crashed", "timeout", "error", "unanalysable"];
+    let verdicts = [
+        "leak",
+        "clean",
+        "failed",
+        "crashed",
+        "timeout",
+        "error",
+        "unanalysable",
+    ];
     let kinds = ["leak", "one-time", "harness"];
     let tests = r["tests"].as_array().unwrap();
     let keys: Vec<(String, String, String, String)> = tests
@@ -203,17 +264,39 @@ fn report_schema_is_complete_and_sorted() {
             assert!(verdicts.contains(&t["verdict"].as_str().unwrap()));
             assert!(t["retained_bytes"].is_u64() && t["retained_objects"].is_u64());
             let stacks = t["stacks"].as_array().unwrap();
-            let sizes: Vec<u64> = stacks.iter().map(|s| s["bytes"].as_u64().unwrap()).collect();
-            assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "stacks largest first: {sizes:?}");
-            let leaked: u64 = stacks.iter().filter(|s| s["kind"] == "leak").map(|s| s["bytes"].as_u64().unwrap()).sum();
-            assert_eq!(t["retained_bytes"].as_u64().unwrap(), leaked, "retained_bytes sums the leak stacks");
+            let sizes: Vec<u64> = stacks
+                .iter()
+                .map(|s| s["bytes"].as_u64().unwrap())
+                .collect();
+            assert!(
+                sizes.windows(2).all(|w| w[0] >= w[1]),
+                "stacks largest first: {sizes:?}"
+            );
+            let leaked: u64 = stacks
+                .iter()
+                .filter(|s| s["kind"] == "leak")
+                .map(|s| s["bytes"].as_u64().unwrap())
+                .sum();
+            assert_eq!(
+                t["retained_bytes"].as_u64().unwrap(),
+                leaked,
+                "retained_bytes sums the leak stacks"
+            );
             for s in stacks {
-                assert!(kinds.contains(&s["kind"].as_str().unwrap()), "{}", s["kind"]);
+                assert!(
+                    kinds.contains(&s["kind"].as_str().unwrap()),
+                    "{}",
+                    s["kind"]
+                );
                 assert!(s["objects"].as_u64().unwrap() >= 1);
                 assert!(s["fails"].is_boolean());
                 for f in s["frames"].as_array().unwrap() {
                     assert!(f["function"].as_str().is_some_and(|n| !n.is_empty()));
-                    assert!(!f["function"].as_str().unwrap().contains("::h"), "no hashes: {}", f["function"]);
+                    assert!(
+                        !f["function"].as_str().unwrap().contains("::h"),
+                        "no hashes: {}",
+                        f["function"]
+                    );
                 }
             }
             (
@@ -238,7 +321,11 @@ fn human_summary_names_leaks_with_file_and_line() {
     let (file, line) = leak_site("tests/fixtures/leaky", "forget_vec");
     assert!(run.stderr.contains("LEAK"), "{}", run.stderr);
     assert!(run.stderr.contains("tests::forget_vec"), "{}", run.stderr);
-    assert!(run.stderr.contains(&format!("{file}:{line}")), "site {file}:{line} in:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("{file}:{line}")),
+        "site {file}:{line} in:\n{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("report.json"), "{}", run.stderr);
     assert!(run.stderr.contains("Summary"), "{}", run.stderr);
 }
@@ -249,22 +336,44 @@ fn threshold_lets_small_leaks_pass() {
     assert_eq!(run.report()["settings"]["stack_threshold"], 1024);
     let tiny = run.test("leaky", "tests::tiny_leak");
     assert_eq!(tiny["verdict"], "clean", "4 bytes are under 1KiB");
-    assert!(tiny["retained_bytes"].as_u64().unwrap() > 0, "but still reported");
-    assert!(tiny["stacks"].as_array().unwrap().iter().any(|s| s["kind"] == "leak" && s["fails"] == false));
+    assert!(
+        tiny["retained_bytes"].as_u64().unwrap() > 0,
+        "but still reported"
+    );
+    assert!(tiny["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["kind"] == "leak" && s["fails"] == false));
 }
 
 #[test]
 fn clean_selection_exits_zero_and_results_do_not_depend_on_jobs() {
-    let args = ["--lib", "-j", "1", "--", "tests::joined_thread", "tests::once_lock_init", "tests::forget_vec"];
+    let args = [
+        "--lib",
+        "-j",
+        "1",
+        "--",
+        "tests::joined_thread",
+        "tests::once_lock_init",
+        "tests::forget_vec",
+    ];
     let one = run_fixture("tests/fixtures/leaky", &args);
     let all = run_fixture("tests/fixtures/leaky", &[]);
-    for name in ["tests::joined_thread", "tests::once_lock_init", "tests::forget_vec"] {
+    for name in [
+        "tests::joined_thread",
+        "tests::once_lock_init",
+        "tests::forget_vec",
+    ] {
         let a = one.test("leaky", name);
         let b = all.test("leaky", name);
         assert_eq!(a["verdict"], b["verdict"], "{name}");
         assert_eq!(a["retained_bytes"], b["retained_bytes"], "{name}");
     }
-    let clean = run_fixture("tests/fixtures/leaky", &["--lib", "--", "tests::joined_thread", "--exact"]);
+    let clean = run_fixture(
+        "tests/fixtures/leaky",
+        &["--lib", "--", "tests::joined_thread", "--exact"],
+    );
     assert_eq!(clean.report()["tests"].as_array().unwrap().len(), 1);
     assert_eq!(clean.code, 0, "{}", clean.stderr);
 }

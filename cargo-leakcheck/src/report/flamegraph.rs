@@ -65,3 +65,89 @@ pub fn file_stem(name: &str) -> String {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Artifacts, FrameReport, StackReport, Verdict};
+
+    fn frame(name: &str) -> FrameReport {
+        FrameReport {
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined: false,
+        }
+    }
+
+    fn test_report() -> TestReport {
+        let stack = |bytes, kind, names: &[&str]| StackReport {
+            bytes,
+            objects: 1,
+            kind,
+            reason: None,
+            fails: kind == StackKind::Leak,
+            frames: names.iter().map(|n| frame(n)).collect(),
+        };
+        TestReport {
+            package: "p".into(),
+            binary: "p".into(),
+            kind: "lib".into(),
+            name: "tests::t".into(),
+            verdict: Verdict::Leak,
+            retained_bytes: 120,
+            retained_objects: 2,
+            exit: "exit code 0".into(),
+            message: None,
+            stacks: vec![
+                stack(
+                    100,
+                    StackKind::Leak,
+                    &["alloc::vec::from_elem", "p::tests::t", "test::run"],
+                ),
+                stack(
+                    20,
+                    StackKind::Leak,
+                    &["<[u8; 4] as p::Make>::make", "p::tests::t"],
+                ),
+                stack(
+                    999,
+                    StackKind::OneTime,
+                    &["p::init", "std::sync::once_lock::OnceLock<T>::initialize"],
+                ),
+            ],
+            artifacts: Artifacts::default(),
+        }
+    }
+
+    #[test]
+    fn folded_lines_are_outermost_first_leaks_only_and_escape_semicolons() {
+        assert_eq!(
+            folded_lines(&test_report()),
+            vec![
+                "p::tests::t;<[u8, 4] as p::Make>::make 20".to_string(),
+                "test::run;p::tests::t;alloc::vec::from_elem 100".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn svg_is_titled_and_deterministic() {
+        let lines = folded_lines(&test_report());
+        let mut a = Vec::new();
+        svg("p tests::t", &lines, &mut a).unwrap();
+        let mut b = Vec::new();
+        svg("p tests::t", &lines, &mut b).unwrap();
+        let text = String::from_utf8(a.clone()).unwrap();
+        assert!(text.contains("<svg") && text.contains("p tests::t"));
+        assert!(text.contains("alloc::vec::from_elem"));
+        assert_eq!(a, b, "same input, same SVG");
+    }
+
+    #[test]
+    fn file_stems_are_safe() {
+        assert_eq!(file_stem("tests::forget_vec"), "tests__forget_vec");
+        assert_eq!(file_stem("a b/c<d>"), "a_b_c_d_");
+        assert_eq!(file_stem(""), "_");
+    }
+}

@@ -43,7 +43,11 @@ fn frame_text(f: &FrameReport, root: &Path) -> String {
 /// Frames worth showing: from the first frame whose source is in the workspace onwards,
 /// since the innermost frames are usually `Vec::push`, `format!` or `Box::new` in std.
 fn interesting_frames<'a>(frames: &'a [FrameReport], root: &Path) -> &'a [FrameReport] {
-    let in_workspace = |f: &FrameReport| f.file.as_deref().is_some_and(|p| Path::new(p).starts_with(root));
+    let in_workspace = |f: &FrameReport| {
+        f.file
+            .as_deref()
+            .is_some_and(|p| Path::new(p).starts_with(root))
+    };
     match frames.iter().position(in_workspace) {
         Some(i) => &frames[i..],
         None => frames,
@@ -187,4 +191,44 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
     }
     let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_naturally() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+    }
+
+    #[test]
+    fn shown_frames_start_in_the_workspace() {
+        let root = Path::new("/ws");
+        let fr = |name: &str, file: &str| FrameReport {
+            function: name.into(),
+            file: Some(file.into()),
+            line: Some(3),
+            inlined: false,
+        };
+        let frames = vec![
+            fr(
+                "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+                "/rustc/abc/library/alloc/src/vec/spec_from_elem.rs",
+            ),
+            fr("leaky::tests::t", "/ws/src/lib.rs"),
+        ];
+        assert_eq!(
+            interesting_frames(&frames, root)[0].function,
+            "leaky::tests::t"
+        );
+        assert_eq!(
+            frame_text(&frames[1], root),
+            "leaky::tests::t (src/lib.rs:3)"
+        );
+    }
 }

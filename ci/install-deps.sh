@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what the project needs beyond a Rust toolchain: a C compiler and make, which
+# tikv-jemalloc-sys uses to build jemalloc from source. Nothing else (no perl, jeprof,
+# graphviz or valgrind) is needed.
+set -euo pipefail
+
+missing=()
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+command -v make >/dev/null 2>&1 || missing+=(make)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ci/install-deps.sh: installing ${missing[*]}"
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}"
+  fi
+fi
+command -v cargo >/dev/null 2>&1 || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
