@@ -69,7 +69,9 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         plural(n_bins, "binary", "binaries"),
         jobs
     );
+    let run_started = std::time::Instant::now();
     let results = runner::run_all(&binaries, &run_config, settings)?;
+    let run_seconds = run_started.elapsed().as_secs_f64();
     for (b, e) in &results.list_errors {
         notes.push(format!(
             "could not list the tests of `{}`: {e}",
@@ -93,8 +95,46 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         notes,
     };
     json::write(&report, &out_dir.join("report.json"))?;
+    let metrics = metrics_json(&binaries, &results, run_seconds);
+    let metrics_path = out_dir.join("metrics.json");
+    std::fs::write(&metrics_path, metrics).map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
     eprint!("{}", human::render(&report, &ws.root, &out_dir));
     Ok(exit_code(&report, !results.list_errors.is_empty()))
+}
+
+/// Timings and memory of the run, kept out of `report.json` so that file stays
+/// deterministic: wall time of the run phase, and per process its time and peak RSS.
+fn metrics_json(binaries: &[TestBinary], results: &runner::RunResults, run_seconds: f64) -> String {
+    let entry = |b: &TestBinary, name: Option<&str>, r: &runner::ProcessResult| {
+        serde_json::json!({
+            "binary": b.id(),
+            "test": name,
+            "seconds": r.duration.as_secs_f64(),
+            "peak_rss_kib": r.peak_rss_kib,
+            "exit": r.end.describe(),
+        })
+    };
+    let tests: Vec<_> = results
+        .tests
+        .iter()
+        .zip(&results.results)
+        .map(|(t, r)| entry(&binaries[t.binary], Some(&t.name), r))
+        .collect();
+    let baselines: Vec<_> = results
+        .baselines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.as_ref().map(|r| entry(&binaries[i], None, r)))
+        .collect();
+    let mut text = serde_json::to_string_pretty(&serde_json::json!({
+        "run_seconds": run_seconds,
+        "processes": tests.len() + baselines.len(),
+        "tests": tests,
+        "baselines": baselines,
+    }))
+    .expect("metrics serialize");
+    text.push('\n');
+    text
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

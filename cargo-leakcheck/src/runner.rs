@@ -104,6 +104,8 @@ pub struct ProcessResult {
     pub end: ProcessEnd,
     /// Wall time.
     pub duration: Duration,
+    /// Peak resident set size of the process, in KiB, when it was reaped normally.
+    pub peak_rss_kib: Option<u64>,
     /// The runtime's exit dump(s) (everything malloc saw).
     pub preload_dumps: Vec<PathBuf>,
     /// Exit dump(s) of a jemalloc linked into the test binary, when it has one with profiling.
@@ -357,7 +359,7 @@ fn run_one(
     if config.verbose {
         eprintln!("     Running `{:?}`", cmd);
     }
-    let mut child = match cmd.spawn() {
+    let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             return failed_result(
@@ -367,42 +369,66 @@ fn run_one(
             )
         }
     };
-    let pid = child.id();
+    let pid = child.id() as libc::pid_t;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
+        let _ = tx.send(wait_with_usage(pid));
+        // Dropped only once reaped: the id stays ours until then.
+        drop(child);
     });
-    let status = match rx.recv_timeout(config.timeout) {
+    let waited = match rx.recv_timeout(config.timeout) {
         Ok(s) => Some(s),
         Err(_) => {
             // SAFETY: kill(2) on the process group we created for this child; the waiter
             // thread has not reaped it yet (it is still running), so the id is ours.
             unsafe {
-                libc::kill(-(pid as i32), libc::SIGKILL);
+                libc::kill(-pid, libc::SIGKILL);
             }
             let _ = rx.recv();
             None
         }
     };
-    let end = match status {
-        None => ProcessEnd::TimedOut,
-        Some(Err(e)) => ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")),
-        Some(Ok(s)) => {
-            use std::os::unix::process::ExitStatusExt;
-            match (s.code(), s.signal()) {
-                (Some(c), _) => ProcessEnd::Exited(c),
-                (None, Some(sig)) => ProcessEnd::Signaled(sig),
-                (None, None) => ProcessEnd::Exited(-1),
-            }
+    let (end, peak_rss_kib) = match waited {
+        None => (ProcessEnd::TimedOut, None),
+        Some(Err(e)) => (ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")), None),
+        Some(Ok((status, rss))) => {
+            let end = if libc::WIFEXITED(status) {
+                ProcessEnd::Exited(libc::WEXITSTATUS(status))
+            } else if libc::WIFSIGNALED(status) {
+                ProcessEnd::Signaled(libc::WTERMSIG(status))
+            } else {
+                ProcessEnd::Exited(-1)
+            };
+            (end, Some(rss))
         }
     };
     ProcessResult {
         end,
         duration: started.elapsed(),
-        preload_dumps: protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid),
-        app_dumps: protocol::final_dumps(dir, key, protocol::APP_STEM, pid),
+        peak_rss_kib,
+        preload_dumps: protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid as u32),
+        app_dumps: protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
         stdout,
         stderr,
+    }
+}
+
+/// Waits for a child and returns its wait status and peak resident set size (KiB), which
+/// `std::process::Child::wait` does not report.
+fn wait_with_usage(pid: libc::pid_t) -> std::io::Result<(i32, u64)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 on our own child with valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok((status, u64::try_from(usage.ru_maxrss).unwrap_or(0)));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
@@ -410,6 +436,7 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
     ProcessResult {
         end,
         duration: Duration::ZERO,
+        peak_rss_kib: None,
         preload_dumps: Vec::new(),
         app_dumps: Vec::new(),
         stdout,
