@@ -111,16 +111,22 @@ def per_process(bins, jobs):
                 cases.append((exe, cwd, line[: -len(": test")]))
 
     def one(case):
-        exe, cwd, name = case
-        p = subprocess.Popen([exe, "--exact", name, "--nocapture"], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, _, usage = os.wait4(p.pid, 0)
-        p.returncode = 0
+        exe, _cwd, name = case
+        # posix_spawn (vfork underneath), not fork: a forked child starts with this Python
+        # process's memory, which would count in its peak RSS.
+        devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+        pid = os.posix_spawn(exe, [exe, "--exact", name, "--nocapture"], os.environ, file_actions=devnull)
+        _, _, usage = os.wait4(pid, 0)
         return usage.ru_maxrss, name
 
+    # Tests run in their package directory, as under cargo (posix_spawn has no cwd option).
+    previous = os.getcwd()
+    os.chdir(bins[0][1] if bins else previous)
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, cases))
     seconds = time.perf_counter() - start
+    os.chdir(previous)
     rss, name = max(results) if results else (0, "")
     return seconds, len(cases), rss, name
 
@@ -174,9 +180,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         nx = r.get("nextest")
+        nx_time = f"{nx:.2f} s" if nx else "n/a"
+        nx_ratio = f"{r['leakcheck'] / nx:.1f}x" if nx else "n/a"
         print(
-            f"| {r['suite']} | {r['tests']} | {r['cargo_test']:.2f} s | {f'{nx:.2f} s' if nx else 'n/a'} | {r['per_process']:.2f} s | "
-            f"{r['leakcheck']:.2f} s | {r['leakcheck'] / r['cargo_test']:.1f}x | {f'{r['leakcheck'] / nx:.1f}x' if nx else 'n/a'} | "
+            f"| {r['suite']} | {r['tests']} | {r['cargo_test']:.2f} s | {nx_time} | {r['per_process']:.2f} s | "
+            f"{r['leakcheck']:.2f} s | {r['leakcheck'] / r['cargo_test']:.1f}x | {nx_ratio} | "
             f"{r['leakcheck'] / r['per_process']:.1f}x |"
         )
     print("\n| suite | largest plain test process (peak RSS) | largest profiled test process (peak RSS) | ratio |")

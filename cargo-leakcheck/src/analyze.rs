@@ -308,3 +308,115 @@ pub fn stderr_tail(path: &PathBuf) -> String {
     let tail = &lines[lines.len().saturating_sub(15)..];
     format!("; last lines of its stderr:\n{}", tail.join("\n"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A captured dump, copied to a scratch directory with its test binary renamed to a
+    /// path that does not exist, so that its frames stay unresolved wherever this runs.
+    fn testdata(name: &str) -> PathBuf {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/dumps").join(name);
+        let dir = std::env::temp_dir().join(format!("leakcheck-analyze-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = std::fs::read_to_string(src).unwrap().replace("/tmp/probe/t", MISSING_EXE);
+        // Tests run in parallel: each copy gets a file of its own.
+        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dst = dir.join(format!("{n}-{name}"));
+        std::fs::write(&dst, text).unwrap();
+        dst
+    }
+
+    const MISSING_EXE: &str = "/nonexistent/probe/t";
+
+    fn exited(code: i32, dump: PathBuf) -> ProcessResult {
+        ProcessResult {
+            end: ProcessEnd::Exited(code),
+            duration: Duration::from_millis(5),
+            peak_rss_kib: None,
+            preload_dumps: vec![dump],
+            app_dumps: Vec::new(),
+            stdout: PathBuf::from("/nonexistent/stdout"),
+            stderr: PathBuf::from("/nonexistent/stderr"),
+        }
+    }
+
+    /// The captured dumps' test binary is made to not exist: its frames stay unresolved,
+    /// which must not make them disappear.
+    fn probe_binary() -> BinaryAnalysis {
+        let clean = profile::read_heap_profile(&testdata("clean.heap")).unwrap();
+        BinaryAnalysis {
+            exe: MISSING_EXE.into(),
+            baseline: Some(diff::normalize(&clean.unbiased())),
+            rust_allocations_visible: true,
+            symbolizer: Symbolizer::new(),
+        }
+    }
+
+    fn id(name: &str) -> TestIdentity<'_> {
+        TestIdentity {
+            package: "probe",
+            binary: "t",
+            kind: "lib",
+            name,
+        }
+    }
+
+    #[test]
+    fn a_corrupt_dump_is_an_error_for_that_test_only() {
+        let full = std::fs::read_to_string(testdata("leaks.heap")).unwrap();
+        let truncated = testdata("leaks.heap").with_extension("truncated.heap");
+        std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
+
+        let mut bin = probe_binary();
+        let broken = analyze_test(&id("tests::broken"), &exited(0, truncated.clone()), &mut bin, 0);
+        assert_eq!(broken.verdict, Verdict::Error);
+        let message = broken.message.unwrap();
+        assert!(message.contains(&truncated.display().to_string()), "names the dump: {message}");
+        assert!(message.contains("truncated"), "{message}");
+
+        // The same binary's next test is analysed as if nothing happened.
+        let leaks = analyze_test(&id("tests::leaks"), &exited(0, testdata("leaks.heap")), &mut bin, 0);
+        assert_eq!(leaks.verdict, Verdict::Leak);
+        assert_eq!(leaks.retained_bytes, 112, "the 100-byte Vec, in its 112-byte size class");
+        let stack = leaks.failing_stacks().next().unwrap();
+        assert!(
+            stack.frames.iter().any(|f| f.function.starts_with("t+0x")),
+            "unresolved frames show as object+0xOFFSET: {:?}",
+            stack.frames
+        );
+    }
+
+    #[test]
+    fn missing_dump_and_signals_are_reported_not_lost() {
+        let mut bin = probe_binary();
+        let mut none = exited(0, PathBuf::new());
+        none.preload_dumps.clear();
+        let r = analyze_test(&id("tests::no_dump"), &none, &mut bin, 0);
+        assert_eq!(r.verdict, Verdict::Error);
+        assert!(r.message.unwrap().contains("wrote no heap dump"));
+
+        let mut killed = none.clone();
+        killed.end = ProcessEnd::Signaled(11);
+        let r = analyze_test(&id("tests::segv"), &killed, &mut bin, 0);
+        assert_eq!(r.verdict, Verdict::Crashed);
+        assert!(r.message.unwrap().contains("SIGSEGV"));
+
+        // A failing test's dump is still analysed.
+        let r = analyze_test(&id("tests::fails"), &exited(101, testdata("leaks.heap")), &mut bin, 0);
+        assert_eq!(r.verdict, Verdict::Failed);
+        assert_eq!(r.retained_bytes, 112);
+    }
+
+    #[test]
+    fn threshold_is_per_stack_and_strictly_greater() {
+        let mut bin = probe_binary();
+        let at = analyze_test(&id("tests::leaks"), &exited(0, testdata("leaks.heap")), &mut bin, 112);
+        assert_eq!(at.verdict, Verdict::Clean, "112 bytes do not exceed a 112-byte threshold");
+        assert_eq!(at.retained_bytes, 112, "but they are still reported");
+        let below = analyze_test(&id("tests::leaks"), &exited(0, testdata("leaks.heap")), &mut bin, 111);
+        assert_eq!(below.verdict, Verdict::Leak);
+    }
+}
