@@ -317,10 +317,14 @@ mod tests {
     /// A captured dump, copied to a scratch directory with its test binary renamed to a
     /// path that does not exist, so that its frames stay unresolved wherever this runs.
     fn testdata(name: &str) -> PathBuf {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/dumps").join(name);
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/dumps")
+            .join(name);
         let dir = std::env::temp_dir().join(format!("leakcheck-analyze-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let text = std::fs::read_to_string(src).unwrap().replace("/tmp/probe/t", MISSING_EXE);
+        let text = std::fs::read_to_string(src)
+            .unwrap()
+            .replace("/tmp/probe/t", MISSING_EXE);
         // Tests run in parallel: each copy gets a file of its own.
         static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -371,16 +375,32 @@ mod tests {
         std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
 
         let mut bin = probe_binary();
-        let broken = analyze_test(&id("tests::broken"), &exited(0, truncated.clone()), &mut bin, 0);
+        let broken = analyze_test(
+            &id("tests::broken"),
+            &exited(0, truncated.clone()),
+            &mut bin,
+            0,
+        );
         assert_eq!(broken.verdict, Verdict::Error);
         let message = broken.message.unwrap();
-        assert!(message.contains(&truncated.display().to_string()), "names the dump: {message}");
+        assert!(
+            message.contains(&truncated.display().to_string()),
+            "names the dump: {message}"
+        );
         assert!(message.contains("truncated"), "{message}");
 
         // The same binary's next test is analysed as if nothing happened.
-        let leaks = analyze_test(&id("tests::leaks"), &exited(0, testdata("leaks.heap")), &mut bin, 0);
+        let leaks = analyze_test(
+            &id("tests::leaks"),
+            &exited(0, testdata("leaks.heap")),
+            &mut bin,
+            0,
+        );
         assert_eq!(leaks.verdict, Verdict::Leak);
-        assert_eq!(leaks.retained_bytes, 112, "the 100-byte Vec, in its 112-byte size class");
+        assert_eq!(
+            leaks.retained_bytes, 112,
+            "the 100-byte Vec, in its 112-byte size class"
+        );
         let stack = leaks.failing_stacks().next().unwrap();
         assert!(
             stack.frames.iter().any(|f| f.function.starts_with("t+0x")),
@@ -405,7 +425,12 @@ mod tests {
         assert!(r.message.unwrap().contains("SIGSEGV"));
 
         // A failing test's dump is still analysed.
-        let r = analyze_test(&id("tests::fails"), &exited(101, testdata("leaks.heap")), &mut bin, 0);
+        let r = analyze_test(
+            &id("tests::fails"),
+            &exited(101, testdata("leaks.heap")),
+            &mut bin,
+            0,
+        );
         assert_eq!(r.verdict, Verdict::Failed);
         assert_eq!(r.retained_bytes, 112);
     }
@@ -413,10 +438,24 @@ mod tests {
     #[test]
     fn threshold_is_per_stack_and_strictly_greater() {
         let mut bin = probe_binary();
-        let at = analyze_test(&id("tests::leaks"), &exited(0, testdata("leaks.heap")), &mut bin, 112);
-        assert_eq!(at.verdict, Verdict::Clean, "112 bytes do not exceed a 112-byte threshold");
+        let at = analyze_test(
+            &id("tests::leaks"),
+            &exited(0, testdata("leaks.heap")),
+            &mut bin,
+            112,
+        );
+        assert_eq!(
+            at.verdict,
+            Verdict::Clean,
+            "112 bytes do not exceed a 112-byte threshold"
+        );
         assert_eq!(at.retained_bytes, 112, "but they are still reported");
-        let below = analyze_test(&id("tests::leaks"), &exited(0, testdata("leaks.heap")), &mut bin, 111);
+        let below = analyze_test(
+            &id("tests::leaks"),
+            &exited(0, testdata("leaks.heap")),
+            &mut bin,
+            111,
+        );
         assert_eq!(below.verdict, Verdict::Leak);
     }
 }

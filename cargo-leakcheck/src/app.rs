@@ -97,7 +97,8 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     json::write(&report, &out_dir.join("report.json"))?;
     let metrics = metrics_json(&binaries, &results, run_seconds);
     let metrics_path = out_dir.join("metrics.json");
-    std::fs::write(&metrics_path, metrics).map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
+    std::fs::write(&metrics_path, metrics)
+        .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
     eprint!("{}", human::render(&report, &ws.root, &out_dir));
     Ok(exit_code(&report, !results.list_errors.is_empty()))
 }

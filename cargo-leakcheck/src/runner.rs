@@ -390,7 +390,10 @@ fn run_one(
     };
     let (end, peak_rss_kib) = match waited {
         None => (ProcessEnd::TimedOut, None),
-        Some(Err(e)) => (ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")), None),
+        Some(Err(e)) => (
+            ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")),
+            None,
+        ),
         Some(Ok((status, rss))) => {
             let end = if libc::WIFEXITED(status) {
                 ProcessEnd::Exited(libc::WEXITSTATUS(status))

@@ -65,6 +65,12 @@ const LEAKY_INTEGRATION: Target = Target {
     package: "leaky",
     binary: "integration",
 };
+/// `tests/no_harness.rs`, declared with `harness = false`: run as one test named after it.
+const LEAKY_NO_HARNESS: Target = Target {
+    fixture: "tests/fixtures/leaky",
+    package: "leaky",
+    binary: "no_harness",
+};
 const JEMALLOC_GLOBAL: Target = Target {
     fixture: "tests/fixtures/jemalloc-global",
     package: "jemalloc-global",
@@ -185,6 +191,8 @@ pub const EXPECTED: &[Expected] = &[
         "tiny_leak_integration",
     ),
     clean(LEAKY_INTEGRATION, "checksum_integration_clean"),
+    // A `harness = false` target: no libtest, no baseline to subtract.
+    leak(LEAKY_NO_HARNESS, "no_harness", "no_harness"),
     // --- tests/fixtures/jemalloc-global: tikv-jemallocator as #[global_allocator] ---
     leak(
         JEMALLOC_GLOBAL,
@@ -333,8 +341,22 @@ fn expected_table_matches_fixture_sources() {
         rust_files(&dir.join("tests"), &mut files);
         assert!(!files.is_empty(), "no sources under {}", dir.display());
 
-        // Test functions: the first `fn` after each `#[test]` attribute.
+        // Test functions: the first `fn` after each `#[test]` attribute, and each
+        // `harness = false` target, whose single test is named after the target.
         let mut test_fns = BTreeSet::new();
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        for e in EXPECTED
+            .iter()
+            .filter(|e| e.fixture == fixture && e.test == e.binary)
+        {
+            assert!(
+                manifest.contains(&format!("name = \"{}\"", e.binary))
+                    && manifest.contains("harness = false"),
+                "{fixture}: {} is listed as a harness = false target",
+                e.binary
+            );
+            test_fns.insert(e.binary.to_owned());
+        }
         // Marker name -> number of occurrences.
         let mut markers: BTreeMap<String, usize> = BTreeMap::new();
         for file in &files {

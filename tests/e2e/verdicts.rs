@@ -382,3 +382,40 @@ fn clean_selection_exits_zero_and_results_do_not_depend_on_jobs() {
     assert_eq!(clean.report()["tests"].as_array().unwrap().len(), 1);
     assert_eq!(clean.code, 0, "{}", clean.stderr);
 }
+
+#[test]
+fn release_build_without_debug_info_warns_and_still_reports() {
+    let args = [
+        "--release",
+        "--lib",
+        "--",
+        "tests::box_leak",
+        "tests::forget_vec",
+        "tests::joined_thread",
+    ];
+    let run = run_fixture("tests/fixtures/leaky", &args);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("no debug info in `") && run.stderr.contains("/release/deps/leaky-"),
+        "warns about the test binary's missing debug info: {}",
+        run.stderr
+    );
+    for name in ["tests::box_leak", "tests::forget_vec"] {
+        let t = run.test("leaky", name);
+        assert_eq!(t["verdict"], "leak", "{name}: {t}");
+        let fn_name = format!("leaky::{name}");
+        let stack = &t["stacks"][0];
+        assert!(
+            stack["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["function"] == fn_name.as_str()),
+            "{name}: the symbol table still names the function: {stack}"
+        );
+    }
+    assert_eq!(
+        run.test("leaky", "tests::joined_thread")["verdict"],
+        "clean"
+    );
+}
