@@ -84,7 +84,9 @@ fn unknown_test_target_is_named() {
     ]);
     assert_eq!(code, COULD_NOT_RUN, "{err}");
     assert!(
-        err.contains("no integration test target named `nope` (available: integration, no_harness)"),
+        err.contains(
+            "no integration test target named `nope` (available: integration, no_harness)"
+        ),
         "{err}"
     );
 }

@@ -28,16 +28,23 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// A frame as `function (file:line)`, with paths shown relative to the workspace.
+/// A frame as `function (file:line)`, with paths shown relative to the workspace, and the
+/// standard library's `/rustc/<commit>/library/` prefix dropped.
 fn frame_text(f: &FrameReport, root: &Path) -> String {
     match (&f.file, f.line) {
-        (Some(file), Some(line)) => {
-            let p = Path::new(file);
-            let shown = p.strip_prefix(root).unwrap_or(p);
-            format!("{} ({}:{line})", f.function, shown.display())
-        }
+        (Some(file), Some(line)) => format!("{} ({}:{line})", f.function, short_path(file, root)),
         _ => f.function.clone(),
     }
+}
+
+fn short_path(file: &str, root: &Path) -> String {
+    if let Some(rest) = file.strip_prefix("/rustc/") {
+        if let Some((_, lib)) = rest.split_once("/library/") {
+            return lib.to_string();
+        }
+    }
+    let p = Path::new(file);
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
 }
 
 /// Frames worth showing: from the first frame whose source is in the workspace onwards,
