@@ -289,18 +289,10 @@ pub fn build_args(args: &TestArgs, selected: &[&Member]) -> Vec<String> {
     let mut features = args.features.clone();
     // A crate whose global allocator is tikv-jemallocator allocates behind malloc's back;
     // turning on its profiling feature makes that jemalloc write dumps of its own.
-    let jemalloc_users: Vec<&&Member> = selected
-        .iter()
-        .filter(|m| m.uses_tikv_jemallocator)
-        .collect();
-    if !jemalloc_users.is_empty() {
-        if selected.len() == 1 {
-            features.push("tikv-jemallocator/profiling".into());
-        } else {
-            for m in jemalloc_users {
-                features.push(format!("{}/tikv-jemallocator/profiling", m.name));
-            }
-        }
+    // With several packages selected, cargo applies a `dep/feature` flag to each selected
+    // package that has the dependency (`member/dep/feature` is not valid syntax).
+    if selected.iter().any(|m| m.uses_tikv_jemallocator) {
+        features.push("tikv-jemallocator/profiling".into());
     }
     if !features.is_empty() {
         out.push("--features".into());
@@ -394,4 +386,104 @@ pub fn build_tests(
     binaries.sort();
     binaries.dedup();
     Ok(binaries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(name: &str, jemalloc: bool) -> Member {
+        Member {
+            name: name.into(),
+            version: "0.1.0".into(),
+            dir: PathBuf::from("/ws").join(name),
+            test_targets: vec!["integration".into()],
+            no_harness: Vec::new(),
+            has_doctests: true,
+            uses_tikv_jemallocator: jemalloc,
+        }
+    }
+
+    #[test]
+    fn build_args_pass_selection_through_and_enable_jemalloc_profiling() {
+        let args = TestArgs {
+            packages: vec!["a".into(), "b".into()],
+            lib: true,
+            tests: vec!["integration".into()],
+            features: vec!["x".into()],
+            release: true,
+            target_dir: Some(PathBuf::from("/t")),
+            ..TestArgs::default()
+        };
+        let (a, b) = (member("a", true), member("b", false));
+        let got = build_args(&args, &[&a, &b]);
+        let want = [
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+            "--package",
+            "a",
+            "--package",
+            "b",
+            "--lib",
+            "--test",
+            "integration",
+            "--features",
+            "x,tikv-jemallocator/profiling",
+            "--release",
+            "--target-dir",
+            "/t",
+        ];
+        assert_eq!(got, want);
+        // Without a tikv-jemallocator user, no feature is added.
+        let plain = TestArgs::default();
+        assert!(!build_args(&plain, &[&b])
+            .iter()
+            .any(|a| a.contains("features")));
+    }
+
+    #[test]
+    fn selection_errors_name_what_is_missing() {
+        let mut ws = Workspace {
+            root: "/ws".into(),
+            target_dir: "/ws/target".into(),
+            members: BTreeMap::new(),
+        };
+        for m in [member("a", false), member("b", false)] {
+            ws.members.insert(m.name.clone(), m);
+        }
+        let args = TestArgs {
+            packages: vec!["nope".into()],
+            ..TestArgs::default()
+        };
+        let e = selected_members(&ws, &args, None).unwrap_err().to_string();
+        assert_eq!(e, "package `nope` is not in this workspace (members: a, b)");
+        let args = TestArgs {
+            packages: vec!["a@0.1.0".into()],
+            tests: vec!["other".into()],
+            ..TestArgs::default()
+        };
+        let e = selected_members(&ws, &args, None).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "no integration test target named `other` (available: integration)"
+        );
+        let args = TestArgs {
+            workspace: true,
+            exclude: vec!["b".into()],
+            ..TestArgs::default()
+        };
+        let names: Vec<&str> = selected_members(&ws, &args, None)
+            .unwrap()
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(names, ["a"]);
+        let names: Vec<&str> = selected_members(&ws, &TestArgs::default(), Some("b"))
+            .unwrap()
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(names, ["b"], "the current package by default");
+    }
 }
