@@ -99,7 +99,12 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
-    eprint!("{}", human::render(&report, &ws.root, &out_dir));
+    // Paths in the summary are shown relative to where the user is, when they can be.
+    let shown_out_dir = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| out_dir.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| out_dir.clone());
+    eprint!("{}", human::render(&report, &ws.root, &shown_out_dir));
     Ok(exit_code(&report, !results.list_errors.is_empty()))
 }
 

@@ -120,3 +120,24 @@ fn build_errors_show_cargo_diagnostics() {
     assert!(run.stderr.contains("build failed"), "{}", run.stderr);
     assert!(run.report.is_none(), "no report for a run that never ran");
 }
+
+#[test]
+fn unavailable_runtime_is_named() {
+    let project = copy_fixture("tests/fixtures/leaky");
+    let out = tool()
+        .env("LEAKCHECK_RUNTIME", "/nonexistent/libleakcheck_runtime.so")
+        .args([
+            "test",
+            "--manifest-path",
+            project.join("Cargo.toml").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(COULD_NOT_RUN), "{err}");
+    assert!(
+        err.contains("the profiling runtime is unavailable")
+            && err.contains("/nonexistent/libleakcheck_runtime.so"),
+        "{err}"
+    );
+}
