@@ -151,6 +151,25 @@ pub struct TestIdentity<'a> {
     pub name: &'a str,
 }
 
+/// The report of a test the counting pass proved clean: it passed, and nothing it
+/// allocated off the harness's main thread was live when its process ended.
+pub fn proven_clean(id: &TestIdentity, result: &ProcessResult) -> TestReport {
+    TestReport {
+        package: id.package.to_string(),
+        binary: id.binary.to_string(),
+        kind: id.kind.to_string(),
+        name: id.name.to_string(),
+        verdict: Verdict::Clean,
+        retained_bytes: 0,
+        retained_objects: 0,
+        exit: result.end.describe(),
+        method: "counters",
+        message: None,
+        stacks: Vec::new(),
+        artifacts: Artifacts::default(),
+    }
+}
+
 /// Analyses one test.
 pub fn analyze_test(
     id: &TestIdentity,
@@ -167,6 +186,7 @@ pub fn analyze_test(
         retained_bytes: 0,
         retained_objects: 0,
         exit: result.end.describe(),
+        method: "stacks",
         message: None,
         stacks: Vec::new(),
         artifacts: Artifacts::default(),
@@ -340,6 +360,7 @@ mod tests {
             end: ProcessEnd::Exited(code),
             duration: Duration::from_millis(5),
             peak_rss_kib: None,
+            counts: None,
             preload_dumps: vec![dump],
             app_dumps: Vec::new(),
             stdout: PathBuf::from("/nonexistent/stdout"),

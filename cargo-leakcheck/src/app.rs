@@ -5,6 +5,7 @@ use crate::cargo::{self, TestBinary};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
 use crate::model::{Report, Settings, TestReport, Verdict, REPORT_VERSION};
+use crate::passes::{self, Method};
 use crate::protocol::ProfileSettings;
 use crate::report::{flamegraph, human, json};
 use crate::runner::{self, RunConfig, TestFilter};
@@ -70,7 +71,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         jobs
     );
     let run_started = std::time::Instant::now();
-    let results = runner::run_all(&binaries, &run_config, settings)?;
+    let results = passes::run(&binaries, &run_config, args.stacks_for_all)?;
     let run_seconds = run_started.elapsed().as_secs_f64();
     for (b, e) in &results.list_errors {
         notes.push(format!(
@@ -110,7 +111,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
 
 /// Timings and memory of the run, kept out of `report.json` so that file stays
 /// deterministic: wall time of the run phase, and per process its time and peak RSS.
-fn metrics_json(binaries: &[TestBinary], results: &runner::RunResults, run_seconds: f64) -> String {
+fn metrics_json(binaries: &[TestBinary], results: &passes::Outcome, run_seconds: f64) -> String {
     let entry = |b: &TestBinary, name: Option<&str>, r: &runner::ProcessResult| {
         serde_json::json!({
             "binary": b.id(),
@@ -120,12 +121,20 @@ fn metrics_json(binaries: &[TestBinary], results: &runner::RunResults, run_secon
             "exit": r.end.describe(),
         })
     };
-    let tests: Vec<_> = results
-        .tests
-        .iter()
-        .zip(&results.results)
-        .map(|(t, r)| entry(&binaries[t.binary], Some(&t.name), r))
-        .collect();
+    let mut tests: Vec<_> = Vec::new();
+    for (i, t) in results.tests.iter().enumerate() {
+        let b = &binaries[t.binary];
+        if let Some(c) = &results.counted[i] {
+            let mut e = entry(b, Some(&t.name), c);
+            e["pass"] = "count".into();
+            tests.push(e);
+        }
+        if results.methods[i] == Method::Stacks {
+            let mut e = entry(b, Some(&t.name), &results.results[i]);
+            e["pass"] = "stacks".into();
+            tests.push(e);
+        }
+    }
     let baselines: Vec<_> = results
         .baselines
         .iter()
@@ -149,7 +158,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 fn analyse(
     binaries: &[TestBinary],
-    results: &runner::RunResults,
+    results: &passes::Outcome,
     threshold: u64,
     notes: &mut Vec<String>,
 ) -> Vec<TestReport> {
@@ -161,9 +170,8 @@ fn analyse(
         if indices.is_empty() {
             continue;
         }
-        let (mut analysis, note) =
-            BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
-        notes.extend(note);
+        // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
+        let mut analysis: Option<BinaryAnalysis> = None;
         for i in indices {
             let id = TestIdentity {
                 package: &binary.package,
@@ -171,14 +179,22 @@ fn analyse(
                 kind: &binary.kind,
                 name: &results.tests[i].name,
             };
-            out.push(analyze::analyze_test(
-                &id,
-                &results.results[i],
-                &mut analysis,
-                threshold,
-            ));
+            let method = results.methods[i];
+            let mut report = if method == Method::Counters {
+                analyze::proven_clean(&id, &results.results[i])
+            } else {
+                let analysis = analysis.get_or_insert_with(|| {
+                    let (a, note) =
+                        BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
+                    notes.extend(note);
+                    a
+                });
+                analyze::analyze_test(&id, &results.results[i], analysis, threshold)
+            };
+            report.method = method.as_str();
+            out.push(report);
         }
-        for w in analysis.symbolizer.warnings() {
+        for w in analysis.iter().flat_map(|a| a.symbolizer.warnings()) {
             if !notes.contains(&w) {
                 notes.push(w);
             }

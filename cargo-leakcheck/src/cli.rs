@@ -92,6 +92,11 @@ pub struct TestArgs {
     #[arg(long, value_name = "SIZE", default_value = "0B")]
     pub threshold: String,
 
+    /// Profile the stacks of every test, instead of only those the exact counting pass
+    /// finds retaining memory (slower; the verdicts are the same).
+    #[arg(long)]
+    pub stacks_for_all: bool,
+
     /// Print the commands being run.
     #[arg(short, long)]
     pub verbose: bool,

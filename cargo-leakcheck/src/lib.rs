@@ -19,6 +19,7 @@ pub mod config;
 pub mod diff;
 pub mod errors;
 pub mod model;
+pub mod passes;
 pub mod profile;
 pub mod protocol;
 pub mod report;

@@ -142,6 +142,10 @@ pub struct TestReport {
     pub retained_objects: u64,
     /// How the process ended: `exit code 0`, `signal 11 (SIGSEGV)`, `timed out`.
     pub exit: String,
+    /// How the verdict was reached: `counters` (the exact counting pass proved nothing
+    /// was retained; no stacks were taken), `stacks` (exact stack profiling), or
+    /// `count-run` (the counting run crashed or timed out).
+    pub method: &'static str,
     /// Why the verdict is `error`, `crashed`, `timeout`, `failed` or `unanalysable`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -18,10 +18,26 @@ pub const PRELOAD_STEM: &str = "preload";
 /// File-name stem of the dumps of a jemalloc linked into the test binary itself.
 pub const APP_STEM: &str = "jemalloc";
 
-/// How one test process is profiled. The runner picks this per process, so a cheaper
-/// first pass can be added without changing the rest of the pipeline.
+/// Names the file the runtime writes its exit counters to (counting mode).
+pub const COUNTS_ENV: &str = "LEAKCHECK_COUNTS_FILE";
+
+/// What a test process is run for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Profiling off; the runtime reports how many objects and bytes allocated off the
+    /// main thread are still live at exit (exact, nearly free).
+    Count,
+    /// Heap profiling with stacks; jemalloc writes an exit dump.
+    #[default]
+    Stacks,
+}
+
+/// How one test process is profiled. The runner picks this per process: a counting pass
+/// over every test, then stacks only for the tests that need them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProfileSettings {
+    /// Counting or stacks.
+    pub mode: Mode,
     /// log2 of the mean sampling interval in bytes; 0 (the default) records every
     /// allocation exactly.
     pub lg_sample: u8,
@@ -34,6 +50,11 @@ impl ProfileSettings {
     /// analysis tells "this process allocated through malloc and freed everything" apart
     /// from "this process's Rust allocations never reached malloc" (a custom allocator).
     pub fn malloc_conf(&self, dir: &Path, job: &str) -> String {
+        if self.mode == Mode::Count {
+            // No thread caches: the per-arena statistics the count is read from then see
+            // every allocation and free as it happens.
+            return "prof:false,tcache:false".into();
+        }
         format!(
             "prof:true,prof_active:true,prof_accum:true,lg_prof_sample:{},prof_final:true,prof_prefix:{}",
             self.lg_sample,
@@ -65,4 +86,77 @@ pub fn final_dumps(dir: &Path, job: &str, stem: &str, pid: u32) -> Vec<PathBuf> 
     };
     found.sort();
     found
+}
+
+/// Exit counters written by the runtime in counting mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExitCounts {
+    /// Objects allocated off the main thread and still live at exit.
+    pub objects: i64,
+    /// Their bytes (jemalloc size classes).
+    pub bytes: i64,
+}
+
+/// Parses the counters file: `<objects> <bytes> <main arena>`. None when it is missing,
+/// malformed, or the runtime could not give the main thread an arena of its own (then the
+/// counts prove nothing).
+pub fn parse_counts(text: &str) -> Option<ExitCounts> {
+    let mut it = text.split_whitespace().map(str::parse::<i64>);
+    let (objects, bytes, arena) = (it.next()?.ok()?, it.next()?.ok()?, it.next()?.ok()?);
+    if it.next().is_some() || arena < 0 {
+        return None;
+    }
+    Some(ExitCounts { objects, bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_parse_only_when_complete_and_bound() {
+        assert_eq!(
+            parse_counts("0 0 4\n"),
+            Some(ExitCounts {
+                objects: 0,
+                bytes: 0
+            })
+        );
+        assert_eq!(
+            parse_counts("1 8 4\n"),
+            Some(ExitCounts {
+                objects: 1,
+                bytes: 8
+            })
+        );
+        assert_eq!(
+            parse_counts("0 0 -1\n"),
+            None,
+            "the main thread was not bound"
+        );
+        assert_eq!(parse_counts("0 0"), None);
+        assert_eq!(parse_counts(""), None);
+        assert_eq!(parse_counts("0 x 4"), None);
+        assert_eq!(parse_counts("0 0 4 9"), None);
+    }
+
+    #[test]
+    fn counting_turns_profiling_and_thread_caches_off() {
+        let count = ProfileSettings {
+            mode: Mode::Count,
+            lg_sample: 0,
+        };
+        assert_eq!(
+            count.malloc_conf(Path::new("/d"), "j"),
+            "prof:false,tcache:false"
+        );
+        let stacks = ProfileSettings::default();
+        let conf = stacks.malloc_conf(Path::new("/d"), "j");
+        assert!(
+            conf.starts_with("prof:true,")
+                && conf.contains("lg_prof_sample:0")
+                && conf.ends_with("prof_prefix:/d/j-jemalloc"),
+            "{conf}"
+        );
+    }
 }

@@ -106,6 +106,8 @@ pub struct ProcessResult {
     pub duration: Duration,
     /// Peak resident set size of the process, in KiB, when it was reaped normally.
     pub peak_rss_kib: Option<u64>,
+    /// The runtime's exit counters (counting mode only, when it wrote them).
+    pub counts: Option<protocol::ExitCounts>,
     /// The runtime's exit dump(s) (everything malloc saw).
     pub preload_dumps: Vec<PathBuf>,
     /// Exit dump(s) of a jemalloc linked into the test binary, when it has one with profiling.
@@ -114,18 +116,6 @@ pub struct ProcessResult {
     pub stdout: PathBuf,
     /// Captured stderr.
     pub stderr: PathBuf,
-}
-
-/// Everything the run phase produced.
-pub struct RunResults {
-    /// Per binary: the harness-only baseline process (None for `harness = false`).
-    pub baselines: Vec<Option<ProcessResult>>,
-    /// The tests, in the order of `tests`.
-    pub tests: Vec<TestCase>,
-    /// One result per test.
-    pub results: Vec<ProcessResult>,
-    /// Binaries whose tests could not be listed, with the reason.
-    pub list_errors: Vec<(usize, String)>,
 }
 
 /// Settings for running.
@@ -221,21 +211,22 @@ fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
     cmd
 }
 
-struct Job {
-    key: String,
-    binary: usize,
-    /// None: the baseline run.
-    test: Option<usize>,
+/// One process to run.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Index into the binaries list.
+    pub binary: usize,
+    /// Index into the tests list; None for the binary's harness-only baseline.
+    pub test: Option<usize>,
+    /// How to profile it.
+    pub settings: ProfileSettings,
 }
 
-/// Lists and runs everything; returns once every process has ended.
-pub fn run_all(
+/// Lists every binary's tests; binaries that cannot be listed are returned with the reason.
+pub fn list_all(
     binaries: &[TestBinary],
     config: &RunConfig,
-    settings: ProfileSettings,
-) -> Result<RunResults, Error> {
-    std::fs::create_dir_all(config.work_dir)
-        .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
+) -> (Vec<TestCase>, Vec<(usize, String)>) {
     let mut tests = Vec::new();
     let mut list_errors = Vec::new();
     for (i, b) in binaries.iter().enumerate() {
@@ -247,29 +238,25 @@ pub fn run_all(
             Err(e) => list_errors.push((i, e)),
         }
     }
-    let mut jobs = Vec::new();
-    for (i, b) in binaries.iter().enumerate() {
-        if b.harness && tests.iter().any(|t| t.binary == i) {
-            jobs.push(Job {
-                key: format!("b{i}-baseline"),
-                binary: i,
-                test: None,
-            });
-        }
-    }
-    for (ti, t) in tests.iter().enumerate() {
-        jobs.push(Job {
-            key: format!("b{}-t{ti}", t.binary),
-            binary: t.binary,
-            test: Some(ti),
-        });
-    }
+    (tests, list_errors)
+}
 
-    let total_tests = tests.len();
+/// Runs the jobs, `config.jobs` at a time, and returns one result per job in order.
+/// `label` names the pass in progress output.
+pub fn run_jobs(
+    binaries: &[TestBinary],
+    tests: &[TestCase],
+    jobs: &[Job],
+    config: &RunConfig,
+    label: &str,
+) -> Result<Vec<ProcessResult>, Error> {
+    std::fs::create_dir_all(config.work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
+    let total = jobs.iter().filter(|j| j.test.is_some()).count();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
-    let progress = Progress::new(total_tests);
+    let progress = Progress::new(total, label);
     let workers = config.jobs.max(1).min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
@@ -278,10 +265,18 @@ pub fn run_all(
                 let Some(job) = jobs.get(j) else { break };
                 let binary = &binaries[job.binary];
                 let test = job.test.map(|t| &tests[t]);
-                let result = run_one(binary, test, &job.key, config, settings);
+                let mode = match job.settings.mode {
+                    protocol::Mode::Count => "count",
+                    protocol::Mode::Stacks => "stacks",
+                };
+                let key = match job.test {
+                    Some(t) => format!("b{}-t{t}-{mode}", job.binary),
+                    None => format!("b{}-baseline-{mode}", job.binary),
+                };
+                let result = run_one(binary, test, &key, config, job.settings);
                 if let Some(t) = test {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress.finished(n, binary, &t.name, &result);
+                    progress.finished(n, binary, &t.name);
                 }
                 slots
                     .lock()
@@ -290,22 +285,12 @@ pub fn run_all(
         }
     });
     progress.clear();
-    let mut slots = slots.into_inner().expect("workers ended");
-    let mut baselines = vec![None; binaries.len()];
-    let mut results = Vec::with_capacity(total_tests);
-    for (job, slot) in jobs.iter().zip(slots.iter_mut()) {
-        let r = slot.take().expect("every job ran");
-        match job.test {
-            None => baselines[job.binary] = Some(r),
-            Some(_) => results.push(r),
-        }
-    }
-    Ok(RunResults {
-        baselines,
-        tests,
-        results,
-        list_errors,
-    })
+    Ok(slots
+        .into_inner()
+        .expect("workers ended")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect())
 }
 
 fn run_one(
@@ -331,6 +316,10 @@ fn run_one(
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);
+    }
+    let counts_file = dir.join(format!("{key}.counts"));
+    if settings.mode == protocol::Mode::Count {
+        cmd.env(protocol::COUNTS_ENV, &counts_file);
     }
     cmd.env("LD_PRELOAD", preload)
         .env(protocol::MALLOC_CONF_ENV, settings.malloc_conf(dir, key))
@@ -409,6 +398,9 @@ fn run_one(
         end,
         duration: started.elapsed(),
         peak_rss_kib,
+        counts: std::fs::read_to_string(&counts_file)
+            .ok()
+            .and_then(|t| protocol::parse_counts(&t)),
         preload_dumps: protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid as u32),
         app_dumps: protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
         stdout,
@@ -440,6 +432,7 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
         end,
         duration: Duration::ZERO,
         peak_rss_kib: None,
+        counts: None,
         preload_dumps: Vec::new(),
         app_dumps: Vec::new(),
         stdout,
@@ -451,22 +444,29 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
 /// suites, so a terminal gets one updating status line and a log gets a line per 10%.
 struct Progress {
     total: usize,
+    label: String,
     terminal: bool,
     last_decile: Mutex<usize>,
 }
 
 impl Progress {
-    fn new(total: usize) -> Self {
+    fn new(total: usize, label: &str) -> Self {
         Progress {
             total,
+            label: label.to_string(),
             terminal: std::io::stderr().is_terminal(),
             last_decile: Mutex::new(0),
         }
     }
 
-    fn finished(&self, n: usize, binary: &TestBinary, name: &str, result: &ProcessResult) {
+    fn finished(&self, n: usize, binary: &TestBinary, name: &str) {
         if self.terminal {
-            let mut line = format!("     Running [{n}/{}] {} {name}", self.total, binary.id());
+            let mut line = format!(
+                "{:>12} [{n}/{}] {} {name}",
+                self.label,
+                self.total,
+                binary.id()
+            );
             line.truncate(100);
             eprint!("\r\x1b[2K{line}");
         } else {
@@ -474,10 +474,9 @@ impl Progress {
             let mut last = self.last_decile.lock().expect("progress lock");
             if decile > *last || n == self.total {
                 *last = decile;
-                eprintln!("     Running {n}/{} tests done", self.total);
+                eprintln!("{:>12} {n}/{} tests done", self.label, self.total);
             }
         }
-        let _ = result;
     }
 
     fn clear(&self) {

@@ -30,7 +30,7 @@ crate-type = ["cdylib"]
 path = "lib.rs"
 
 [dependencies]
-tikv-jemalloc-sys = { version = "=0.7.1", features = ["profiling"] }
+tikv-jemalloc-sys = { version = "=0.7.1", features = ["profiling", "stats"] }
 
 [profile.release]
 debug = 1

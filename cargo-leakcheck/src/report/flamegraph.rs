@@ -98,6 +98,7 @@ mod tests {
             retained_bytes: 120,
             retained_objects: 2,
             exit: "exit code 0".into(),
+            method: "stacks",
             message: None,
             stacks: vec![
                 stack(
