@@ -271,6 +271,18 @@ fn report_schema_is_complete_and_sorted() {
             }
             assert!(verdicts.contains(&t["verdict"].as_str().unwrap()));
             assert!(t["retained_bytes"].is_u64() && t["retained_objects"].is_u64());
+            assert!(
+                ["counters", "stacks", "count-run"].contains(&t["method"].as_str().unwrap()),
+                "{}",
+                t["method"]
+            );
+            if t["method"] == "counters" {
+                assert_eq!(
+                    t["verdict"], "clean",
+                    "the counting pass only ever proves a test clean"
+                );
+                assert!(t["stacks"].as_array().unwrap().is_empty());
+            }
             let stacks = t["stacks"].as_array().unwrap();
             let sizes: Vec<u64> = stacks
                 .iter()
@@ -418,4 +430,55 @@ fn release_build_without_debug_info_warns_and_still_reports() {
         run.test("leaky", "tests::joined_thread")["verdict"],
         "clean"
     );
+}
+
+#[test]
+fn counting_pass_changes_no_verdict_and_skips_clean_tests() {
+    let default = run_fixture("tests/fixtures/leaky", &[]);
+    let all = run_fixture("tests/fixtures/leaky", &["--stacks-for-all"]);
+    let strip = |run: &Run| -> Vec<(String, String, String, u64)> {
+        run.report()["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["binary"].as_str().unwrap().to_string(),
+                    t["name"].as_str().unwrap().to_string(),
+                    t["verdict"].as_str().unwrap().to_string(),
+                    t["retained_bytes"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        strip(&default),
+        strip(&all),
+        "same verdicts and retained bytes either way"
+    );
+    assert!(all.report()["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["method"] == "stacks"));
+    // Tests that retain nothing are settled by counting alone; every leak is profiled.
+    assert_eq!(
+        default.test("leaky", "tests::heavy_churn")["method"],
+        "counters"
+    );
+    assert_eq!(
+        default.test("leaky", "tests::prints_stdout")["method"],
+        "counters"
+    );
+    for row in EXPECTED
+        .iter()
+        .filter(|r| r.fixture == "tests/fixtures/leaky" && r.verdict == "leak")
+    {
+        assert_eq!(
+            default.test(row.binary, row.test)["method"],
+            "stacks",
+            "{}",
+            row.test
+        );
+    }
 }
