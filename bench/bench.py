@@ -153,6 +153,8 @@ def measure(label, manifest, tool, jobs, repeat):
     metrics = json.loads((target_dir / "leakcheck" / "metrics.json").read_text())
     worst = max(metrics["tests"], key=lambda t: t["peak_rss_kib"] or 0)
     row.update(profiled_rss=worst["peak_rss_kib"], profiled_rss_test=worst["test"], run_phase=metrics["run_seconds"])
+    report = json.loads((target_dir / "leakcheck" / "report.json").read_text())
+    row["stacked"] = sum(1 for t in report["tests"] if t.get("method") == "stacks")
     return row
 
 
@@ -195,6 +197,7 @@ def main():
             f"{r['profiled_rss'] / 1024:.1f} MiB ({r['profiled_rss_test']}) | {r['profiled_rss'] / max(r['plain_rss'], 1):.1f}x |"
         )
     print("\nleakcheck exit codes:", ", ".join(f"{r['suite']}={r['leakcheck_exit']}" for r in rows))
+    print("tests profiled with stacks (the rest settled by the counting pass):", ", ".join(f"{r['suite']}={r['stacked']}/{r['tests']}" for r in rows))
     print("leakcheck run phase (processes only, from metrics.json):", ", ".join(f"{r['suite']}={r['run_phase']:.2f} s" for r in rows))
 
 

@@ -9,6 +9,11 @@
 //! are run again with exact stack profiling, together with their binary's baseline.
 //! Binaries the counters cannot see into (no libtest harness, a custom global allocator)
 //! go straight to stacks.
+//!
+//! Tests run with `RUST_BACKTRACE=0` unless they failed in the counting pass: in a test
+//! that passes, a panic is expected, and a backtrace std symbolizes for it is seconds of
+//! allocations and a cache of tens of MiB. A test that fails is re-run with the user's
+//! environment, so its failure message keeps the backtrace the user asked for.
 
 use crate::analyze::has_custom_global_allocator;
 use crate::cargo::TestBinary;
@@ -94,6 +99,7 @@ pub fn run(
             binary: tests[t].binary,
             test: Some(t),
             settings: count_mode,
+            quiet_backtraces: true,
         })
         .collect();
     let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
@@ -114,13 +120,20 @@ pub fn run(
                 binary: b,
                 test: None,
                 settings: exact,
+                quiet_backtraces: true,
             });
         }
     }
-    stack_jobs.extend(profile.iter().map(|&t| Job {
-        binary: tests[t].binary,
-        test: Some(t),
-        settings: exact,
+    stack_jobs.extend(profile.iter().map(|&t| {
+        let failed = counted[t]
+            .as_ref()
+            .is_some_and(|c| c.end != ProcessEnd::Exited(0));
+        Job {
+            binary: tests[t].binary,
+            test: Some(t),
+            settings: exact,
+            quiet_backtraces: !failed,
+        }
     }));
     let mut baselines = vec![None; binaries.len()];
     let mut profiled: Vec<Option<ProcessResult>> = vec![None; tests.len()];

@@ -220,6 +220,10 @@ pub struct Job {
     pub test: Option<usize>,
     /// How to profile it.
     pub settings: ProfileSettings,
+    /// Run with `RUST_BACKTRACE=0`: for a test expected to pass, a panic is expected too
+    /// (`#[should_panic]`, `catch_unwind`), and the backtrace std would symbolize for it is
+    /// only noise: seconds of allocations and a symbol cache of tens of MiB.
+    pub quiet_backtraces: bool,
 }
 
 /// Lists every binary's tests; binaries that cannot be listed are returned with the reason.
@@ -273,7 +277,7 @@ pub fn run_jobs(
                     Some(t) => format!("b{}-t{t}-{mode}", job.binary),
                     None => format!("b{}-baseline-{mode}", job.binary),
                 };
-                let result = run_one(binary, test, &key, config, job.settings);
+                let result = run_one(binary, test, &key, config, job);
                 if let Some(t) = test {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     progress.finished(n, binary, &t.name);
@@ -298,8 +302,9 @@ fn run_one(
     test: Option<&TestCase>,
     key: &str,
     config: &RunConfig,
-    settings: ProfileSettings,
+    job: &Job,
 ) -> ProcessResult {
+    let settings = job.settings;
     let dir = config.work_dir;
     let stdout = dir.join(format!("{key}.stdout"));
     let stderr = dir.join(format!("{key}.stderr"));
@@ -316,6 +321,10 @@ fn run_one(
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);
+    }
+    if job.quiet_backtraces {
+        cmd.env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0");
     }
     let counts_file = dir.join(format!("{key}.counts"));
     if settings.mode == protocol::Mode::Count {
