@@ -99,9 +99,9 @@ def test_binaries(manifest, target_dir):
     return bins
 
 
-def per_process(bins, jobs):
-    """Runs every test in its own process without profiling; returns (seconds, tests,
-    peak RSS KiB of the largest process, its test)."""
+def per_process(bins, jobs, wrapper=()):
+    """Runs every test in its own process without profiling (or under `wrapper`, e.g.
+    valgrind); returns (seconds, number of tests, {test: peak RSS KiB})."""
     cases = []
     for exe, cwd in bins:
         listed = run([exe, "--list", "--format", "terse"], cwd=cwd).stdout
@@ -115,7 +115,8 @@ def per_process(bins, jobs):
         # posix_spawn (vfork underneath), not fork: a forked child starts with this Python
         # process's memory, which would count in its peak RSS.
         devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
-        pid = os.posix_spawn(exe, [exe, "--exact", name, "--nocapture"], os.environ, file_actions=devnull)
+        argv = [*wrapper, exe, "--exact", name, "--nocapture"]
+        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=devnull)
         _, _, usage = os.wait4(pid, 0)
         return usage.ru_maxrss, name
 
@@ -127,11 +128,10 @@ def per_process(bins, jobs):
         results = list(pool.map(one, cases))
     seconds = time.perf_counter() - start
     os.chdir(previous)
-    rss, name = max(results) if results else (0, "")
-    return seconds, len(cases), rss, name
+    return seconds, len(cases), {name: rss for rss, name in results}
 
 
-def measure(label, manifest, tool, jobs, repeat):
+def measure(label, manifest, tool, jobs, repeat, with_valgrind):
     target_dir = manifest.parent / "target"
     log(f"[{label}] building tests")
     bins = test_binaries(manifest, target_dir)
@@ -145,14 +145,28 @@ def measure(label, manifest, tool, jobs, repeat):
         log(f"[{label}] cargo nextest run")
         row["nextest"], _ = timed(["cargo", "nextest", "run", "--manifest-path", str(manifest), "-j", str(jobs), "--no-fail-fast"], cwd=manifest.parent, repeat=repeat)
     log(f"[{label}] one process per test, no profiling")
-    secs, n, rss, rss_test = per_process(bins, jobs)
-    row.update(per_process=secs, tests=n, plain_rss=rss, plain_rss_test=rss_test)
+    secs, n, plain = per_process(bins, jobs)
+    rss_test = max(plain, key=plain.get)
+    row.update(per_process=secs, tests=n, plain_rss=plain[rss_test], plain_rss_test=rss_test)
+    valgrind = shutil.which("valgrind")
+    if valgrind and with_valgrind:
+        log(f"[{label}] valgrind --leak-check=full, one process per test")
+        row["valgrind"], _, _ = per_process(bins, jobs, (valgrind, "--leak-check=full", "--quiet"))
     log(f"[{label}] cargo leakcheck test")
     row["leakcheck"], code = timed([tool, "leakcheck", "test", "--manifest-path", str(manifest), "-j", str(jobs)], cwd=manifest.parent, env=env, repeat=repeat)
     row["leakcheck_exit"] = code
     metrics = json.loads((target_dir / "leakcheck" / "metrics.json").read_text())
     worst = max(metrics["tests"], key=lambda t: t["peak_rss_kib"] or 0)
     row.update(profiled_rss=worst["peak_rss_kib"], profiled_rss_test=worst["test"], run_phase=metrics["run_seconds"])
+    # Per test: the counting run's peak RSS against the same test's plain run.
+    ratios = [
+        (t["peak_rss_kib"] / plain[t["test"]], t["test"])
+        for t in metrics["tests"]
+        if t.get("pass") == "count" and t["peak_rss_kib"] and plain.get(t["test"])
+    ]
+    row["count_rss_ratio"] = max(ratios) if ratios else (0, "")
+    stacked = [t for t in metrics["tests"] if t.get("pass") == "stacks" and t["peak_rss_kib"] and plain.get(t["test"])]
+    row["stacks_rss_ratio"] = max(((t["peak_rss_kib"] / plain[t["test"]], t["test"]) for t in stacked), default=(0, ""))
     report = json.loads((target_dir / "leakcheck" / "report.json").read_text())
     row["stacked"] = sum(1 for t in report["tests"] if t.get("method") == "stacks")
     return row
@@ -161,7 +175,8 @@ def measure(label, manifest, tool, jobs, repeat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
-    ap.add_argument("--only", choices=["fixtures", "real"])
+    ap.add_argument("--only", choices=["fixtures", "real", "analysis"])
+    ap.add_argument("--no-valgrind", action="store_true", help="skip the valgrind comparison")
     ap.add_argument("--repeat", type=int, default=1, help="best of N for each timing")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -172,10 +187,13 @@ def main():
             src = ROOT / fixture
             dest = WORK / fixture.replace("/", "_")
             shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target"))
-            rows.append(measure(fixture, dest / "Cargo.toml", tool, args.jobs, args.repeat))
+            rows.append(measure(fixture, dest / "Cargo.toml", tool, args.jobs, args.repeat, not args.no_valgrind))
     if args.only in (None, "real"):
         crate = fetch_real_crate()
-        rows.append(measure(f"{REAL_CRATE[0]} {REAL_CRATE[1]} (crates.io)", crate / "Cargo.toml", tool, args.jobs, args.repeat))
+        rows.append(measure(f"{REAL_CRATE[0]} {REAL_CRATE[1]} (crates.io)", crate / "Cargo.toml", tool, args.jobs, args.repeat, not args.no_valgrind))
+    analysis = None
+    if args.only in (None, "real", "analysis"):
+        analysis = measure_analysis(tool, args.jobs)
 
     print(f"\nMachine: {os.cpu_count()} cores; -j {args.jobs}; best of {args.repeat}; tests already built.\n")
     print("| suite | tests | cargo test | nextest | per process, no profiling | cargo leakcheck test | leakcheck / cargo test | leakcheck / nextest | leakcheck / per process |")
@@ -189,6 +207,16 @@ def main():
             f"{r['leakcheck']:.2f} s | {r['leakcheck'] / r['cargo_test']:.1f}x | {nx_ratio} | "
             f"{r['leakcheck'] / r['per_process']:.1f}x |"
         )
+    print("\n| suite | valgrind --leak-check=full per test | leakcheck / valgrind |")
+    print("|---|---|---|")
+    for r in rows:
+        if r.get("valgrind"):
+            print(f"| {r['suite']} | {r['valgrind']:.2f} s | {r['leakcheck'] / r['valgrind']:.2f}x |")
+    print("\n| suite | worst counting-pass RSS / same test plain | worst stacks-pass RSS / same test plain |")
+    print("|---|---|---|")
+    for r in rows:
+        c, s_ = r["count_rss_ratio"], r["stacks_rss_ratio"]
+        print(f"| {r['suite']} | {c[0]:.2f}x ({c[1]}) | {s_[0]:.2f}x ({s_[1]}) |")
     print("\n| suite | largest plain test process (peak RSS) | largest profiled test process (peak RSS) | ratio |")
     print("|---|---|---|---|")
     for r in rows:
@@ -196,9 +224,79 @@ def main():
             f"| {r['suite']} | {r['plain_rss'] / 1024:.1f} MiB ({r['plain_rss_test']}) | "
             f"{r['profiled_rss'] / 1024:.1f} MiB ({r['profiled_rss_test']}) | {r['profiled_rss'] / max(r['plain_rss'], 1):.1f}x |"
         )
+    if analysis:
+        print_analysis(analysis)
     print("\nleakcheck exit codes:", ", ".join(f"{r['suite']}={r['leakcheck_exit']}" for r in rows))
     print("tests profiled with stacks (the rest settled by the counting pass):", ", ".join(f"{r['suite']}={r['stacked']}/{r['tests']}" for r in rows))
     print("leakcheck run phase (processes only, from metrics.json):", ", ".join(f"{r['suite']}={r['run_phase']:.2f} s" for r in rows))
+
+
+LEAKS = """
+#[cfg(test)]
+mod leakcheck_bench_leaks {
+    // Added by cargo-leakcheck's bench/bench.py to time the analysis of leaking tests in a
+    // large debug test binary. Not part of indexmap. (indexmap is no_std.)
+    extern crate std;
+    use std::boxed::Box;
+    use std::string::ToString;
+    use std::vec;
+
+    #[test]
+    fn leaks_a_map() {
+        let mut m = crate::IndexMap::new();
+        for i in 0..1000u32 {
+            m.insert(i, i.to_string());
+        }
+        std::mem::forget(m);
+    }
+    #[test]
+    fn leaks_a_box() {
+        Box::leak(Box::new([7u8; 64]));
+    }
+    #[test]
+    fn leaks_a_vec() {
+        std::mem::forget(vec![1u64; 4096]);
+    }
+}
+"""
+
+
+def measure_analysis(tool, jobs):
+    """Times analysis (dumps -> report entry, and SVG) of leaking tests in indexmap's debug
+    lib test binary, and jeprof --collapsed --base on the same dumps."""
+    src = fetch_real_crate()
+    dest = WORK / "indexmap-leaking"
+    if not dest.exists():
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("target"))
+        with open(dest / "src" / "lib.rs", "a") as f:
+            f.write(LEAKS)
+    env = dict(os.environ, LEAKCHECK_CACHE_DIR=str(WORK / "runtime-cache"))
+    log("[analysis] cargo leakcheck test --lib on indexmap + 3 leaking tests")
+    run([tool, "leakcheck", "test", "--lib", "--manifest-path", str(dest / "Cargo.toml"), "-j", str(jobs), "--", "leakcheck_bench_leaks"], env=env, check=False)
+    metrics = json.loads((dest / "target" / "leakcheck" / "metrics.json").read_text())
+    stacked = [t for t in metrics["tests"] if t.get("pass") == "stacks"]
+    exe = stacked[0]["executable"]
+    baseline = next(b for b in metrics["baselines"])
+    out = {"exe_mib": os.path.getsize(exe) / 2**20, "prep": metrics["binary_preparation"][0]["seconds"], "tests": []}
+    for t in stacked:
+        row = {"test": t["test"], "analysis": t["analysis_seconds"], "svg": t["flamegraph_seconds"] or 0.0}
+        if shutil.which("jeprof"):
+            start = time.perf_counter()
+            subprocess.run(["jeprof", "--collapsed", f"--base={baseline['dumps'][0]}", exe, t["dumps"][0]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            row["jeprof"] = time.perf_counter() - start
+        out["tests"].append(row)
+    return out
+
+
+def print_analysis(a):
+    print(f"\nAnalysis of leaking tests in indexmap's debug lib test binary ({a['exe_mib']:.1f} MiB); preparing the binary (baseline, allocator check): {a['prep'] * 1000:.0f} ms. Tests in the order analysed: the first one also builds the symbol context.\n")
+    print("| test | dumps -> report entry | SVG + folded | total | jeprof --collapsed --base | jeprof / total |")
+    print("|---|---|---|---|---|---|")
+    for t in a["tests"]:
+        total = t["analysis"] + t["svg"]
+        jp = t.get("jeprof")
+        print(f"| {t['test']} | {t['analysis'] * 1000:.0f} ms | {t['svg'] * 1000:.0f} ms | {total * 1000:.0f} ms | "
+              f"{f'{jp:.2f} s' if jp else 'n/a'} | {f'{jp / total:.0f}x' if jp else 'n/a'} |")
 
 
 if __name__ == "__main__":

@@ -80,11 +80,12 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         ));
     }
 
-    let mut tests = analyse(&binaries, &results, threshold, &mut notes);
+    let mut timings = Timings::default();
+    let mut tests = analyse(&binaries, &results, threshold, &mut notes, &mut timings);
     tests.sort_by(|a, b| {
         (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
     });
-    write_flamegraphs(&mut tests, &out_dir, &mut notes);
+    write_flamegraphs(&mut tests, &out_dir, &mut notes, &mut timings);
 
     let report = Report {
         version: REPORT_VERSION,
@@ -96,7 +97,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         notes,
     };
     json::write(&report, &out_dir.join("report.json"))?;
-    let metrics = metrics_json(&binaries, &results, run_seconds);
+    let metrics = metrics_json(&binaries, &results, run_seconds, &timings);
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
@@ -111,7 +112,23 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
 
 /// Timings and memory of the run, kept out of `report.json` so that file stays
 /// deterministic: wall time of the run phase, and per process its time and peak RSS.
-fn metrics_json(binaries: &[TestBinary], results: &passes::Outcome, run_seconds: f64) -> String {
+/// How long the analysis of each profiled test took, for `metrics.json`.
+#[derive(Default)]
+struct Timings {
+    /// Seconds spent reading a test's dumps, diffing, symbolizing and judging.
+    analysis: std::collections::HashMap<TestKey, f64>,
+    /// Seconds spent writing a test's folded stacks and SVG.
+    flamegraph: std::collections::HashMap<TestKey, f64>,
+    /// binary id -> seconds spent preparing it (baseline, allocator check).
+    binaries: Vec<(String, f64)>,
+}
+
+fn metrics_json(
+    binaries: &[TestBinary],
+    results: &passes::Outcome,
+    run_seconds: f64,
+    timings: &Timings,
+) -> String {
     let entry = |b: &TestBinary, name: Option<&str>, r: &runner::ProcessResult| {
         serde_json::json!({
             "binary": b.id(),
@@ -119,6 +136,8 @@ fn metrics_json(binaries: &[TestBinary], results: &passes::Outcome, run_seconds:
             "seconds": r.duration.as_secs_f64(),
             "peak_rss_kib": r.peak_rss_kib,
             "exit": r.end.describe(),
+            "executable": b.path,
+            "dumps": r.preload_dumps.iter().chain(&r.app_dumps).collect::<Vec<_>>(),
         })
     };
     let mut tests: Vec<_> = Vec::new();
@@ -132,6 +151,14 @@ fn metrics_json(binaries: &[TestBinary], results: &passes::Outcome, run_seconds:
         if results.methods[i] == Method::Stacks {
             let mut e = entry(b, Some(&t.name), &results.results[i]);
             e["pass"] = "stacks".into();
+            let key = (
+                b.package.clone(),
+                b.kind.clone(),
+                b.target.clone(),
+                t.name.clone(),
+            );
+            e["analysis_seconds"] = timings.analysis.get(&key).copied().into();
+            e["flamegraph_seconds"] = timings.flamegraph.get(&key).copied().into();
             tests.push(e);
         }
     }
@@ -146,6 +173,7 @@ fn metrics_json(binaries: &[TestBinary], results: &passes::Outcome, run_seconds:
         "processes": tests.len() + baselines.len(),
         "tests": tests,
         "baselines": baselines,
+        "binary_preparation": timings.binaries.iter().map(|(b, s)| serde_json::json!({"binary": b, "seconds": s})).collect::<Vec<_>>(),
     }))
     .expect("metrics serialize");
     text.push('\n');
@@ -161,6 +189,7 @@ fn analyse(
     results: &passes::Outcome,
     threshold: u64,
     notes: &mut Vec<String>,
+    timings: &mut Timings,
 ) -> Vec<TestReport> {
     let mut out = Vec::with_capacity(results.tests.len());
     for (bi, binary) in binaries.iter().enumerate() {
@@ -184,12 +213,21 @@ fn analyse(
                 analyze::proven_clean(&id, &results.results[i])
             } else {
                 let analysis = analysis.get_or_insert_with(|| {
+                    let started = std::time::Instant::now();
                     let (a, note) =
                         BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
                     notes.extend(note);
+                    timings
+                        .binaries
+                        .push((binary.id(), started.elapsed().as_secs_f64()));
                     a
                 });
-                analyze::analyze_test(&id, &results.results[i], analysis, threshold)
+                let started = std::time::Instant::now();
+                let r = analyze::analyze_test(&id, &results.results[i], analysis, threshold);
+                timings
+                    .analysis
+                    .insert(test_key(&r), started.elapsed().as_secs_f64());
+                r
             };
             report.method = method.as_str();
             out.push(report);
@@ -203,11 +241,17 @@ fn analyse(
     out
 }
 
-fn write_flamegraphs(tests: &mut [TestReport], out_dir: &Path, notes: &mut Vec<String>) {
+fn write_flamegraphs(
+    tests: &mut [TestReport],
+    out_dir: &Path,
+    notes: &mut Vec<String>,
+    timings: &mut Timings,
+) {
     for t in tests.iter_mut() {
         if t.failing_stacks().next().is_none() {
             continue;
         }
+        let started = std::time::Instant::now();
         let lines = flamegraph::folded_lines(t);
         let dir_name = flamegraph::file_stem(&format!("{}-{}-{}", t.package, t.kind, t.binary));
         let dir = out_dir.join(&dir_name);
@@ -240,7 +284,22 @@ fn write_flamegraphs(tests: &mut [TestReport], out_dir: &Path, notes: &mut Vec<S
                 t.name
             )),
         }
+        timings
+            .flamegraph
+            .insert(test_key(t), started.elapsed().as_secs_f64());
     }
+}
+
+/// Identifies a test across the report and the metrics: package, kind, target, name.
+type TestKey = (String, String, String, String);
+
+fn test_key(t: &TestReport) -> TestKey {
+    (
+        t.package.clone(),
+        t.kind.clone(),
+        t.binary.clone(),
+        t.name.clone(),
+    )
 }
 
 /// The documented exit code for a finished run.
