@@ -81,7 +81,14 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     }
 
     let mut timings = Timings::default();
-    let mut tests = analyse(&binaries, &results, threshold, &mut notes, &mut timings);
+    let mut tests = analyse(
+        &binaries,
+        &results,
+        threshold,
+        jobs,
+        &mut notes,
+        &mut timings,
+    );
     tests.sort_by(|a, b| {
         (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
     });
@@ -184,60 +191,102 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// What analysing one binary's tests produced.
+#[derive(Default)]
+struct BinaryOutput {
+    reports: Vec<TestReport>,
+    notes: Vec<String>,
+    timings: Timings,
+}
+
+/// Analyses every test, one binary per thread (up to `jobs` at once): each binary has its
+/// own symbol contexts, and building them is most of the cost. Results are merged in
+/// binary order, so the output does not depend on scheduling.
 fn analyse(
     binaries: &[TestBinary],
     results: &passes::Outcome,
     threshold: u64,
+    jobs: usize,
     notes: &mut Vec<String>,
     timings: &mut Timings,
 ) -> Vec<TestReport> {
-    let mut out = Vec::with_capacity(results.tests.len());
-    for (bi, binary) in binaries.iter().enumerate() {
-        let indices: Vec<usize> = (0..results.tests.len())
-            .filter(|&i| results.tests[i].binary == bi)
-            .collect();
-        if indices.is_empty() {
-            continue;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outputs: std::sync::Mutex<Vec<Option<BinaryOutput>>> =
+        std::sync::Mutex::new((0..binaries.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1).min(binaries.len().max(1)) {
+            scope.spawn(|| loop {
+                let bi = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if bi >= binaries.len() {
+                    break;
+                }
+                let out = analyse_binary(bi, &binaries[bi], results, threshold);
+                outputs
+                    .lock()
+                    .expect("no analysis thread panics holding the lock")[bi] = Some(out);
+            });
         }
-        // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
-        let mut analysis: Option<BinaryAnalysis> = None;
-        for i in indices {
-            let id = TestIdentity {
-                package: &binary.package,
-                binary: &binary.target,
-                kind: &binary.kind,
-                name: &results.tests[i].name,
-            };
-            let method = results.methods[i];
-            let mut report = if method == Method::Counters {
-                analyze::proven_clean(&id, &results.results[i])
-            } else {
-                let analysis = analysis.get_or_insert_with(|| {
-                    let started = std::time::Instant::now();
-                    let (a, note) =
-                        BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
-                    notes.extend(note);
-                    timings
-                        .binaries
-                        .push((binary.id(), started.elapsed().as_secs_f64()));
-                    a
-                });
-                let started = std::time::Instant::now();
-                let r = analyze::analyze_test(&id, &results.results[i], analysis, threshold);
-                timings
-                    .analysis
-                    .insert(test_key(&r), started.elapsed().as_secs_f64());
-                r
-            };
-            report.method = method.as_str();
-            out.push(report);
-        }
-        for w in analysis.iter().flat_map(|a| a.symbolizer.warnings()) {
-            if !notes.contains(&w) {
-                notes.push(w);
+    });
+    let mut reports = Vec::with_capacity(results.tests.len());
+    for out in outputs
+        .into_inner()
+        .expect("analysis threads ended")
+        .into_iter()
+        .flatten()
+    {
+        reports.extend(out.reports);
+        for n in out.notes {
+            if !notes.contains(&n) {
+                notes.push(n);
             }
         }
+        timings.analysis.extend(out.timings.analysis);
+        timings.binaries.extend(out.timings.binaries);
     }
+    reports
+}
+
+fn analyse_binary(
+    bi: usize,
+    binary: &TestBinary,
+    results: &passes::Outcome,
+    threshold: u64,
+) -> BinaryOutput {
+    let mut out = BinaryOutput::default();
+    // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
+    let mut analysis: Option<BinaryAnalysis> = None;
+    for i in (0..results.tests.len()).filter(|&i| results.tests[i].binary == bi) {
+        let id = TestIdentity {
+            package: &binary.package,
+            binary: &binary.target,
+            kind: &binary.kind,
+            name: &results.tests[i].name,
+        };
+        let method = results.methods[i];
+        let mut report = if method == Method::Counters {
+            analyze::proven_clean(&id, &results.results[i])
+        } else {
+            let analysis = analysis.get_or_insert_with(|| {
+                let started = std::time::Instant::now();
+                let (a, note) = BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
+                out.notes.extend(note);
+                out.timings
+                    .binaries
+                    .push((binary.id(), started.elapsed().as_secs_f64()));
+                a
+            });
+            let started = std::time::Instant::now();
+            let r = analyze::analyze_test(&id, &results.results[i], analysis, threshold);
+            out.timings
+                .analysis
+                .insert(test_key(&r), started.elapsed().as_secs_f64());
+            r
+        };
+        report.method = method.as_str();
+        out.reports.push(report);
+    }
+    out.notes
+        .extend(analysis.iter().flat_map(|a| a.symbolizer.warnings()));
     out
 }
 
