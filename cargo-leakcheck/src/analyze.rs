@@ -4,8 +4,11 @@
 //! Pure apart from reading dump files, so it runs the same on captured dumps.
 
 use crate::classify;
+use crate::config::{Effective, Suppression};
 use crate::diff::{self, NormalizedProfile};
-use crate::model::{Artifacts, FrameReport, StackKind, StackReport, TestReport, Verdict};
+use crate::model::{
+    Allowance, Artifacts, FrameReport, StackKind, StackReport, TestReport, Verdict,
+};
 use crate::profile;
 use crate::runner::{ProcessEnd, ProcessResult};
 use crate::symbolize::{Frame, Symbolizer};
@@ -151,9 +154,28 @@ pub struct TestIdentity<'a> {
     pub name: &'a str,
 }
 
+/// What decides a test's verdict: its effective settings and the suppressions that may
+/// apply to it.
+pub struct Policy<'a> {
+    /// Thresholds and switches in force.
+    pub effective: &'a Effective,
+    /// `(index in the configuration, suppression)` for those whose test filter matches.
+    pub suppressions: Vec<(usize, &'a Suppression)>,
+}
+
+impl Policy<'_> {
+    /// A policy with only a stack threshold (the command line's `--threshold`).
+    pub fn threshold(effective: &Effective) -> Policy<'_> {
+        Policy {
+            effective,
+            suppressions: Vec::new(),
+        }
+    }
+}
+
 /// The report of a test the counting pass proved clean: it passed, and nothing it
 /// allocated off the harness's main thread was live when its process ended.
-pub fn proven_clean(id: &TestIdentity, result: &ProcessResult) -> TestReport {
+pub fn proven_clean(id: &TestIdentity, result: &ProcessResult, policy: &Policy) -> TestReport {
     TestReport {
         package: id.package.to_string(),
         binary: id.binary.to_string(),
@@ -162,6 +184,8 @@ pub fn proven_clean(id: &TestIdentity, result: &ProcessResult) -> TestReport {
         verdict: Verdict::Clean,
         retained_bytes: 0,
         retained_objects: 0,
+        stack_threshold: policy.effective.stack_threshold,
+        test_threshold: policy.effective.test_threshold,
         exit: result.end.describe(),
         method: "counters",
         message: None,
@@ -175,7 +199,7 @@ pub fn analyze_test(
     id: &TestIdentity,
     result: &ProcessResult,
     bin: &mut BinaryAnalysis,
-    threshold: u64,
+    policy: &Policy,
 ) -> TestReport {
     let mut report = TestReport {
         package: id.package.to_string(),
@@ -185,6 +209,8 @@ pub fn analyze_test(
         verdict: Verdict::Clean,
         retained_bytes: 0,
         retained_objects: 0,
+        stack_threshold: policy.effective.stack_threshold,
+        test_threshold: policy.effective.test_threshold,
         exit: result.end.describe(),
         method: "stacks",
         message: None,
@@ -234,11 +260,24 @@ pub fn analyze_test(
     };
     let before = bin.baseline.as_ref().unwrap_or(&empty);
     let deltas = diff::diff(&after, before);
-    report.stacks = judge_stacks(&deltas, bin, threshold);
+    report.stacks = judge_stacks(&deltas, bin, policy);
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes += s.bytes;
         report.retained_objects += s.objects;
     }
+    // What counts against the per-test total: leaks not suppressed (and one-time
+    // initialisation when it is configured to fail).
+    let counted: u64 = report
+        .stacks
+        .iter()
+        .filter(|s| s.suppression.is_none())
+        .filter(|s| {
+            s.kind == StackKind::Leak
+                || (s.kind == StackKind::OneTime && policy.effective.one_time_fails)
+        })
+        .map(|s| s.bytes)
+        .sum();
+    let over_total = policy.effective.test_threshold.filter(|&t| counted > t);
     let visible = bin.rust_allocations_visible || !result.app_dumps.is_empty();
     report.verdict = if code != 0 {
         report.message = Some(format!(
@@ -254,18 +293,24 @@ pub fn analyze_test(
         Verdict::Unanalysable
     } else if report.stacks.iter().any(|s| s.fails) {
         Verdict::Leak
+    } else if let Some(limit) = over_total {
+        report.message = Some(format!(
+            "its leaked stacks retain {counted} bytes in all, over the test-threshold of {limit} bytes (set by {})",
+            policy.effective.test_threshold_source
+        ));
+        Verdict::Leak
     } else {
         Verdict::Clean
     };
     report
 }
 
-/// Symbolizes, trims, classifies and thresholds the retained stacks, merging stacks that
-/// symbolize identically; largest first.
+/// Symbolizes, trims, classifies and judges the retained stacks (thresholds,
+/// suppressions), merging stacks that symbolize identically; largest first.
 pub fn judge_stacks(
     deltas: &[diff::StackDelta],
     bin: &mut BinaryAnalysis,
-    threshold: u64,
+    policy: &Policy,
 ) -> Vec<StackReport> {
     // (kind, frames) -> (bytes, objects, reason)
     type Merged = HashMap<(StackKind, Vec<FrameReport>), (u64, u64, Option<String>)>;
@@ -287,15 +332,54 @@ pub fn judge_stacks(
         e.0 += delta.live.bytes;
         e.1 += delta.live.objects;
     }
+    let effective = policy.effective;
     let mut stacks: Vec<StackReport> = merged
         .into_iter()
-        .map(|((kind, frames), (bytes, objects, reason))| StackReport {
-            bytes,
-            objects,
-            kind,
-            reason,
-            fails: kind == StackKind::Leak && bytes > threshold,
-            frames,
+        .map(|((kind, frames), (bytes, objects, reason))| {
+            let judged =
+                kind == StackKind::Leak || (kind == StackKind::OneTime && effective.one_time_fails);
+            let mut stack = StackReport {
+                bytes,
+                objects,
+                kind,
+                reason,
+                fails: false,
+                allowed: None,
+                suppression: None,
+                frames,
+            };
+            if !judged {
+                return stack;
+            }
+            if let Some((index, s)) = policy
+                .suppressions
+                .iter()
+                .find(|(_, s)| s.frame.matches_any(&stack.frames))
+            {
+                stack.suppression = Some(*index);
+                stack.allowed = Some(Allowance {
+                    by: "suppression",
+                    rule: format!(
+                        "[[suppress]] #{} frame \"{}\" (line {})",
+                        s.index,
+                        s.frame.as_str(),
+                        s.line
+                    ),
+                    reason: Some(s.reason.clone()),
+                });
+            } else if bytes > effective.stack_threshold {
+                stack.fails = true;
+            } else {
+                stack.allowed = Some(Allowance {
+                    by: "stack-threshold",
+                    rule: format!(
+                        "<= {} bytes (stack-threshold set by {})",
+                        effective.stack_threshold, effective.stack_threshold_source
+                    ),
+                    reason: None,
+                });
+            }
+            stack
         })
         .collect();
     stacks.sort_by(|a, b| {
@@ -355,6 +439,13 @@ mod tests {
 
     const MISSING_EXE: &str = "/nonexistent/probe/t";
 
+    fn eff(stack_threshold: u64) -> Effective {
+        let mut e =
+            crate::config::Config::default().effective("t", &crate::config::Settings::default());
+        e.stack_threshold = stack_threshold;
+        e
+    }
+
     fn exited(code: i32, dump: PathBuf) -> ProcessResult {
         ProcessResult {
             end: ProcessEnd::Exited(code),
@@ -400,7 +491,7 @@ mod tests {
             &id("tests::broken"),
             &exited(0, truncated.clone()),
             &mut bin,
-            0,
+            &Policy::threshold(&eff(0)),
         );
         assert_eq!(broken.verdict, Verdict::Error);
         let message = broken.message.unwrap();
@@ -415,7 +506,7 @@ mod tests {
             &id("tests::leaks"),
             &exited(0, testdata("leaks.heap")),
             &mut bin,
-            0,
+            &Policy::threshold(&eff(0)),
         );
         assert_eq!(leaks.verdict, Verdict::Leak);
         assert_eq!(
@@ -435,13 +526,23 @@ mod tests {
         let mut bin = probe_binary();
         let mut none = exited(0, PathBuf::new());
         none.preload_dumps.clear();
-        let r = analyze_test(&id("tests::no_dump"), &none, &mut bin, 0);
+        let r = analyze_test(
+            &id("tests::no_dump"),
+            &none,
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
         assert_eq!(r.verdict, Verdict::Error);
         assert!(r.message.unwrap().contains("wrote no heap dump"));
 
         let mut killed = none.clone();
         killed.end = ProcessEnd::Signaled(11);
-        let r = analyze_test(&id("tests::segv"), &killed, &mut bin, 0);
+        let r = analyze_test(
+            &id("tests::segv"),
+            &killed,
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
         assert_eq!(r.verdict, Verdict::Crashed);
         assert!(r.message.unwrap().contains("SIGSEGV"));
 
@@ -450,7 +551,7 @@ mod tests {
             &id("tests::fails"),
             &exited(101, testdata("leaks.heap")),
             &mut bin,
-            0,
+            &Policy::threshold(&eff(0)),
         );
         assert_eq!(r.verdict, Verdict::Failed);
         assert_eq!(r.retained_bytes, 112);
@@ -463,7 +564,7 @@ mod tests {
             &id("tests::leaks"),
             &exited(0, testdata("leaks.heap")),
             &mut bin,
-            112,
+            &Policy::threshold(&eff(112)),
         );
         assert_eq!(
             at.verdict,
@@ -475,8 +576,77 @@ mod tests {
             &id("tests::leaks"),
             &exited(0, testdata("leaks.heap")),
             &mut bin,
-            111,
+            &Policy::threshold(&eff(111)),
         );
         assert_eq!(below.verdict, Verdict::Leak);
+    }
+
+    #[test]
+    fn allowed_stacks_say_what_allowed_them_and_test_threshold_adds_up() {
+        let mut bin = probe_binary();
+        let leaks = || exited(0, testdata("leaks.heap"));
+        let at = analyze_test(
+            &id("tests::leaks"),
+            &leaks(),
+            &mut bin,
+            &Policy::threshold(&eff(112)),
+        );
+        let stack = at
+            .stacks
+            .iter()
+            .find(|s| s.kind == StackKind::Leak)
+            .unwrap();
+        let allowed = stack.allowed.clone().unwrap();
+        assert_eq!(allowed.by, "stack-threshold");
+        assert!(
+            allowed
+                .rule
+                .starts_with("<= 112 bytes (stack-threshold set by"),
+            "{}",
+            allowed.rule
+        );
+
+        // The stack is under its threshold, but the test's total is over the test threshold.
+        let mut e = eff(1024);
+        e.test_threshold = Some(100);
+        e.test_threshold_source = "[defaults]".into();
+        let total = analyze_test(
+            &id("tests::leaks"),
+            &leaks(),
+            &mut bin,
+            &Policy::threshold(&e),
+        );
+        assert_eq!(total.verdict, Verdict::Leak);
+        let message = total.message.unwrap();
+        assert!(
+            message.contains("over the test-threshold of 100 bytes (set by [defaults])"),
+            "{message}"
+        );
+
+        // A suppression matching any frame allows the stack, with its reason.
+        let (config, _) = crate::config::parse(
+            "[[suppress]]\nframe = \"t+0x*\"\nreason = \"the probe leaks on purpose\"\n",
+            Path::new("leakcheck.toml"),
+        )
+        .unwrap();
+        let e0 = eff(0);
+        let policy = Policy {
+            effective: &e0,
+            suppressions: vec![(0, &config.suppress[0])],
+        };
+        let suppressed = analyze_test(&id("tests::leaks"), &leaks(), &mut bin, &policy);
+        assert_eq!(suppressed.verdict, Verdict::Clean);
+        assert_eq!(suppressed.retained_bytes, 112, "still reported");
+        let stack = suppressed
+            .stacks
+            .iter()
+            .find(|s| s.kind == StackKind::Leak)
+            .unwrap();
+        assert_eq!(stack.suppression, Some(0));
+        let allowed = stack.allowed.clone().unwrap();
+        assert_eq!(
+            (allowed.by, allowed.reason.as_deref()),
+            ("suppression", Some("the probe leaks on purpose"))
+        );
     }
 }

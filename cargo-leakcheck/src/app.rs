@@ -9,23 +9,52 @@ use crate::passes::{self, Method};
 use crate::protocol::ProfileSettings;
 use crate::report::{flamegraph, human, json};
 use crate::runner::{self, RunConfig, TestFilter};
-use crate::{config, runtime};
+use crate::{config, runtime, suppressions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Runs `cargo leakcheck test`; returns the exit code.
 pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
-    let threshold = config::parse_size(&args.threshold)
-        .map_err(|e| Error::Usage(format!("--threshold: {e}")))?;
+    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
+        v.as_deref()
+            .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    // Command-line settings win over the configuration file.
+    let cli = config::Settings {
+        stack_threshold: size("--threshold", &args.threshold)?,
+        test_threshold: size("--test-threshold", &args.test_threshold)?,
+        one_time_fails: None,
+        timeout: args.timeout,
+    };
     if args.jobs == Some(0) {
         return Err(Error::Usage("-j/--jobs must be at least 1".into()));
     }
-    if args.timeout == 0 {
+    if args.timeout == Some(0) {
         return Err(Error::Usage("--timeout must be at least 1 second".into()));
     }
     let ws = cargo::load_workspace(args)?;
     let current = cargo::current_package(&ws, args.manifest_path.as_deref());
     let selected = cargo::selected_members(&ws, args, current.as_deref())?;
+
+    // The configuration is checked before anything is built.
+    let (config, config_warnings) =
+        config::load(args.config.as_deref(), &ws.root).map_err(|e| Error::Config(e.to_string()))?;
+    for w in &config_warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(path) = &args.write_suppressions {
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(Error::Usage(format!(
+                "--write-suppressions: directory `{}` does not exist",
+                parent.display()
+            )));
+        }
+    }
 
     // Create the output directory before the long work, so a bad path fails fast.
     let out_dir = ws.target_dir.join("leakcheck");
@@ -40,7 +69,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let runtime = runtime::locate_or_build(args.verbose)?;
     let binaries = cargo::build_tests(&ws, args, &selected, args.verbose)?;
 
-    let mut notes = Vec::new();
+    let mut notes = config_warnings.clone();
     if !args.lib && args.tests.is_empty() && selected.iter().any(|m| m.has_doctests) {
         notes.push(
             "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
@@ -55,12 +84,14 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     });
     let filter = TestFilter::from_args(&args.filters);
     let settings = ProfileSettings::default();
+    let timeout_of = |name: &str| Duration::from_secs(config.effective(name, &cli).timeout);
     let run_config = RunConfig {
         workspace: &ws,
         runtime: &runtime,
         work_dir: &work_dir,
         jobs,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: Duration::from_secs(config.effective("", &cli).timeout),
+        timeouts: &timeout_of,
         filter: &filter,
         verbose: args.verbose,
     };
@@ -81,14 +112,36 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     }
 
     let mut timings = Timings::default();
-    let mut tests = analyse(
-        &binaries,
-        &results,
-        threshold,
-        jobs,
-        &mut notes,
-        &mut timings,
-    );
+    let policy = PolicySource {
+        config: &config,
+        cli: &cli,
+    };
+    let mut tests = analyse(&binaries, &results, &policy, jobs, &mut notes, &mut timings);
+    // A suppression nothing needed is stale: say so, when the whole suite ran.
+    let whole_suite = args.filters.is_empty() && !args.lib && args.tests.is_empty();
+    if whole_suite {
+        for (i, s) in config.suppress.iter().enumerate() {
+            let used = tests
+                .iter()
+                .flat_map(|t| &t.stacks)
+                .any(|st| st.suppression == Some(i));
+            if !used {
+                let path = config
+                    .path
+                    .as_deref()
+                    .unwrap_or(Path::new("leakcheck.toml"));
+                let w = format!(
+                    "{}:{}: [[suppress]] #{} (frame \"{}\") matched nothing in this run over the whole suite",
+                    path.display(),
+                    s.line,
+                    s.index,
+                    s.frame.as_str()
+                );
+                eprintln!("warning: {w}");
+                notes.push(w);
+            }
+        }
+    }
     tests.sort_by(|a, b| {
         (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
     });
@@ -98,12 +151,26 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         version: REPORT_VERSION,
         settings: Settings {
             sample_period: 1u64 << settings.lg_sample,
-            stack_threshold: threshold,
+            stack_threshold: config::Config {
+                tests: Vec::new(),
+                ..config.clone()
+            }
+            .effective("", &cli)
+            .stack_threshold,
+            config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests,
         notes,
     };
     json::write(&report, &out_dir.join("report.json"))?;
+    if let Some(path) = &args.write_suppressions {
+        let n = suppressions::write(&report, path, &ws.root)?;
+        eprintln!(
+            "       Wrote {} to `{}`; each has a placeholder reason to replace",
+            plural(n, "suppression", "suppressions"),
+            path.display()
+        );
+    }
     let metrics = metrics_json(&binaries, &results, run_seconds, &timings);
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
@@ -205,7 +272,7 @@ struct BinaryOutput {
 fn analyse(
     binaries: &[TestBinary],
     results: &passes::Outcome,
-    threshold: u64,
+    policy: &PolicySource,
     jobs: usize,
     notes: &mut Vec<String>,
     timings: &mut Timings,
@@ -220,7 +287,7 @@ fn analyse(
                 if bi >= binaries.len() {
                     break;
                 }
-                let out = analyse_binary(bi, &binaries[bi], results, threshold);
+                let out = analyse_binary(bi, &binaries[bi], results, policy);
                 outputs
                     .lock()
                     .expect("no analysis thread panics holding the lock")[bi] = Some(out);
@@ -246,11 +313,17 @@ fn analyse(
     reports
 }
 
+/// Where each test's policy comes from.
+struct PolicySource<'a> {
+    config: &'a config::Config,
+    cli: &'a config::Settings,
+}
+
 fn analyse_binary(
     bi: usize,
     binary: &TestBinary,
     results: &passes::Outcome,
-    threshold: u64,
+    source: &PolicySource,
 ) -> BinaryOutput {
     let mut out = BinaryOutput::default();
     // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
@@ -263,8 +336,20 @@ fn analyse_binary(
             name: &results.tests[i].name,
         };
         let method = results.methods[i];
+        let name = &results.tests[i].name;
+        let effective = source.config.effective(name, source.cli);
+        let policy = analyze::Policy {
+            effective: &effective,
+            suppressions: source
+                .config
+                .suppress
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.filter.as_ref().is_none_or(|f| f.matches(name)))
+                .collect(),
+        };
         let mut report = if method == Method::Counters {
-            analyze::proven_clean(&id, &results.results[i])
+            analyze::proven_clean(&id, &results.results[i], &policy)
         } else {
             let analysis = analysis.get_or_insert_with(|| {
                 let started = std::time::Instant::now();
@@ -276,7 +361,7 @@ fn analyse_binary(
                 a
             });
             let started = std::time::Instant::now();
-            let r = analyze::analyze_test(&id, &results.results[i], analysis, threshold);
+            let r = analyze::analyze_test(&id, &results.results[i], analysis, &policy);
             out.timings
                 .analysis
                 .insert(test_key(&r), started.elapsed().as_secs_f64());

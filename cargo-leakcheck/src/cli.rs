@@ -84,13 +84,30 @@ pub struct TestArgs {
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Kill a test that runs longer than this many seconds; it is reported as `timeout`.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    pub timeout: u64,
+    /// Kill a test that runs longer than this many seconds; it is reported as `timeout`
+    /// [default: 300, or `timeout` in leakcheck.toml].
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
 
-    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`, `1MiB`).
-    #[arg(long, value_name = "SIZE", default_value = "0B")]
-    pub threshold: String,
+    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`,
+    /// `1MiB`); overrides leakcheck.toml for every test [default: 0B].
+    #[arg(long, value_name = "SIZE")]
+    pub threshold: Option<String>,
+
+    /// A test whose leaked stacks retain more than this in total fails; overrides
+    /// leakcheck.toml for every test [default: none].
+    #[arg(long, value_name = "SIZE")]
+    pub test_threshold: Option<String>,
+
+    /// The configuration file [default: leakcheck.toml or .config/leakcheck.toml at the
+    /// workspace root].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// After the run, append a [[suppress]] entry for every failing stack to FILE (with a
+    /// placeholder reason), so a legacy codebase can turn the check on today.
+    #[arg(long, value_name = "FILE")]
+    pub write_suppressions: Option<PathBuf>,
 
     /// Profile the stacks of every test, instead of only those the exact counting pass
     /// finds retaining memory (slower; the verdicts are the same).

@@ -1,5 +1,25 @@
-//! Settings that decide verdicts. (The `leakcheck.toml` file arrives with per-test
-//! thresholds; for now the command line is the only source.)
+//! `leakcheck.toml`: per-test thresholds, timeouts and suppressions.
+//!
+//! Read in two steps, as cargo-deny does: the raw TOML (with spans) is walked once,
+//! collecting every problem with the key and line it concerns, and only a file without
+//! errors becomes a [`Config`]. Unknown keys are warnings (a typo must not pass silently,
+//! but must not stop a run either). Settings are layered: command-line flags over the last
+//! matching `[[tests]]` entry over `[defaults]` over the built-in defaults.
+
+use crate::model::FrameReport;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// The documented reference configuration, every key at its default.
+pub const DEFAULT_CONFIG: &str = include_str!("default-config.toml");
+
+/// Where the configuration is looked for, relative to the workspace root, in order.
+pub const FILE_NAMES: [&str; 2] = ["leakcheck.toml", ".config/leakcheck.toml"];
+
+/// Built-in per-test timeout, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
 /// Parses a human size: `0`, `512B`, `4KiB`, `1.5MiB`, `2GiB`; also `KB`/`MB`/`GB`
 /// (decimal). Case-insensitive, optional space before the unit.
@@ -43,9 +63,625 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// A glob over names: `*` matches any run of characters (`::` included), `\*` a star.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Glob {
+    pattern: String,
+    /// Literal pieces between stars.
+    pieces: Vec<String>,
+}
+
+impl Glob {
+    /// Compiles a pattern.
+    pub fn new(pattern: &str) -> Glob {
+        let mut pieces = vec![String::new()];
+        let mut chars = pattern.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(n) => pieces.last_mut().expect("never empty").push(n),
+                    None => pieces.last_mut().expect("never empty").push('\\'),
+                },
+                '*' => pieces.push(String::new()),
+                c => pieces.last_mut().expect("never empty").push(c),
+            }
+        }
+        Glob {
+            pattern: pattern.to_string(),
+            pieces,
+        }
+    }
+
+    /// A pattern that matches exactly `name`.
+    pub fn escape(name: &str) -> String {
+        name.replace('\\', "\\\\").replace('*', "\\*")
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Whether any frame's function name matches.
+    pub fn matches_any(&self, frames: &[FrameReport]) -> bool {
+        frames.iter().any(|f| self.matches(&f.function))
+    }
+
+    /// Whether the whole of `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        let (first, rest) = self.pieces.split_first().expect("never empty");
+        let Some(mut remaining) = text.strip_prefix(first.as_str()) else {
+            return false;
+        };
+        let Some((last, middle)) = rest.split_last() else {
+            return remaining.is_empty();
+        };
+        for piece in middle {
+            match remaining.find(piece.as_str()) {
+                Some(i) => remaining = &remaining[i + piece.len()..],
+                None => return false,
+            }
+        }
+        remaining.len() >= last.len() && remaining.ends_with(last.as_str())
+    }
+}
+
+/// Settings that may be given in `[defaults]`, a `[[tests]]` entry or on the command line;
+/// `None` means "not said here".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `stack-threshold`, bytes.
+    pub stack_threshold: Option<u64>,
+    /// `test-threshold`, bytes.
+    pub test_threshold: Option<u64>,
+    /// `one-time-fails`.
+    pub one_time_fails: Option<bool>,
+    /// `timeout`, seconds.
+    pub timeout: Option<u64>,
+}
+
+/// A `[[tests]]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestRule {
+    /// Which tests it applies to.
+    pub filter: Glob,
+    /// What it sets.
+    pub settings: Settings,
+    /// 1-based position among the `[[tests]]` entries.
+    pub index: usize,
+}
+
+/// A `[[suppress]]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Suppression {
+    /// Glob over demangled function names; any frame of a stack may match.
+    pub frame: Glob,
+    /// Why the leak is accepted.
+    pub reason: String,
+    /// Only for these tests, when given.
+    pub filter: Option<Glob>,
+    /// 1-based position among the `[[suppress]]` entries.
+    pub index: usize,
+    /// Line of the entry in its file.
+    pub line: usize,
+}
+
+impl Suppression {
+    /// Whether this suppression covers a stack of a test.
+    pub fn covers(&self, test: &str, frames: &[FrameReport]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.matches(test))
+            && frames.iter().any(|f| self.frame.matches(&f.function))
+    }
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The file it came from (None: built-in defaults only).
+    pub path: Option<PathBuf>,
+    /// `[defaults]`.
+    pub defaults: Settings,
+    /// `[[tests]]`, in file order.
+    pub tests: Vec<TestRule>,
+    /// `[[suppress]]`, in file order.
+    pub suppress: Vec<Suppression>,
+}
+
+/// One problem in a configuration file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// 1-based line.
+    pub line: usize,
+    /// Dotted key, e.g. `tests[2].stack-threshold`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why a configuration file was rejected: every error found, not just the first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// The errors, in file order.
+    pub errors: Vec<Diagnostic>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid configuration `{}` ({} {})",
+            self.path.display(),
+            self.errors.len(),
+            if self.errors.len() == 1 {
+                "error"
+            } else {
+                "errors"
+            }
+        )?;
+        for d in &self.errors {
+            write!(f, "\n  {}", format_diagnostic(&self.path, d))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `path:line: key `k`: message`.
+pub fn format_diagnostic(path: &Path, d: &Diagnostic) -> String {
+    if d.key.is_empty() {
+        format!("{}:{}: {}", path.display(), d.line, d.message)
+    } else {
+        format!("{}:{}: `{}`: {}", path.display(), d.line, d.key, d.message)
+    }
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+}
+
+impl Reader<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .bytes()
+            .filter(|&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn error(&mut self, offset: usize, key: &str, message: impl Into<String>) {
+        let line = self.line(offset);
+        self.errors.push(Diagnostic {
+            line,
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    fn unknown(&mut self, offset: usize, key: &str, known: &[&str]) {
+        let line = self.line(offset);
+        self.warnings.push(Diagnostic {
+            line,
+            key: key.into(),
+            message: format!("unknown key, ignored (known here: {})", known.join(", ")),
+        });
+    }
+
+    fn size(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u64> {
+        match v.get_ref() {
+            DeValue::String(s) => match parse_size(s) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    self.error(v.span().start, key, e);
+                    None
+                }
+            },
+            DeValue::Integer(i) => match i.as_str().parse::<u64>() {
+                Ok(n) if i.radix() == 10 => Some(n),
+                _ => {
+                    self.error(v.span().start, key, "expected a size such as \"64KiB\"");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!(
+                        "expected a size such as \"64KiB\", found {}",
+                        other.type_str()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<bool> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected true or false, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn seconds(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u64> {
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u64>().ok(),
+            DeValue::String(s) => {
+                let s = s.trim();
+                let (num, mult) = if let Some(n) = s.strip_suffix('m') {
+                    (n, 60)
+                } else {
+                    (s.strip_suffix('s').unwrap_or(s), 1)
+                };
+                num.trim().parse::<u64>().ok().map(|n| n * mult)
+            }
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                self.error(
+                    v.span().start,
+                    key,
+                    "expected a positive number of seconds (300, \"30s\" or \"5m\")",
+                );
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected a string, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reads the setting keys of a table; `extra` lists further keys the caller handles.
+    fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> Settings {
+        const KEYS: [&str; 4] = [
+            "stack-threshold",
+            "test-threshold",
+            "one-time-fails",
+            "timeout",
+        ];
+        let mut s = Settings::default();
+        for (k, v) in table.iter() {
+            let name = k.get_ref().as_ref();
+            let key = format!("{prefix}{name}");
+            match name {
+                "stack-threshold" => s.stack_threshold = self.size(&key, v),
+                "test-threshold" => s.test_threshold = self.size(&key, v),
+                "one-time-fails" => s.one_time_fails = self.boolean(&key, v),
+                "timeout" => s.timeout = self.seconds(&key, v),
+                n if extra.contains(&n) => {}
+                _ => {
+                    let known: Vec<&str> = KEYS.iter().chain(extra).copied().collect();
+                    self.unknown(k.span().start, &key, &known);
+                }
+            }
+        }
+        s
+    }
+
+    fn tables<'t>(
+        &mut self,
+        key: &str,
+        v: &'t Spanned<DeValue<'t>>,
+    ) -> Vec<(usize, &'t DeTable<'t>)> {
+        let Some(array) = v.get_ref().as_array() else {
+            self.error(
+                v.span().start,
+                key,
+                format!(
+                    "expected an array of tables ([[{key}]]), found {}",
+                    v.get_ref().type_str()
+                ),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in array.iter() {
+            match item.get_ref().as_table() {
+                Some(t) => out.push((item.span().start, t)),
+                None => self.error(
+                    item.span().start,
+                    key,
+                    format!("expected a table, found {}", item.get_ref().type_str()),
+                ),
+            }
+        }
+        out
+    }
+}
+
+/// Parses a configuration text. Returns the configuration and its warnings, or every error.
+pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+    let mut r = Reader {
+        text,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let root = match DeTable::parse(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let offset = e.span().map(|s| s.start).unwrap_or(0);
+            r.error(
+                offset,
+                "",
+                format!("not valid TOML: {}", e.message().trim()),
+            );
+            return Err(ConfigError {
+                path: path.to_path_buf(),
+                errors: r.errors,
+            });
+        }
+    };
+    let mut config = Config {
+        path: Some(path.to_path_buf()),
+        ..Config::default()
+    };
+    for (k, v) in root.get_ref().iter() {
+        match k.get_ref().as_ref() {
+            "defaults" => match v.get_ref().as_table() {
+                Some(t) => config.defaults = r.settings(t, "defaults.", &[]),
+                None => r.error(v.span().start, "defaults", "expected a table ([defaults])"),
+            },
+            "tests" => {
+                for (i, (offset, t)) in r.tables("tests", v).into_iter().enumerate() {
+                    let prefix = format!("tests[{}].", i + 1);
+                    let settings = r.settings(t, &prefix, &["filter"]);
+                    let filter = match t.get("filter") {
+                        Some(f) => r.string(&format!("{prefix}filter"), f),
+                        None => {
+                            r.error(
+                                offset,
+                                &format!("{prefix}filter"),
+                                "required: a glob over test names",
+                            );
+                            None
+                        }
+                    };
+                    if let Some(filter) = filter {
+                        config.tests.push(TestRule {
+                            filter: Glob::new(&filter),
+                            settings,
+                            index: i + 1,
+                        });
+                    }
+                }
+            }
+            "suppress" => {
+                for (i, (offset, t)) in r.tables("suppress", v).into_iter().enumerate() {
+                    let prefix = format!("suppress[{}].", i + 1);
+                    let mut frame = None;
+                    let mut reason = None;
+                    let mut filter = None;
+                    for (k, v) in t.iter() {
+                        let name = k.get_ref().as_ref();
+                        let key = format!("{prefix}{name}");
+                        match name {
+                            "frame" => frame = r.string(&key, v),
+                            "reason" => {
+                                reason = r.string(&key, v);
+                                if reason.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                                    r.error(
+                                        v.span().start,
+                                        &key,
+                                        "must say why the leak is accepted",
+                                    );
+                                    reason = None;
+                                }
+                            }
+                            "filter" => filter = r.string(&key, v),
+                            _ => r.unknown(k.span().start, &key, &["frame", "reason", "filter"]),
+                        }
+                    }
+                    let line = r.line(offset);
+                    if t.get("frame").is_none() {
+                        r.error(
+                            offset,
+                            &format!("{prefix}frame"),
+                            "required: a glob over function names",
+                        );
+                    }
+                    if t.get("reason").is_none() {
+                        r.error(
+                            offset,
+                            &format!("{prefix}reason"),
+                            "required: why the leak is accepted",
+                        );
+                    }
+                    if let (Some(frame), Some(reason)) = (frame, reason) {
+                        config.suppress.push(Suppression {
+                            frame: Glob::new(&frame),
+                            reason,
+                            filter: filter.as_deref().map(Glob::new),
+                            index: i + 1,
+                            line,
+                        });
+                    }
+                }
+            }
+            other => r.unknown(k.span().start, other, &["defaults", "tests", "suppress"]),
+        }
+    }
+    if !r.errors.is_empty() {
+        r.errors.sort_by_key(|d| d.line);
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            errors: r.errors,
+        });
+    }
+    r.warnings.sort_by_key(|d| d.line);
+    let warnings = r
+        .warnings
+        .iter()
+        .map(|d| format_diagnostic(path, d))
+        .collect();
+    Ok((config, warnings))
+}
+
+/// Finds and reads the configuration: `explicit` (which must exist), else the first of
+/// [`FILE_NAMES`] under the workspace root, else the built-in defaults.
+pub fn load(explicit: Option<&Path>, root: &Path) -> Result<(Config, Vec<String>), LoadError> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => match FILE_NAMES
+            .iter()
+            .map(|n| root.join(n))
+            .find(|p| p.is_file())
+        {
+            Some(p) => p,
+            None => return Ok((Config::default(), Vec::new())),
+        },
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| LoadError::Read(path.clone(), e))?;
+    let (config, mut warnings) = parse(&text, &path).map_err(LoadError::Invalid)?;
+    if explicit.is_none() {
+        for other in FILE_NAMES
+            .iter()
+            .map(|n| root.join(n))
+            .filter(|p| p.is_file() && *p != path)
+        {
+            warnings.push(format!(
+                "{} is ignored: {} is used",
+                other.display(),
+                path.display()
+            ));
+        }
+    }
+    Ok((config, warnings))
+}
+
+/// Why the configuration could not be used.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The file could not be read.
+    Read(PathBuf, std::io::Error),
+    /// The file has errors.
+    Invalid(ConfigError),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Read(p, e) => write!(f, "cannot read configuration `{}`: {e}", p.display()),
+            LoadError::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The settings in force for one test, and where the stack threshold came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Effective {
+    /// Bytes a stack may retain.
+    pub stack_threshold: u64,
+    /// Bytes all leaked stacks of the test together may retain.
+    pub test_threshold: Option<u64>,
+    /// Whether one-time initialisation counts as a leak.
+    pub one_time_fails: bool,
+    /// Seconds before the test is killed.
+    pub timeout: u64,
+    /// Where `stack_threshold` was set: `built-in default`, `[defaults]`,
+    /// `[[tests]] #2 (filter "cache::*")` or `command line`.
+    pub stack_threshold_source: String,
+    /// Where `test_threshold` was set.
+    pub test_threshold_source: String,
+}
+
+impl Config {
+    /// Layers built-in defaults, `[defaults]`, matching `[[tests]]` (later wins) and the
+    /// command line (`cli`) for one test.
+    pub fn effective(&self, test: &str, cli: &Settings) -> Effective {
+        let mut e = Effective {
+            stack_threshold: 0,
+            test_threshold: None,
+            one_time_fails: false,
+            timeout: DEFAULT_TIMEOUT_SECS,
+            stack_threshold_source: "built-in default".into(),
+            test_threshold_source: "built-in default".into(),
+        };
+        let file = self
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let mut layers: Vec<(String, &Settings)> =
+            vec![(format!("[defaults] in {file}"), &self.defaults)];
+        for rule in self.tests.iter().filter(|r| r.filter.matches(test)) {
+            layers.push((
+                format!(
+                    "[[tests]] #{} (filter \"{}\") in {file}",
+                    rule.index,
+                    rule.filter.as_str()
+                ),
+                &rule.settings,
+            ));
+        }
+        layers.push(("the command line".into(), cli));
+        for (source, s) in layers {
+            if let Some(v) = s.stack_threshold {
+                e.stack_threshold = v;
+                e.stack_threshold_source = source.clone();
+            }
+            if let Some(v) = s.test_threshold {
+                e.test_threshold = Some(v);
+                e.test_threshold_source = source.clone();
+            }
+            if let Some(v) = s.one_time_fails {
+                e.one_time_fails = v;
+            }
+            if let Some(v) = s.timeout {
+                e.timeout = v;
+            }
+        }
+        e
+    }
+
+    /// The suppressions that may apply to a test.
+    pub fn suppressions_for<'a>(
+        &'a self,
+        test: &'a str,
+    ) -> impl Iterator<Item = &'a Suppression> + 'a {
+        self.suppress
+            .iter()
+            .filter(move |s| s.filter.as_ref().is_none_or(|f| f.matches(test)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::*;
+
+    fn parse_ok(text: &str) -> (Config, Vec<String>) {
+        parse(text, Path::new("leakcheck.toml")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn parse_err(text: &str) -> String {
+        parse(text, Path::new("leakcheck.toml"))
+            .unwrap_err()
+            .to_string()
+    }
 
     #[test]
     fn parses_units() {
@@ -69,5 +705,225 @@ mod tests {
         assert!(parse_size("KiB").unwrap_err().contains("expected a number"));
         assert!(parse_size("1.5B").unwrap_err().contains("whole number"));
         assert!(parse_size("-1B").is_err());
+    }
+
+    #[test]
+    fn globs() {
+        let g = Glob::new("cache::*");
+        assert!(g.matches("cache::tests::warm") && g.matches("cache::") && !g.matches("xcache::a"));
+        assert!(Glob::new("*::pool::*").matches("some_crate::pool::Slab::new"));
+        assert!(
+            Glob::new("pool_*").matches("pool_reuse")
+                && !Glob::new("pool_*").matches("tests::pool_reuse")
+        );
+        assert!(
+            Glob::new("a*b*c").matches("abc")
+                && Glob::new("a*b*c").matches("a-b-b-c")
+                && !Glob::new("a*b*c").matches("acb")
+        );
+        assert!(Glob::new("exact").matches("exact") && !Glob::new("exact").matches("exact2"));
+        assert!(Glob::new("*").matches(""));
+        let star = Glob::new(&Glob::escape("<*const T as Foo>::f"));
+        assert!(star.matches("<*const T as Foo>::f") && !star.matches("<const T as Foo>::f"));
+        assert!(!Glob::new("ab*ab").matches("ab"), "pieces do not overlap");
+    }
+
+    #[test]
+    fn the_embedded_reference_parses_with_no_warnings_and_equals_the_built_in_defaults() {
+        let (config, warnings) = parse_ok(DEFAULT_CONFIG);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let built_in = Config::default().effective("any", &Settings::default());
+        let mut from_file = config.effective("any", &Settings::default());
+        from_file.stack_threshold_source = built_in.stack_threshold_source.clone();
+        from_file.test_threshold_source = built_in.test_threshold_source.clone();
+        assert_eq!(from_file, built_in);
+    }
+
+    #[test]
+    fn precedence_cli_over_last_matching_rule_over_defaults() {
+        let (c, w) = parse_ok(
+            r#"
+[defaults]
+stack-threshold = "1KiB"
+timeout = "30s"
+
+[[tests]]
+filter = "cache::*"
+stack-threshold = "256KiB"
+test-threshold = "2MiB"
+
+[[tests]]
+filter = "cache::tests::huge"
+stack-threshold = "1MiB"
+one-time-fails = true
+timeout = "2m"
+"#,
+        );
+        assert!(w.is_empty());
+        let none = Settings::default();
+        let plain = c.effective("other::t", &none);
+        assert_eq!(
+            (plain.stack_threshold, plain.test_threshold, plain.timeout),
+            (1024, None, 30)
+        );
+        assert!(plain.stack_threshold_source.starts_with("[defaults]"));
+        let cache = c.effective("cache::tests::warm", &none);
+        assert_eq!(
+            (cache.stack_threshold, cache.test_threshold),
+            (256 << 10, Some(2 << 20))
+        );
+        assert!(
+            cache
+                .stack_threshold_source
+                .starts_with("[[tests]] #1 (filter \"cache::*\")"),
+            "{}",
+            cache.stack_threshold_source
+        );
+        let huge = c.effective("cache::tests::huge", &none);
+        assert_eq!(
+            (
+                huge.stack_threshold,
+                huge.test_threshold,
+                huge.one_time_fails,
+                huge.timeout
+            ),
+            (1 << 20, Some(2 << 20), true, 120)
+        );
+        let cli = Settings {
+            stack_threshold: Some(0),
+            timeout: Some(5),
+            ..Settings::default()
+        };
+        let over = c.effective("cache::tests::huge", &cli);
+        assert_eq!(
+            (over.stack_threshold, over.timeout, over.test_threshold),
+            (0, 5, Some(2 << 20))
+        );
+        assert_eq!(over.stack_threshold_source, "the command line");
+    }
+
+    #[test]
+    fn suppressions_need_a_frame_and_a_reason_and_match_frames() {
+        let (c, _) = parse_ok(
+            r#"
+[[suppress]]
+frame = "some_crate::pool::*"
+reason = "the pool keeps its slabs"
+
+[[suppress]]
+frame = "*::warm_cache"
+reason = "warmed on purpose"
+filter = "cache::*"
+"#,
+        );
+        let frames = |names: &[&str]| -> Vec<FrameReport> {
+            names
+                .iter()
+                .map(|n| FrameReport {
+                    function: n.to_string(),
+                    file: None,
+                    line: None,
+                    inlined: false,
+                })
+                .collect()
+        };
+        assert!(c.suppress[0].covers(
+            "t",
+            &frames(&["alloc::vec::from_elem", "some_crate::pool::Slab::new", "t"])
+        ));
+        assert!(!c.suppress[0].covers("t", &frames(&["other::pool::x"])));
+        assert!(c.suppress[1].covers("cache::a", &frames(&["app::warm_cache"])));
+        assert!(
+            !c.suppress[1].covers("other::a", &frames(&["app::warm_cache"])),
+            "filtered to cache::*"
+        );
+        assert_eq!(c.suppressions_for("other::a").count(), 1);
+        assert_eq!(c.suppress[1].line, 6);
+    }
+
+    #[test]
+    fn every_error_names_file_key_and_line() {
+        let text = r#"[defaults]
+stack-threshold = "4XB"
+one-time-fails = "yes"
+
+[[tests]]
+stack-threshold = "1KiB"
+
+[[tests]]
+filter = "a"
+timeout = 0
+
+[[suppress]]
+frame = "x"
+reason = "  "
+
+[[suppress]]
+reason = "no frame"
+"#;
+        assert_eq!(
+            parse_err(text),
+            "invalid configuration `leakcheck.toml` (6 errors)
+  leakcheck.toml:2: `defaults.stack-threshold`: invalid size `4XB`: unknown unit `xb` (use B, KiB, MiB, GiB, KB, MB or GB)
+  leakcheck.toml:3: `defaults.one-time-fails`: expected true or false, found string
+  leakcheck.toml:5: `tests[1].filter`: required: a glob over test names
+  leakcheck.toml:10: `tests[2].timeout`: expected a positive number of seconds (300, \"30s\" or \"5m\")
+  leakcheck.toml:14: `suppress[1].reason`: must say why the leak is accepted
+  leakcheck.toml:16: `suppress[2].frame`: required: a glob over function names"
+        );
+        assert_eq!(
+            parse_err("[defaults\nx = 1\n"),
+            "invalid configuration `leakcheck.toml` (1 error)\n  leakcheck.toml:1: not valid TOML: unclosed table, expected `]`"
+        );
+        assert!(parse_err("tests = 3\n").contains(
+            "leakcheck.toml:1: `tests`: expected an array of tables ([[tests]]), found integer"
+        ));
+    }
+
+    #[test]
+    fn found_at_the_root_or_in_dot_config_and_an_explicit_path_must_exist() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-config-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join(".config")).unwrap();
+        let (none, _) = load(None, &dir).unwrap();
+        assert_eq!(none, Config::default(), "no file: built-in defaults");
+        std::fs::write(
+            dir.join(".config/leakcheck.toml"),
+            "[defaults]\nstack-threshold = \"2KiB\"\n",
+        )
+        .unwrap();
+        let (c, w) = load(None, &dir).unwrap();
+        assert_eq!(c.defaults.stack_threshold, Some(2048));
+        assert!(w.is_empty());
+        std::fs::write(
+            dir.join("leakcheck.toml"),
+            "[defaults]\nstack-threshold = \"4KiB\"\n",
+        )
+        .unwrap();
+        let (c, w) = load(None, &dir).unwrap();
+        assert_eq!(c.defaults.stack_threshold, Some(4096), "the root file wins");
+        assert_eq!(w.len(), 1, "and the other is reported as ignored: {w:?}");
+        let missing = dir.join("nope.toml");
+        let e = load(Some(&missing), &dir).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "cannot read configuration `{}`",
+                missing.display()
+            )),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_warnings_naming_key_and_line() {
+        let (_, w) = parse_ok("[defaults]\nstack-treshold = \"1KiB\"\n\n[[suppress]]\nframe = \"x\"\nreason = \"y\"\nreasn = \"z\"\n\n[extra]\n");
+        assert_eq!(
+            w,
+            vec![
+                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout)",
+                "leakcheck.toml:7: `suppress[1].reasn`: unknown key, ignored (known here: frame, reason, filter)",
+                "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress)",
+            ]
+        );
     }
 }

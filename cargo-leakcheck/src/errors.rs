@@ -55,6 +55,8 @@ pub enum Error {
         /// Its exit status.
         status: String,
     },
+    /// The configuration file is unreadable or invalid (the message names file, key, line).
+    Config(String),
     /// The profiling runtime could not be built or found.
     Runtime(String),
     /// A file or process operation failed.
@@ -121,6 +123,7 @@ impl fmt::Display for Error {
                     "build failed ({status}); cargo's diagnostics are above. command: {command}"
                 )
             }
+            Error::Config(msg) => write!(f, "{msg}"),
             Error::Runtime(msg) => write!(f, "the profiling runtime is unavailable: {msg}"),
             Error::Io { action, source } => write!(f, "failed to {action}: {source}"),
         }

@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod report;
 pub mod runner;
 pub mod runtime;
+pub mod suppressions;
 pub mod symbolize;
 
 use errors::ExitCode;

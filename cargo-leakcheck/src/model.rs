@@ -25,8 +25,11 @@ pub struct Report {
 pub struct Settings {
     /// jemalloc's sampling period in bytes: 1 means every allocation was recorded exactly.
     pub sample_period: u64,
-    /// A stack retaining more than this many bytes fails its test.
+    /// A stack retaining more than this many bytes fails its test, where no `[[tests]]`
+    /// entry says otherwise (see each test's `stack_threshold`).
     pub stack_threshold: u64,
+    /// The configuration file used, if any.
+    pub config: Option<String>,
 }
 
 /// A test's outcome.
@@ -106,10 +109,28 @@ pub struct StackReport {
     /// Why it was given that kind, e.g. the once-initialiser frame that matched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Whether this stack makes the test fail (a leak above the threshold).
+    /// Whether this stack makes the test fail (a leak above the threshold, not suppressed).
     pub fails: bool,
+    /// For a leak that does not fail: what allowed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<Allowance>,
+    /// Index into the configuration's suppressions, when one allowed this stack.
+    #[serde(skip)]
+    pub suppression: Option<usize>,
     /// Frames innermost first, allocator frames trimmed.
     pub frames: Vec<FrameReport>,
+}
+
+/// What allowed a leaked stack: nothing is dropped silently.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Allowance {
+    /// `stack-threshold` or `suppression`.
+    pub by: &'static str,
+    /// The rule: `<= 4096 bytes (stack-threshold from …)` or `[[suppress]] #2 frame "…" (file:line)`.
+    pub rule: String,
+    /// The suppression's reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Paths of a test's artifacts, relative to the report's directory.
@@ -140,6 +161,10 @@ pub struct TestReport {
     pub retained_bytes: u64,
     /// Objects retained by stacks of kind `leak`.
     pub retained_objects: u64,
+    /// The stack threshold in force for this test, bytes.
+    pub stack_threshold: u64,
+    /// The test threshold in force for this test, bytes (none: no per-test total).
+    pub test_threshold: Option<u64>,
     /// How the process ended: `exit code 0`, `signal 11 (SIGSEGV)`, `timed out`.
     pub exit: String,
     /// How the verdict was reached: `counters` (the exact counting pass proved nothing

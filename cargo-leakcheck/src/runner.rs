@@ -128,8 +128,10 @@ pub struct RunConfig<'a> {
     pub work_dir: &'a Path,
     /// Parallel processes.
     pub jobs: usize,
-    /// Per-test timeout.
+    /// Timeout of processes that run no test (baselines).
     pub timeout: Duration,
+    /// Timeout of a test, by name (from the configuration and the command line).
+    pub timeouts: &'a (dyn Fn(&str) -> Duration + Sync),
     /// Filters from the command line.
     pub filter: &'a TestFilter,
     /// Print commands.
@@ -374,7 +376,10 @@ fn run_one(
         // Dropped only once reaped: the id stays ours until then.
         drop(child);
     });
-    let waited = match rx.recv_timeout(config.timeout) {
+    let timeout = test
+        .map(|t| (config.timeouts)(&t.name))
+        .unwrap_or(config.timeout);
+    let waited = match rx.recv_timeout(timeout) {
         Ok(s) => Some(s),
         Err(_) => {
             // SAFETY: kill(2) on the process group we created for this child; the waiter

@@ -86,6 +86,12 @@ const MISBEHAVING: Target = Target {
     package: "misbehaving",
     binary: "misbehaving",
 };
+/// Judged under the `leakcheck.toml` at its root.
+const CONFIGURED: Target = Target {
+    fixture: "tests/fixtures/configured",
+    package: "configured",
+    binary: "configured",
+};
 const DEMO: Target = Target {
     fixture: "examples/demo",
     package: "leakcheck-demo",
@@ -254,6 +260,13 @@ pub const EXPECTED: &[Expected] = &[
     clean(DEMO, "frame::tests::frame_round_trip"),
     clean(DEMO, "tree::tests::lone_node_is_its_own_root"),
     clean_one_time(DEMO, "config::tests::defaults_are_sane"),
+    // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
+    clean(CONFIGURED, "tests::cache_warmed_on_purpose"),
+    leak(CONFIGURED, "tests::cache_overflow", "cache_overflow"),
+    clean(CONFIGURED, "tests::pool_keeps_slabs"),
+    leak(CONFIGURED, "tests::real_leak", "real_leak"),
+    clean(CONFIGURED, "tests::plain_clean"),
+    outcome(CONFIGURED, "tests::hangs_forever", "timeout", None, false),
 ];
 
 /// Checks the table against the fixtures' sources: the same test functions, one marker per

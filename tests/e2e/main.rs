@@ -6,4 +6,5 @@ mod expected;
 mod harness;
 
 mod cli_errors;
+mod config;
 mod verdicts;

@@ -15,6 +15,8 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         "tests/fixtures/custom-alloc" => (&[], 5),
         // Failing, crashing and hanging tests: "tests failed" wins over "leaks found".
         "tests/fixtures/misbehaving" => (&["--timeout", "20"], 4),
+        // Its own leakcheck.toml gives one test a 2-second timeout, which it hits.
+        "tests/fixtures/configured" => (&[], 4),
         other => panic!("no scenario for fixture {other}"),
     }
 }
@@ -227,6 +229,11 @@ fn misbehaving_fixture_matches_the_table() {
     );
     let hang = run.test("misbehaving", "tests::hangs");
     assert_eq!(hang["exit"], "timed out");
+}
+
+#[test]
+fn configured_fixture_matches_the_table_under_its_own_config() {
+    check_fixture("tests/fixtures/configured");
 }
 
 #[test]

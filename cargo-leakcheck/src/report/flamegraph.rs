@@ -10,7 +10,7 @@ pub fn folded_lines(test: &TestReport) -> Vec<String> {
     let mut lines: Vec<String> = test
         .stacks
         .iter()
-        .filter(|s| s.kind == StackKind::Leak && s.bytes > 0)
+        .filter(|s| s.kind == StackKind::Leak && s.bytes > 0 && s.suppression.is_none())
         .map(|s| {
             let path: Vec<String> = s
                 .frames
@@ -87,6 +87,8 @@ mod tests {
             kind,
             reason: None,
             fails: kind == StackKind::Leak,
+            allowed: None,
+            suppression: None,
             frames: names.iter().map(|n| frame(n)).collect(),
         };
         TestReport {
@@ -97,6 +99,8 @@ mod tests {
             verdict: Verdict::Leak,
             retained_bytes: 120,
             retained_objects: 2,
+            stack_threshold: 0,
+            test_threshold: None,
             exit: "exit code 0".into(),
             method: "stacks",
             message: None,

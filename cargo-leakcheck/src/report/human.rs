@@ -70,7 +70,37 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
     let mut s = String::new();
     for t in &report.tests {
         match t.verdict {
-            Verdict::Clean => continue,
+            Verdict::Clean => {
+                // Allowed leaks are summarised: nothing is dropped silently.
+                let allowed: Vec<_> = t
+                    .stacks
+                    .iter()
+                    .filter_map(|st| st.allowed.as_ref().map(|a| (st, a)))
+                    .collect();
+                if !allowed.is_empty() {
+                    let bytes: u64 = allowed.iter().map(|(st, _)| st.bytes).sum();
+                    let _ = writeln!(
+                        s,
+                        "{:>8} {}: {} in {} allowed",
+                        "ALLOWED",
+                        test_header(t),
+                        human_bytes(bytes),
+                        plural(allowed.len() as u64, "stack", "stacks")
+                    );
+                    let mut rules: Vec<String> = allowed
+                        .iter()
+                        .map(|(_, a)| match &a.reason {
+                            Some(r) => format!("{} ({r})", a.rule),
+                            None => a.rule.clone(),
+                        })
+                        .collect();
+                    rules.dedup();
+                    for r in rules {
+                        let _ = writeln!(s, "           by {r}");
+                    }
+                }
+                continue;
+            }
             Verdict::Leak | Verdict::Failed => {
                 let label = if t.verdict == Verdict::Leak {
                     "LEAK"
@@ -191,6 +221,36 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             s,
             "         {} of one-time initialisation (OnceLock, LazyLock, …) listed in the report, not counted",
             human_bytes(one_time)
+        );
+    }
+    let allowed: Vec<_> = report
+        .tests
+        .iter()
+        .flat_map(|t| &t.stacks)
+        .filter_map(|st| st.allowed.as_ref())
+        .collect();
+    if !allowed.is_empty() {
+        let suppressed = allowed.iter().filter(|a| a.by == "suppression").count() as u64;
+        let _ = writeln!(
+            s,
+            "         {} allowed: {} by suppressions, {} by thresholds (listed in the report)",
+            plural(allowed.len() as u64, "leaked stack", "leaked stacks"),
+            suppressed,
+            allowed.len() as u64 - suppressed
+        );
+    }
+    let placeholders = report
+        .tests
+        .iter()
+        .flat_map(|t| &t.stacks)
+        .filter_map(|st| st.allowed.as_ref())
+        .filter(|a| a.reason.as_deref() == Some(crate::suppressions::PLACEHOLDER_REASON))
+        .count();
+    if placeholders > 0 {
+        let _ = writeln!(
+            s,
+            "         {} allowed by suppressions whose reason is still the placeholder",
+            plural(placeholders as u64, "stack is", "stacks are")
         );
     }
     for note in &report.notes {
