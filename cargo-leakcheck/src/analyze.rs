@@ -176,6 +176,16 @@ impl Policy<'_> {
 /// The report of a test the counting pass proved clean: it passed, and nothing it
 /// allocated off the harness's main thread was live when its process ended.
 pub fn proven_clean(id: &TestIdentity, result: &ProcessResult, policy: &Policy) -> TestReport {
+    clean_report(id, result, policy, "counters")
+}
+
+/// A clean report with nothing retained, to be filled in.
+fn clean_report(
+    id: &TestIdentity,
+    result: &ProcessResult,
+    policy: &Policy,
+    method: &'static str,
+) -> TestReport {
     TestReport {
         package: id.package.to_string(),
         binary: id.binary.to_string(),
@@ -187,7 +197,7 @@ pub fn proven_clean(id: &TestIdentity, result: &ProcessResult, policy: &Policy) 
         stack_threshold: policy.effective.stack_threshold,
         test_threshold: policy.effective.test_threshold,
         exit: result.end.describe(),
-        method: "counters",
+        method,
         message: None,
         stacks: Vec::new(),
         artifacts: Artifacts::default(),
@@ -201,22 +211,7 @@ pub fn analyze_test(
     bin: &mut BinaryAnalysis,
     policy: &Policy,
 ) -> TestReport {
-    let mut report = TestReport {
-        package: id.package.to_string(),
-        binary: id.binary.to_string(),
-        kind: id.kind.to_string(),
-        name: id.name.to_string(),
-        verdict: Verdict::Clean,
-        retained_bytes: 0,
-        retained_objects: 0,
-        stack_threshold: policy.effective.stack_threshold,
-        test_threshold: policy.effective.test_threshold,
-        exit: result.end.describe(),
-        method: "stacks",
-        message: None,
-        stacks: Vec::new(),
-        artifacts: Artifacts::default(),
-    };
+    let mut report = clean_report(id, result, policy, "stacks");
     let code = match &result.end {
         ProcessEnd::Exited(c) => *c,
         ProcessEnd::TimedOut => {
