@@ -160,6 +160,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests,
+        benches: Vec::new(),
         notes,
     };
     json::write(&report, &out_dir.join("report.json"))?;

@@ -44,6 +44,8 @@ pub struct Member {
     pub has_doctests: bool,
     /// Whether the package depends directly on tikv-jemallocator.
     pub uses_tikv_jemallocator: bool,
+    /// Whether the package depends on criterion (its benches list with `--list`).
+    pub uses_criterion: bool,
 }
 
 /// Reads `cargo metadata` for the project at `manifest_path` (or the current directory).
@@ -102,6 +104,7 @@ fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Wo
             .dependencies
             .iter()
             .any(|d| d.name == "tikv-jemallocator");
+        let uses_criterion = pkg.dependencies.iter().any(|d| d.name == "criterion");
         let no_harness = no_harness_targets(pkg.manifest_path.as_std_path());
         let name = pkg.name.to_string();
         members.insert(
@@ -114,6 +117,7 @@ fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Wo
                 no_harness,
                 has_doctests,
                 uses_tikv_jemallocator,
+                uses_criterion,
             },
         );
     }
@@ -321,7 +325,32 @@ pub fn build_tests(
     selected: &[&Member],
     verbose: bool,
 ) -> Result<Vec<TestBinary>, Error> {
-    let cargo_args = build_args(args, selected);
+    build(ws, build_args(args, selected), false, verbose)
+}
+
+/// Builds the bench executables (`cargo bench --no-run`), `--bench NAME` for each name.
+pub fn build_benches(
+    ws: &Workspace,
+    args: &TestArgs,
+    selected: &[&Member],
+    benches: &[String],
+    verbose: bool,
+) -> Result<Vec<TestBinary>, Error> {
+    let mut cargo_args = build_args(args, selected);
+    cargo_args[0] = "bench".into();
+    for b in benches {
+        cargo_args.push("--bench".into());
+        cargo_args.push(b.clone());
+    }
+    build(ws, cargo_args, true, verbose)
+}
+
+fn build(
+    ws: &Workspace,
+    cargo_args: Vec<String>,
+    benches: bool,
+    verbose: bool,
+) -> Result<Vec<TestBinary>, Error> {
     let program = cargo_program();
     let command_text = format!("{} {}", program.display(), cargo_args.join(" "));
     if verbose {
@@ -341,10 +370,13 @@ pub fn build_tests(
             let Some(exe) = artifact.executable else {
                 continue;
             };
-            if !artifact.profile.test {
+            let is_bench = artifact.target.kind.contains(&TargetKind::Bench);
+            if benches != is_bench || (!benches && !artifact.profile.test) {
                 continue;
             }
-            let kind = if artifact.target.kind.iter().any(is_lib_kind) {
+            let kind = if is_bench {
+                "bench"
+            } else if artifact.target.kind.iter().any(is_lib_kind) {
                 "lib"
             } else if artifact.target.kind.contains(&TargetKind::Test) {
                 "test"
@@ -401,6 +433,7 @@ mod tests {
             no_harness: Vec::new(),
             has_doctests: true,
             uses_tikv_jemallocator: jemalloc,
+            uses_criterion: false,
         }
     }
 

@@ -31,6 +31,67 @@ pub struct Cli {
 pub enum Command {
     /// Build the tests and run each one in its own profiled process; report what it leaked.
     Test(TestArgs),
+    /// Build the benchmarks, run each with periodic heap snapshots, and report the
+    /// allocation stacks that keep growing after warm-up.
+    Bench(BenchArgs),
+}
+
+/// Arguments of `cargo leakcheck bench`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BenchArgs {
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+
+    /// Package(s) to benchmark.
+    #[arg(short = 'p', long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
+
+    /// Benchmark every package in the workspace.
+    #[arg(long)]
+    pub workspace: bool,
+
+    /// Only the named bench target (repeatable).
+    #[arg(long = "bench", value_name = "NAME")]
+    pub benches: Vec<String>,
+
+    /// Space or comma separated list of features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+
+    /// Activate all available features.
+    #[arg(long)]
+    pub all_features: bool,
+
+    /// Directory for all generated artifacts (also honours CARGO_TARGET_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub target_dir: Option<PathBuf>,
+
+    /// How long each benchmark runs under the tool, in seconds: criterion benches are run
+    /// in profiling mode for this long; other benches are stopped after it.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub bench_time: u64,
+
+    /// Time between heap snapshots, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub snapshot_interval: u64,
+
+    /// A stack whose retained bytes rise by more than this over the later half of the run
+    /// fails its bench [default: 64KiB, or leakcheck.toml].
+    #[arg(long, value_name = "SIZE")]
+    pub growth_threshold: Option<String>,
+
+    /// The configuration file [default: leakcheck.toml or .config/leakcheck.toml].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Print the commands being run.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Benchmark-name filters (criterion benches): substrings to match.
+    #[arg(last = true, value_name = "FILTERS")]
+    pub filters: Vec<String>,
 }
 
 /// Arguments of `cargo leakcheck test`.

@@ -185,6 +185,40 @@ pub struct Config {
     pub tests: Vec<TestRule>,
     /// `[[suppress]]`, in file order.
     pub suppress: Vec<Suppression>,
+    /// `[bench] growth-threshold`, bytes.
+    pub bench_growth_threshold: Option<u64>,
+    /// `[[benches]]`: (filter, growth-threshold bytes, 1-based index).
+    pub benches: Vec<(Glob, Option<u64>, usize)>,
+}
+
+/// Built-in growth threshold for benchmarks: the rise over the later half of a run that
+/// fails a bench. It is also about the smallest growth the default sampling (one sample
+/// per 4 KiB on average) catches reliably.
+pub const DEFAULT_GROWTH_THRESHOLD: u64 = 64 << 10;
+
+impl Config {
+    /// The growth threshold for a bench, and where it was set: command line >
+    /// last matching `[[benches]]` > `[bench]` > built-in.
+    pub fn growth_threshold(&self, bench: &str, cli: Option<u64>) -> (u64, String) {
+        if let Some(v) = cli {
+            return (v, "the command line".into());
+        }
+        if let Some((g, v, i)) = self
+            .benches
+            .iter()
+            .rev()
+            .find(|(g, v, _)| v.is_some() && g.matches(bench))
+        {
+            return (
+                v.expect("filtered"),
+                format!("[[benches]] #{i} (filter \"{}\")", g.as_str()),
+            );
+        }
+        match self.bench_growth_threshold {
+            Some(v) => (v, "[bench]".into()),
+            None => (DEFAULT_GROWTH_THRESHOLD, "built-in default".into()),
+        }
+    }
 }
 
 /// One problem in a configuration file.
@@ -522,7 +556,47 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
                     }
                 }
             }
-            other => r.unknown(k.span().start, other, &["defaults", "tests", "suppress"]),
+            "bench" => match v.get_ref().as_table() {
+                Some(t) => {
+                    for (k, v) in t.iter() {
+                        let key = format!("bench.{}", k.get_ref().as_ref());
+                        match k.get_ref().as_ref() {
+                            "growth-threshold" => config.bench_growth_threshold = r.size(&key, v),
+                            _ => r.unknown(k.span().start, &key, &["growth-threshold"]),
+                        }
+                    }
+                }
+                None => r.error(v.span().start, "bench", "expected a table ([bench])"),
+            },
+            "benches" => {
+                for (i, (offset, t)) in r.tables("benches", v).into_iter().enumerate() {
+                    let prefix = format!("benches[{}].", i + 1);
+                    let mut filter = None;
+                    let mut growth = None;
+                    for (k, v) in t.iter() {
+                        let key = format!("{prefix}{}", k.get_ref().as_ref());
+                        match k.get_ref().as_ref() {
+                            "filter" => filter = r.string(&key, v),
+                            "growth-threshold" => growth = r.size(&key, v),
+                            _ => r.unknown(k.span().start, &key, &["filter", "growth-threshold"]),
+                        }
+                    }
+                    match filter {
+                        Some(f) => config.benches.push((Glob::new(&f), growth, i + 1)),
+                        None if t.get("filter").is_none() => r.error(
+                            offset,
+                            &format!("{prefix}filter"),
+                            "required: a glob over bench names",
+                        ),
+                        None => {}
+                    }
+                }
+            }
+            other => r.unknown(
+                k.span().start,
+                other,
+                &["defaults", "tests", "suppress", "bench", "benches"],
+            ),
         }
     }
     if !r.errors.is_empty() {
@@ -705,6 +779,27 @@ mod tests {
         assert!(parse_size("KiB").unwrap_err().contains("expected a number"));
         assert!(parse_size("1.5B").unwrap_err().contains("whole number"));
         assert!(parse_size("-1B").is_err());
+    }
+
+    #[test]
+    fn bench_growth_thresholds_layer_like_test_settings() {
+        let (c, w) = parse_ok("[bench]\ngrowth-threshold = \"1MiB\"\n\n[[benches]]\nfilter = \"cache/*\"\ngrowth-threshold = \"8MiB\"\n");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.growth_threshold("parse", None),
+            (1 << 20, "[bench]".into())
+        );
+        assert_eq!(c.growth_threshold("cache/fill", None).0, 8 << 20);
+        assert_eq!(
+            c.growth_threshold("cache/fill", Some(5)),
+            (5, "the command line".into())
+        );
+        assert_eq!(
+            Config::default().growth_threshold("x", None).0,
+            DEFAULT_GROWTH_THRESHOLD
+        );
+        assert!(parse_err("[[benches]]\ngrowth-threshold = 1\n")
+            .contains("`benches[1].filter`: required"));
     }
 
     #[test]
@@ -922,7 +1017,7 @@ reason = "no frame"
             vec![
                 "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout)",
                 "leakcheck.toml:7: `suppress[1].reasn`: unknown key, ignored (known here: frame, reason, filter)",
-                "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress)",
+                "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress, bench, benches)",
             ]
         );
     }

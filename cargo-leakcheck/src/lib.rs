@@ -12,12 +12,14 @@
 
 pub mod analyze;
 pub mod app;
+pub mod bench;
 pub mod cargo;
 pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod diff;
 pub mod errors;
+pub mod growth;
 pub mod model;
 pub mod passes;
 pub mod profile;
@@ -45,6 +47,7 @@ pub fn main_impl() -> i32 {
     };
     let result = match &cli.command {
         cli::Command::Test(args) => app::run_test_command(args),
+        cli::Command::Bench(args) => bench::run_bench_command(args),
     };
     match result {
         Ok(code) => code as i32,

@@ -16,6 +16,9 @@ pub struct Report {
     pub settings: Settings,
     /// Every test that was selected, sorted by binary then name.
     pub tests: Vec<TestReport>,
+    /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub benches: Vec<BenchReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
 }
@@ -185,4 +188,69 @@ impl TestReport {
     pub fn failing_stacks(&self) -> impl Iterator<Item = &StackReport> {
         self.stacks.iter().filter(|s| s.fails)
     }
+}
+
+/// One stack of a benchmark: its retained bytes over time and its growth.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchStack {
+    /// Bytes retained at the last snapshot.
+    pub bytes: u64,
+    /// Rise over the later half of the run, bytes (negative: it shrank).
+    pub growth_bytes: i64,
+    /// That rise per second.
+    pub growth_bytes_per_second: f64,
+    /// Whether the growth rule flags it.
+    pub flagged: bool,
+    /// What the stack is (leak, one-time, harness), as for tests.
+    pub kind: StackKind,
+    /// Frames innermost first, allocator frames trimmed.
+    pub frames: Vec<FrameReport>,
+    /// (seconds since the first snapshot, retained bytes) at every snapshot.
+    pub series: Vec<(f64, u64)>,
+}
+
+/// Paths of a bench's artifacts, relative to the report's directory.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BenchArtifacts {
+    /// Flame graph of the growth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flamegraph: Option<String>,
+    /// The folded stacks it was drawn from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folded: Option<String>,
+    /// Retained bytes over time of the top stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plot: Option<String>,
+}
+
+/// One benchmark, in the shape of a test.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// Package name.
+    pub package: String,
+    /// Bench target name.
+    pub binary: String,
+    /// Benchmark name (criterion's id, or the target name for a plain `harness = false` bench).
+    pub name: String,
+    /// `leak` (a stack keeps growing), `clean`, `failed`, `crashed`, `error`.
+    pub verdict: Verdict,
+    /// How the process ended (`stopped at the time cap` for a bench the tool stopped).
+    pub exit: String,
+    /// Why the verdict is not leak or clean.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Sampling period in bytes (one sample per this many bytes allocated, on average).
+    pub sample_period: u64,
+    /// Growth that fails a stack, bytes.
+    pub growth_threshold: u64,
+    /// Where that threshold was set.
+    pub growth_threshold_source: String,
+    /// Heap snapshots taken.
+    pub snapshots: usize,
+    /// Seconds from the first snapshot to the last.
+    pub duration_seconds: f64,
+    /// Flagged stacks first, then the largest others (at most 10 in all).
+    pub stacks: Vec<BenchStack>,
+    /// Flame graph and plot (flagged benches only).
+    pub artifacts: BenchArtifacts,
 }

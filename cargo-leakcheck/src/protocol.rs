@@ -30,6 +30,35 @@ pub enum Mode {
     /// Heap profiling with stacks; jemalloc writes an exit dump.
     #[default]
     Stacks,
+    /// Sampled heap profiling (`lg_sample`) with dumps every `interval` milliseconds, for
+    /// benchmarks: growth accumulates, so sampling is enough.
+    Periodic,
+}
+
+/// Names the dump interval (milliseconds) of the runtime's periodic dumps.
+pub const INTERVAL_ENV: &str = "LEAKCHECK_DUMP_INTERVAL_MS";
+
+/// Every dump the process of a job wrote under a prefix (periodic `.m<n>.heap` and final
+/// `.f.heap`; `<prefix>.<pid>.<seq>.…`), in the order jemalloc wrote them (its sequence
+/// number). Only the job's own process writes under its prefix: the runtime stops the
+/// preload from reaching child processes.
+pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
+    let start = format!("{job}-{stem}.");
+    let mut found: Vec<(u64, PathBuf)> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter_map(|p| {
+                let name = p.file_name()?.to_str()?.to_string();
+                let rest = name.strip_prefix(&start)?;
+                let seq: u64 = rest.split('.').nth(1)?.parse().ok()?;
+                name.ends_with(".heap").then_some((seq, p))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    found.sort();
+    found.into_iter().map(|(_, p)| p).collect()
 }
 
 /// How one test process is profiled. The runner picks this per process: a counting pass
@@ -50,6 +79,13 @@ impl ProfileSettings {
     /// analysis tells "this process allocated through malloc and freed everything" apart
     /// from "this process's Rust allocations never reached malloc" (a custom allocator).
     pub fn malloc_conf(&self, dir: &Path, job: &str) -> String {
+        if self.mode == Mode::Periodic {
+            return format!(
+                "prof:true,prof_active:true,lg_prof_sample:{},prof_final:true,prof_prefix:{}",
+                self.lg_sample,
+                dump_prefix(dir, job, APP_STEM).display()
+            );
+        }
         if self.mode == Mode::Count {
             // No thread caches: the per-arena statistics the count is read from then see
             // every allocation and free as it happens.

@@ -274,6 +274,7 @@ pub fn run_jobs(
                 let mode = match job.settings.mode {
                     protocol::Mode::Count => "count",
                     protocol::Mode::Stacks => "stacks",
+                    protocol::Mode::Periodic => "periodic",
                 };
                 let key = match job.test {
                     Some(t) => format!("b{}-t{t}-{mode}", job.binary),
@@ -306,25 +307,65 @@ fn run_one(
     config: &RunConfig,
     job: &Job,
 ) -> ProcessResult {
-    let settings = job.settings;
+    let mut args: Vec<String> = Vec::new();
+    if binary.harness {
+        let name = test.map(|t| t.name.as_str()).unwrap_or(BASELINE_FILTER);
+        args.extend(["--exact".into(), name.into(), "--nocapture".into()]);
+        if test.is_some_and(|t| t.ignored) {
+            args.push("--include-ignored".into());
+        }
+    }
+    let timeout = test
+        .map(|t| (config.timeouts)(&t.name))
+        .unwrap_or(config.timeout);
+    let spec = ProcessSpec {
+        args: &args,
+        settings: job.settings,
+        quiet_backtraces: job.quiet_backtraces,
+        timeout,
+        extra_env: &[],
+    };
+    run_process(binary, key, config, &spec)
+}
+
+/// How to run one profiled process.
+pub struct ProcessSpec<'a> {
+    /// Arguments after the binary.
+    pub args: &'a [String],
+    /// How to profile it.
+    pub settings: ProfileSettings,
+    /// Set `RUST_BACKTRACE=0`.
+    pub quiet_backtraces: bool,
+    /// Kill it after this long.
+    pub timeout: Duration,
+    /// More environment.
+    pub extra_env: &'a [(&'a str, String)],
+}
+
+/// Runs one process of `binary` with the runtime preloaded; `key` names its files in the
+/// work directory.
+pub fn run_process(
+    binary: &TestBinary,
+    key: &str,
+    config: &RunConfig,
+    spec: &ProcessSpec,
+) -> ProcessResult {
+    let settings = spec.settings;
     let dir = config.work_dir;
     let stdout = dir.join(format!("{key}.stdout"));
     let stderr = dir.join(format!("{key}.stderr"));
     let started = Instant::now();
     let mut cmd = base_command(binary, config);
-    if binary.harness {
-        let name = test.map(|t| t.name.as_str()).unwrap_or(BASELINE_FILTER);
-        cmd.arg("--exact").arg(name).arg("--nocapture");
-        if test.is_some_and(|t| t.ignored) {
-            cmd.arg("--include-ignored");
-        }
+    cmd.args(spec.args);
+    for (k, v) in spec.extra_env {
+        cmd.env(k, v);
     }
     let mut preload = config.runtime.as_os_str().to_owned();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);
     }
-    if job.quiet_backtraces {
+    if spec.quiet_backtraces {
         cmd.env("RUST_BACKTRACE", "0")
             .env("RUST_LIB_BACKTRACE", "0");
     }
@@ -376,10 +417,7 @@ fn run_one(
         // Dropped only once reaped: the id stays ours until then.
         drop(child);
     });
-    let timeout = test
-        .map(|t| (config.timeouts)(&t.name))
-        .unwrap_or(config.timeout);
-    let waited = match rx.recv_timeout(timeout) {
+    let waited = match rx.recv_timeout(spec.timeout) {
         Ok(s) => Some(s),
         Err(_) => {
             // SAFETY: kill(2) on the process group we created for this child; the waiter

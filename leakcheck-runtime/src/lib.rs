@@ -43,6 +43,9 @@ use tikv_jemalloc_sys as je;
 /// Kept in sync with `cargo-leakcheck/src/protocol.rs`.
 const PREFIX_ENV: &[u8] = b"LEAKCHECK_RUNTIME_PREFIX\0";
 
+/// Environment variable: dump the heap every this many milliseconds (benchmarks).
+const INTERVAL_ENV: &[u8] = b"LEAKCHECK_DUMP_INTERVAL_MS\0";
+
 /// The arena the main thread allocates from in counting mode (u32::MAX: none).
 static MAIN_ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
 
@@ -297,6 +300,31 @@ extern "C" fn write_counts() {
     }
 }
 
+/// Benchmarks: a thread that asks jemalloc for a heap dump every `ms` milliseconds. With
+/// no file name, `prof.dump` names the dump itself under the configured prefix
+/// (`<prefix>.<pid>.<seq>.m<n>.heap`), so nothing here allocates per dump; the dumps'
+/// modification times are the time series.
+fn start_periodic_dumps(ms: u64) {
+    let spawned = std::thread::Builder::new()
+        .name("leakcheck-dumps".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            // SAFETY: "prof.dump" with no new value dumps under the default name (jemalloc
+            // manual, MALLCTL NAMESPACE).
+            unsafe {
+                je::mallctl(
+                    c"prof.dump".as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    0,
+                );
+            }
+        });
+    // Without the thread there are only the start and exit dumps; nothing else to do.
+    drop(spawned);
+}
+
 /// Gives the calling (main) thread an arena of its own, so that counting can leave out
 /// what the harness allocates there.
 fn bind_main_thread_to_own_arena() {
@@ -364,6 +392,20 @@ extern "C" fn leakcheck_init() {
                 bind_main_thread_to_own_arena();
                 atexit(write_counts);
             }
+        }
+    }
+    // SAFETY: as above.
+    let interval = unsafe { getenv(INTERVAL_ENV.as_ptr().cast()) };
+    if !interval.is_null() {
+        // SAFETY: NUL-terminated, from the environment.
+        let text = unsafe { std::ffi::CStr::from_ptr(interval) };
+        if let Some(ms) = text
+            .to_str()
+            .ok()
+            .and_then(|t| t.parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+        {
+            start_periodic_dumps(ms);
         }
     }
     // Child processes the test spawns (compilers, helpers, other binaries) are not what is

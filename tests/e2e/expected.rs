@@ -36,6 +36,9 @@ pub struct Expected {
     /// True when the report must list a stack of kind "one-time" for this test (the
     /// `OnceLock` / `LazyLock` / `lazy_static` / `once_cell` initialisations).
     pub one_time: bool,
+    /// True for a benchmark (`cargo leakcheck bench`): `binary` is the bench target and
+    /// `test` the benchmark's name; "leak" means a stack keeps growing.
+    pub bench: bool,
 }
 
 /// Every verdict a report can give.
@@ -86,6 +89,14 @@ const MISBEHAVING: Target = Target {
     package: "misbehaving",
     binary: "misbehaving",
 };
+const fn bench_target(binary: &'static str) -> Target {
+    Target {
+        fixture: "tests/fixtures/benches",
+        package: "benches",
+        binary,
+    }
+}
+
 /// Judged under the `leakcheck.toml` at its root.
 const CONFIGURED: Target = Target {
     fixture: "tests/fixtures/configured",
@@ -113,6 +124,20 @@ const fn outcome(
         verdict,
         site,
         one_time,
+        bench: false,
+    }
+}
+
+/// A benchmark's expected verdict under `cargo leakcheck bench`.
+const fn bench(
+    target: Target,
+    name: &'static str,
+    verdict: &'static str,
+    site: Option<&'static str>,
+) -> Expected {
+    Expected {
+        bench: true,
+        ..outcome(target, name, verdict, site, false)
     }
 }
 
@@ -260,6 +285,10 @@ pub const EXPECTED: &[Expected] = &[
     clean(DEMO, "frame::tests::frame_round_trip"),
     clean(DEMO, "tree::tests::lone_node_is_its_own_root"),
     clean_one_time(DEMO, "config::tests::defaults_are_sane"),
+    // --- tests/fixtures/benches: `cargo leakcheck bench` ---
+    bench(bench_target("grows"), "grows", "leak", Some("grows")),
+    bench(bench_target("plateau"), "plateau", "clean", None),
+    bench(bench_target("crit"), "sort_1000", "clean", None),
     // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
     clean(CONFIGURED, "tests::cache_warmed_on_purpose"),
     leak(CONFIGURED, "tests::cache_overflow", "cache_overflow"),
@@ -335,6 +364,12 @@ fn expected_table_matches_fixture_sources() {
         }
         assert!(
             e.binary == e.package.replace('-', "_")
+                || (e.bench
+                    && root
+                        .join(e.fixture)
+                        .join("benches")
+                        .join(format!("{}.rs", e.binary))
+                        .is_file())
                 || root
                     .join(e.fixture)
                     .join("tests")
@@ -352,15 +387,26 @@ fn expected_table_matches_fixture_sources() {
         let mut files = Vec::new();
         rust_files(&dir.join("src"), &mut files);
         rust_files(&dir.join("tests"), &mut files);
+        rust_files(&dir.join("benches"), &mut files);
         assert!(!files.is_empty(), "no sources under {}", dir.display());
 
         // Test functions: the first `fn` after each `#[test]` attribute, and each
         // `harness = false` target, whose single test is named after the target.
         let mut test_fns = BTreeSet::new();
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        for e in EXPECTED.iter().filter(|e| e.fixture == fixture && e.bench) {
+            assert!(
+                dir.join("benches")
+                    .join(format!("{}.rs", e.binary))
+                    .is_file(),
+                "{fixture}: bench target {} has a benches/*.rs file",
+                e.binary
+            );
+            test_fns.insert(e.test.rsplit("::").next().unwrap().to_owned());
+        }
         for e in EXPECTED
             .iter()
-            .filter(|e| e.fixture == fixture && e.test == e.binary)
+            .filter(|e| e.fixture == fixture && e.test == e.binary && !e.bench)
         {
             assert!(
                 manifest.contains(&format!("name = \"{}\"", e.binary))

@@ -5,6 +5,7 @@
 mod expected;
 mod harness;
 
+mod bench;
 mod cli_errors;
 mod config;
 mod verdicts;

@@ -33,9 +33,24 @@ pub fn folded_lines(test: &TestReport) -> Vec<String> {
 
 /// Draws the SVG for a test's folded lines.
 pub fn svg(title: &str, lines: &[String], out: impl Write) -> Result<(), String> {
+    svg_titled(
+        title,
+        "memory retained at the end of the test, by allocation stack",
+        lines,
+        out,
+    )
+}
+
+/// Draws an SVG with a given subtitle.
+pub fn svg_titled(
+    title: &str,
+    subtitle: &str,
+    lines: &[String],
+    out: impl Write,
+) -> Result<(), String> {
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
-    options.subtitle = Some("memory retained at the end of the test, by allocation stack".into());
+    options.subtitle = Some(subtitle.into());
     options.count_name = "bytes".into();
     options.colors = "mem"
         .parse()

@@ -3,3 +3,4 @@
 pub mod flamegraph;
 pub mod human;
 pub mod json;
+pub mod plot;

@@ -1,0 +1,570 @@
+//! `cargo leakcheck bench`: runs each benchmark with sampled heap profiling and periodic
+//! heap snapshots, and reports the allocation stacks that keep growing after warm-up
+//! (the rule is in [`crate::growth`]).
+//!
+//! Criterion benches (the package depends on criterion) are listed with `--list` and each
+//! benchmark runs in its own process in criterion's profiling mode (`--profile-time`), so
+//! its growth is its own. Any other bench target runs once, as `cargo bench` runs it, and is
+//! stopped at the time cap: the snapshots taken until then are what is judged.
+
+use crate::analyze::stderr_tail;
+use crate::cargo::{self, TestBinary};
+use crate::classify;
+use crate::cli::{BenchArgs, TestArgs};
+use crate::config;
+use crate::diff;
+use crate::errors::{Error, ExitCode};
+use crate::growth::{self, Snapshot};
+use crate::model::{
+    BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, Settings, StackKind, Verdict,
+    REPORT_VERSION,
+};
+use crate::profile;
+use crate::protocol::{self, Mode, ProfileSettings};
+use crate::report::{flamegraph, human::human_bytes, json, plot};
+use crate::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
+use crate::runtime;
+use crate::symbolize::Symbolizer;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Benchmarks are profiled with one sample per 4 KiB allocated on average: growth
+/// accumulates over thousands of iterations, so sampling sees it, at a fraction of the cost
+/// of exact profiling.
+pub const LG_SAMPLE: u8 = 12;
+
+/// How many stacks a bench's report entry lists (flagged ones first).
+const STACKS_LISTED: usize = 10;
+/// How many stacks its plot draws.
+const STACKS_PLOTTED: usize = 5;
+
+struct Case {
+    binary: usize,
+    name: String,
+    criterion: bool,
+}
+
+/// Runs `cargo leakcheck bench`; returns the exit code.
+pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
+    let growth_cli = args
+        .growth_threshold
+        .as_deref()
+        .map(|t| {
+            config::parse_size(t).map_err(|e| Error::Usage(format!("--growth-threshold: {e}")))
+        })
+        .transpose()?;
+    if args.bench_time == 0 || args.snapshot_interval == 0 {
+        return Err(Error::Usage(
+            "--bench-time and --snapshot-interval must be at least 1".into(),
+        ));
+    }
+    let selection = TestArgs {
+        manifest_path: args.manifest_path.clone(),
+        packages: args.packages.clone(),
+        workspace: args.workspace,
+        features: args.features.clone(),
+        all_features: args.all_features,
+        target_dir: args.target_dir.clone(),
+        ..TestArgs::default()
+    };
+    let ws = cargo::load_workspace(&selection)?;
+    let current = cargo::current_package(&ws, args.manifest_path.as_deref());
+    let selected = cargo::selected_members(&ws, &selection, current.as_deref())?;
+    let (config, warnings) =
+        config::load(args.config.as_deref(), &ws.root).map_err(|e| Error::Config(e.to_string()))?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let out_dir = ws.target_dir.join("leakcheck");
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir)
+            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
+    }
+    let work_dir = out_dir.join("dumps");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+    let runtime = runtime::locate_or_build(args.verbose)?;
+    let binaries = cargo::build_benches(&ws, &selection, &selected, &args.benches, args.verbose)?;
+
+    let filter = TestFilter::default();
+    let cap = Duration::from_secs(args.bench_time);
+    let no_timeout = |_: &str| cap;
+    let run_config = RunConfig {
+        workspace: &ws,
+        runtime: &runtime,
+        work_dir: &work_dir,
+        jobs: 1,
+        timeout: cap,
+        timeouts: &no_timeout,
+        filter: &filter,
+        verbose: args.verbose,
+    };
+    let mut notes = warnings.clone();
+    let cases = list_cases(&binaries, &ws, &args.filters, &mut notes);
+    let settings = ProfileSettings {
+        mode: Mode::Periodic,
+        lg_sample: LG_SAMPLE,
+    };
+    let period = 1u64 << LG_SAMPLE;
+    let mut symbolizers: Vec<Option<Symbolizer>> = binaries.iter().map(|_| None).collect();
+    let mut benches = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let binary = &binaries[case.binary];
+        eprintln!(
+            "{:>12} [{}/{}] {} {} (up to {}s, a snapshot every {} ms)",
+            "Benchmarking",
+            i + 1,
+            cases.len(),
+            binary.target,
+            case.name,
+            args.bench_time,
+            args.snapshot_interval
+        );
+        let key = format!("bench{i}");
+        let bench_args: Vec<String> = if case.criterion {
+            let mut a = vec![
+                "--bench".into(),
+                "--profile-time".into(),
+                args.bench_time.to_string(),
+            ];
+            a.extend(["--exact".into(), case.name.clone()]);
+            a
+        } else {
+            vec!["--bench".into()]
+        };
+        let spec = ProcessSpec {
+            args: &bench_args,
+            settings,
+            quiet_backtraces: false,
+            // Criterion stops itself after --profile-time; give it room to start and finish.
+            timeout: if case.criterion {
+                cap + Duration::from_secs(60)
+            } else {
+                cap
+            },
+            extra_env: &[(protocol::INTERVAL_ENV, args.snapshot_interval.to_string())],
+        };
+        let result = runner::run_process(binary, &key, &run_config, &spec);
+        let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
+        let symbolizer = symbolizers[case.binary].get_or_insert_with(Symbolizer::new);
+        let dumps = protocol::all_dumps(&work_dir, &key, protocol::PRELOAD_STEM);
+        let mut report = judge(binary, case, &result, &dumps, symbolizer, threshold, period);
+        report.growth_threshold_source = source;
+        benches.push(report);
+    }
+    benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));
+    for b in &mut benches {
+        write_artifacts(b, &out_dir, &mut notes);
+    }
+    let report = Report {
+        version: REPORT_VERSION,
+        settings: Settings {
+            sample_period: period,
+            stack_threshold: 0,
+            config: config.path.as_ref().map(|p| p.display().to_string()),
+        },
+        tests: Vec::new(),
+        benches,
+        notes,
+    };
+    json::write(&report, &out_dir.join("report.json"))?;
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| out_dir.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| out_dir.clone());
+    eprint!("{}", render(&report, &ws.root, &shown));
+    let any = |vs: &[Verdict]| report.benches.iter().any(|b| vs.contains(&b.verdict));
+    Ok(if any(&[Verdict::Failed, Verdict::Crashed]) {
+        ExitCode::TestsFailed
+    } else if any(&[Verdict::Leak]) {
+        ExitCode::LeaksFound
+    } else if any(&[Verdict::Error]) {
+        ExitCode::Incomplete
+    } else {
+        ExitCode::Success
+    })
+}
+
+fn list_cases(
+    binaries: &[TestBinary],
+    ws: &cargo::Workspace,
+    filters: &[String],
+    notes: &mut Vec<String>,
+) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (i, b) in binaries.iter().enumerate() {
+        // Per binary: a package that depends on criterion may also have plain benches, and
+        // asking a plain `main` for `--list` would just run it.
+        let criterion = ws.members.get(&b.package).is_some_and(|m| m.uses_criterion)
+            && links_criterion(&b.path);
+        if !criterion {
+            cases.push(Case {
+                binary: i,
+                name: b.target.clone(),
+                criterion: false,
+            });
+            continue;
+        }
+        let listed = std::process::Command::new(&b.path)
+            .args(["--bench", "--list"])
+            .current_dir(
+                ws.members
+                    .get(&b.package)
+                    .map(|m| m.dir.clone())
+                    .unwrap_or_default(),
+            )
+            .output();
+        match listed {
+            Ok(out) if out.status.success() => {
+                for line in String::from_utf8_lossy(&out.stdout).lines() {
+                    if let Some(name) = line.strip_suffix(": benchmark") {
+                        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
+                            cases.push(Case {
+                                binary: i,
+                                name: name.to_string(),
+                                criterion: true,
+                            });
+                        }
+                    }
+                }
+            }
+            Ok(out) => notes.push(format!(
+                "could not list the benchmarks of `{}` ({}): {}",
+                b.id(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => notes.push(format!("could not run `{}`: {e}", b.path.display())),
+        }
+    }
+    cases
+}
+
+/// Whether the executable contains criterion's code (its mangled crate name).
+fn links_criterion(exe: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(exe) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    file.symbols()
+        .any(|s| s.name().is_ok_and(|n| n.contains("9criterion")))
+}
+
+/// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.
+fn judge(
+    binary: &TestBinary,
+    case: &Case,
+    result: &runner::ProcessResult,
+    dumps: &[PathBuf],
+    symbolizer: &mut Symbolizer,
+    threshold: u64,
+    period: u64,
+) -> BenchReport {
+    let stopped_at_cap = result.end == ProcessEnd::TimedOut && !case.criterion;
+    let mut report = BenchReport {
+        package: binary.package.clone(),
+        binary: binary.target.clone(),
+        name: case.name.clone(),
+        verdict: Verdict::Clean,
+        exit: if stopped_at_cap {
+            "stopped at the time cap".into()
+        } else {
+            result.end.describe()
+        },
+        message: None,
+        sample_period: period,
+        growth_threshold: threshold,
+        growth_threshold_source: String::new(),
+        snapshots: 0,
+        duration_seconds: 0.0,
+        stacks: Vec::new(),
+        artifacts: BenchArtifacts::default(),
+    };
+    match &result.end {
+        ProcessEnd::Exited(0) => {}
+        ProcessEnd::TimedOut if stopped_at_cap => {}
+        ProcessEnd::Exited(_) => {
+            report.verdict = Verdict::Failed;
+            report.message = Some(format!(
+                "the bench failed ({}){}",
+                result.end.describe(),
+                stderr_tail(&result.stderr)
+            ));
+        }
+        ProcessEnd::TimedOut => {
+            report.verdict = Verdict::Failed;
+            report.message =
+                Some("criterion did not finish within the time cap plus a minute".into());
+        }
+        ProcessEnd::Signaled(_) => {
+            report.verdict = Verdict::Crashed;
+            report.message = Some(format!(
+                "killed by {}{}",
+                result.end.describe(),
+                stderr_tail(&result.stderr)
+            ));
+        }
+        ProcessEnd::SpawnFailed(e) => {
+            report.verdict = Verdict::Error;
+            report.message = Some(e.clone());
+            return report;
+        }
+    }
+    let mut snapshots = Vec::new();
+    let mut first = None;
+    for path in dumps {
+        let parsed = match profile::read_heap_profile(path) {
+            Ok(p) => p,
+            // A dump cut short by the kill at the time cap: the others still count.
+            Err(_) if path == dumps.last().expect("non-empty") => continue,
+            Err(e) => {
+                report.verdict = Verdict::Error;
+                report.message = Some(e.to_string());
+                return report;
+            }
+        };
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let t = match (first, modified) {
+            (None, Some(m)) => {
+                first = Some(m);
+                0.0
+            }
+            (Some(f), Some(m)) => m.duration_since(f).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            _ => continue,
+        };
+        snapshots.push(Snapshot {
+            seconds: t,
+            profile: diff::normalize(&parsed.unbiased()),
+        });
+    }
+    report.snapshots = snapshots.len();
+    report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
+    let stacks = match growth::analyze(&snapshots, threshold) {
+        Ok(s) => s,
+        Err(e) => {
+            if report.verdict == Verdict::Clean {
+                report.verdict = Verdict::Error;
+            }
+            report.message.get_or_insert(e);
+            return report;
+        }
+    };
+    let exe = binary
+        .path
+        .canonicalize()
+        .unwrap_or_else(|_| binary.path.clone())
+        .display()
+        .to_string();
+    for g in stacks.into_iter().take(STACKS_LISTED) {
+        let mut frames = Vec::new();
+        for k in &g.frames {
+            frames.extend(
+                symbolizer
+                    .symbolize(&k.object, k.file_offset)
+                    .iter()
+                    .cloned(),
+            );
+        }
+        let trimmed = &frames[classify::allocator_prefix_len(&frames)..];
+        let (kind, _) = classify::classify(trimmed, &exe);
+        let last = g.series.last().map(|p| p.1).unwrap_or(0);
+        // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
+        // growth must stand three of those clear of it.
+        let noise = 3.0 * ((last as f64) * period as f64).sqrt();
+        let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
+        report.stacks.push(BenchStack {
+            bytes: last,
+            growth_bytes: g.growth,
+            growth_bytes_per_second: g.bytes_per_second,
+            flagged,
+            kind,
+            frames: trimmed
+                .iter()
+                .map(|f| FrameReport {
+                    function: f.display_name(),
+                    file: f.file.clone(),
+                    line: f.line,
+                    inlined: f.inlined,
+                })
+                .collect(),
+            series: g.series,
+        });
+    }
+    if report.verdict == Verdict::Clean && report.stacks.iter().any(|s| s.flagged) {
+        report.verdict = Verdict::Leak;
+    }
+    report
+}
+
+fn write_artifacts(b: &mut BenchReport, out_dir: &Path, notes: &mut Vec<String>) {
+    if b.verdict != Verdict::Leak {
+        return;
+    }
+    let dir_name = flamegraph::file_stem(&format!("{}-bench-{}", b.package, b.binary));
+    let stem = flamegraph::file_stem(&b.name);
+    let rel = |ext: &str| PathBuf::from(&dir_name).join(format!("{stem}.{ext}"));
+    let mut folded: Vec<String> = b
+        .stacks
+        .iter()
+        .filter(|s| s.flagged && s.growth_bytes > 0)
+        .map(|s| {
+            let path: Vec<String> = s
+                .frames
+                .iter()
+                .rev()
+                .map(|f| f.function.replace(';', ","))
+                .collect();
+            format!(
+                "{} {}",
+                if path.is_empty() {
+                    "[unknown]".into()
+                } else {
+                    path.join(";")
+                },
+                s.growth_bytes
+            )
+        })
+        .collect();
+    folded.sort();
+    let series: Vec<(String, Vec<(f64, u64)>)> = b
+        .stacks
+        .iter()
+        .take(STACKS_PLOTTED)
+        .map(|s| (stack_label(&s.frames, s.flagged), s.series.clone()))
+        .collect();
+    let title = format!("{} {}: retained bytes over time", b.binary, b.name);
+    let result = std::fs::create_dir_all(out_dir.join(&dir_name))
+        .and_then(|_| std::fs::write(out_dir.join(rel("folded")), folded.join("\n") + "\n"))
+        .and_then(|_| {
+            std::fs::write(
+                out_dir.join(rel("plot.svg")),
+                plot::line_chart(&title, &series),
+            )
+        })
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            let file =
+                std::fs::File::create(out_dir.join(rel("svg"))).map_err(|e| e.to_string())?;
+            flamegraph::svg_titled(
+                &format!("{} {}: growth", b.binary, b.name),
+                "memory that kept growing over the later half of the run, by allocation stack",
+                &folded,
+                std::io::BufWriter::new(file),
+            )
+        });
+    match result {
+        Ok(()) => {
+            b.artifacts = BenchArtifacts {
+                flamegraph: Some(rel("svg").display().to_string()),
+                folded: Some(rel("folded").display().to_string()),
+                plot: Some(rel("plot.svg").display().to_string()),
+            };
+        }
+        Err(e) => notes.push(format!(
+            "could not write the artifacts of bench `{}`: {e}",
+            b.name
+        )),
+    }
+}
+
+/// A stack's legend label: its first frame outside std, with file:line when known.
+fn stack_label(frames: &[FrameReport], flagged: bool) -> String {
+    let f = crate::suppressions::identifying_frame(frames, Path::new("/"));
+    let name = f.map(|f| match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!(
+            "{} ({}:{line})",
+            f.function,
+            file.rsplit('/').next().unwrap_or(file)
+        ),
+        _ => f.function.clone(),
+    });
+    format!(
+        "{}{}",
+        if flagged { "GROWS: " } else { "" },
+        name.unwrap_or_else(|| "[unknown]".into())
+    )
+}
+
+/// The human summary of a bench run.
+fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
+    let mut s = String::new();
+    for b in &report.benches {
+        match b.verdict {
+            Verdict::Leak => {
+                let flagged: Vec<&BenchStack> = b.stacks.iter().filter(|st| st.flagged).collect();
+                let growth: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
+                let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
+                let _ = writeln!(
+                    s,
+                    "   GROWS {} {}: +{} ({}/s) over the later half of {:.1}s, in {} stack(s)",
+                    b.binary,
+                    b.name,
+                    human_bytes(growth.max(0) as u64),
+                    human_bytes(rate.max(0.0) as u64),
+                    b.duration_seconds,
+                    flagged.len()
+                );
+                for st in flagged.iter().take(3) {
+                    if let Some(f) = crate::suppressions::identifying_frame(&st.frames, root) {
+                        let at = match (&f.file, f.line) {
+                            (Some(file), Some(line)) => {
+                                let p = Path::new(file);
+                                format!(" ({}:{line})", p.strip_prefix(root).unwrap_or(p).display())
+                            }
+                            _ => String::new(),
+                        };
+                        let _ = writeln!(
+                            s,
+                            "           +{} at {}{at}",
+                            human_bytes(st.growth_bytes.max(0) as u64),
+                            f.function
+                        );
+                    }
+                }
+                if let (Some(p), Some(f)) = (&b.artifacts.plot, &b.artifacts.flamegraph) {
+                    let _ = writeln!(
+                        s,
+                        "           plot: {}\n           flame graph: {}",
+                        out_dir.join(p).display(),
+                        out_dir.join(f).display()
+                    );
+                }
+            }
+            Verdict::Clean => {}
+            other => {
+                let _ = writeln!(
+                    s,
+                    "{:>8} {} {}",
+                    other.as_str().to_uppercase(),
+                    b.binary,
+                    b.name
+                );
+                if let Some(m) = &b.message {
+                    for line in m.lines().take(15) {
+                        let _ = writeln!(s, "           | {line}");
+                    }
+                }
+            }
+        }
+    }
+    let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();
+    let _ = writeln!(
+        s,
+        "\n Summary {} benches: {} clean, {} growing, {} other; sampled at one sample per {} allocated (growth under ~{} over a run is not reliably seen)",
+        report.benches.len(),
+        count(Verdict::Clean),
+        count(Verdict::Leak),
+        report.benches.len() - count(Verdict::Clean) - count(Verdict::Leak),
+        human_bytes(report.settings.sample_period),
+        human_bytes(16 * report.settings.sample_period)
+    );
+    for n in &report.notes {
+        let _ = writeln!(s, "    note {n}");
+    }
+    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
+    s
+}

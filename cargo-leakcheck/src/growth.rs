@@ -1,0 +1,191 @@
+//! Growth over time, for benchmarks (pure): given heap snapshots taken while a benchmark
+//! ran, which allocation stacks keep growing after warm-up?
+//!
+//! The rule. The first half of the run is warm-up and is ignored (caches fill, pools reach
+//! their size, lazy statics initialise). The later half is split in two quarters. A stack
+//! is flagged when its retained bytes rose across the third quarter *and* across the fourth,
+//! and the rise over the whole later half exceeds the growth threshold. A bounded cache or
+//! pool that has reached its size rises no further in the last quarter (a plateau) and is
+//! not flagged; a leak that grows with every iteration rises in both.
+
+use crate::diff::{FrameKey, NormalizedProfile};
+use std::collections::{BTreeMap, HashMap};
+
+/// One heap snapshot and when it was taken, in seconds since the first.
+pub struct Snapshot {
+    /// Seconds since the first snapshot.
+    pub seconds: f64,
+    /// Live bytes per stack (unbiased).
+    pub profile: NormalizedProfile,
+}
+
+/// A stack's retained bytes over time and the verdict of the rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackGrowth {
+    /// The stack, as (object, file offset) frames, innermost first.
+    pub frames: Vec<FrameKey>,
+    /// (seconds, retained bytes) at every snapshot.
+    pub series: Vec<(f64, u64)>,
+    /// Rise in bytes over the later half of the run.
+    pub growth: i64,
+    /// That rise divided by the later half's length.
+    pub bytes_per_second: f64,
+    /// Whether the rule flags it.
+    pub flagged: bool,
+}
+
+/// What the rule needs: at least this many snapshots.
+pub const MIN_SNAPSHOTS: usize = 4;
+
+/// The index of the first snapshot taken at or after `fraction` of the run.
+fn at_fraction(snapshots: &[Snapshot], fraction: f64) -> usize {
+    let end = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
+    let t = end * fraction;
+    snapshots
+        .iter()
+        .position(|s| s.seconds >= t)
+        .unwrap_or(snapshots.len() - 1)
+}
+
+/// Applies the rule to every stack; flagged stacks first, then by final size. Err when
+/// there are too few snapshots to judge.
+pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth>, String> {
+    if snapshots.len() < MIN_SNAPSHOTS {
+        return Err(format!(
+            "only {} heap snapshots were taken; growth needs at least {MIN_SNAPSHOTS} (let the bench run longer)",
+            snapshots.len()
+        ));
+    }
+    let (a, b, c) = (
+        at_fraction(snapshots, 0.5),
+        at_fraction(snapshots, 0.75),
+        snapshots.len() - 1,
+    );
+    let window = (snapshots[c].seconds - snapshots[a].seconds).max(1e-9);
+    let mut keys: BTreeMap<&Vec<FrameKey>, ()> = BTreeMap::new();
+    for s in snapshots {
+        for k in s.profile.stacks.keys() {
+            keys.insert(k, ());
+        }
+    }
+    let value =
+        |s: &Snapshot, k: &Vec<FrameKey>| s.profile.stacks.get(k).map(|c| c.bytes).unwrap_or(0);
+    let mut out: Vec<StackGrowth> = keys
+        .into_keys()
+        .map(|k| {
+            let series: Vec<(f64, u64)> =
+                snapshots.iter().map(|s| (s.seconds, value(s, k))).collect();
+            let (va, vb, vc) = (series[a].1, series[b].1, series[c].1);
+            let growth = vc as i64 - va as i64;
+            StackGrowth {
+                frames: k.clone(),
+                growth,
+                bytes_per_second: growth as f64 / window,
+                flagged: vb > va && vc > vb && growth > threshold as i64,
+                series,
+            }
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        y.flagged
+            .cmp(&x.flagged)
+            .then_with(|| {
+                y.series
+                    .last()
+                    .map(|p| p.1)
+                    .cmp(&x.series.last().map(|p| p.1))
+            })
+            .then_with(|| x.frames.cmp(&y.frames))
+    });
+    Ok(out)
+}
+
+/// Merges the per-stack series of a process's snapshots that belong together (helper for
+/// callers that read several dumps per instant).
+pub fn merge(into: &mut NormalizedProfile, from: NormalizedProfile) {
+    let stacks: &mut HashMap<Vec<FrameKey>, crate::profile::Counts> = &mut into.stacks;
+    for (k, v) in from.stacks {
+        let e = stacks.entry(k).or_default();
+        e.objects += v.objects;
+        e.bytes += v.bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Counts;
+    use std::sync::Arc;
+
+    fn key(n: u64) -> Vec<FrameKey> {
+        vec![FrameKey {
+            object: Arc::from("/bin/bench"),
+            file_offset: n,
+        }]
+    }
+
+    /// Snapshots at t = 0..n-1 seconds; `values[i]` gives (stack, bytes) pairs at t = i.
+    fn snaps(values: &[&[(u64, u64)]]) -> Vec<Snapshot> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Snapshot {
+                seconds: i as f64,
+                profile: NormalizedProfile {
+                    stacks: v
+                        .iter()
+                        .map(|&(k, b)| {
+                            (
+                                key(k),
+                                Counts {
+                                    objects: 1,
+                                    bytes: b,
+                                },
+                            )
+                        })
+                        .collect(),
+                    sample_period: 4096,
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn steady_growth_is_flagged_a_plateau_and_warm_up_are_not() {
+        // Stack 1 grows 100 KiB a second throughout; stack 2 fills a cache during the
+        // first half and then stays flat; stack 3 grows only in the third quarter.
+        let k = 1024;
+        let s = snaps(&[
+            &[(1, 0), (2, 0), (3, 0)],
+            &[(1, 100 * k), (2, 400 * k), (3, 0)],
+            &[(1, 200 * k), (2, 800 * k), (3, 0)],
+            &[(1, 300 * k), (2, 800 * k), (3, 0)],
+            &[(1, 400 * k), (2, 800 * k), (3, 0)],
+            &[(1, 500 * k), (2, 800 * k), (3, 0)],
+            &[(1, 600 * k), (2, 800 * k), (3, 300 * k)],
+            &[(1, 700 * k), (2, 800 * k), (3, 300 * k)],
+            &[(1, 800 * k), (2, 800 * k), (3, 300 * k)],
+        ]);
+        let out = analyze(&s, 64 * k).unwrap();
+        let by = |n: u64| out.iter().find(|g| g.frames == key(n)).unwrap();
+        assert!(by(1).flagged);
+        assert_eq!(by(1).growth, 400 * 1024, "from t=4 (half) to t=8");
+        assert!((by(1).bytes_per_second - 100.0 * 1024.0).abs() < 1e-6);
+        assert!(!by(2).flagged, "plateau");
+        assert!(!by(3).flagged, "no rise in the last quarter");
+        assert_eq!(out[0].frames, key(1), "flagged first");
+        assert_eq!(by(1).series.len(), 9);
+    }
+
+    #[test]
+    fn growth_under_the_threshold_and_too_few_snapshots() {
+        let s = snaps(&[&[(1, 0)], &[(1, 10)], &[(1, 20)], &[(1, 30)], &[(1, 40)]]);
+        assert!(
+            !analyze(&s, 64).unwrap()[0].flagged,
+            "20 bytes over the later half"
+        );
+        assert!(analyze(&s, 10).unwrap()[0].flagged);
+        let e = analyze(&s[..3], 0).unwrap_err();
+        assert!(e.contains("only 3 heap snapshots"), "{e}");
+    }
+}

@@ -1,0 +1,135 @@
+//! A line chart of retained bytes over time, one line per stack, as a standalone SVG a
+//! person can read at a glance: axes with human units, a legend naming each stack.
+
+use super::human::human_bytes;
+use std::fmt::Write;
+
+const WIDTH: f64 = 900.0;
+const HEIGHT: f64 = 420.0;
+const LEFT: f64 = 90.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 50.0;
+const BOTTOM: f64 = 150.0;
+const COLORS: [&str; 6] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Draws `series` (label, points of (seconds, bytes)) under `title`.
+pub fn line_chart(title: &str, series: &[(String, Vec<(f64, u64)>)]) -> String {
+    let max_t = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let max_b = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let x = |t: f64| LEFT + t / max_t * plot_w;
+    let y = |b: f64| TOP + plot_h - b / max_b * plot_h;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<?xml version="1.0" standalone="no"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="Verdana, sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#,
+        WIDTH / 2.0,
+        escape(title)
+    );
+    // Axes and grid: five steps each way.
+    for i in 0..=4 {
+        let f = i as f64 / 4.0;
+        let (gx, gy) = (x(f * max_t), y(f * max_b));
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{:.1}" y2="{gy:.1}" stroke="#ddd"/>"##,
+            WIDTH - RIGHT
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LEFT - 6.0,
+            gy + 4.0,
+            human_bytes((f * max_b) as u64)
+        );
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{gx:.1}" y1="{TOP}" x2="{gx:.1}" y2="{:.1}" stroke="#eee"/>"##,
+            TOP + plot_h
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{gx:.1}" y="{:.1}" text-anchor="middle">{:.1} s</text>"#,
+            TOP + plot_h + 16.0,
+            f * max_t
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="black"/>"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since the first heap snapshot</text>"#,
+        LEFT + plot_w / 2.0,
+        TOP + plot_h + 34.0
+    );
+    for (i, (label, points)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let path: Vec<String> = points
+            .iter()
+            .map(|&(t, b)| format!("{:.1},{:.1}", x(t), y(b as f64)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        let ly = TOP + plot_h + 56.0 + i as f64 * 16.0;
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{LEFT}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
+            ly - 10.0
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{ly:.1}">{}</text>"#,
+            LEFT + 18.0,
+            escape(label)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chart_has_a_line_and_a_legend_entry_per_series() {
+        let svg = line_chart(
+            "growth of b <x>",
+            &[
+                ("a::f (src/a.rs:3)".into(), vec![(0.0, 0), (1.0, 2048)]),
+                ("b".into(), vec![(0.0, 10), (1.0, 10)]),
+            ],
+        );
+        assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("a::f (src/a.rs:3)") && svg.contains("growth of b &lt;x&gt;"));
+        assert!(svg.contains("2.0 KiB"), "the y axis is in human units");
+    }
+}
