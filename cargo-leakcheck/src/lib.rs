@@ -6,7 +6,10 @@
 //! [`profile`] parses a dump; [`diff`] subtracts the harness-only baseline per stack;
 //! [`symbolize`] turns addresses into functions and lines; [`classify`] tells leaks from
 //! one-time initialisation and harness memory; [`analyze`] puts a test's verdict
-//! together; [`report`] writes `report.json`, flame graphs and the human summary.
+//! together under the thresholds and suppressions of [`config`]; [`report`] writes
+//! `report.json`, flame graphs and the human summary. [`passes`] runs an exact counting
+//! pass first and profiles stacks only where it is needed. `cargo leakcheck bench` is
+//! [`bench`], judging heap snapshots over time with the rule in [`growth`].
 //! The analysis stages are pure, so they can be tested on captured dumps.
 #![warn(missing_docs)]
 
