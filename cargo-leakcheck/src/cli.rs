@@ -165,7 +165,7 @@ pub struct TestArgs {
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
-    /// After the run, append a [[suppress]] entry for every failing stack to FILE (with a
+    /// After the run, append a `[[suppress]]` entry for every failing stack to FILE (with a
     /// placeholder reason), so a legacy codebase can turn the check on today.
     #[arg(long, value_name = "FILE")]
     pub write_suppressions: Option<PathBuf>,

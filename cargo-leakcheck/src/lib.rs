@@ -9,7 +9,7 @@
 //! together under the thresholds and suppressions of [`config`]; [`report`] writes
 //! `report.json`, flame graphs and the human summary. [`passes`] runs an exact counting
 //! pass first and profiles stacks only where it is needed. `cargo leakcheck bench` is
-//! [`bench`], judging heap snapshots over time with the rule in [`growth`].
+//! [`bench`](mod@bench), judging heap snapshots over time with the rule in [`growth`].
 //! The analysis stages are pure, so they can be tested on captured dumps.
 #![warn(missing_docs)]
 
