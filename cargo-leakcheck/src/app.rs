@@ -57,14 +57,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     }
 
     // Create the output directory before the long work, so a bad path fails fast.
-    let out_dir = ws.target_dir.join("leakcheck");
-    if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir)
-            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
-    }
-    let work_dir = out_dir.join("dumps");
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+    let (out_dir, work_dir) = prepare_output(&ws.target_dir)?;
 
     let runtime = runtime::locate_or_build(args.verbose)?;
     let binaries = cargo::build_tests(&ws, args, &selected, args.verbose)?;
@@ -183,6 +176,20 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         .unwrap_or_else(|| out_dir.clone());
     eprint!("{}", human::render(&report, &ws.root, &shown_out_dir));
     Ok(exit_code(&report, !results.list_errors.is_empty()))
+}
+
+/// Empties `<target>/leakcheck` (a stale artifact must never pass for a new one) and
+/// creates its `dumps` directory; returns both.
+pub fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf), Error> {
+    let out_dir = target_dir.join("leakcheck");
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir)
+            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
+    }
+    let work_dir = out_dir.join("dumps");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+    Ok((out_dir, work_dir))
 }
 
 /// Timings and memory of the run, kept out of `report.json` so that file stays

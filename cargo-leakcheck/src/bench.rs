@@ -76,14 +76,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    let out_dir = ws.target_dir.join("leakcheck");
-    if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir)
-            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
-    }
-    let work_dir = out_dir.join("dumps");
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+    let (out_dir, work_dir) = crate::app::prepare_output(&ws.target_dir)?;
     let runtime = runtime::locate_or_build(args.verbose)?;
     let binaries = cargo::build_benches(&ws, &selection, &selected, &args.benches, args.verbose)?;
 
@@ -411,23 +404,7 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, notes: &mut Vec<String>)
         .stacks
         .iter()
         .filter(|s| s.flagged && s.growth_bytes > 0)
-        .map(|s| {
-            let path: Vec<String> = s
-                .frames
-                .iter()
-                .rev()
-                .map(|f| f.function.replace(';', ","))
-                .collect();
-            format!(
-                "{} {}",
-                if path.is_empty() {
-                    "[unknown]".into()
-                } else {
-                    path.join(";")
-                },
-                s.growth_bytes
-            )
-        })
+        .map(|s| flamegraph::folded_line(&s.frames, s.growth_bytes as u64))
         .collect();
     folded.sort();
     let series: Vec<(String, Vec<(f64, u64)>)> = b

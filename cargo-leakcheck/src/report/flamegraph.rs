@@ -11,24 +11,26 @@ pub fn folded_lines(test: &TestReport) -> Vec<String> {
         .stacks
         .iter()
         .filter(|s| s.kind == StackKind::Leak && s.bytes > 0 && s.suppression.is_none())
-        .map(|s| {
-            let path: Vec<String> = s
-                .frames
-                .iter()
-                .rev()
-                // `;` separates frames in the folded format; array types contain it.
-                .map(|f| f.function.replace(';', ","))
-                .collect();
-            let path = if path.is_empty() {
-                "[unknown]".to_string()
-            } else {
-                path.join(";")
-            };
-            format!("{path} {}", s.bytes)
-        })
+        .map(|s| folded_line(&s.frames, s.bytes))
         .collect();
     lines.sort();
     lines
+}
+
+/// One folded-stack line: frames outermost first, then the weight.
+pub fn folded_line(frames: &[crate::model::FrameReport], weight: u64) -> String {
+    let path: Vec<String> = frames
+        .iter()
+        .rev()
+        // `;` separates frames in the folded format; array types contain it.
+        .map(|f| f.function.replace(';', ","))
+        .collect();
+    let path = if path.is_empty() {
+        "[unknown]".to_string()
+    } else {
+        path.join(";")
+    };
+    format!("{path} {weight}")
 }
 
 /// Draws the SVG for a test's folded lines.
