@@ -13,7 +13,7 @@ use crate::profile;
 use crate::runner::{ProcessEnd, ProcessResult};
 use crate::symbolize::{Frame, Symbolizer};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the analysis knows about one test binary, shared by all its tests.
 pub struct BinaryAnalysis {
@@ -217,8 +217,8 @@ pub fn analyze_test(
         ProcessEnd::TimedOut => {
             report.verdict = Verdict::Timeout;
             report.message = Some(format!(
-                "killed after {:.1}s; a killed process writes no heap dump, so its leaks cannot be analysed",
-                result.duration.as_secs_f64()
+                "killed after {:.1}s, its timeout; a killed process writes no heap dump, so its leaks cannot be analysed",
+                result.timeout.as_secs_f64()
             ));
             return report;
         }
@@ -395,12 +395,18 @@ fn frame_report(f: &Frame) -> FrameReport {
     }
 }
 
-/// The last lines of a captured output file, formatted to follow a message.
-pub fn stderr_tail(path: &PathBuf) -> String {
+/// The last lines of a captured output file, formatted to follow a message. Thread ids in
+/// panic messages (`thread 'x' (1234) panicked`, Rust 1.89+) differ from run to run and
+/// are removed, so the report stays deterministic.
+pub fn stderr_tail(path: &Path) -> String {
     let Ok(text) = std::fs::read_to_string(path) else {
         return String::new();
     };
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(redact_thread_id)
+        .collect();
     if lines.is_empty() {
         return String::new();
     }
@@ -408,9 +414,24 @@ pub fn stderr_tail(path: &PathBuf) -> String {
     format!("; last lines of its stderr:\n{}", tail.join("\n"))
 }
 
+/// `thread 'name' (1234) panicked at …` -> `thread 'name' panicked at …`.
+fn redact_thread_id(line: &str) -> String {
+    if let Some(rest) = line.strip_prefix("thread '") {
+        if let Some((name, after)) = rest.split_once("' (") {
+            if let Some((id, tail)) = after.split_once(") ") {
+                if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+                    return format!("thread '{name}' {tail}");
+                }
+            }
+        }
+    }
+    line.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     /// A captured dump, copied to a scratch directory with its test binary renamed to a
@@ -445,6 +466,7 @@ mod tests {
         ProcessResult {
             end: ProcessEnd::Exited(code),
             duration: Duration::from_millis(5),
+            timeout: Duration::from_secs(300),
             peak_rss_kib: None,
             counts: None,
             preload_dumps: vec![dump],
@@ -550,6 +572,26 @@ mod tests {
         );
         assert_eq!(r.verdict, Verdict::Failed);
         assert_eq!(r.retained_bytes, 112);
+    }
+
+    #[test]
+    fn thread_ids_are_redacted_from_quoted_stderr() {
+        assert_eq!(
+            redact_thread_id("thread 'tests::x' (1894) panicked at src/lib.rs:3:5:"),
+            "thread 'tests::x' panicked at src/lib.rs:3:5:"
+        );
+        assert_eq!(
+            redact_thread_id("thread 'main' panicked at a.rs:1:1:"),
+            "thread 'main' panicked at a.rs:1:1:"
+        );
+        assert_eq!(
+            redact_thread_id("thread 'x' (abc) panicked"),
+            "thread 'x' (abc) panicked"
+        );
+        assert_eq!(
+            redact_thread_id("note: run with RUST_BACKTRACE=1"),
+            "note: run with RUST_BACKTRACE=1"
+        );
     }
 
     #[test]

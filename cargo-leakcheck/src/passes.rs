@@ -187,6 +187,7 @@ mod tests {
         ProcessResult {
             end,
             duration: Duration::ZERO,
+            timeout: Duration::ZERO,
             peak_rss_kib: None,
             counts: counts.map(|(objects, bytes)| ExitCounts { objects, bytes }),
             preload_dumps: Vec::new(),

@@ -104,6 +104,8 @@ pub struct ProcessResult {
     pub end: ProcessEnd,
     /// Wall time.
     pub duration: Duration,
+    /// The time limit it ran under.
+    pub timeout: Duration,
     /// Peak resident set size of the process, in KiB, when it was reaped normally.
     pub peak_rss_kib: Option<u64>,
     /// The runtime's exit counters (counting mode only, when it wrote them).
@@ -449,6 +451,7 @@ pub fn run_process(
     ProcessResult {
         end,
         duration: started.elapsed(),
+        timeout: spec.timeout,
         peak_rss_kib,
         counts: std::fs::read_to_string(&counts_file)
             .ok()
@@ -483,6 +486,7 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
     ProcessResult {
         end,
         duration: Duration::ZERO,
+        timeout: Duration::ZERO,
         peak_rss_kib: None,
         counts: None,
         preload_dumps: Vec::new(),
