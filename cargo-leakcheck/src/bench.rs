@@ -448,22 +448,32 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, notes: &mut Vec<String>)
     }
 }
 
-/// A stack's legend label: its first frame outside std, with file:line when known.
+/// A stack's legend label: its first frame outside std (with file:line when known), and
+/// the innermost frame when that is a different one, since several stacks often pass
+/// through the same function (`handle_request`, and the `Vec` it grows).
 fn stack_label(frames: &[FrameReport], flagged: bool) -> String {
-    let f = crate::suppressions::identifying_frame(frames, Path::new("/"));
-    let name = f.map(|f| match (&f.file, f.line) {
+    let text = |f: &FrameReport| match (&f.file, f.line) {
         (Some(file), Some(line)) => format!(
             "{} ({}:{line})",
             f.function,
             file.rsplit('/').next().unwrap_or(file)
         ),
         _ => f.function.clone(),
-    });
-    format!(
-        "{}{}",
-        if flagged { "GROWS: " } else { "" },
-        name.unwrap_or_else(|| "[unknown]".into())
-    )
+    };
+    let mut label = match crate::suppressions::identifying_frame(frames, Path::new("/")) {
+        Some(f) => text(f),
+        None => "[unknown]".into(),
+    };
+    if let Some(first) = frames.first() {
+        if !label.starts_with(&first.function) {
+            let mut inner: String = first.function.chars().take(60).collect();
+            if inner.len() < first.function.len() {
+                inner.push('…');
+            }
+            label = format!("{label}, allocating in {inner}");
+        }
+    }
+    format!("{}{label}", if flagged { "GROWS: " } else { "" })
 }
 
 /// The human summary of a bench run.
@@ -544,4 +554,32 @@ fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     }
     let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(name: &str) -> FrameReport {
+        FrameReport {
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined: false,
+        }
+    }
+
+    #[test]
+    fn labels_tell_stacks_through_the_same_function_apart() {
+        let direct = [frame("grows::handle_request"), frame("grows::main")];
+        let via_vec = [
+            frame("alloc::raw_vec::RawVec<T,A>::grow_one"),
+            frame("grows::handle_request"),
+        ];
+        assert_eq!(stack_label(&direct, true), "GROWS: grows::handle_request");
+        assert_eq!(
+            stack_label(&via_vec, false),
+            "grows::handle_request, allocating in alloc::raw_vec::RawVec<T,A>::grow_one"
+        );
+    }
 }
