@@ -5,15 +5,18 @@
 
 use crate::classify;
 use crate::config::{Effective, Suppression};
-use crate::diff::{self, NormalizedProfile};
+use crate::diff::{self, FrameKey, NormalizedProfile};
+use crate::entry::Entry;
 use crate::model::{
-    Allowance, Artifacts, FrameReport, StackKind, StackReport, TestReport, Verdict,
+    Allowance, Artifacts, ExtraRuns, FrameReport, Retained as RetainedCounts, RunGrowth, StackKind,
+    StackReport, TestReport, Verdict,
 };
-use crate::profile;
+use crate::profile::{self, Counts};
+use crate::rerun;
 use crate::runner::{ProcessEnd, ProcessResult};
 use crate::symbolize::{Frame, Symbolizer};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the analysis knows about one test binary, shared by all its tests.
 pub struct BinaryAnalysis {
@@ -124,8 +127,13 @@ pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, String> {
     if result.preload_dumps.is_empty() {
         return Err("the process wrote no heap dump".into());
     }
+    load_paths(result.preload_dumps.iter().chain(result.app_dumps.iter()))
+}
+
+/// Reads dumps of one moment of one process and merges them.
+fn load_paths<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> Result<NormalizedProfile, String> {
     let mut merged: Option<NormalizedProfile> = None;
-    for path in result.preload_dumps.iter().chain(result.app_dumps.iter()) {
+    for path in paths {
         let parsed = profile::read_heap_profile(path).map_err(|e| e.to_string())?;
         let norm = diff::normalize(&parsed.unbiased());
         match &mut merged {
@@ -133,13 +141,115 @@ pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, String> {
             Some(m) => {
                 for (k, v) in norm.stacks {
                     let e = m.stacks.entry(k).or_default();
-                    e.objects += v.objects;
-                    e.bytes += v.bytes;
+                    e.objects = e.objects.saturating_add(v.objects);
+                    e.bytes = e.bytes.saturating_add(v.bytes);
                 }
             }
         }
     }
-    Ok(merged.expect("at least one dump"))
+    merged.ok_or_else(|| "no heap dump".to_string())
+}
+
+/// Live counts per stack after the test's own run and after each extra run, stacks cut at
+/// the call of the entry point (see [`rerun::cut_at_entry`]), so that what the first run
+/// and the extra runs allocated at the same place add up.
+pub fn run_series(
+    result: &ProcessResult,
+    exe: &str,
+    entry: &Entry,
+) -> Result<HashMap<Vec<FrameKey>, Vec<Counts>>, String> {
+    let first = load_dumps(result)?;
+    let kinds = 1 + usize::from(!result.app_dumps.is_empty());
+    let mut profiles = vec![first];
+    for (k, dumps) in result.run_dumps.iter().enumerate() {
+        if dumps.len() != kinds {
+            return Err(format!(
+                "the heap dump after extra run {} is missing",
+                k + 1
+            ));
+        }
+        profiles.push(load_paths(dumps.iter())?);
+    }
+    let n = profiles.len();
+    let mut series: HashMap<Vec<FrameKey>, Vec<Counts>> = HashMap::new();
+    for (k, p) in profiles.iter().enumerate() {
+        for (frames, c) in &p.stacks {
+            let cut = rerun::cut_at_entry(frames, exe, entry.file_range).to_vec();
+            let at = &mut series
+                .entry(cut)
+                .or_insert_with(|| vec![Counts::default(); n])[k];
+            at.objects = at.objects.saturating_add(c.objects);
+            at.bytes = at.bytes.saturating_add(c.bytes);
+        }
+    }
+    Ok(series)
+}
+
+/// One retained stack to judge: its frames, what the first run retained beyond the
+/// harness, and what each extra run added, when extra runs were made.
+pub struct Retained {
+    /// Frames, innermost first.
+    pub frames: Vec<FrameKey>,
+    /// Retained by the test's own run, beyond the baseline.
+    pub live: Counts,
+    /// Added by each extra run.
+    pub growth: Option<Vec<RunGrowth>>,
+}
+
+/// Pairs each retained stack with its growth over the extra runs; adds the stacks that
+/// the first run did not retain but that grew on every extra run.
+pub fn with_growth(
+    deltas: Vec<diff::StackDelta>,
+    series: Option<&HashMap<Vec<FrameKey>, Vec<Counts>>>,
+    exe: &str,
+    entry: Option<&Entry>,
+) -> Vec<Retained> {
+    let (Some(series), Some(entry)) = (series, entry) else {
+        return deltas
+            .into_iter()
+            .map(|d| Retained {
+                frames: d.frames,
+                live: d.live,
+                growth: None,
+            })
+            .collect();
+    };
+    let growth_of = |s: &[Counts]| -> Vec<RunGrowth> {
+        s.windows(2)
+            .map(|w| RunGrowth {
+                objects: w[1].objects as i64 - w[0].objects as i64,
+                bytes: w[1].bytes as i64 - w[0].bytes as i64,
+            })
+            .collect()
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<Retained> = deltas
+        .into_iter()
+        .map(|d| {
+            let cut = rerun::cut_at_entry(&d.frames, exe, entry.file_range).to_vec();
+            let growth = series.get(&cut).map(|s| growth_of(s));
+            seen.insert(cut);
+            Retained {
+                frames: d.frames,
+                live: d.live,
+                growth,
+            }
+        })
+        .collect();
+    let mut late: Vec<(&Vec<FrameKey>, &Vec<Counts>)> = series
+        .iter()
+        .filter(|(cut, s)| {
+            !seen.contains(*cut)
+                && rerun::grows_every_run(&s.iter().map(|c| c.bytes).collect::<Vec<_>>())
+        })
+        .collect();
+    late.sort_by(|a, b| a.0.cmp(b.0));
+    out.extend(late.into_iter().map(|(cut, s)| Retained {
+        frames: cut.clone(),
+        live: Counts::default(),
+        growth: Some(growth_of(s)),
+    }));
+    out
 }
 
 /// Identifies a test for the report.
@@ -174,9 +284,15 @@ impl Policy<'_> {
 }
 
 /// The report of a test the counting pass proved clean: it passed, and nothing it
-/// allocated off the harness's main thread was live when its process ended.
-pub fn proven_clean(id: &TestIdentity, result: &ProcessResult, policy: &Policy) -> TestReport {
-    clean_report(id, result, policy, "counters")
+/// allocated off the harness's main thread was live when its process ended, or extra runs
+/// of it in the same process added nothing to what it left.
+pub fn proven_clean(
+    id: &TestIdentity,
+    result: &ProcessResult,
+    policy: &Policy,
+    reruns: &rerun::Outcome,
+) -> TestReport {
+    clean_report(id, result, policy, "counters", reruns)
 }
 
 /// A clean report with nothing retained, to be filled in.
@@ -185,7 +301,17 @@ fn clean_report(
     result: &ProcessResult,
     policy: &Policy,
     method: &'static str,
+    reruns: &rerun::Outcome,
 ) -> TestReport {
+    let first_run_retained =
+        result
+            .record
+            .as_ref()
+            .and_then(|r| r.counts())
+            .map(|c| RetainedCounts {
+                objects: c.objects.max(0) as u64,
+                bytes: c.bytes.max(0) as u64,
+            });
     TestReport {
         package: id.package.to_string(),
         binary: id.binary.to_string(),
@@ -201,7 +327,18 @@ fn clean_report(
         message: None,
         stacks: Vec::new(),
         artifacts: Artifacts::default(),
+        extra_runs: ExtraRuns::from_outcome(reruns),
+        first_run_retained,
     }
+}
+
+/// What the test's extra runs give the analysis: how they went, and the entry point their
+/// stacks pass through.
+pub struct Reruns<'a> {
+    /// How they went.
+    pub outcome: &'a rerun::Outcome,
+    /// The test's entry point.
+    pub entry: Option<&'a Entry>,
 }
 
 /// Analyses one test.
@@ -210,8 +347,9 @@ pub fn analyze_test(
     result: &ProcessResult,
     bin: &mut BinaryAnalysis,
     policy: &Policy,
+    reruns: &Reruns,
 ) -> TestReport {
-    let mut report = clean_report(id, result, policy, "stacks");
+    let mut report = clean_report(id, result, policy, "stacks", reruns.outcome);
     let code = match &result.end {
         ProcessEnd::Exited(c) => *c,
         ProcessEnd::TimedOut => {
@@ -255,7 +393,25 @@ pub fn analyze_test(
     };
     let before = bin.baseline.as_ref().unwrap_or(&empty);
     let deltas = diff::diff(&after, before);
-    report.stacks = judge_stacks(&deltas, bin, policy);
+    // Growth over the extra runs, when they were all made and measured.
+    let series = match reruns.entry {
+        Some(entry) if reruns.outcome.usable() && code == 0 => {
+            match run_series(result, &bin.exe, entry) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let unusable = rerun::Outcome {
+                        made: reruns.outcome.made,
+                        status: rerun::Status::Unavailable(e),
+                    };
+                    report.extra_runs = ExtraRuns::from_outcome(&unusable);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let retained = with_growth(deltas, series.as_ref(), &bin.exe, reruns.entry);
+    report.stacks = judge_stacks(&retained, bin, policy);
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes += s.bytes;
         report.retained_objects += s.objects;
@@ -268,7 +424,8 @@ pub fn analyze_test(
         .filter(|s| s.suppression.is_none())
         .filter(|s| {
             s.kind == StackKind::Leak
-                || (s.kind == StackKind::OneTime && policy.effective.one_time_fails)
+                || (matches!(s.kind, StackKind::OneTime | StackKind::ProcessLifetime)
+                    && policy.effective.one_time_fails)
         })
         .map(|s| s.bytes)
         .sum();
@@ -300,19 +457,51 @@ pub fn analyze_test(
     report
 }
 
+/// The kind of a stack once its growth over the extra runs is known: a stack of the code
+/// under test that grew in every extra run is a leak whatever its frames suggest; one that
+/// did not is process-lifetime state (or stays one-time or harness memory).
+pub fn kind_with_growth(
+    kind: StackKind,
+    growth: Option<&[RunGrowth]>,
+) -> (StackKind, Option<String>) {
+    let Some(growth) = growth.filter(|g| !g.is_empty()) else {
+        return (kind, None);
+    };
+    let n = growth.len();
+    let grew = growth.iter().all(|g| g.bytes > 0);
+    match (kind, grew) {
+        (StackKind::Leak | StackKind::OneTime, true) => (
+            StackKind::Leak,
+            Some(format!("grew in every one of {n} extra runs of the test")),
+        ),
+        (StackKind::Leak, false) => (
+            StackKind::ProcessLifetime,
+            Some(format!(
+                "kept by the test's run; {} extra runs did not add to it every time",
+                n
+            )),
+        ),
+        (other, _) => (other, None),
+    }
+}
+
 /// Symbolizes, trims, classifies and judges the retained stacks (thresholds,
 /// suppressions), merging stacks that symbolize identically; largest first.
 pub fn judge_stacks(
-    deltas: &[diff::StackDelta],
+    retained: &[Retained],
     bin: &mut BinaryAnalysis,
     policy: &Policy,
 ) -> Vec<StackReport> {
-    // (kind, frames) -> (bytes, objects, reason)
-    type Merged = HashMap<(StackKind, Vec<FrameReport>), (u64, u64, Option<String>)>;
-    let mut merged: Merged = HashMap::new();
-    for delta in deltas {
+    struct Merged {
+        bytes: u64,
+        objects: u64,
+        reason: Option<String>,
+        growth: Vec<RunGrowth>,
+    }
+    let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
+    for r in retained {
         let mut frames: Vec<Frame> = Vec::new();
-        for key in &delta.frames {
+        for key in &r.frames {
             frames.extend(
                 bin.symbolizer
                     .symbolize(&key.object, key.file_offset)
@@ -321,31 +510,48 @@ pub fn judge_stacks(
             );
         }
         let trimmed = &frames[classify::allocator_prefix_len(&frames)..];
-        let (kind, reason) = classify::classify(trimmed, &bin.exe);
+        let (classified, why) = classify::classify(trimmed, &bin.exe);
+        let (kind, grown_why) = kind_with_growth(classified, r.growth.as_deref());
         let shown: Vec<FrameReport> = trimmed.iter().map(frame_report).collect();
-        let e = merged.entry((kind, shown)).or_insert((0, 0, reason));
-        e.0 += delta.live.bytes;
-        e.1 += delta.live.objects;
+        let e = merged.entry((kind, shown)).or_insert(Merged {
+            bytes: 0,
+            objects: 0,
+            reason: grown_why.or(why),
+            growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
+        });
+        e.bytes += r.live.bytes;
+        e.objects += r.live.objects;
+        for (sum, g) in e.growth.iter_mut().zip(r.growth.iter().flatten()) {
+            sum.objects += g.objects;
+            sum.bytes += g.bytes;
+        }
     }
     let effective = policy.effective;
     let mut stacks: Vec<StackReport> = merged
         .into_iter()
-        .map(|((kind, frames), (bytes, objects, reason))| {
-            let judged =
-                kind == StackKind::Leak || (kind == StackKind::OneTime && effective.one_time_fails);
+        .map(|((kind, frames), m)| {
+            let judged = kind == StackKind::Leak
+                || (matches!(kind, StackKind::OneTime | StackKind::ProcessLifetime)
+                    && effective.one_time_fails);
             let mut stack = StackReport {
-                bytes,
-                objects,
+                bytes: m.bytes,
+                objects: m.objects,
                 kind,
-                reason,
+                reason: m.reason,
                 fails: false,
                 allowed: None,
                 suppression: None,
+                growth_per_run: m.growth,
                 frames,
             };
             if !judged {
                 return stack;
             }
+            // A leak found by its growth is as large as what it adds per run, at least.
+            let size = match (kind, stack.min_growth()) {
+                (StackKind::Leak, Some(g)) => stack.bytes.max(g.max(0) as u64),
+                _ => stack.bytes,
+            };
             if let Some((index, s)) = policy
                 .suppressions
                 .iter()
@@ -362,7 +568,7 @@ pub fn judge_stacks(
                     ),
                     reason: Some(s.reason.clone()),
                 });
-            } else if bytes > effective.stack_threshold {
+            } else if size > effective.stack_threshold {
                 stack.fails = true;
             } else {
                 stack.allowed = Some(Allowance {
@@ -455,6 +661,21 @@ mod tests {
 
     const MISSING_EXE: &str = "/nonexistent/probe/t";
 
+    /// Analyses a test that had no extra runs.
+    fn analyze_single(
+        id: &TestIdentity,
+        result: &ProcessResult,
+        bin: &mut BinaryAnalysis,
+        policy: &Policy,
+    ) -> TestReport {
+        let none = rerun::Outcome::none(rerun::Status::Off);
+        let reruns = Reruns {
+            outcome: &none,
+            entry: None,
+        };
+        analyze_test(id, result, bin, policy, &reruns)
+    }
+
     fn eff(stack_threshold: u64) -> Effective {
         let mut e =
             crate::config::Config::default().effective("t", &crate::config::Settings::default());
@@ -468,7 +689,8 @@ mod tests {
             duration: Duration::from_millis(5),
             timeout: Duration::from_secs(300),
             peak_rss_kib: None,
-            counts: None,
+            record: None,
+            run_dumps: Vec::new(),
             preload_dumps: vec![dump],
             app_dumps: Vec::new(),
             stdout: PathBuf::from("/nonexistent/stdout"),
@@ -504,7 +726,7 @@ mod tests {
         std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
 
         let mut bin = probe_binary();
-        let broken = analyze_test(
+        let broken = analyze_single(
             &id("tests::broken"),
             &exited(0, truncated.clone()),
             &mut bin,
@@ -519,7 +741,7 @@ mod tests {
         assert!(message.contains("truncated"), "{message}");
 
         // The same binary's next test is analysed as if nothing happened.
-        let leaks = analyze_test(
+        let leaks = analyze_single(
             &id("tests::leaks"),
             &exited(0, testdata("leaks.heap")),
             &mut bin,
@@ -543,7 +765,7 @@ mod tests {
         let mut bin = probe_binary();
         let mut none = exited(0, PathBuf::new());
         none.preload_dumps.clear();
-        let r = analyze_test(
+        let r = analyze_single(
             &id("tests::no_dump"),
             &none,
             &mut bin,
@@ -554,7 +776,7 @@ mod tests {
 
         let mut killed = none.clone();
         killed.end = ProcessEnd::Signaled(11);
-        let r = analyze_test(
+        let r = analyze_single(
             &id("tests::segv"),
             &killed,
             &mut bin,
@@ -564,7 +786,7 @@ mod tests {
         assert!(r.message.unwrap().contains("SIGSEGV"));
 
         // A failing test's dump is still analysed.
-        let r = analyze_test(
+        let r = analyze_single(
             &id("tests::fails"),
             &exited(101, testdata("leaks.heap")),
             &mut bin,
@@ -597,7 +819,7 @@ mod tests {
     #[test]
     fn threshold_is_per_stack_and_strictly_greater() {
         let mut bin = probe_binary();
-        let at = analyze_test(
+        let at = analyze_single(
             &id("tests::leaks"),
             &exited(0, testdata("leaks.heap")),
             &mut bin,
@@ -609,7 +831,7 @@ mod tests {
             "112 bytes do not exceed a 112-byte threshold"
         );
         assert_eq!(at.retained_bytes, 112, "but they are still reported");
-        let below = analyze_test(
+        let below = analyze_single(
             &id("tests::leaks"),
             &exited(0, testdata("leaks.heap")),
             &mut bin,
@@ -622,7 +844,7 @@ mod tests {
     fn allowed_stacks_say_what_allowed_them_and_test_threshold_adds_up() {
         let mut bin = probe_binary();
         let leaks = || exited(0, testdata("leaks.heap"));
-        let at = analyze_test(
+        let at = analyze_single(
             &id("tests::leaks"),
             &leaks(),
             &mut bin,
@@ -647,7 +869,7 @@ mod tests {
         let mut e = eff(1024);
         e.test_threshold = Some(100);
         e.test_threshold_source = "[defaults]".into();
-        let total = analyze_test(
+        let total = analyze_single(
             &id("tests::leaks"),
             &leaks(),
             &mut bin,
@@ -671,7 +893,7 @@ mod tests {
             effective: &e0,
             suppressions: vec![(0, &config.suppress[0])],
         };
-        let suppressed = analyze_test(&id("tests::leaks"), &leaks(), &mut bin, &policy);
+        let suppressed = analyze_single(&id("tests::leaks"), &leaks(), &mut bin, &policy);
         assert_eq!(suppressed.verdict, Verdict::Clean);
         assert_eq!(suppressed.retained_bytes, 112, "still reported");
         let stack = suppressed

@@ -26,12 +26,19 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         test_threshold: size("--test-threshold", &args.test_threshold)?,
         one_time_fails: None,
         timeout: args.timeout,
+        extra_runs: args.extra_runs,
     };
     if args.jobs == Some(0) {
         return Err(Error::Usage("-j/--jobs must be at least 1".into()));
     }
     if args.timeout == Some(0) {
         return Err(Error::Usage("--timeout must be at least 1 second".into()));
+    }
+    if args.extra_runs.is_some_and(|n| n > config::MAX_EXTRA_RUNS) {
+        return Err(Error::Usage(format!(
+            "--extra-runs must be at most {}",
+            config::MAX_EXTRA_RUNS
+        )));
     }
     let ws = cargo::load_workspace(args)?;
     let current = cargo::current_package(&ws, args.manifest_path.as_deref());
@@ -78,6 +85,8 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let filter = TestFilter::from_args(&args.filters);
     let settings = ProfileSettings::default();
     let timeout_of = |name: &str| Duration::from_secs(config.effective(name, &cli).timeout);
+    let extra_runs_of = |name: &str| config.effective(name, &cli).extra_runs;
+    let lifetime_fails_of = |name: &str| config.effective(name, &cli).one_time_fails;
     let run_config = RunConfig {
         workspace: &ws,
         runtime: &runtime,
@@ -85,6 +94,8 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         jobs,
         timeout: Duration::from_secs(config.effective("", &cli).timeout),
         timeouts: &timeout_of,
+        extra_runs: &extra_runs_of,
+        lifetime_fails: &lifetime_fails_of,
         filter: &filter,
         verbose: args.verbose,
     };
@@ -357,7 +368,7 @@ fn analyse_binary(
                 .collect(),
         };
         let mut report = if method == Method::Counters {
-            analyze::proven_clean(&id, &results.results[i], &policy)
+            analyze::proven_clean(&id, &results.results[i], &policy, &results.reruns[i])
         } else {
             let analysis = analysis.get_or_insert_with(|| {
                 let started = std::time::Instant::now();
@@ -369,7 +380,11 @@ fn analyse_binary(
                 a
             });
             let started = std::time::Instant::now();
-            let r = analyze::analyze_test(&id, &results.results[i], analysis, &policy);
+            let reruns = analyze::Reruns {
+                outcome: &results.reruns[i],
+                entry: results.entries[i].as_ref(),
+            };
+            let r = analyze::analyze_test(&id, &results.results[i], analysis, &policy, &reruns);
             out.timings
                 .analysis
                 .insert(test_key(&r), started.elapsed().as_secs_f64());

@@ -83,6 +83,8 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     let filter = TestFilter::default();
     let cap = Duration::from_secs(args.bench_time);
     let no_timeout = |_: &str| cap;
+    let no_extra_runs = |_: &str| 0;
+    let never = |_: &str| false;
     let run_config = RunConfig {
         workspace: &ws,
         runtime: &runtime,
@@ -90,6 +92,8 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         jobs: 1,
         timeout: cap,
         timeouts: &no_timeout,
+        extra_runs: &no_extra_runs,
+        lifetime_fails: &never,
         filter: &filter,
         verbose: args.verbose,
     };

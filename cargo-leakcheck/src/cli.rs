@@ -175,6 +175,12 @@ pub struct TestArgs {
     #[arg(long)]
     pub stacks_for_all: bool,
 
+    /// How many times a test that retained memory runs again in its own process, to tell
+    /// what grows on every run (a leak) from what the process keeps (0 turns it off)
+    /// [default: 5, or `extra-runs` in leakcheck.toml].
+    #[arg(long, value_name = "N")]
+    pub extra_runs: Option<u32>,
+
     /// Print the commands being run.
     #[arg(short, long)]
     pub verbose: bool,

@@ -21,6 +21,9 @@ pub const FILE_NAMES: [&str; 2] = ["leakcheck.toml", ".config/leakcheck.toml"];
 /// Built-in per-test timeout, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
+/// The most extra runs a test may be given.
+pub const MAX_EXTRA_RUNS: u32 = 100;
+
 /// Parses a human size: `0`, `512B`, `4KiB`, `1.5MiB`, `2GiB`; also `KB`/`MB`/`GB`
 /// (decimal). Case-insensitive, optional space before the unit.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -138,6 +141,8 @@ pub struct Settings {
     pub one_time_fails: Option<bool>,
     /// `timeout`, seconds.
     pub timeout: Option<u64>,
+    /// `extra-runs`: how many times a retaining test runs again in its process.
+    pub extra_runs: Option<u32>,
 }
 
 /// A `[[tests]]` entry.
@@ -376,6 +381,24 @@ impl Reader<'_> {
         }
     }
 
+    fn extra_runs(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u32> {
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u32>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n <= MAX_EXTRA_RUNS => Some(n),
+            _ => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected a whole number of runs from 0 (off) to {MAX_EXTRA_RUNS}"),
+                );
+                None
+            }
+        }
+    }
+
     fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
         match v.get_ref() {
             DeValue::String(s) => Some(s.to_string()),
@@ -392,11 +415,12 @@ impl Reader<'_> {
 
     /// Reads the setting keys of a table; `extra` lists further keys the caller handles.
     fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> Settings {
-        const KEYS: [&str; 4] = [
+        const KEYS: [&str; 5] = [
             "stack-threshold",
             "test-threshold",
             "one-time-fails",
             "timeout",
+            "extra-runs",
         ];
         let mut s = Settings::default();
         for (k, v) in table.iter() {
@@ -407,6 +431,7 @@ impl Reader<'_> {
                 "test-threshold" => s.test_threshold = self.size(&key, v),
                 "one-time-fails" => s.one_time_fails = self.boolean(&key, v),
                 "timeout" => s.timeout = self.seconds(&key, v),
+                "extra-runs" => s.extra_runs = self.extra_runs(&key, v),
                 n if extra.contains(&n) => {}
                 _ => {
                     let known: Vec<&str> = KEYS.iter().chain(extra).copied().collect();
@@ -676,6 +701,8 @@ pub struct Effective {
     pub one_time_fails: bool,
     /// Seconds before the test is killed.
     pub timeout: u64,
+    /// How many times a test that retained memory runs again in its process (0: never).
+    pub extra_runs: u32,
     /// Where `stack_threshold` was set: `built-in default`, `[defaults]`,
     /// `[[tests]] #2 (filter "cache::*")` or `command line`.
     pub stack_threshold_source: String,
@@ -692,6 +719,7 @@ impl Config {
             test_threshold: None,
             one_time_fails: false,
             timeout: DEFAULT_TIMEOUT_SECS,
+            extra_runs: crate::rerun::DEFAULT_EXTRA_RUNS,
             stack_threshold_source: "built-in default".into(),
             test_threshold_source: "built-in default".into(),
         };
@@ -727,6 +755,9 @@ impl Config {
             }
             if let Some(v) = s.timeout {
                 e.timeout = v;
+            }
+            if let Some(v) = s.extra_runs {
+                e.extra_runs = v;
             }
         }
         e
@@ -898,6 +929,39 @@ timeout = "2m"
     }
 
     #[test]
+    fn extra_runs_are_layered_and_checked() {
+        let (c, w) = parse_ok(
+            r#"
+[defaults]
+extra-runs = 3
+
+[[tests]]
+filter = "slow::*"
+extra-runs = 0
+"#,
+        );
+        assert!(w.is_empty(), "{w:?}");
+        let none = Settings::default();
+        assert_eq!(Config::default().effective("t", &none).extra_runs, 5);
+        assert_eq!(c.effective("fast::t", &none).extra_runs, 3);
+        assert_eq!(c.effective("slow::t", &none).extra_runs, 0);
+        let cli = Settings {
+            extra_runs: Some(8),
+            ..Settings::default()
+        };
+        assert_eq!(c.effective("slow::t", &cli).extra_runs, 8);
+        assert_eq!(
+            parse_err(
+                "[defaults]\nextra-runs = -1\n\n[[tests]]\nfilter = \"a\"\nextra-runs = \"5\"\n"
+            ),
+            "invalid configuration `leakcheck.toml` (2 errors)
+  leakcheck.toml:2: `defaults.extra-runs`: expected a whole number of runs from 0 (off) to 100
+  leakcheck.toml:6: `tests[1].extra-runs`: expected a whole number of runs from 0 (off) to 100"
+        );
+        assert!(parse_err("[defaults]\nextra-runs = 101\n").contains("from 0 (off) to 100"));
+    }
+
+    #[test]
     fn suppressions_need_a_frame_and_a_reason_and_match_frames() {
         let (c, _) = parse_ok(
             r#"
@@ -1015,7 +1079,7 @@ reason = "no frame"
         assert_eq!(
             w,
             vec![
-                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout)",
+                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs)",
                 "leakcheck.toml:7: `suppress[1].reasn`: unknown key, ignored (known here: frame, reason, filter)",
                 "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress, bench, benches)",
             ]

@@ -77,8 +77,12 @@ pub enum StackKind {
     /// Memory the test allocated and never freed, reachable or not: counts against thresholds.
     Leak,
     /// One-time initialisation (OnceLock, LazyLock, lazy_static, once_cell, std's backtrace
-    /// cache): listed, never failing.
+    /// cache): listed, failing only with `one-time-fails`.
     OneTime,
+    /// Kept for the process lifetime: retained by the test's run, and not added to by its
+    /// extra runs (a pool, a logger, a table built once, a buffer reused at its size):
+    /// listed, failing only with `one-time-fails`.
+    ProcessLifetime,
     /// Memory the test harness, std or libc keep (no frame of the code under test, or
     /// glibc's cache of thread stacks): listed in the report only.
     Harness,
@@ -120,8 +124,62 @@ pub struct StackReport {
     /// Index into the configuration's suppressions, when one allowed this stack.
     #[serde(skip)]
     pub suppression: Option<usize>,
+    /// What each extra run of the test added to this stack (present when extra runs were
+    /// made): a leak grows in every one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub growth_per_run: Vec<RunGrowth>,
     /// Frames innermost first, allocator frames trimmed.
     pub frames: Vec<FrameReport>,
+}
+
+impl StackReport {
+    /// The least an extra run added to this stack, bytes; None without extra runs.
+    pub fn min_growth(&self) -> Option<i64> {
+        self.growth_per_run.iter().map(|g| g.bytes).min()
+    }
+}
+
+/// What one extra run added to a stack (negative: freed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RunGrowth {
+    /// Objects.
+    pub objects: i64,
+    /// Bytes.
+    pub bytes: i64,
+}
+
+/// The extra runs of a test in its own process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExtraRuns {
+    /// How many extra runs were made and measured.
+    pub made: u32,
+    /// `completed`, or why there were none or fewer: `not-needed`, `off`, `test-failed`,
+    /// `should-panic`, `no-harness`, `no-entry-point`, `panicked`, `crashed`, `timed-out`,
+    /// `failed`, `unavailable`.
+    pub status: &'static str,
+    /// The reason in words, when there is more to say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl ExtraRuns {
+    /// The report's view of an outcome.
+    pub fn from_outcome(outcome: &crate::rerun::Outcome) -> ExtraRuns {
+        ExtraRuns {
+            made: outcome.made,
+            status: outcome.status.as_str(),
+            detail: outcome.status.detail(outcome.made),
+        }
+    }
+}
+
+/// Exact objects and bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Retained {
+    /// Objects.
+    pub objects: u64,
+    /// Bytes (jemalloc size classes).
+    pub bytes: u64,
 }
 
 /// What allowed a leaked stack: nothing is dropped silently.
@@ -181,6 +239,12 @@ pub struct TestReport {
     pub stacks: Vec<StackReport>,
     /// Flame graph and folded stacks (leaking tests only).
     pub artifacts: Artifacts,
+    /// How many times the test ran again in its own process, and why not more.
+    pub extra_runs: ExtraRuns,
+    /// Everything the test's own run retained off the harness's main thread, exactly, as
+    /// the counting pass measured it (present when it did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_run_retained: Option<Retained>,
 }
 
 impl TestReport {

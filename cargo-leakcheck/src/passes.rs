@@ -10,6 +10,15 @@
 //! Binaries the counters cannot see into (no libtest harness, a custom global allocator)
 //! go straight to stacks.
 //!
+//! Retained is not lost: a test that starts a pool, installs a logger or builds a table
+//! once leaves memory behind that a second run would not add to. So a test that retains
+//! something is run again in its own process, after its own run ([`crate::rerun`]): in the
+//! counting pass until its live counts stop changing, which settles it as clean without
+//! stacks; otherwise its stacks are profiled with the same extra runs, and only the stacks
+//! that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
+//! `harness = false`, no entry point found, an extra run that panics, crashes, fails or
+//! times out) is judged on its own run alone, as before, and the report says why.
+//!
 //! Tests run with `RUST_BACKTRACE=0` unless they failed in the counting pass: in a test
 //! that passes, a panic is expected, and a backtrace std symbolizes for it is seconds of
 //! allocations and a cache of tens of MiB. A test that fails is re-run with the user's
@@ -17,14 +26,16 @@
 
 use crate::analyze::has_custom_global_allocator;
 use crate::cargo::TestBinary;
+use crate::entry::{self, Entry, Inspection};
 use crate::errors::Error;
 use crate::protocol::{Mode, ProfileSettings};
-use crate::runner::{self, Job, ProcessEnd, ProcessResult, RunConfig, TestCase};
+use crate::rerun::{self, Status};
+use crate::runner::{self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase};
 
 /// How a test's verdict was reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
-    /// The counting pass proved it retained nothing.
+    /// The counting pass proved it retained nothing, or nothing that extra runs add to.
     Counters,
     /// Its stacks were profiled exactly.
     Stacks,
@@ -51,17 +62,23 @@ pub struct Outcome {
     pub list_errors: Vec<(usize, String)>,
     /// Per binary: its harness-only baseline, when any of its tests was profiled.
     pub baselines: Vec<Option<ProcessResult>>,
-    /// Per test: the process result the verdict is drawn from.
+    /// Per test: the process result the verdict is drawn from. Its `end` is how the test's
+    /// own run ended, even when an extra run later killed the process.
     pub results: Vec<ProcessResult>,
     /// Per test: how.
     pub methods: Vec<Method>,
     /// Per test: its counting run, when it had one.
     pub counted: Vec<Option<ProcessResult>>,
+    /// Per test: the extra runs of the process its verdict is drawn from.
+    pub reruns: Vec<rerun::Outcome>,
+    /// Per test: the entry point its extra runs called, when found.
+    pub entries: Vec<Option<Entry>>,
 }
 
 /// Whether a counting run leaves the test's verdict open.
 pub fn needs_stacks(result: &ProcessResult) -> bool {
-    match (&result.end, result.counts) {
+    let counts = result.record.as_ref().and_then(|r| r.counts());
+    match (first_run_end(result), counts) {
         (ProcessEnd::Exited(0), Some(c)) => c.objects != 0 || c.bytes != 0,
         // A failing test is analysed for leaks too; a missing count proves nothing.
         (ProcessEnd::Exited(_), _) => true,
@@ -70,19 +87,181 @@ pub fn needs_stacks(result: &ProcessResult) -> bool {
     }
 }
 
+/// How the test's own run ended: the record's exit status when the runtime's exit handler
+/// ran (an extra run may have killed the process afterwards), else how the process ended.
+pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
+    match result.record.as_ref().and_then(|r| r.first) {
+        Some(first) => ProcessEnd::Exited(first.status),
+        None => result.end.clone(),
+    }
+}
+
 /// Whether the counting pass can judge this binary's tests.
 pub fn countable(binary: &TestBinary) -> bool {
     binary.harness && !has_custom_global_allocator(&binary.path)
 }
 
+/// Reads each libtest binary once for its tests' entry points.
+fn inspect_binaries(binaries: &[TestBinary], tests: &[TestCase]) -> Vec<Option<Inspection>> {
+    binaries
+        .iter()
+        .enumerate()
+        .map(|(b, binary)| {
+            let names: Vec<&str> = tests
+                .iter()
+                .filter(|t| t.binary == b)
+                .map(|t| t.name.as_str())
+                .collect();
+            if !binary.harness || names.is_empty() {
+                return None;
+            }
+            Some(match std::fs::read(&binary.path) {
+                Ok(data) => entry::inspect(&data, &names),
+                Err(e) => Inspection {
+                    problem: Some(format!("cannot read `{}`: {e}", binary.path.display())),
+                    ..Inspection::default()
+                },
+            })
+        })
+        .collect()
+}
+
+/// The extra runs a test can have, or why it can have none.
+fn rerun_request(
+    t: &TestCase,
+    binary: &TestBinary,
+    inspection: Option<&Inspection>,
+    runs: u32,
+) -> Result<RerunRequest, Status> {
+    if runs == 0 {
+        return Err(Status::Off);
+    }
+    if !binary.harness {
+        return Err(Status::NoHarness);
+    }
+    let Some(inspection) = inspection else {
+        return Err(Status::NoEntryPoint(
+            "the executable was not inspected".into(),
+        ));
+    };
+    let Some(entry) = inspection.entries.get(&t.name) else {
+        return Err(Status::NoEntryPoint(
+            inspection
+                .problem
+                .clone()
+                .unwrap_or_else(|| format!("`{}` is not in libtest's table of tests", t.name)),
+        ));
+    };
+    Ok(RerunRequest {
+        entry: entry.address,
+        build_id: inspection.build_id.clone(),
+        runs,
+        until_steady: 0,
+        app_mallctl: inspection.app_mallctl,
+    })
+}
+
+/// Reads the extra runs off a finished process and records how the test's own run ended.
+fn conclude(
+    result: &mut ProcessResult,
+    test: &TestCase,
+    not_asked: Option<&Status>,
+) -> rerun::Outcome {
+    let stdout = std::fs::read_to_string(&result.stdout).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&result.stderr).unwrap_or_default();
+    let outcome = rerun::interpret(
+        result.record.as_ref(),
+        not_asked,
+        &rerun::Evidence {
+            end: &result.end,
+            stdout: &stdout,
+            stderr: &stderr,
+            test: &test.name,
+        },
+    );
+    result.end = first_run_end(result);
+    outcome
+}
+
+/// What the counting pass settled about one test.
+enum Counted {
+    /// Nothing retained, or nothing extra runs add to.
+    Clean(rerun::Outcome),
+    /// Stacks needed; extra runs with them when the counting pass could make some.
+    Stacks {
+        rerun: bool,
+        outcome: rerun::Outcome,
+    },
+    /// Crashed or timed out while counting.
+    Over(rerun::Outcome),
+}
+
+fn judge_count(
+    result: &mut ProcessResult,
+    test: &TestCase,
+    not_asked: Option<&Status>,
+    lifetime_fails: bool,
+) -> Counted {
+    let needs = needs_stacks(result);
+    let ended_normally = matches!(first_run_end(result), ProcessEnd::Exited(_));
+    let outcome = conclude(result, test, not_asked);
+    if !ended_normally {
+        return Counted::Over(outcome);
+    }
+    if !needs {
+        return Counted::Clean(outcome);
+    }
+    let counts = result.record.as_ref().and_then(|r| r.counts());
+    let runs = result
+        .record
+        .as_ref()
+        .map(|r| r.runs.as_slice())
+        .unwrap_or(&[]);
+    match counts {
+        Some(first) if outcome.usable() && !lifetime_fails && rerun::steady(first, runs) => {
+            Counted::Clean(outcome)
+        }
+        // Growth, or the counts never settled: the stacks say which.
+        _ if outcome.usable() => Counted::Stacks {
+            rerun: true,
+            outcome,
+        },
+        // No extra runs could be made (or the test failed): judged on its own run.
+        _ => Counted::Stacks {
+            rerun: false,
+            outcome,
+        },
+    }
+}
+
 /// Runs the counting pass (unless `stacks_for_all`), then exact stack profiling where
-/// needed.
+/// needed, each with extra runs where they can tell something.
 pub fn run(
     binaries: &[TestBinary],
     config: &RunConfig,
     stacks_for_all: bool,
 ) -> Result<Outcome, Error> {
     let (tests, list_errors) = runner::list_all(binaries, config);
+    let inspections = inspect_binaries(binaries, &tests);
+    let requests: Vec<Result<RerunRequest, Status>> = tests
+        .iter()
+        .map(|t| {
+            rerun_request(
+                t,
+                &binaries[t.binary],
+                inspections[t.binary].as_ref(),
+                (config.extra_runs)(&t.name),
+            )
+        })
+        .collect();
+    let entries: Vec<Option<Entry>> = tests
+        .iter()
+        .map(|t| {
+            inspections[t.binary]
+                .as_ref()
+                .and_then(|i| i.entries.get(&t.name).copied())
+        })
+        .collect();
     let count_mode = ProfileSettings {
         mode: Mode::Count,
         lg_sample: 0,
@@ -100,6 +279,11 @@ pub fn run(
             test: Some(t),
             settings: count_mode,
             quiet_backtraces: true,
+            rerun: requests[t].clone().ok().map(|r| RerunRequest {
+                until_steady: r.runs,
+                runs: r.runs.saturating_mul(rerun::COUNTING_RUNS_FACTOR),
+                ..r
+            }),
         })
         .collect();
     let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
@@ -110,29 +294,62 @@ pub fn run(
         }
     }
 
-    let profile: Vec<usize> = (0..tests.len())
-        .filter(|&t| counted[t].as_ref().is_none_or(needs_stacks))
+    // Per test: what the counting pass settled.
+    let mut settled: Vec<Option<Counted>> = (0..tests.len())
+        .map(|t| {
+            let c = counted[t].as_mut()?;
+            let lifetime_fails = (config.lifetime_fails)(&tests[t].name);
+            Some(judge_count(
+                c,
+                &tests[t],
+                requests[t].as_ref().err(),
+                lifetime_fails,
+            ))
+        })
         .collect();
+    // Tests to profile, with extra runs or with the reason they have none.
+    let mut profile: Vec<(usize, Result<RerunRequest, Status>)> = Vec::new();
+    for t in 0..tests.len() {
+        match &settled[t] {
+            Some(Counted::Clean(_)) | Some(Counted::Over(_)) => {}
+            Some(Counted::Stacks { rerun, outcome }) => {
+                let request = match (rerun, &requests[t]) {
+                    // As many runs as the counting pass needed to see the counts grow or
+                    // fail to settle: state warming up over runs must show as such.
+                    (true, Ok(r)) => Ok(RerunRequest {
+                        runs: r.runs.max(outcome.made),
+                        ..r.clone()
+                    }),
+                    (_, Err(why)) => Err(why.clone()),
+                    (false, Ok(_)) => Err(outcome.status.clone()),
+                };
+                profile.push((t, request));
+            }
+            None => profile.push((t, requests[t].clone())),
+        }
+    }
     let mut stack_jobs: Vec<Job> = Vec::new();
     for (b, binary) in binaries.iter().enumerate() {
-        if binary.harness && profile.iter().any(|&t| tests[t].binary == b) {
+        if binary.harness && profile.iter().any(|(t, _)| tests[*t].binary == b) {
             stack_jobs.push(Job {
                 binary: b,
                 test: None,
                 settings: exact,
                 quiet_backtraces: true,
+                rerun: None,
             });
         }
     }
-    stack_jobs.extend(profile.iter().map(|&t| {
-        let failed = counted[t]
+    stack_jobs.extend(profile.iter().map(|(t, request)| {
+        let failed = counted[*t]
             .as_ref()
             .is_some_and(|c| c.end != ProcessEnd::Exited(0));
         Job {
-            binary: tests[t].binary,
-            test: Some(t),
+            binary: tests[*t].binary,
+            test: Some(*t),
             settings: exact,
             quiet_backtraces: !failed,
+            rerun: request.as_ref().ok().cloned(),
         }
     }));
     let mut baselines = vec![None; binaries.len()];
@@ -149,21 +366,34 @@ pub fn run(
 
     let mut results = Vec::with_capacity(tests.len());
     let mut methods = Vec::with_capacity(tests.len());
+    let mut reruns = Vec::with_capacity(tests.len());
+    for (t, request) in profile {
+        if let Some(r) = profiled[t].as_mut() {
+            let outcome = conclude(r, &tests[t], request.as_ref().err());
+            settled[t] = Some(Counted::Stacks {
+                rerun: false,
+                outcome,
+            });
+        }
+    }
     for t in 0..tests.len() {
-        match (profiled[t].take(), &counted[t]) {
-            (Some(r), _) => {
+        match (profiled[t].take(), &counted[t], settled[t].take()) {
+            (Some(r), _, Some(Counted::Stacks { outcome, .. })) => {
                 results.push(r);
                 methods.push(Method::Stacks);
+                reruns.push(outcome);
             }
-            (None, Some(c)) => {
+            (None, Some(c), Some(Counted::Clean(outcome))) => {
                 results.push(c.clone());
-                methods.push(if c.end == ProcessEnd::Exited(0) {
-                    Method::Counters
-                } else {
-                    Method::CountRunOnly
-                });
+                methods.push(Method::Counters);
+                reruns.push(outcome);
             }
-            (None, None) => unreachable!("every test is counted or profiled"),
+            (None, Some(c), Some(Counted::Over(outcome))) => {
+                results.push(c.clone());
+                methods.push(Method::CountRunOnly);
+                reruns.push(outcome);
+            }
+            _ => unreachable!("every test is counted or profiled"),
         }
     }
     Ok(Outcome {
@@ -173,25 +403,35 @@ pub fn run(
         results,
         methods,
         counted,
+        reruns,
+        entries,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ExitCounts;
+    use crate::protocol::Record;
     use std::path::PathBuf;
     use std::time::Duration;
 
     fn result(end: ProcessEnd, counts: Option<(i64, i64)>) -> ProcessResult {
+        let status = match end {
+            ProcessEnd::Exited(c) => c,
+            _ => 0,
+        };
+        let record = counts.map(|(objects, bytes)| {
+            Record::parse(&format!("arena 3\nfirst {status} {objects} {bytes} 1\n"))
+        });
         ProcessResult {
             end,
             duration: Duration::ZERO,
             timeout: Duration::ZERO,
             peak_rss_kib: None,
-            counts: counts.map(|(objects, bytes)| ExitCounts { objects, bytes }),
+            record,
             preload_dumps: Vec::new(),
             app_dumps: Vec::new(),
+            run_dumps: Vec::new(),
             stdout: PathBuf::new(),
             stderr: PathBuf::new(),
         }
@@ -222,5 +462,18 @@ mod tests {
         );
         assert!(!needs_stacks(&result(ProcessEnd::Signaled(11), None)));
         assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
+    }
+
+    #[test]
+    fn an_extra_run_that_kills_the_process_does_not_change_the_first_run() {
+        // The record says the test passed; an extra run then aborted the process.
+        let mut r = result(ProcessEnd::Signaled(6), Some((1, 8)));
+        assert_eq!(first_run_end(&r), ProcessEnd::Exited(0));
+        assert!(
+            needs_stacks(&r),
+            "judged on its own run: it retained something"
+        );
+        r.record = None;
+        assert_eq!(first_run_end(&r), ProcessEnd::Signaled(6));
     }
 }

@@ -18,8 +18,28 @@ pub const PRELOAD_STEM: &str = "preload";
 /// File-name stem of the dumps of a jemalloc linked into the test binary itself.
 pub const APP_STEM: &str = "jemalloc";
 
-/// Names the file the runtime writes its exit counters to (counting mode).
-pub const COUNTS_ENV: &str = "LEAKCHECK_COUNTS_FILE";
+/// Names the file the runtime writes its exit record to (see [`Record`]).
+pub const RECORD_ENV: &str = "LEAKCHECK_RECORD";
+/// `1` in counting mode: the runtime binds the main thread to an arena of its own and
+/// records exact live counts.
+pub const COUNTING_ENV: &str = "LEAKCHECK_COUNTING";
+/// The test's entry point, hexadecimal address in the executable image.
+pub const RERUN_ENTRY_ENV: &str = "LEAKCHECK_RERUN_ENTRY";
+/// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
+pub const RERUN_BUILD_ID_ENV: &str = "LEAKCHECK_RERUN_BUILD_ID";
+/// How many extra runs to make at most.
+pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
+/// Counting mode: stop once two extra runs in a row left the live counts unchanged, or once
+/// this many runs in a row added to them.
+pub const RERUN_UNTIL_STEADY_ENV: &str = "LEAKCHECK_RERUN_UNTIL_STEADY";
+/// No extra run goes on past this many milliseconds after the process started.
+pub const RERUN_DEADLINE_ENV: &str = "LEAKCHECK_RERUN_DEADLINE_MS";
+/// How long to wait after a run for its threads to be gone, milliseconds.
+pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
+/// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.
+pub const APP_MALLCTL_ENV: &str = "LEAKCHECK_APP_MALLCTL";
+/// Where that jemalloc's dumps between runs go (a prefix, like `prof_prefix`).
+pub const APP_PREFIX_ENV: &str = "LEAKCHECK_APP_PREFIX";
 
 /// What a test process is run for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,25 +144,119 @@ pub fn final_dumps(dir: &Path, job: &str, stem: &str, pid: u32) -> Vec<PathBuf> 
     found
 }
 
-/// Exit counters written by the runtime in counting mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The heap dump the runtime writes after the first run (`k` = 0) and after each extra run
+/// `k`, for a job's dumps of one kind (`stem`).
+pub fn run_dump(dir: &Path, job: &str, stem: &str, k: u32) -> PathBuf {
+    dir.join(format!("{job}-{stem}.r{k}.heap"))
+}
+
+/// Exact live counts from the runtime (counting mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ExitCounts {
-    /// Objects allocated off the main thread and still live at exit.
+    /// Objects allocated off the main thread and still live.
     pub objects: i64,
     /// Their bytes (jemalloc size classes).
     pub bytes: i64,
 }
 
-/// Parses the counters file: `<objects> <bytes> <main arena>`. None when it is missing,
-/// malformed, or the runtime could not give the main thread an arena of its own (then the
-/// counts prove nothing).
-pub fn parse_counts(text: &str) -> Option<ExitCounts> {
-    let mut it = text.split_whitespace().map(str::parse::<i64>);
-    let (objects, bytes, arena) = (it.next()?.ok()?, it.next()?.ok()?, it.next()?.ok()?);
-    if it.next().is_some() || arena < 0 {
-        return None;
+/// What the test's own run left when libtest's `main` returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstRun {
+    /// The status the process was exiting with.
+    pub status: i32,
+    /// Live counts (counting mode; zero otherwise).
+    pub live: ExitCounts,
+    /// Threads of the process at that point.
+    pub threads: i64,
+}
+
+/// One extra run that returned normally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtraRun {
+    /// Live counts once it settled (counting mode; zero otherwise).
+    pub live: ExitCounts,
+    /// Threads of the process then.
+    pub threads: i64,
+    /// Whether the thread count came back down to what it was before the run.
+    pub settled: bool,
+}
+
+/// The runtime's exit record, written line by line (see the runtime's `rerun` module): what
+/// the first run left, and how far the extra runs got. A line the process did not live to
+/// finish is simply absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Counting mode: the main thread's own arena; `None` if binding failed (then counts
+    /// prove nothing) or not counting.
+    pub main_arena: Option<i64>,
+    /// The first run, when the exit handler ran.
+    pub first: Option<FirstRun>,
+    /// Extra runs that returned normally, in order.
+    pub runs: Vec<ExtraRun>,
+    /// The highest extra run that was started.
+    pub started: u32,
+    /// An extra run that returned an error: its message.
+    pub failed: Option<String>,
+    /// An extra run that outlived its deadline.
+    pub timed_out: bool,
+    /// Why the runtime stopped (`steady`, `done`, `nothing-retained`, `no-entry`, …).
+    pub end: Option<String>,
+}
+
+impl Record {
+    /// Parses a record; unknown or malformed lines are ignored, so a record cut short by a
+    /// crash still gives what it has.
+    pub fn parse(text: &str) -> Record {
+        let mut r = Record::default();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split(' ').collect();
+            let int = |i: usize| words.get(i).and_then(|w| w.parse::<i64>().ok());
+            match words.as_slice() {
+                ["arena", ..] => r.main_arena = int(1).filter(|&a| a >= 0),
+                ["first", ..] => {
+                    if let (Some(status), Some(objects), Some(bytes), Some(threads)) =
+                        (int(1), int(2), int(3), int(4))
+                    {
+                        r.first = Some(FirstRun {
+                            status: status as i32,
+                            live: ExitCounts { objects, bytes },
+                            threads,
+                        });
+                    }
+                }
+                ["run", k, "start"] => {
+                    if let Ok(k) = k.parse() {
+                        r.started = r.started.max(k);
+                    }
+                }
+                ["run", _, "ok", ..] => {
+                    if let (Some(objects), Some(bytes), Some(threads), Some(settled)) =
+                        (int(3), int(4), int(5), int(6))
+                    {
+                        r.runs.push(ExtraRun {
+                            live: ExitCounts { objects, bytes },
+                            threads,
+                            settled: settled == 1,
+                        });
+                    }
+                }
+                ["run", _, "failed", ..] => {
+                    r.failed = Some(words[3..].join(" ").trim().to_string());
+                }
+                ["run", _, "timeout"] => r.timed_out = true,
+                ["end", why] => r.end = Some((*why).to_string()),
+                _ => {}
+            }
+        }
+        r
     }
-    Some(ExitCounts { objects, bytes })
+
+    /// The first run's exact counts, when the record proves them (counting mode, the main
+    /// thread on its own arena).
+    pub fn counts(&self) -> Option<ExitCounts> {
+        self.main_arena?;
+        self.first.map(|f| f.live)
+    }
 }
 
 #[cfg(test)]
@@ -150,30 +264,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_parse_only_when_complete_and_bound() {
+    fn a_complete_record_parses() {
+        let r = Record::parse(
+            "arena 9\nfirst 0 2 208 1\nrun 1 start\nrun 1 ok 3 320 2 1\nrun 2 start\nrun 2 ok 3 320 1 0\nend steady\n",
+        );
+        assert_eq!(r.main_arena, Some(9));
         assert_eq!(
-            parse_counts("0 0 4\n"),
-            Some(ExitCounts {
-                objects: 0,
-                bytes: 0
+            r.first,
+            Some(FirstRun {
+                status: 0,
+                live: ExitCounts {
+                    objects: 2,
+                    bytes: 208
+                },
+                threads: 1
             })
         );
+        assert_eq!(r.runs.len(), 2);
         assert_eq!(
-            parse_counts("1 8 4\n"),
+            r.runs[1],
+            ExtraRun {
+                live: ExitCounts {
+                    objects: 3,
+                    bytes: 320
+                },
+                threads: 1,
+                settled: false
+            }
+        );
+        assert_eq!(r.started, 2);
+        assert_eq!(r.end.as_deref(), Some("steady"));
+        assert_eq!(
+            r.counts(),
             Some(ExitCounts {
-                objects: 1,
-                bytes: 8
+                objects: 2,
+                bytes: 208
             })
         );
-        assert_eq!(
-            parse_counts("0 0 -1\n"),
-            None,
-            "the main thread was not bound"
+    }
+
+    #[test]
+    fn a_record_cut_short_keeps_what_it_has() {
+        // The process aborted during the second extra run.
+        let r =
+            Record::parse("arena 3\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\n");
+        assert_eq!(r.runs.len(), 1);
+        assert_eq!(r.started, 2);
+        assert_eq!(r.end, None);
+        // A failed run keeps its message, spaces included.
+        let f = Record::parse(
+            "first 0 0 0 1\nrun 1 start\nrun 1 failed Error: \"second time\"\nend failed\n",
         );
-        assert_eq!(parse_counts("0 0"), None);
-        assert_eq!(parse_counts(""), None);
-        assert_eq!(parse_counts("0 x 4"), None);
-        assert_eq!(parse_counts("0 0 4 9"), None);
+        assert_eq!(f.failed.as_deref(), Some("Error: \"second time\""));
+        assert_eq!(f.counts(), None, "not counting: no arena line");
+        // Unbound main thread: the counts prove nothing.
+        assert_eq!(Record::parse("arena -1\nfirst 0 0 0 1\n").counts(), None);
+        assert_eq!(Record::parse("").first, None);
     }
 
     #[test]

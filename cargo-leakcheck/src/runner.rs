@@ -108,12 +108,16 @@ pub struct ProcessResult {
     pub timeout: Duration,
     /// Peak resident set size of the process, in KiB, when it was reaped normally.
     pub peak_rss_kib: Option<u64>,
-    /// The runtime's exit counters (counting mode only, when it wrote them).
-    pub counts: Option<protocol::ExitCounts>,
-    /// The runtime's exit dump(s) (everything malloc saw).
+    /// The runtime's exit record (see [`protocol::Record`]), when its exit handler ran.
+    pub record: Option<protocol::Record>,
+    /// The runtime's dump(s) of the state the test's own run left (everything malloc saw):
+    /// the dump taken before extra runs when there were any, else the exit dump.
     pub preload_dumps: Vec<PathBuf>,
-    /// Exit dump(s) of a jemalloc linked into the test binary, when it has one with profiling.
+    /// The same of a jemalloc linked into the test binary, when it has one with profiling.
     pub app_dumps: Vec<PathBuf>,
+    /// The dumps taken after each extra run that finished (runtime's, then the test
+    /// binary's jemalloc's when it has one).
+    pub run_dumps: Vec<Vec<PathBuf>>,
     /// Captured stdout.
     pub stdout: PathBuf,
     /// Captured stderr.
@@ -134,6 +138,11 @@ pub struct RunConfig<'a> {
     pub timeout: Duration,
     /// Timeout of a test, by name (from the configuration and the command line).
     pub timeouts: &'a (dyn Fn(&str) -> Duration + Sync),
+    /// How many extra runs a test may have, by name.
+    pub extra_runs: &'a (dyn Fn(&str) -> u32 + Sync),
+    /// Whether memory kept for the process lifetime fails a test, by name: then a test
+    /// that keeps any cannot be settled by counts, its stacks must be shown.
+    pub lifetime_fails: &'a (dyn Fn(&str) -> bool + Sync),
     /// Filters from the command line.
     pub filter: &'a TestFilter,
     /// Print commands.
@@ -228,6 +237,24 @@ pub struct Job {
     /// (`#[should_panic]`, `catch_unwind`), and the backtrace std would symbolize for it is
     /// only noise: seconds of allocations and a symbol cache of tens of MiB.
     pub quiet_backtraces: bool,
+    /// Extra runs of the test in its process, when wanted and possible.
+    pub rerun: Option<RerunRequest>,
+}
+
+/// What the runtime needs to run a test again after its own run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RerunRequest {
+    /// The entry point's address in the executable image.
+    pub entry: u64,
+    /// The executable's build id (hexadecimal), checked by the runtime.
+    pub build_id: String,
+    /// At most this many extra runs.
+    pub runs: u32,
+    /// Counting mode: stop once the live counts settle, or once they grew this many runs in
+    /// a row (0: make every run).
+    pub until_steady: u32,
+    /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
+    pub app_mallctl: Option<u64>,
 }
 
 /// Lists every binary's tests; binaries that cannot be listed are returned with the reason.
@@ -320,12 +347,37 @@ fn run_one(
     let timeout = test
         .map(|t| (config.timeouts)(&t.name))
         .unwrap_or(config.timeout);
+    let mut env: Vec<(&str, String)> = Vec::new();
+    if let Some(r) = &job.rerun {
+        env.push((protocol::RERUN_ENTRY_ENV, format!("{:x}", r.entry)));
+        env.push((protocol::RERUN_BUILD_ID_ENV, r.build_id.clone()));
+        env.push((protocol::RERUNS_ENV, r.runs.to_string()));
+        if r.until_steady > 0 {
+            env.push((protocol::RERUN_UNTIL_STEADY_ENV, r.until_steady.to_string()));
+        }
+        // Leave a tenth of the timeout for the exit dumps after the last run.
+        let deadline = timeout.as_millis().saturating_mul(9) / 10;
+        env.push((protocol::RERUN_DEADLINE_ENV, deadline.to_string()));
+        env.push((
+            protocol::RERUN_SETTLE_ENV,
+            crate::rerun::SETTLE_MS.to_string(),
+        ));
+        if let Some(m) = r.app_mallctl {
+            env.push((protocol::APP_MALLCTL_ENV, format!("{m:x}")));
+            env.push((
+                protocol::APP_PREFIX_ENV,
+                protocol::dump_prefix(config.work_dir, key, protocol::APP_STEM)
+                    .display()
+                    .to_string(),
+            ));
+        }
+    }
     let spec = ProcessSpec {
         args: &args,
         settings: job.settings,
         quiet_backtraces: job.quiet_backtraces,
         timeout,
-        extra_env: &[],
+        extra_env: &env,
     };
     run_process(binary, key, config, &spec)
 }
@@ -371,9 +423,12 @@ pub fn run_process(
         cmd.env("RUST_BACKTRACE", "0")
             .env("RUST_LIB_BACKTRACE", "0");
     }
-    let counts_file = dir.join(format!("{key}.counts"));
+    let record_file = dir.join(format!("{key}.record"));
+    if settings.mode != protocol::Mode::Periodic {
+        cmd.env(protocol::RECORD_ENV, &record_file);
+    }
     if settings.mode == protocol::Mode::Count {
-        cmd.env(protocol::COUNTS_ENV, &counts_file);
+        cmd.env(protocol::COUNTING_ENV, "1");
     }
     cmd.env("LD_PRELOAD", preload)
         .env(protocol::MALLOC_CONF_ENV, settings.malloc_conf(dir, key))
@@ -448,16 +503,41 @@ pub fn run_process(
             (end, Some(rss))
         }
     };
+    let record = std::fs::read_to_string(&record_file)
+        .ok()
+        .map(|t| protocol::Record::parse(&t));
+    // With extra runs, the state the test's own run left is the dump taken before them
+    // (the exit dump has the extra runs in it, or is missing if one crashed).
+    let first = |stem: &str| {
+        let p = protocol::run_dump(dir, key, stem, 0);
+        p.is_file().then_some(vec![p])
+    };
+    let (preload_dumps, app_dumps) = match first(protocol::PRELOAD_STEM) {
+        Some(pre) => (pre, first(protocol::APP_STEM).unwrap_or_default()),
+        None => (
+            protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid as u32),
+            protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
+        ),
+    };
+    let runs = record.as_ref().map_or(0, |r| r.runs.len() as u32);
+    let run_dumps = (1..=runs)
+        .map(|k| {
+            [protocol::PRELOAD_STEM, protocol::APP_STEM]
+                .iter()
+                .map(|stem| protocol::run_dump(dir, key, stem, k))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .collect();
     ProcessResult {
         end,
         duration: started.elapsed(),
         timeout: spec.timeout,
         peak_rss_kib,
-        counts: std::fs::read_to_string(&counts_file)
-            .ok()
-            .and_then(|t| protocol::parse_counts(&t)),
-        preload_dumps: protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid as u32),
-        app_dumps: protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
+        record,
+        preload_dumps,
+        app_dumps,
+        run_dumps,
         stdout,
         stderr,
     }
@@ -488,9 +568,10 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
         duration: Duration::ZERO,
         timeout: Duration::ZERO,
         peak_rss_kib: None,
-        counts: None,
+        record: None,
         preload_dumps: Vec::new(),
         app_dumps: Vec::new(),
+        run_dumps: Vec::new(),
         stdout,
         stderr,
     }

@@ -17,7 +17,23 @@ pub const RUNTIME_ENV: &str = "LEAKCHECK_RUNTIME";
 /// Overrides where the runtime is built and cached.
 pub const CACHE_ENV: &str = "LEAKCHECK_CACHE_DIR";
 
-const RUNTIME_LIB_RS: &str = include_str!("../../leakcheck-runtime/src/lib.rs");
+/// The runtime's source files, as `(file name, text)`.
+const RUNTIME_SOURCES: &[(&str, &str)] = &[
+    ("lib.rs", include_str!("../../leakcheck-runtime/src/lib.rs")),
+    (
+        "arenas.rs",
+        include_str!("../../leakcheck-runtime/src/arenas.rs"),
+    ),
+    (
+        "image.rs",
+        include_str!("../../leakcheck-runtime/src/image.rs"),
+    ),
+    (
+        "rerun.rs",
+        include_str!("../../leakcheck-runtime/src/rerun.rs"),
+    ),
+    ("sys.rs", include_str!("../../leakcheck-runtime/src/sys.rs")),
+];
 const RUNTIME_LOCK: &str = include_str!("../../Cargo.lock");
 const RUNTIME_MANIFEST: &str = r#"[package]
 name = "leakcheck-runtime"
@@ -31,6 +47,7 @@ path = "lib.rs"
 
 [dependencies]
 tikv-jemalloc-sys = { version = "=0.7.1", features = ["profiling", "stats"] }
+libc = "0.2"
 
 [profile.release]
 debug = 1
@@ -54,7 +71,11 @@ pub fn cache_dir() -> Option<PathBuf> {
 fn source_key() -> String {
     // FNV-1a: stable across Rust versions, unlike DefaultHasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [RUNTIME_LIB_RS, RUNTIME_MANIFEST] {
+    let parts = RUNTIME_SOURCES
+        .iter()
+        .flat_map(|(name, text)| [*name, *text])
+        .chain([RUNTIME_MANIFEST]);
+    for part in parts {
         for b in part.bytes().chain([0u8]) {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -95,11 +116,11 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     let src = dir.join("src");
     std::fs::create_dir_all(&src)
         .map_err(|e| Error::io(format!("create `{}`", src.display()), e))?;
-    for (name, text) in [
+    let files = RUNTIME_SOURCES.iter().copied().chain([
         ("Cargo.toml", RUNTIME_MANIFEST),
-        ("lib.rs", RUNTIME_LIB_RS),
         ("Cargo.lock", RUNTIME_LOCK),
-    ] {
+    ]);
+    for (name, text) in files {
         let path = src.join(name);
         std::fs::write(&path, text)
             .map_err(|e| Error::io(format!("write `{}`", path.display()), e))?;

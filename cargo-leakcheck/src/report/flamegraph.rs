@@ -5,13 +5,16 @@ use crate::model::{StackKind, TestReport};
 use std::io::Write;
 
 /// Folded-stack lines of the test's leaked stacks, outermost frame first, weighted by
-/// bytes. Sorted so the same results give the same file.
+/// bytes (those the test's run retained, or, for a stack that grew only in extra runs, what
+/// each run added). Sorted so the same results give the same file.
 pub fn folded_lines(test: &TestReport) -> Vec<String> {
+    let weight =
+        |s: &crate::model::StackReport| s.bytes.max(s.min_growth().unwrap_or(0).max(0) as u64);
     let mut lines: Vec<String> = test
         .stacks
         .iter()
-        .filter(|s| s.kind == StackKind::Leak && s.bytes > 0 && s.suppression.is_none())
-        .map(|s| folded_line(&s.frames, s.bytes))
+        .filter(|s| s.kind == StackKind::Leak && weight(s) > 0 && s.suppression.is_none())
+        .map(|s| folded_line(&s.frames, weight(s)))
         .collect();
     lines.sort();
     lines
@@ -106,6 +109,7 @@ mod tests {
             fails: kind == StackKind::Leak,
             allowed: None,
             suppression: None,
+            growth_per_run: Vec::new(),
             frames: names.iter().map(|n| frame(n)).collect(),
         };
         TestReport {
@@ -139,6 +143,12 @@ mod tests {
                 ),
             ],
             artifacts: Artifacts::default(),
+            extra_runs: crate::model::ExtraRuns {
+                made: 0,
+                status: "off",
+                detail: None,
+            },
+            first_run_retained: None,
         }
     }
 

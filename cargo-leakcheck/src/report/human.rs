@@ -1,7 +1,7 @@
 //! The human summary on stderr: each leaking or broken test with its largest stacks and
 //! the first frames of the code under test, then totals and where the artifacts are.
 
-use crate::model::{FrameReport, Report, StackKind, TestReport, Verdict};
+use crate::model::{FrameReport, Report, StackKind, StackReport, TestReport, Verdict};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -58,6 +58,55 @@ fn interesting_frames<'a>(frames: &'a [FrameReport], root: &Path) -> &'a [FrameR
     match frames.iter().position(in_workspace) {
         Some(i) => &frames[i..],
         None => frames,
+    }
+}
+
+/// `, +2.0 KiB per run (5 extra runs)` for a stack the extra runs measured as growing.
+fn growth_text(stack: &StackReport) -> String {
+    let bytes: Vec<i64> = stack.growth_per_run.iter().map(|g| g.bytes).collect();
+    let (Some(&min), Some(&max)) = (bytes.iter().min(), bytes.iter().max()) else {
+        return String::new();
+    };
+    if min <= 0 {
+        return String::new();
+    }
+    let per_run = if min == max {
+        format!("+{}", human_bytes(min as u64))
+    } else {
+        format!(
+            "+{} to +{}",
+            human_bytes(min as u64),
+            human_bytes(max as u64)
+        )
+    };
+    format!(
+        ", {per_run} per run ({})",
+        plural(bytes.len() as u64, "extra run", "extra runs")
+    )
+}
+
+/// Why a leaking test was judged without extra runs, when it retained memory that extra
+/// runs could have told apart.
+fn single_run_reason(t: &TestReport) -> Option<&str> {
+    match t.extra_runs.status {
+        "completed" | "not-needed" | "test-failed" => None,
+        _ => t.extra_runs.detail.as_deref(),
+    }
+}
+
+/// What a test kept for the process lifetime: its one-time and process-lifetime stacks,
+/// or, when the counting pass settled it, everything its own run retained.
+fn kept_bytes(t: &TestReport) -> u64 {
+    let stacks: u64 = t
+        .stacks
+        .iter()
+        .filter(|st| matches!(st.kind, StackKind::OneTime | StackKind::ProcessLifetime))
+        .filter(|st| !st.fails)
+        .map(|st| st.bytes)
+        .sum();
+    match (t.method, t.extra_runs.status, &t.first_run_retained) {
+        ("counters", "completed", Some(r)) => r.bytes,
+        _ => stacks,
     }
 }
 
@@ -130,12 +179,16 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                         }
                     }
                 }
+                if let Some(why) = single_run_reason(t) {
+                    let _ = writeln!(s, "           judged on its own run: {why}");
+                }
                 for stack in t.failing_stacks().take(STACKS_SHOWN) {
                     let _ = writeln!(
                         s,
-                        "           {} in {}",
+                        "           {} in {}{}",
                         human_bytes(stack.bytes),
-                        plural(stack.objects, "object", "objects")
+                        plural(stack.objects, "object", "objects"),
+                        growth_text(stack)
                     );
                     for (i, f) in interesting_frames(&stack.frames, workspace_root)
                         .iter()
@@ -169,14 +222,10 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             }
         }
     }
-    // One-time initialisation is allowed but worth knowing about.
-    let one_time: u64 = report
-        .tests
-        .iter()
-        .flat_map(|t| t.stacks.iter())
-        .filter(|st| st.kind == StackKind::OneTime)
-        .map(|st| st.bytes)
-        .sum();
+    // Memory kept for the process lifetime is allowed but worth knowing about.
+    let kept: Vec<u64> = report.tests.iter().map(kept_bytes).collect();
+    let kept_total: u64 = kept.iter().sum();
+    let keeping = kept.iter().filter(|&&b| b > 0).count() as u64;
     let count = |v: Verdict| report.tests.iter().filter(|t| t.verdict == v).count();
     let mut parts = Vec::new();
     for v in [
@@ -216,11 +265,12 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             human_bytes(leaked)
         );
     }
-    if one_time > 0 {
+    if kept_total > 0 {
         let _ = writeln!(
             s,
-            "         {} of one-time initialisation (OnceLock, LazyLock, …) listed in the report, not counted",
-            human_bytes(one_time)
+            "         {} kept for the process lifetime by {} (one-time initialisation, pools, tables: running the test again added nothing), not counted",
+            human_bytes(kept_total),
+            plural(keeping, "test", "tests")
         );
     }
     let allowed: Vec<_> = report

@@ -1,0 +1,595 @@
+//! Finds, in a test executable, the function libtest calls to run each test, so the
+//! runtime can call it again after the test's run (see [`crate::rerun`]).
+//!
+//! The harness `#[test]` generates is a table: for every test a `TestDescAndFn` value with
+//! the test's name (`&'static str`) and `testfn: StaticTestFn(fn() -> Result<(), String>)`,
+//! and `main` passes `&[&TestDescAndFn]` to libtest. In a position-independent executable
+//! every pointer in that table is a dynamic relocation, so the table can be read from the
+//! file exactly, for debug and release builds alike, without symbols (a release build
+//! inlines the test's own functions away).
+//!
+//! Nothing here guesses. libtest's struct layout is not stable across Rust versions, so it
+//! is inferred from the executable itself and must be the same for every test in it:
+//! - a test's name field is a pointer to exactly its name's bytes followed by their length;
+//! - its struct starts at the nearest address at or below the name field that something
+//!   points to (each struct is pointed to by the table `main` hands to libtest, and nothing
+//!   points inside one), and ends before the next such address;
+//! - the entry point is the one field offset, the same in every test's struct, that holds
+//!   a pointer to the start of a function (a symbol or an unwind-table entry says so).
+//!
+//! If the layout cannot be pinned down to one offset, no test of the binary gets an entry
+//! point, and its tests are reported as not repeatable.
+
+use addr2line::gimli;
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader};
+use object::{elf, LittleEndian as LE, Object, ObjectSection, ObjectSymbol, SymbolKind};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A test's entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its address in the executable image (a virtual address of the ELF file).
+    pub address: u64,
+    /// Its code, as offsets in the file: frames of heap dumps are keyed by file offset,
+    /// and a frame in this range is the call that runs the test body.
+    pub file_range: (u64, u64),
+}
+
+/// What the executable says about running its tests again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inspection {
+    /// Entry points by test name.
+    pub entries: HashMap<String, Entry>,
+    /// Why tests have no entry point, when none could be found for some.
+    pub problem: Option<String>,
+    /// The GNU build id, hexadecimal; the runtime checks it against the running file.
+    pub build_id: String,
+    /// The address of `_rjem_mallctl` (tikv-jemallocator's jemalloc), when linked in.
+    pub app_mallctl: Option<u64>,
+}
+
+/// One loadable segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Virtual address.
+    pub vaddr: u64,
+    /// Size in memory.
+    pub memsz: u64,
+    /// Offset of its bytes in the file.
+    pub offset: u64,
+    /// How many of them are in the file (the rest are zero).
+    pub filesz: u64,
+    /// Whether it holds code.
+    pub executable: bool,
+}
+
+/// The parts of an executable that the search needs; built from an ELF file, or by hand in
+/// tests.
+#[derive(Clone, Debug, Default)]
+pub struct Image<'a> {
+    /// The file's bytes.
+    pub data: &'a [u8],
+    /// Its loadable segments.
+    pub segments: Vec<Segment>,
+    /// Every pointer stored in the image: location -> target (virtual addresses).
+    pub pointers: BTreeMap<u64, u64>,
+    /// Known function starts -> their sizes in bytes.
+    pub functions: BTreeMap<u64, u64>,
+}
+
+/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`.
+pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
+    let file = match ElfFile64::<LE>::parse(data) {
+        Ok(f) => f,
+        Err(e) => {
+            return Inspection {
+                problem: Some(format!("not a 64-bit ELF executable: {e}")),
+                ..Inspection::default()
+            }
+        }
+    };
+    let mut inspection = Inspection {
+        build_id: file
+            .build_id()
+            .ok()
+            .flatten()
+            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default(),
+        ..Inspection::default()
+    };
+    let image = match image_of(&file, data) {
+        Ok(image) => image,
+        Err(e) => {
+            inspection.problem = Some(e);
+            return inspection;
+        }
+    };
+    inspection.app_mallctl = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.name() == Ok("_rjem_mallctl") && s.kind() == SymbolKind::Text)
+        .map(|s| s.address());
+    match find_entries(&image, names) {
+        Ok(entries) => inspection.entries = entries,
+        Err(e) => inspection.problem = Some(e),
+    }
+    if inspection.problem.is_none() {
+        if let Some(missing) = names.iter().find(|n| !inspection.entries.contains_key(**n)) {
+            inspection.problem = Some(format!(
+                "`{missing}` has no entry in libtest's table of tests"
+            ));
+        }
+    }
+    inspection
+}
+
+fn image_of<'a>(file: &ElfFile64<'a, LE>, data: &'a [u8]) -> Result<Image<'a>, String> {
+    let endian = file.endian();
+    let header = file.elf_header();
+    let segments: Vec<Segment> = file
+        .elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == elf::PT_LOAD)
+        .map(|ph| Segment {
+            vaddr: ph.p_vaddr(endian),
+            memsz: ph.p_memsz(endian),
+            offset: ph.p_offset(endian),
+            filesz: ph.p_filesz(endian),
+            executable: (ph.p_flags(endian) & elf::PF_X).0 != 0,
+        })
+        .collect();
+    let mut image = Image {
+        data,
+        segments,
+        ..Image::default()
+    };
+    let sections = file.elf_section_table();
+    if header.e_type(endian) == elf::ET_DYN {
+        for section in sections.iter() {
+            match section.sh_type(endian) {
+                elf::SHT_RELA => {
+                    let Ok(Some((relas, _))) = section.rela(endian, data) else {
+                        continue;
+                    };
+                    for r in relas {
+                        if r.r_type(endian, false) == elf::R_X86_64_RELATIVE {
+                            image
+                                .pointers
+                                .insert(r.r_offset(endian), r.r_addend(endian) as u64);
+                        }
+                    }
+                }
+                elf::SHT_RELR => {
+                    let Ok(words) = section.data_as_array::<object::U64<LE>, _>(endian, data)
+                    else {
+                        continue;
+                    };
+                    let locations = relr_locations(words.iter().map(|w| w.get(endian)));
+                    for at in locations {
+                        // RELR keeps the addend in place.
+                        if let Some(target) = image.word(at) {
+                            image.pointers.insert(at, target);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    } else {
+        // A fixed-address executable stores absolute pointers: any aligned word of a
+        // writable segment that lands inside the image.
+        let writable: Vec<Segment> = file
+            .elf_program_headers()
+            .iter()
+            .filter(|ph| {
+                ph.p_type(endian) == elf::PT_LOAD && (ph.p_flags(endian) & elf::PF_W).0 != 0
+            })
+            .map(|ph| Segment {
+                vaddr: ph.p_vaddr(endian),
+                memsz: ph.p_memsz(endian),
+                offset: ph.p_offset(endian),
+                filesz: ph.p_filesz(endian),
+                executable: false,
+            })
+            .collect();
+        for seg in writable {
+            let mut at = (seg.vaddr + 7) & !7;
+            while at + 8 <= seg.vaddr + seg.filesz {
+                if let Some(v) = image.word(at) {
+                    if image.segment_of(v).is_some() {
+                        image.pointers.insert(at, v);
+                    }
+                }
+                at += 8;
+            }
+        }
+    }
+    if image.pointers.is_empty() {
+        return Err("the executable has no pointer table to read (no relative relocations)".into());
+    }
+    for s in file.symbols().chain(file.dynamic_symbols()) {
+        if s.kind() == SymbolKind::Text && s.size() > 0 {
+            image.functions.entry(s.address()).or_insert(s.size());
+        }
+    }
+    if let Some(eh) = file.section_by_name(".eh_frame") {
+        if let Ok(bytes) = eh.data() {
+            for (start, len) in fde_ranges(bytes, eh.address()) {
+                image.functions.entry(start).or_insert(len);
+            }
+        }
+    }
+    Ok(image)
+}
+
+/// Decodes a `SHT_RELR` table into the locations it relocates.
+fn relr_locations(words: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut next = 0u64;
+    for w in words {
+        if w & 1 == 0 {
+            out.push(w);
+            next = w + 8;
+        } else {
+            let mut bits = w >> 1;
+            let mut at = next;
+            while bits != 0 {
+                if bits & 1 != 0 {
+                    out.push(at);
+                }
+                bits >>= 1;
+                at += 8;
+            }
+            next += 63 * 8;
+        }
+    }
+    out
+}
+
+/// `(start, length)` of every function the unwind table describes.
+fn fde_ranges(bytes: &[u8], address: u64) -> Vec<(u64, u64)> {
+    use gimli::UnwindSection;
+    let eh = gimli::EhFrame::new(bytes, gimli::LittleEndian);
+    let bases = gimli::BaseAddresses::default().set_eh_frame(address);
+    let mut entries = eh.entries(&bases);
+    let mut out = Vec::new();
+    while let Ok(Some(entry)) = entries.next() {
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset) {
+                out.push((fde.initial_address(), fde.len()));
+            }
+        }
+    }
+    out
+}
+
+impl Image<'_> {
+    fn segment_of(&self, vaddr: u64) -> Option<&Segment> {
+        self.segments
+            .iter()
+            .find(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.memsz)
+    }
+
+    /// The bytes at `vaddr`, when all `len` of them are in the file.
+    fn bytes(&self, vaddr: u64, len: u64) -> Option<&[u8]> {
+        let seg = self.segment_of(vaddr)?;
+        let rel = vaddr - seg.vaddr;
+        if rel.checked_add(len)? > seg.filesz {
+            return None;
+        }
+        let start = usize::try_from(seg.offset + rel).ok()?;
+        self.data
+            .get(start..start.checked_add(usize::try_from(len).ok()?)?)
+    }
+
+    /// The 8-byte little-endian word at `vaddr` as stored in the file.
+    fn word(&self, vaddr: u64) -> Option<u64> {
+        Some(u64::from_le_bytes(self.bytes(vaddr, 8)?.try_into().ok()?))
+    }
+
+    /// The file offset of an address.
+    fn file_offset(&self, vaddr: u64) -> Option<u64> {
+        let seg = self.segment_of(vaddr)?;
+        Some(vaddr - seg.vaddr + seg.offset)
+    }
+
+    /// Whether `target` is the first byte of a function: code, and a known function start.
+    fn is_function_start(&self, target: u64) -> bool {
+        self.segment_of(target).is_some_and(|s| s.executable)
+            && self.functions.contains_key(&target)
+    }
+}
+
+/// The furthest a struct's name field may lie from the struct's start.
+const MAX_NAME_OFFSET: u64 = 512;
+
+/// Where a test's struct lies: from the nearest pointed-to address at or below its name
+/// field, up to the next pointed-to address.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    name_field: u64,
+    start: u64,
+    end: u64,
+}
+
+/// Finds every named test's entry point; see the module documentation for the rules.
+pub fn find_entries(image: &Image, names: &[&str]) -> Result<HashMap<String, Entry>, String> {
+    if names.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let targets: BTreeSet<u64> = image.pointers.values().copied().collect();
+    let wanted: HashMap<&[u8], &str> = names.iter().map(|n| (n.as_bytes(), *n)).collect();
+    let lengths: BTreeSet<u64> = names.iter().map(|n| n.len() as u64).collect();
+
+    // Name fields: a pointer to the name's bytes, followed by their length.
+    let mut fields: HashMap<&str, Vec<u64>> = HashMap::new();
+    for (&at, &target) in &image.pointers {
+        let Some(len) = image.word(at + 8) else {
+            continue;
+        };
+        if !lengths.contains(&len) {
+            continue;
+        }
+        if let Some(name) = image.bytes(target, len).and_then(|b| wanted.get(b)) {
+            fields.entry(name).or_default().push(at);
+        }
+    }
+    let candidates = |name: &str| -> Vec<Candidate> {
+        fields
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|&field| {
+                let start = *targets
+                    .range(field.saturating_sub(MAX_NAME_OFFSET)..=field)
+                    .next_back()?;
+                let seg = image.segment_of(start)?;
+                let end = targets
+                    .range(start + 1..)
+                    .next()
+                    .copied()
+                    .unwrap_or(u64::MAX)
+                    .min(seg.vaddr + seg.memsz);
+                Some(Candidate {
+                    name_field: field,
+                    start,
+                    end,
+                })
+            })
+            .collect()
+    };
+
+    // The layout, from the tests whose name field is unambiguous.
+    let sure: Vec<Candidate> = names
+        .iter()
+        .filter_map(|n| match candidates(n).as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        })
+        .collect();
+    if sure.is_empty() {
+        return Err("libtest's table of tests was not found in the executable".into());
+    }
+    let name_offset = sure[0].name_field - sure[0].start;
+    if sure.iter().any(|c| c.name_field - c.start != name_offset) {
+        return Err("libtest's table of tests has no consistent layout in the executable".into());
+    }
+    let size = sure.iter().map(|c| c.end - c.start).min().unwrap_or(0);
+    let entry_at = |c: &Candidate, offset: u64| -> Option<u64> {
+        let target = *image.pointers.get(&(c.start + offset))?;
+        image.is_function_start(target).then_some(target)
+    };
+    let offsets: Vec<u64> = (0..size)
+        .step_by(8)
+        .filter(|&off| sure.iter().all(|c| entry_at(c, off).is_some()))
+        .collect();
+    let fn_offset = match offsets.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(
+                "no function pointer at the same place in every test of libtest's table".into(),
+            )
+        }
+        many => {
+            return Err(format!(
+            "{} places in libtest's table of tests could hold the test function; none is certain",
+            many.len()
+        ))
+        }
+    };
+
+    let mut entries = HashMap::new();
+    for name in names {
+        let fitting: Vec<u64> = candidates(name)
+            .iter()
+            .filter(|c| c.name_field - c.start == name_offset && c.end - c.start > fn_offset)
+            .filter_map(|c| entry_at(c, fn_offset))
+            .collect();
+        if let [address] = fitting.as_slice() {
+            let size = image.functions.get(address).copied().unwrap_or(0);
+            if let Some(start) = image.file_offset(*address) {
+                entries.insert(
+                    (*name).to_string(),
+                    Entry {
+                        address: *address,
+                        file_range: (start, start + size),
+                    },
+                );
+            }
+        }
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-made image: rodata with names at 0x1000, code at 0x2000, data at 0x3000.
+    struct Builder {
+        data: Vec<u8>,
+        image_pointers: BTreeMap<u64, u64>,
+        functions: BTreeMap<u64, u64>,
+    }
+
+    const RODATA: u64 = 0x1000;
+    const CODE: u64 = 0x2000;
+    const DATA: u64 = 0x3000;
+
+    impl Builder {
+        fn new() -> Self {
+            Builder {
+                data: vec![0; 0x4000],
+                image_pointers: BTreeMap::new(),
+                functions: BTreeMap::new(),
+            }
+        }
+        fn bytes(&mut self, at: u64, b: &[u8]) {
+            self.data[at as usize..at as usize + b.len()].copy_from_slice(b);
+        }
+        fn word(&mut self, at: u64, v: u64) {
+            self.bytes(at, &v.to_le_bytes());
+        }
+        fn pointer(&mut self, at: u64, target: u64) {
+            self.image_pointers.insert(at, target);
+        }
+        fn function(&mut self, at: u64) {
+            self.functions.insert(at, 0x20);
+        }
+        /// A test struct at `start` in libtest's shape: [should_panic 3 words][name tag]
+        /// [name ptr][name len][ignore msg 2][source ptr][source len] … [tag][fn] ….
+        fn test_struct(&mut self, start: u64, name_at: u64, name: &str, func: u64) {
+            self.bytes(name_at, name.as_bytes());
+            self.word(start + 24, 0x8000_0000_0000_0001);
+            self.pointer(start + 32, name_at);
+            self.word(start + 40, name.len() as u64);
+            self.pointer(start + 56, RODATA + 0xf00); // source file
+            self.word(start + 64, 10);
+            self.pointer(start + 136, func);
+            self.function(func);
+        }
+        fn image(&self) -> Image<'_> {
+            let seg = |vaddr: u64, executable| Segment {
+                vaddr,
+                memsz: 0x1000,
+                offset: vaddr,
+                filesz: 0x1000,
+                executable,
+            };
+            Image {
+                data: &self.data,
+                segments: vec![seg(RODATA, false), seg(CODE, true), seg(DATA, false)],
+                pointers: self.image_pointers.clone(),
+                functions: self.functions.clone(),
+            }
+        }
+    }
+
+    const STRIDE: u64 = 152;
+
+    /// Three adjacent structs and the table of pointers to them that `main` passes on.
+    fn three_tests() -> Builder {
+        let mut b = Builder::new();
+        let names = ["tests::a", "tests::b", "tests::c"];
+        for (i, name) in names.iter().enumerate() {
+            let start = DATA + i as u64 * STRIDE;
+            b.test_struct(
+                start,
+                RODATA + 0x100 * i as u64,
+                name,
+                CODE + 0x100 * i as u64,
+            );
+            b.pointer(DATA + 0x800 + 8 * i as u64, start);
+        }
+        b
+    }
+
+    #[test]
+    fn each_test_gets_the_function_of_its_own_struct() {
+        let b = three_tests();
+        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap();
+        assert_eq!(entries["tests::a"].address, CODE);
+        assert_eq!(entries["tests::b"].address, CODE + 0x100);
+        assert_eq!(entries["tests::c"].address, CODE + 0x200);
+        assert_eq!(entries["tests::b"].file_range, (CODE + 0x100, CODE + 0x120));
+    }
+
+    #[test]
+    fn a_name_that_is_a_prefix_of_another_is_not_confused() {
+        let mut b = three_tests();
+        // `tests::a` stored again as the start of a longer string, with that string's length.
+        b.bytes(RODATA + 0x400, b"tests::ab");
+        b.pointer(DATA + 0x900, RODATA + 0x400);
+        b.word(DATA + 0x908, 9);
+        let entries = find_entries(&b.image(), &["tests::a"]).unwrap();
+        assert_eq!(entries["tests::a"].address, CODE);
+    }
+
+    #[test]
+    fn a_pointer_that_is_not_a_function_start_is_never_taken() {
+        let mut b = three_tests();
+        // A second code pointer inside every struct, but into the middle of a function.
+        for i in 0..3 {
+            b.pointer(DATA + i * STRIDE + 8, CODE + 0x100 * i + 4);
+        }
+        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap();
+        assert_eq!(entries["tests::c"].address, CODE + 0x200);
+    }
+
+    #[test]
+    fn two_places_that_could_hold_the_function_give_no_entry_at_all() {
+        let mut b = three_tests();
+        // Another function pointer at the same offset in every struct: which one libtest
+        // calls cannot be told, so none is used.
+        for i in 0..3 {
+            b.pointer(DATA + i * STRIDE + 16, CODE + 0x800 + 0x10 * i);
+            b.function(CODE + 0x800 + 0x10 * i);
+        }
+        let err = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap_err();
+        assert!(err.contains("none is certain"), "{err}");
+    }
+
+    #[test]
+    fn a_neighbour_outside_the_struct_does_not_count() {
+        // One test: just past its struct lies other pointed-to data holding a function
+        // pointer. The struct ends where that data starts, so it is not a candidate.
+        let mut b = Builder::new();
+        b.test_struct(DATA, RODATA, "tests::only", CODE);
+        b.pointer(DATA + 0x800, DATA);
+        b.pointer(DATA + STRIDE + 8, CODE + 0x300);
+        b.function(CODE + 0x300);
+        b.pointer(DATA + 0x808, DATA + STRIDE);
+        let entries = find_entries(&b.image(), &["tests::only"]).unwrap();
+        assert_eq!(entries["tests::only"].address, CODE);
+    }
+
+    #[test]
+    fn no_table_is_an_error_not_a_guess() {
+        let b = Builder::new();
+        assert!(find_entries(&b.image(), &["tests::a"]).is_err());
+    }
+
+    #[test]
+    fn relr_tables_decode_addresses_and_bitmaps() {
+        // An address, then a bitmap relocating the 1st and 3rd words after it.
+        let got = relr_locations([0x1000u64, (0b101 << 1) | 1].into_iter());
+        assert_eq!(got, vec![0x1000, 0x1008, 0x1018]);
+    }
+
+    #[test]
+    fn this_test_binary_is_readable_as_an_image() {
+        // The unit-test binary of this crate is itself a libtest binary: its own entry for
+        // this very test must be found and lie in code.
+        let exe = std::env::current_exe().unwrap();
+        let data = std::fs::read(&exe).unwrap();
+        let me = "entry::tests::this_test_binary_is_readable_as_an_image";
+        let found = inspect(
+            &data,
+            &[me, "entry::tests::no_table_is_an_error_not_a_guess"],
+        );
+        assert_eq!(found.problem, None);
+        let entry = found.entries[me];
+        assert!(entry.file_range.1 > entry.file_range.0);
+        assert!(!found.build_id.is_empty());
+    }
+}

@@ -1,0 +1,463 @@
+//! Extra runs of a test inside its own process: what the record of a process says about
+//! them, and the rules that tell memory a test loses on every run from memory the process
+//! keeps for its lifetime (pure).
+//!
+//! After libtest's `main` returns, the runtime calls the test's entry point again (see the
+//! runtime's `rerun` module and [`crate::entry`]) and measures after each extra run, once
+//! the threads the run started are gone:
+//! - **Counting pass**: live objects and bytes of the whole process, after each of up to
+//!   [`COUNTING_RUNS_FACTOR`] × N extra runs (N = `extra-runs`). The test is settled, without
+//!   taking stacks, when two extra runs in a row leave both exactly unchanged ([`steady`]):
+//!   whatever the first run retained is then state the process keeps (a pool, a logger, a
+//!   table built once), not a leak. Counts that grew in N runs in a row, or never settled,
+//!   send the test to the stacks pass.
+//! - **Stacks pass**: a heap dump after the first run and after each extra run (N, or as many
+//!   as the counting pass made). A stack is a leak when it holds more after *every* extra
+//!   run than before it ([`grows_every_run`]);
+//!   a stack that the first run filled and that then stops growing (a cache that warmed, a
+//!   buffer reused at its size, garbage an epoch-based collector frees a run or two later)
+//!   is process-lifetime state.
+//!
+//! Frames of the first run and of the extra runs differ outside the test body (libtest's
+//! frames, then the runtime's), so stacks are compared cut at the call of the test's entry
+//! point ([`cut_at_entry`]).
+
+use crate::diff::FrameKey;
+use crate::protocol::{ExitCounts, ExtraRun, Record};
+use crate::runner::{signal_name, ProcessEnd};
+
+/// Extra runs when none are configured: enough that a cache or a deferred free that settles
+/// within a few runs is not taken for a leak, and a stack must keep growing over all of them
+/// to count as one.
+pub const DEFAULT_EXTRA_RUNS: u32 = 5;
+
+/// How long the runtime waits after a run for the threads it started to be gone.
+pub const SETTLE_MS: u64 = 500;
+
+/// The counting pass may make this many times the configured extra runs, to let state that
+/// warms up over several runs (a pool whose workers each allocate on their first job) settle.
+pub const COUNTING_RUNS_FACTOR: u32 = 4;
+
+/// Why a test had as many extra runs as it had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Every extra run asked for was made (or the counts settled earlier).
+    Completed,
+    /// The first run retained nothing: there was nothing to tell apart.
+    NotNeeded,
+    /// Extra runs are switched off (`--extra-runs 0` or `extra-runs = 0`).
+    Off,
+    /// The test failed (or did not finish) its own run: it is judged on that run alone.
+    TestFailed,
+    /// A `#[should_panic]` test cannot run again in its process: it panics.
+    ShouldPanic,
+    /// A `harness = false` target has no libtest entry point.
+    NoHarness,
+    /// The test's entry point could not be found exactly (why).
+    NoEntryPoint(String),
+    /// An extra run panicked (the message).
+    Panicked(String),
+    /// The process died during an extra run (how).
+    Crashed(String),
+    /// The extra runs did not fit in the test's timeout.
+    TimedOut,
+    /// An extra run returned an error (its message).
+    Failed(String),
+    /// The runtime could not make them (why).
+    Unavailable(String),
+}
+
+impl Status {
+    /// The name used in the report.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::NotNeeded => "not-needed",
+            Status::Off => "off",
+            Status::TestFailed => "test-failed",
+            Status::ShouldPanic => "should-panic",
+            Status::NoHarness => "no-harness",
+            Status::NoEntryPoint(_) => "no-entry-point",
+            Status::Panicked(_) => "panicked",
+            Status::Crashed(_) => "crashed",
+            Status::TimedOut => "timed-out",
+            Status::Failed(_) => "failed",
+            Status::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// A sentence for the report and the summary, when the status is not self-explanatory.
+    pub fn detail(&self, made: u32) -> Option<String> {
+        let nth = ordinal(made + 1);
+        match self {
+            Status::Completed | Status::NotNeeded => None,
+            Status::Off => Some("extra runs are switched off (extra-runs = 0)".into()),
+            Status::TestFailed => Some("the test did not pass its own run".into()),
+            Status::ShouldPanic => Some(
+                "a #[should_panic] test panics on every run, so it cannot run again in its process"
+                    .into(),
+            ),
+            Status::NoHarness => Some("a harness = false target has no libtest entry point".into()),
+            Status::NoEntryPoint(why) => Some(format!("no usable entry point: {why}")),
+            Status::Panicked(message) => Some(format!("the {nth} extra run panicked: {message}")),
+            Status::Crashed(how) => Some(format!("the process died in the {nth} extra run: {how}")),
+            Status::TimedOut => Some(format!(
+                "the {nth} extra run did not finish within the test's timeout"
+            )),
+            Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
+            Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
+        }
+    }
+}
+
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// What the extra runs of one process came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Extra runs that returned normally (each measured).
+    pub made: u32,
+    /// Why no more.
+    pub status: Status,
+}
+
+impl Outcome {
+    /// No extra runs, for this reason.
+    pub fn none(status: Status) -> Outcome {
+        Outcome { made: 0, status }
+    }
+
+    /// Whether every extra run asked for was made, so the measurements can be judged.
+    pub fn usable(&self) -> bool {
+        self.status == Status::Completed && self.made > 0
+    }
+}
+
+/// What the process showed besides its record.
+pub struct Evidence<'a> {
+    /// How the process really ended (an extra run may have killed it).
+    pub end: &'a ProcessEnd,
+    /// Its captured stdout: libtest marks a `#[should_panic]` test there.
+    pub stdout: &'a str,
+    /// Its captured stderr: a panic message.
+    pub stderr: &'a str,
+    /// The test's libtest name.
+    pub test: &'a str,
+}
+
+/// Whether libtest reported the test as `#[should_panic]` (`test NAME - should panic ... ok`).
+pub fn is_should_panic(stdout: &str, test: &str) -> bool {
+    let marker = format!("test {test} - should panic ...");
+    stdout.lines().any(|l| l.starts_with(&marker))
+}
+
+/// Reads the extra runs off a process's record. `not_asked` is why none were requested, if
+/// they were not.
+pub fn interpret(
+    record: Option<&Record>,
+    not_asked: Option<&Status>,
+    evidence: &Evidence,
+) -> Outcome {
+    let Some(record) = record else {
+        return Outcome::none(Status::TestFailed);
+    };
+    let Some(first) = record.first else {
+        return Outcome::none(Status::TestFailed);
+    };
+    if first.status != 0 {
+        return Outcome::none(Status::TestFailed);
+    }
+    if is_should_panic(evidence.stdout, evidence.test) {
+        return Outcome::none(Status::ShouldPanic);
+    }
+    if record.end.as_deref() == Some("nothing-retained") {
+        return Outcome::none(Status::NotNeeded);
+    }
+    let made = record.runs.len() as u32;
+    let status = if let Some(why) = not_asked {
+        why.clone()
+    } else if let Some(message) = &record.failed {
+        Status::Failed(message.clone())
+    } else if record.timed_out
+        || matches!(record.end.as_deref(), Some("deadline" | "timeout"))
+        || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
+    {
+        Status::TimedOut
+    } else if record.started > made {
+        died_during_run(evidence)
+    } else {
+        match record.end.as_deref() {
+            Some("steady" | "unsteady" | "growing" | "done") => Status::Completed,
+            Some("spawn-failed") => Status::Unavailable("no thread could be started".into()),
+            Some("build-id") => {
+                Status::Unavailable("the running executable is not the one analysed".into())
+            }
+            Some("not-code" | "no-image") => {
+                Status::Unavailable("the entry point is not code of the running executable".into())
+            }
+            Some("no-entry") => Status::NoEntryPoint("none was passed".into()),
+            Some(other) => Status::Unavailable(format!("the runtime stopped: {other}")),
+            None => died_during_run(evidence),
+        }
+    };
+    Outcome { made, status }
+}
+
+fn died_during_run(evidence: &Evidence) -> Status {
+    // The test's own panic hook prints `thread '…' panicked at FILE:LINE:` and the message
+    // on the next line; the unwind then aborts at the runtime's frame.
+    let mut lines = evidence.stderr.lines();
+    let panic = lines
+        .by_ref()
+        .position(|l| l.starts_with("thread '") && l.contains("panicked at"))
+        .map(|_| lines.next().unwrap_or("").trim().to_string());
+    match (evidence.end, panic) {
+        (ProcessEnd::Signaled(6), Some(message)) => Status::Panicked(message),
+        (ProcessEnd::Signaled(s), _) => {
+            Status::Crashed(format!("signal {s} ({})", signal_name(*s)))
+        }
+        (ProcessEnd::Exited(c), _) => Status::Crashed(format!("it exited with code {c}")),
+        (other, _) => Status::Crashed(other.describe()),
+    }
+}
+
+/// Whether the counting pass settles the test: the last two extra runs left the process's
+/// live objects and bytes exactly as they were.
+pub fn steady(first: ExitCounts, runs: &[ExtraRun]) -> bool {
+    let series: Vec<ExitCounts> = std::iter::once(first)
+        .chain(runs.iter().map(|r| r.live))
+        .collect();
+    series.len() >= 3 && series[series.len() - 3..].windows(2).all(|w| w[0] == w[1])
+}
+
+/// Whether a stack leaks: its bytes rose across every extra run. `series` holds its live
+/// bytes after the first run and after each extra run.
+pub fn grows_every_run(series: &[u64]) -> bool {
+    series.len() >= 2 && series.windows(2).all(|w| w[1] > w[0])
+}
+
+/// A stack as far as the call of the test's entry point: its frames up to and including the
+/// first one whose return address lies in the entry function (`exe`, file offsets
+/// `range`). Allocations of the first run and of the extra runs meet there; stacks that do
+/// not pass through the entry (other threads) are kept whole.
+pub fn cut_at_entry<'a>(frames: &'a [FrameKey], exe: &str, range: (u64, u64)) -> &'a [FrameKey] {
+    let (start, end) = range;
+    match frames
+        .iter()
+        .position(|f| &*f.object == exe && f.file_offset > start && f.file_offset <= end)
+    {
+        Some(i) => &frames[..=i],
+        None => frames,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn live(objects: i64, bytes: i64) -> ExitCounts {
+        ExitCounts { objects, bytes }
+    }
+
+    fn run(objects: i64, bytes: i64) -> ExtraRun {
+        ExtraRun {
+            live: live(objects, bytes),
+            threads: 1,
+            settled: true,
+        }
+    }
+
+    #[test]
+    fn counts_settle_only_after_two_unchanged_runs_in_a_row() {
+        // A pool started by the first run; nothing more afterwards.
+        assert!(steady(live(40, 9000), &[run(40, 9000), run(40, 9000)]));
+        // The first extra run still added (a second-call warm-up), then nothing.
+        assert!(steady(
+            live(40, 9000),
+            &[run(41, 9100), run(41, 9100), run(41, 9100)]
+        ));
+        // Deferred frees: up, up, then flat.
+        assert!(steady(
+            live(1, 64),
+            &[run(2, 128), run(3, 192), run(3, 192), run(3, 192)]
+        ));
+        // A leak of one object per run never settles.
+        assert!(!steady(
+            live(1, 8),
+            &[run(2, 16), run(3, 24), run(4, 32), run(5, 40)]
+        ));
+        // One unchanged run is not enough, nor are equal objects with other bytes.
+        assert!(!steady(live(1, 8), &[run(1, 8)]));
+        assert!(!steady(live(1, 8), &[run(1, 8), run(1, 16)]));
+    }
+
+    #[test]
+    fn a_stack_leaks_only_when_it_grows_in_every_extra_run() {
+        assert!(grows_every_run(&[8, 16, 24, 32, 40, 48]));
+        assert!(
+            grows_every_run(&[0, 8, 16]),
+            "nothing in the first run, then growth"
+        );
+        // Filled once, then flat: process-lifetime state.
+        assert!(!grows_every_run(&[4096, 4096, 4096, 4096]));
+        // Garbage freed two runs later: rises twice, then flat.
+        assert!(!grows_every_run(&[64, 128, 192, 192, 192, 192]));
+        // A Vec that doubles now and then.
+        assert!(!grows_every_run(&[64, 128, 128, 256, 256, 256]));
+        assert!(!grows_every_run(&[64]), "no extra run, no judgement");
+    }
+
+    fn key(object: &str, file_offset: u64) -> FrameKey {
+        FrameKey {
+            object: Arc::from(object),
+            file_offset,
+        }
+    }
+
+    #[test]
+    fn stacks_are_cut_after_the_call_of_the_entry_point() {
+        let exe = "/t/deps/leaky-1";
+        let first_run = [
+            key("/rt.so", 0x10),
+            key(exe, 0x500),  // the test body
+            key(exe, 0x910),  // return address in the entry function [0x900, 0x940)
+            key(exe, 0x7000), // libtest
+            key("/libc.so", 0x30),
+        ];
+        let extra_run = [
+            key("/rt.so", 0x10),
+            key(exe, 0x500),
+            key(exe, 0x910),
+            key("/rt.so", 0x2000), // the runtime's thread
+        ];
+        let range = (0x900, 0x940);
+        assert_eq!(
+            cut_at_entry(&first_run, exe, range),
+            cut_at_entry(&extra_run, exe, range)
+        );
+        assert_eq!(cut_at_entry(&first_run, exe, range).len(), 3);
+        // A stack of another thread does not pass through the entry: kept whole.
+        let worker = [key(exe, 0x500), key("/libc.so", 0x30)];
+        assert_eq!(cut_at_entry(&worker, exe, range), &worker);
+        // The entry's first byte is never a return address inside it.
+        let at_start = [key(exe, 0x900), key(exe, 0x7000)];
+        assert_eq!(cut_at_entry(&at_start, exe, range).len(), 2);
+    }
+
+    fn evidence<'a>(end: &'a ProcessEnd, stdout: &'a str, stderr: &'a str) -> Evidence<'a> {
+        Evidence {
+            end,
+            stdout,
+            stderr,
+            test: "tests::t",
+        }
+    }
+
+    #[test]
+    fn the_record_tells_how_far_extra_runs_got_and_why_they_stopped() {
+        let ok = ProcessEnd::Exited(0);
+        let rec = |text: &str| Record::parse(text);
+        let done = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 1 8 1 1\nrun 2 start\nrun 2 ok 1 8 1 1\nend steady\n");
+        assert_eq!(
+            interpret(Some(&done), None, &evidence(&ok, "", "")),
+            Outcome {
+                made: 2,
+                status: Status::Completed
+            }
+        );
+        assert_eq!(
+            interpret(
+                Some(&rec("arena 1\nfirst 0 0 0 1\nend nothing-retained\n")),
+                None,
+                &evidence(&ok, "", "")
+            )
+            .status,
+            Status::NotNeeded
+        );
+        assert_eq!(
+            interpret(
+                Some(&rec("arena 1\nfirst 101 3 30 1\nend test-failed\n")),
+                None,
+                &evidence(&ProcessEnd::Exited(101), "", "")
+            )
+            .status,
+            Status::TestFailed
+        );
+        // Aborted by a panic in the second run: the message is the panic's.
+        let aborted = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\n");
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nsecond run\npanic in a function that cannot unwind\n";
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(6), "", stderr)
+            ),
+            Outcome {
+                made: 1,
+                status: Status::Panicked("second run".into())
+            }
+        );
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(11), "", "")
+            )
+            .status,
+            Status::Crashed("signal 11 (SIGSEGV)".into())
+        );
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::TimedOut, "", "")
+            )
+            .status,
+            Status::TimedOut
+        );
+        // libtest's own line marks a #[should_panic] test, whatever happened next.
+        let stdout = "\nrunning 1 test\ntest tests::t - should panic ... ok\n";
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(6), stdout, stderr)
+            )
+            .status,
+            Status::ShouldPanic
+        );
+        let failed =
+            rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 failed Error: \"no\"\nend failed\n");
+        assert_eq!(
+            interpret(Some(&failed), None, &evidence(&ok, "", "")).status,
+            Status::Failed("Error: \"no\"".into())
+        );
+        assert_eq!(
+            interpret(None, None, &evidence(&ProcessEnd::Signaled(9), "", "")).status,
+            Status::TestFailed
+        );
+        assert_eq!(
+            interpret(
+                Some(&done),
+                Some(&Status::NoHarness),
+                &evidence(&ok, "", "")
+            )
+            .status,
+            Status::NoHarness
+        );
+        assert_eq!(
+            Status::Panicked("boom".into()).detail(1).unwrap(),
+            "the 2nd extra run panicked: boom"
+        );
+    }
+}

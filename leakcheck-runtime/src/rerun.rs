@@ -1,0 +1,400 @@
+//! The exit handler: what the test's run left behind, then the same test body again.
+//!
+//! Memory a test retains at exit is not necessarily lost: a pool it started, a logger it
+//! installed or a table it created lazily stays for the life of the process, and running
+//! the test again adds nothing to it. A leak grows every time. So, after libtest's `main`
+//! has returned (the test passed and its results are final), this handler records what the
+//! first run retained and then calls the test's own entry point (the function libtest
+//! called, found in the executable by cargo-leakcheck) again, a few times, each on a fresh
+//! thread, measuring after each run once the threads the run started are gone.
+//!
+//! Why in the test's own process, not in a forked copy: `fork` keeps only the calling
+//! thread, so a pool's workers would be gone in the copy and a test that hands work to
+//! them would wait forever. The first run's record is written before any extra run starts,
+//! one whole line per `write`, so an extra run that panics (the unwind aborts at this
+//! handler's `extern "C"` frame), crashes or hangs cannot change what the first run
+//! showed: cargo-leakcheck reads the first run from the record, and how far the extra runs
+//! got.
+//!
+//! The record, one event per line:
+//! ```text
+//! arena <n>                                   counting mode: the main thread's arena (-1: none)
+//! first <status> <objects> <bytes> <threads>  at exit of the test's run
+//! run <k> start
+//! run <k> ok <objects> <bytes> <threads> <settled>
+//! run <k> failed <message>                    the entry returned an error
+//! run <k> timeout
+//! end <why>
+//! ```
+//! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
+//! `<prefix>.r<k>.heap` is written after the first run (k = 0) and after each extra run.
+
+use crate::arenas::{self, Live};
+use crate::image;
+use crate::sys::{self, FixedPath, Line};
+use std::ffi::{c_char, c_int, c_void};
+
+/// What the environment asked for, read once by the constructor.
+pub struct Settings {
+    /// Where the record goes.
+    pub record: FixedPath,
+    /// Counting mode: counts from the arena statistics; otherwise heap dumps.
+    pub counting: bool,
+    /// The entry point's address in the executable image.
+    pub entry: Option<u64>,
+    /// The executable's build id, hexadecimal ("" when it has none).
+    pub build_id: &'static str,
+    /// At most this many extra runs.
+    pub max_runs: u32,
+    /// Counting mode: stop once two extra runs in a row left the counts unchanged, or once
+    /// this many in a row added to them (0: make every run).
+    pub until_steady: u32,
+    /// No extra run may go on past this many milliseconds after the process started.
+    pub deadline_ms: u64,
+    /// How long to wait after a run for the thread count to come back down.
+    pub settle_ms: u64,
+    /// Stack size of the thread each extra run runs on.
+    pub stack_size: usize,
+    /// Prefix of this runtime's own dumps (stacks mode).
+    pub dump_prefix: FixedPath,
+    /// `mallctl` of a jemalloc linked into the test binary (tikv-jemallocator), whose heap
+    /// is dumped beside ours, at the image address given.
+    pub app_mallctl: Option<u64>,
+    /// Prefix of that jemalloc's dumps.
+    pub app_prefix: FixedPath,
+    /// When the runtime started, in monotonic milliseconds.
+    pub started_ms: u64,
+}
+
+static mut SETTINGS: Settings = Settings {
+    record: FixedPath::new(),
+    counting: false,
+    entry: None,
+    build_id: "",
+    max_runs: 0,
+    until_steady: 0,
+    deadline_ms: u64::MAX,
+    settle_ms: 500,
+    stack_size: 2 << 20,
+    dump_prefix: FixedPath::new(),
+    app_mallctl: None,
+    app_prefix: FixedPath::new(),
+    started_ms: 0,
+};
+
+fn settings() -> &'static Settings {
+    // SAFETY: written only by the constructor, before any other thread exists; read-only
+    // afterwards.
+    unsafe { &*std::ptr::addr_of!(SETTINGS) }
+}
+
+/// The settings, for the constructor to fill in.
+///
+/// # Safety
+/// Only while the process has a single thread, before [`install`].
+pub unsafe fn settings_mut() -> &'static mut Settings {
+    // SAFETY: the caller guarantees nothing else reads or writes them meanwhile.
+    unsafe { &mut *std::ptr::addr_of_mut!(SETTINGS) }
+}
+
+extern "C" {
+    // glibc: like atexit, but the handler receives the exit status.
+    fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+}
+
+/// Registers the exit handler. Called by the constructor, after jemalloc has initialised,
+/// so this handler runs before jemalloc's own (`prof_final`) one.
+pub fn install() {
+    // SAFETY: registers a handler that lives as long as the library.
+    unsafe { on_exit(at_exit, std::ptr::null_mut()) };
+}
+
+fn end(fd: c_int, why: &str) {
+    Line::new("end").word(why).write_to(fd);
+}
+
+extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
+    let s = settings();
+    let fd = sys::create_file(&s.record);
+    if fd < 0 {
+        return;
+    }
+    let first = if s.counting {
+        let arena = arenas::main_arena().map_or(-1, i64::from);
+        Line::new("arena").num(arena).write_to(fd);
+        arenas::live_outside_main_arena()
+    } else {
+        Live::default()
+    };
+    Line::new("first")
+        .num(i64::from(status))
+        .num(first.objects)
+        .num(first.bytes)
+        .num(threads())
+        .write_to(fd);
+    if status != 0 {
+        return end(fd, "test-failed");
+    }
+    if s.counting && first == Live::default() {
+        return end(fd, "nothing-retained");
+    }
+    let Some(entry) = s.entry else {
+        return end(fd, "no-entry");
+    };
+    let address = match image::resolve(entry as usize, s.build_id) {
+        Ok(a) => a,
+        Err(image::Refusal::NoImage) => return end(fd, "no-image"),
+        Err(image::Refusal::NotCode) => return end(fd, "not-code"),
+        Err(image::Refusal::BuildId) => return end(fd, "build-id"),
+    };
+    if !s.counting {
+        dump(0);
+    }
+    let mut previous = first;
+    let mut unchanged_in_a_row = 0u32;
+    let mut grown_in_a_row = 0u32;
+    for k in 1..=s.max_runs {
+        if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
+            return end(fd, "deadline");
+        }
+        Line::new("run")
+            .num(i64::from(k))
+            .word("start")
+            .write_to(fd);
+        let before = sys::thread_count();
+        let mut message = Message {
+            bytes: [0; 400],
+            len: 0,
+        };
+        match run_once(address, s, &mut message) {
+            Outcome::Passed => {}
+            Outcome::SpawnFailed => return end(fd, "spawn-failed"),
+            Outcome::Failed => {
+                let text = std::str::from_utf8(&message.bytes[..message.len]).unwrap_or("");
+                Line::new("run")
+                    .num(i64::from(k))
+                    .word("failed")
+                    .word(text)
+                    .write_to(fd);
+                return end(fd, "failed");
+            }
+            Outcome::TimedOut => {
+                Line::new("run")
+                    .num(i64::from(k))
+                    .word("timeout")
+                    .write_to(fd);
+                end(fd, "timeout");
+                // The run is still going on its thread and cannot be stopped; the first
+                // run's record is complete, so leave now, with the test's own status.
+                // SAFETY: _exit ends the process without running further handlers.
+                unsafe { libc::_exit(status) }
+            }
+        }
+        let settled = settle(before, s.settle_ms);
+        let live = if s.counting {
+            arenas::live_outside_main_arena()
+        } else {
+            dump(k);
+            Live::default()
+        };
+        Line::new("run")
+            .num(i64::from(k))
+            .word("ok")
+            .num(live.objects)
+            .num(live.bytes)
+            .num(threads())
+            .num(i64::from(settled))
+            .write_to(fd);
+        if s.until_steady > 0 {
+            let grew = live.objects > previous.objects || live.bytes > previous.bytes;
+            unchanged_in_a_row = if live == previous {
+                unchanged_in_a_row + 1
+            } else {
+                0
+            };
+            grown_in_a_row = if grew { grown_in_a_row + 1 } else { 0 };
+            previous = live;
+            if unchanged_in_a_row >= 2 {
+                return end(fd, "steady");
+            }
+            // Growing run after run: only the stacks can say what grows.
+            if grown_in_a_row >= s.until_steady {
+                return end(fd, "growing");
+            }
+            // Two unchanged runs in a row can no longer fit: the counts cannot settle it.
+            if s.max_runs - k < 2 - unchanged_in_a_row {
+                return end(fd, "unsteady");
+            }
+        }
+    }
+    end(fd, "done")
+}
+
+fn threads() -> i64 {
+    sys::thread_count().map_or(-1, |n| n as i64)
+}
+
+/// Waits until the process has no more threads than `before` (threads a run started have
+/// exited, and freed what they held on the way out), or `limit_ms` passed.
+fn settle(before: Option<u64>, limit_ms: u64) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    let give_up = sys::now_ms().saturating_add(limit_ms);
+    loop {
+        match sys::thread_count() {
+            Some(n) if n <= before => return true,
+            None => return false,
+            Some(_) => {}
+        }
+        if sys::now_ms() >= give_up {
+            return false;
+        }
+        sys::pause_briefly();
+    }
+}
+
+/// Writes `<prefix>.r<k>.heap` for this runtime's jemalloc, and for the test binary's own
+/// when it has one.
+fn dump(k: u32) {
+    let s = settings();
+    let mut path = FixedPath::new();
+    if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
+        // SAFETY: "prof.dump" takes a `const char *` file name written by value (jemalloc
+        // manual, MALLCTL NAMESPACE); the name is NUL-terminated and outlives the call.
+        unsafe {
+            let mut name: *const c_char = path.as_ptr();
+            tikv_jemalloc_sys::mallctl(
+                c"prof.dump".as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                (&raw mut name).cast(),
+                std::mem::size_of::<*const c_char>(),
+            );
+        }
+    }
+    let Some(mallctl) = s.app_mallctl else { return };
+    let Ok(address) = image::resolve(mallctl as usize, s.build_id) else {
+        return;
+    };
+    let mut app_path = FixedPath::new();
+    if dump_name(&mut app_path, &s.app_prefix, k) {
+        type Mallctl = unsafe extern "C" fn(
+            *const c_char,
+            *mut c_void,
+            *mut usize,
+            *mut c_void,
+            usize,
+        ) -> c_int;
+        // SAFETY: cargo-leakcheck passes the address of the binary's `_rjem_mallctl` symbol
+        // (checked above to be code of the same build), whose C signature is this.
+        unsafe {
+            let f: Mallctl = std::mem::transmute(address);
+            let mut name: *const c_char = app_path.as_ptr();
+            f(
+                c"prof.dump".as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                (&raw mut name).cast(),
+                std::mem::size_of::<*const c_char>(),
+            );
+        }
+    }
+}
+
+fn dump_name(path: &mut FixedPath, prefix: &FixedPath, k: u32) -> bool {
+    path.truncate(0);
+    // SAFETY: prefix holds len() initialised bytes before its NUL.
+    let bytes = unsafe { std::slice::from_raw_parts(prefix.as_ptr().cast::<u8>(), prefix.len()) };
+    path.push(bytes) && path.push(b".r") && path.push_u64(u64::from(k)) && path.push(b".heap")
+}
+
+/// An error message returned by the test, cut to fit a record line.
+struct Message {
+    bytes: [u8; 400],
+    len: usize,
+}
+
+enum Outcome {
+    Passed,
+    /// The entry returned an error, left in the slot's message.
+    Failed,
+    SpawnFailed,
+    TimedOut,
+}
+
+/// Shared between the waiting thread and the run's thread.
+struct Slot<'a> {
+    entry: usize,
+    passed: bool,
+    message: &'a mut Message,
+}
+
+/// The test entry point's signature: libtest's `StaticTestFn(fn() -> Result<(), String>)`.
+type TestFn = fn() -> Result<(), String>;
+
+extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
+    // SAFETY: `arg` is the Slot owned by `run_once`, which waits for this thread before
+    // touching it again.
+    let slot = unsafe { &mut *arg.cast::<Slot>() };
+    // SAFETY: `entry` is the pointer libtest itself calls for this test (see
+    // cargo-leakcheck's `entry` module), checked to be code of this very executable.
+    let f: TestFn = unsafe { std::mem::transmute::<usize, TestFn>(slot.entry) };
+    // A panic unwinds to this `extern "C"` frame and aborts the process: the record says
+    // which run was under way.
+    match f() {
+        Ok(()) => slot.passed = true,
+        Err(message) => {
+            let n = message.len().min(slot.message.bytes.len());
+            slot.message.bytes[..n].copy_from_slice(&message.as_bytes()[..n]);
+            slot.message.len = n;
+            // Allocated by the test binary's allocator, which may not be malloc.
+            std::mem::forget(message);
+        }
+    }
+    std::ptr::null_mut()
+}
+
+fn run_once(entry: usize, s: &Settings, message: &mut Message) -> Outcome {
+    let mut slot = Slot {
+        entry,
+        passed: false,
+        message,
+    };
+    // SAFETY: plain pthread calls on values we own; the thread is joined (or the process
+    // left) before `slot` goes out of scope.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setstacksize(&mut attr, s.stack_size.max(libc::PTHREAD_STACK_MIN));
+        let mut thread: libc::pthread_t = 0;
+        let created = libc::pthread_create(&mut thread, &attr, run_entry, (&raw mut slot).cast());
+        libc::pthread_attr_destroy(&mut attr);
+        if created != 0 {
+            return Outcome::SpawnFailed;
+        }
+        let remaining = s
+            .deadline_ms
+            .saturating_sub(sys::now_ms().saturating_sub(s.started_ms));
+        let mut until = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut until);
+        let add_s = (remaining / 1000).min(i64::MAX as u64 / 2) as i64;
+        until.tv_sec = until.tv_sec.saturating_add(add_s);
+        until.tv_nsec += ((remaining % 1000) * 1_000_000) as i64;
+        if until.tv_nsec >= 1_000_000_000 {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1_000_000_000;
+        }
+        if libc::pthread_timedjoin_np(thread, std::ptr::null_mut(), &until) != 0 {
+            return Outcome::TimedOut;
+        }
+    }
+    if slot.passed {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    }
+}

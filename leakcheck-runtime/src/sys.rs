@@ -1,0 +1,230 @@
+//! Small operating-system helpers that never allocate: they run inside exit handlers and
+//! before `main`, where an allocation would be counted as the test's or could recurse into
+//! the allocator being set up.
+
+use std::ffi::{c_char, c_int, CStr};
+
+/// A value of the environment, if set and valid UTF-8.
+///
+/// Only called from the constructor, while the process has a single thread, so the
+/// environment cannot change underneath.
+pub fn env(name: &CStr) -> Option<&'static str> {
+    // SAFETY: getenv with a NUL-terminated name; the returned string lives in the
+    // environment block for the rest of the process unless someone unsets it, which this
+    // runtime only does for LD_PRELOAD.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returns a NUL-terminated string.
+    unsafe { CStr::from_ptr(value) }.to_str().ok()
+}
+
+/// A fixed-capacity byte string, NUL-terminated for passing to C.
+pub struct FixedPath {
+    bytes: [u8; 4096],
+    len: usize,
+}
+
+impl FixedPath {
+    /// An empty path.
+    pub const fn new() -> Self {
+        FixedPath {
+            bytes: [0; 4096],
+            len: 0,
+        }
+    }
+
+    /// Appends `part`; false (and unchanged) when it would not fit with its NUL.
+    pub fn push(&mut self, part: &[u8]) -> bool {
+        if self.len + part.len() >= self.bytes.len() || part.contains(&0) {
+            return false;
+        }
+        self.bytes[self.len..self.len + part.len()].copy_from_slice(part);
+        self.len += part.len();
+        self.bytes[self.len] = 0;
+        true
+    }
+
+    /// Appends a decimal number.
+    pub fn push_u64(&mut self, v: u64) -> bool {
+        let mut digits = [0u8; 20];
+        let start = format_u64(v, &mut digits);
+        self.push(&digits[start..])
+    }
+
+    /// Whether nothing was set.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The NUL-terminated string.
+    pub fn as_ptr(&self) -> *const c_char {
+        self.bytes.as_ptr().cast()
+    }
+
+    /// Forgets what was appended after the first `len` bytes.
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+            self.bytes[len] = 0;
+        }
+    }
+
+    /// Its length in bytes, without the NUL.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Writes `v` in decimal at the end of `buf`; returns where the digits start.
+pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> usize {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return i;
+        }
+    }
+}
+
+/// One line of the exit record, built on the stack and written with a single `write`, so
+/// a process that dies right after still leaves whole lines behind.
+pub struct Line {
+    bytes: [u8; 512],
+    len: usize,
+}
+
+impl Line {
+    /// A line starting with `word`.
+    pub fn new(word: &str) -> Self {
+        let mut line = Line {
+            bytes: [0; 512],
+            len: 0,
+        };
+        line.text(word);
+        line
+    }
+
+    /// Appends text; whatever does not fit is cut (the newline always fits).
+    pub fn text(&mut self, text: &str) -> &mut Self {
+        for &b in text.as_bytes() {
+            if self.len + 1 >= self.bytes.len() {
+                break;
+            }
+            // One record per line: a message never breaks the format.
+            self.bytes[self.len] = if b == b'\n' || b == b'\r' { b' ' } else { b };
+            self.len += 1;
+        }
+        self
+    }
+
+    /// Appends a space and a signed number.
+    pub fn num(&mut self, v: i64) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let start = format_u64(v.unsigned_abs(), &mut digits);
+        self.text(" ");
+        if v < 0 {
+            self.text("-");
+        }
+        // Digits are ASCII.
+        self.text(std::str::from_utf8(&digits[start..]).unwrap_or("?"))
+    }
+
+    /// Appends a space and a word.
+    pub fn word(&mut self, w: &str) -> &mut Self {
+        self.text(" ").text(w)
+    }
+
+    /// Writes the line and its newline to `fd`.
+    pub fn write_to(&mut self, fd: c_int) {
+        self.bytes[self.len] = b'\n';
+        let total = self.len + 1;
+        let mut done = 0;
+        while done < total {
+            // SAFETY: writes initialised bytes of our own buffer.
+            let n =
+                unsafe { libc::write(fd, self.bytes[done..total].as_ptr().cast(), total - done) };
+            if n <= 0 {
+                return;
+            }
+            done += n as usize;
+        }
+    }
+}
+
+/// Milliseconds on the monotonic clock.
+pub fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
+}
+
+/// Sleeps about one millisecond (used to poll, never to wait for a guessed duration).
+pub fn pause_briefly() {
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    // SAFETY: nanosleep with a valid request and no remainder.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+/// How many threads the process has (`num_threads` of `/proc/self/stat`), or None.
+pub fn thread_count() -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    if n <= 0 {
+        return None;
+    }
+    let text = &buf[..n as usize];
+    // The command name (field 2) may hold spaces and parentheses: fields are counted from
+    // the last `)`. num_threads is field 20, the 18th after it.
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let field = text[close + 1..]
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(17)?;
+    parse_u64(std::str::from_utf8(field).ok()?)
+}
+
+/// Parses a decimal number.
+pub fn parse_u64(text: &str) -> Option<u64> {
+    text.trim().parse().ok()
+}
+
+/// Parses a hexadecimal number, with or without `0x`.
+pub fn parse_hex(text: &str) -> Option<u64> {
+    let t = text.trim();
+    u64::from_str_radix(t.strip_prefix("0x").unwrap_or(t), 16).ok()
+}
+
+/// Opens (creating or truncating) a file for the exit record; -1 on failure.
+pub fn create_file(path: &FixedPath) -> c_int {
+    // SAFETY: a NUL-terminated path; open allocates nothing.
+    unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_APPEND | libc::O_CLOEXEC,
+            0o644,
+        )
+    }
+}
