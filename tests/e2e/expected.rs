@@ -33,12 +33,46 @@ pub struct Expected {
     /// appear as an allocation site of this test in the report; the name is the test
     /// function's name.
     pub site: Option<&'static str>,
-    /// True when the report must list a stack of kind "one-time" for this test (the
-    /// `OnceLock` / `LazyLock` / `lazy_static` / `once_cell` initialisations).
-    pub one_time: bool,
+    /// True when the test keeps memory for the process lifetime (one-time initialisation,
+    /// a pool, a table built once) and the report must show it: as stacks of kind
+    /// "one-time" or "process-lifetime", or, when the counting pass settled the test, as
+    /// what its own run retained (`first_run_retained`) with completed extra runs.
+    pub kept: bool,
     /// True for a benchmark (`cargo leakcheck bench`): `binary` is the bench target and
     /// `test` the benchmark's name; "leak" means a stack keeps growing.
     pub bench: bool,
+    /// The expected `extra_runs.status` ("completed", "not-needed", "should-panic", …);
+    /// None: not checked.
+    pub extra_runs: Option<&'static str>,
+    /// The expected `method` ("counters": settled without stack profiling; "stacks");
+    /// None: not checked.
+    pub method: Option<&'static str>,
+}
+
+impl Expected {
+    /// The same row, with its expected extra-runs status.
+    const fn runs(self, status: &'static str) -> Expected {
+        Expected {
+            extra_runs: Some(status),
+            ..self
+        }
+    }
+
+    /// The same row, settled by the counting pass alone (no stack profiling).
+    const fn by_counting(self) -> Expected {
+        Expected {
+            method: Some("counters"),
+            ..self
+        }
+    }
+
+    /// The same row, profiled with stacks.
+    const fn by_stacks(self) -> Expected {
+        Expected {
+            method: Some("stacks"),
+            ..self
+        }
+    }
 }
 
 /// Every verdict a report can give.
@@ -84,6 +118,11 @@ const CUSTOM_ALLOC: Target = Target {
     package: "custom-alloc",
     binary: "custom_alloc",
 };
+const LIFETIME: Target = Target {
+    fixture: "tests/fixtures/lifetime",
+    package: "lifetime",
+    binary: "lifetime",
+};
 const MISBEHAVING: Target = Target {
     fixture: "tests/fixtures/misbehaving",
     package: "misbehaving",
@@ -114,7 +153,7 @@ const fn outcome(
     test: &'static str,
     verdict: &'static str,
     site: Option<&'static str>,
-    one_time: bool,
+    kept: bool,
 ) -> Expected {
     Expected {
         fixture: target.fixture,
@@ -123,8 +162,10 @@ const fn outcome(
         test,
         verdict,
         site,
-        one_time,
+        kept,
         bench: false,
+        extra_runs: None,
+        method: None,
     }
 }
 
@@ -151,91 +192,200 @@ const fn clean(target: Target, test: &'static str) -> Expected {
     outcome(target, test, "clean", None, false)
 }
 
-/// A test that must be reported clean although it retains a one-time initialisation, which
-/// the report must list as "one-time".
-const fn clean_one_time(target: Target, test: &'static str) -> Expected {
+/// A test that must be reported clean although it keeps memory for the process lifetime,
+/// which the report must show.
+const fn clean_kept(target: Target, test: &'static str) -> Expected {
     outcome(target, test, "clean", None, true)
 }
 
 /// Every test of every fixture, exactly once.
 pub const EXPECTED: &[Expected] = &[
     // --- tests/fixtures/leaky, unit tests (src/lib.rs) ---
-    leak(LEAKY_UNIT, "tests::forget_vec", "forget_vec"),
-    leak(LEAKY_UNIT, "tests::box_leak", "box_leak"),
-    leak(LEAKY_UNIT, "tests::rc_cycle", "rc_cycle"),
-    leak(LEAKY_UNIT, "tests::arc_cycle", "arc_cycle"),
+    // Every leak grows on every extra run.
+    leak(LEAKY_UNIT, "tests::forget_vec", "forget_vec").runs("completed"),
+    leak(LEAKY_UNIT, "tests::box_leak", "box_leak").runs("completed"),
+    leak(LEAKY_UNIT, "tests::rc_cycle", "rc_cycle").runs("completed"),
+    leak(LEAKY_UNIT, "tests::arc_cycle", "arc_cycle").runs("completed"),
     leak(
         LEAKY_UNIT,
         "tests::arc_cycle_other_thread",
         "arc_cycle_other_thread",
-    ),
+    )
+    .runs("completed"),
     // Still reachable, but grows with the work done: a leak.
     leak(
         LEAKY_UNIT,
         "tests::growing_global_registry",
         "growing_global_registry",
-    ),
-    // Held by a detached thread that never ends.
+    )
+    .runs("completed"),
+    // Held by a detached thread that never ends, one more on every run.
     leak(
         LEAKY_UNIT,
         "tests::detached_thread_holds_memory",
         "detached_thread_holds_memory",
-    ),
+    )
+    .runs("completed"),
     leak(
         LEAKY_UNIT,
         "tests::c_malloc_without_free",
         "c_malloc_without_free",
-    ),
+    )
+    .runs("completed"),
     // The marked line is inside an #[inline(always)] helper: an inlined frame.
     leak(
         LEAKY_UNIT,
         "tests::inline_always_leak",
         "inline_always_leak",
-    ),
+    )
+    .runs("completed"),
     // 4 bytes: found only when every allocation is accounted for.
-    leak(LEAKY_UNIT, "tests::tiny_leak", "tiny_leak"),
-    clean_one_time(LEAKY_UNIT, "tests::once_lock_init"),
-    clean_one_time(LEAKY_UNIT, "tests::lazy_lock_init"),
-    clean_one_time(LEAKY_UNIT, "tests::lazy_static_init"),
-    clean_one_time(LEAKY_UNIT, "tests::once_cell_init"),
-    clean(LEAKY_UNIT, "tests::thread_local_freed"),
-    clean(LEAKY_UNIT, "tests::joined_thread"),
-    clean(LEAKY_UNIT, "tests::caught_panic"),
-    clean(LEAKY_UNIT, "tests::heavy_churn"),
-    clean(LEAKY_UNIT, "tests::prints_stdout"),
-    clean(LEAKY_UNIT, "tests::plain_alloc_and_drop"),
-    clean(LEAKY_UNIT, "tests::plain_string_building"),
+    leak(LEAKY_UNIT, "tests::tiny_leak", "tiny_leak").runs("completed"),
+    // One-time initialisation: extra runs add nothing, so counting settles them.
+    clean_kept(LEAKY_UNIT, "tests::once_lock_init")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LEAKY_UNIT, "tests::lazy_lock_init")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LEAKY_UNIT, "tests::lazy_static_init")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LEAKY_UNIT, "tests::once_cell_init")
+        .runs("completed")
+        .by_counting(),
+    // A joined thread leaves glibc's cached thread block behind; extra runs reuse it.
+    clean(LEAKY_UNIT, "tests::thread_local_freed")
+        .runs("completed")
+        .by_counting(),
+    clean(LEAKY_UNIT, "tests::joined_thread")
+        .runs("completed")
+        .by_counting(),
+    clean(LEAKY_UNIT, "tests::caught_panic")
+        .runs("not-needed")
+        .by_counting(),
+    clean(LEAKY_UNIT, "tests::heavy_churn")
+        .runs("not-needed")
+        .by_counting(),
+    clean(LEAKY_UNIT, "tests::prints_stdout")
+        .runs("not-needed")
+        .by_counting(),
+    clean(LEAKY_UNIT, "tests::plain_alloc_and_drop")
+        .runs("not-needed")
+        .by_counting(),
+    clean(LEAKY_UNIT, "tests::plain_string_building")
+        .runs("not-needed")
+        .by_counting(),
     // --- tests/fixtures/leaky, integration tests (tests/integration.rs) ---
     leak(
         LEAKY_INTEGRATION,
         "forget_vec_integration",
         "forget_vec_integration",
-    ),
+    )
+    .runs("completed"),
     leak(
         LEAKY_INTEGRATION,
         "rc_cycle_integration",
         "rc_cycle_integration",
-    ),
+    )
+    .runs("completed"),
     leak(
         LEAKY_INTEGRATION,
         "tiny_leak_integration",
         "tiny_leak_integration",
-    ),
-    clean(LEAKY_INTEGRATION, "checksum_integration_clean"),
-    // A `harness = false` target: no libtest, no baseline to subtract.
-    leak(LEAKY_NO_HARNESS, "no_harness", "no_harness"),
+    )
+    .runs("completed"),
+    clean(LEAKY_INTEGRATION, "checksum_integration_clean").runs("not-needed"),
+    // A `harness = false` target: no libtest, no baseline to subtract, no entry point.
+    leak(LEAKY_NO_HARNESS, "no_harness", "no_harness").runs("no-harness"),
+    // --- tests/fixtures/lifetime: state kept for the process lifetime ---
+    // A pool started by its first user, never joined; three users, one returning `Result`.
+    clean_kept(LIFETIME, "tests::pool_sums_on_workers")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LIFETIME, "tests::pool_formats_on_workers")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LIFETIME, "tests::returns_result_from_pool")
+        .runs("completed")
+        .by_counting(),
+    // Each worker warms a cache of its own on its first job: growth for a few runs.
+    clean_kept(LIFETIME, "tests::worker_caches_warm_up")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LIFETIME, "tests::table_installed_by_compare_and_swap")
+        .runs("completed")
+        .by_counting(),
+    // log::set_boxed_logger, and a second call that returns Err.
+    clean_kept(LIFETIME, "tests::logger_installed_once")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LIFETIME, "tests::thread_registers_itself_and_is_joined")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LIFETIME, "tests::static_buffer_refilled_to_same_size")
+        .runs("completed")
+        .by_counting(),
+    // Epoch-style deferred frees: grows for three runs, then steady.
+    clean_kept(LIFETIME, "tests::deferred_frees_catch_up")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(LIFETIME, "tests::env_var_set_to_the_same_value")
+        .runs("completed")
+        .by_counting(),
+    // Threads still running their thread-local destructors when the test ends.
+    clean_kept(LIFETIME, "tests::scoped_threads_still_exiting")
+        .runs("completed")
+        .by_counting(),
+    // Spawns and joins 8 threads; retains nothing extra runs add to.
+    clean(LIFETIME, "tests::joins_eight_threads")
+        .runs("completed")
+        .by_counting(),
+    // Leaks on a pool worker, and in a test body with closures of its own.
+    leak(
+        LIFETIME,
+        "tests::pool_job_leaks_each_run",
+        "pool_job_leaks_each_run",
+    )
+    .runs("completed")
+    .by_stacks(),
+    leak(
+        LIFETIME,
+        "tests::closures_in_the_body_leak_each_run",
+        "closures_in_the_body_leak_each_run",
+    )
+    .runs("completed")
+    .by_stacks(),
+    // Cannot run twice in a process: judged on their own run, with the reason.
+    leak(
+        LIFETIME,
+        "tests::panics_when_run_again",
+        "panics_when_run_again",
+    )
+    .runs("panicked")
+    .by_stacks(),
+    leak(
+        LIFETIME,
+        "tests::should_panic_after_filling_a_buffer",
+        "should_panic_after_filling_a_buffer",
+    )
+    .runs("should-panic")
+    .by_stacks(),
     // --- tests/fixtures/jemalloc-global: tikv-jemallocator as #[global_allocator] ---
+    // Its own jemalloc is dumped between runs too.
     leak(
         JEMALLOC_GLOBAL,
         "tests::box_leak_under_jemalloc",
         "box_leak_under_jemalloc",
-    ),
+    )
+    .runs("completed"),
     leak(
         JEMALLOC_GLOBAL,
         "tests::forget_vec_under_jemalloc",
         "forget_vec_under_jemalloc",
-    ),
-    clean(JEMALLOC_GLOBAL, "tests::clean_under_jemalloc"),
+    )
+    .runs("completed"),
+    clean(JEMALLOC_GLOBAL, "tests::clean_under_jemalloc").runs("completed"),
     // --- tests/fixtures/custom-alloc: an allocator the tool cannot see; never "clean" ---
     outcome(
         CUSTOM_ALLOC,
@@ -252,48 +402,56 @@ pub const EXPECTED: &[Expected] = &[
         false,
     ),
     // --- tests/fixtures/misbehaving ---
-    // Fails (exit 101) after leaking: the leak is still reported.
+    // Fails (exit 101) after leaking: the leak is still reported; a failed test is not
+    // run again.
     outcome(
         MISBEHAVING,
         "tests::fails_after_leaking",
         "failed",
         Some("fails_after_leaking"),
         false,
-    ),
-    outcome(MISBEHAVING, "tests::aborts", "crashed", None, false),
-    outcome(MISBEHAVING, "tests::segfaults", "crashed", None, false),
+    )
+    .runs("test-failed"),
+    outcome(MISBEHAVING, "tests::aborts", "crashed", None, false).runs("test-failed"),
+    outcome(MISBEHAVING, "tests::segfaults", "crashed", None, false).runs("test-failed"),
     // Only with a short --timeout: the test blocks forever.
-    outcome(MISBEHAVING, "tests::hangs", "timeout", None, false),
-    clean(MISBEHAVING, "tests::passes_clean"),
-    leak(MISBEHAVING, "tests::passes_with_leak", "passes_with_leak"),
+    outcome(MISBEHAVING, "tests::hangs", "timeout", None, false).runs("test-failed"),
+    clean(MISBEHAVING, "tests::passes_clean").runs("not-needed"),
+    leak(MISBEHAVING, "tests::passes_with_leak", "passes_with_leak").runs("completed"),
     // --- examples/demo: the bundled example ---
+    // A cache keyed by session: grows on every visit.
     leak(
         DEMO,
         "cache::tests::repeated_requests_hit_the_cache",
         "repeated_requests_hit_the_cache",
-    ),
+    )
+    .runs("completed"),
     leak(
         DEMO,
         "tree::tests::paths_follow_parent_links",
         "paths_follow_parent_links",
-    ),
+    )
+    .runs("completed"),
     leak(
         DEMO,
         "frame::tests::frame_starts_with_length",
         "frame_starts_with_length",
-    ),
+    )
+    .runs("completed"),
     clean(DEMO, "frame::tests::frame_round_trip"),
     clean(DEMO, "tree::tests::lone_node_is_its_own_root"),
-    clean_one_time(DEMO, "config::tests::defaults_are_sane"),
+    clean_kept(DEMO, "config::tests::defaults_are_sane")
+        .runs("completed")
+        .by_counting(),
     // --- tests/fixtures/benches: `cargo leakcheck bench` ---
     bench(bench_target("grows"), "grows", "leak", Some("grows")),
     bench(bench_target("plateau"), "plateau", "clean", None),
     bench(bench_target("crit"), "sort_1000", "clean", None),
     // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
-    clean(CONFIGURED, "tests::cache_warmed_on_purpose"),
-    leak(CONFIGURED, "tests::cache_overflow", "cache_overflow"),
-    clean(CONFIGURED, "tests::pool_keeps_slabs"),
-    leak(CONFIGURED, "tests::real_leak", "real_leak"),
+    clean(CONFIGURED, "tests::cache_warmed_on_purpose").runs("completed"),
+    leak(CONFIGURED, "tests::cache_overflow", "cache_overflow").runs("completed"),
+    clean(CONFIGURED, "tests::pool_keeps_slabs").runs("completed"),
+    leak(CONFIGURED, "tests::real_leak", "real_leak").runs("completed"),
     clean(CONFIGURED, "tests::plain_clean"),
     outcome(CONFIGURED, "tests::hangs_forever", "timeout", None, false),
 ];
@@ -355,12 +513,8 @@ fn expected_table_matches_fixture_sources() {
         if e.verdict == "leak" {
             assert!(e.site.is_some(), "{}: a leak needs its marked site", e.test);
         }
-        if e.one_time {
-            assert_eq!(
-                e.verdict, "clean",
-                "{}: one-time only for clean tests",
-                e.test
-            );
+        if e.kept {
+            assert_eq!(e.verdict, "clean", "{}: kept only for clean tests", e.test);
         }
         assert!(
             e.binary == e.package.replace('-', "_")

@@ -132,7 +132,6 @@ pub fn run_fixture(fixture: &str, args: &[&str]) -> Arc<Run> {
 }
 
 fn run_uncached(fixture: &str, args: &[&str]) -> Run {
-    let project = copy_fixture(fixture);
     let variant: String = args
         .iter()
         .map(|a| {
@@ -148,12 +147,24 @@ fn run_uncached(fixture: &str, args: &[&str]) -> Run {
         if variant.is_empty() { "" } else { "--" },
         variant
     ));
+    run_in(fixture, args, &target)
+}
+
+/// Runs the tool on a fixture now, whatever ran before, with its own target directory
+/// `name` (kept between calls, so only the first one builds). For checks that need
+/// several runs of the same arguments.
+pub fn run_fresh(fixture: &str, args: &[&str], name: &str) -> Run {
+    run_in(fixture, args, &scratch().join("targets").join(name))
+}
+
+fn run_in(fixture: &str, args: &[&str], target: &Path) -> Run {
+    let project = copy_fixture(fixture);
     let output = tool()
         .arg("test")
         .arg("--manifest-path")
         .arg(project.join("Cargo.toml"))
         .arg("--target-dir")
-        .arg(&target)
+        .arg(target)
         .args(args)
         .output()
         .expect("cargo-leakcheck runs");

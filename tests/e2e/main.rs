@@ -8,4 +8,5 @@ mod harness;
 mod bench;
 mod cli_errors;
 mod config;
+mod reruns;
 mod verdicts;

@@ -1,0 +1,270 @@
+//! Extra runs of a test in its own process: growth per run for leaks, process-lifetime
+//! state settled without stacks, the reasons a test could not run again, release builds,
+//! switching them off, and the same verdicts run after run.
+
+use crate::expected::{Expected, EXPECTED};
+use crate::harness::{run_fixture, run_fresh, Run};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+const LIFETIME: &str = "tests/fixtures/lifetime";
+const LEAKY: &str = "tests/fixtures/leaky";
+
+fn rows(fixture: &str) -> Vec<&'static Expected> {
+    EXPECTED
+        .iter()
+        .filter(|e| e.fixture == fixture && !e.bench)
+        .collect()
+}
+
+/// (binary, test) -> verdict, for every test of a run.
+fn verdicts(run: &Run) -> BTreeMap<(String, String), String> {
+    run.report()["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                (
+                    t["binary"].as_str().unwrap().to_string(),
+                    t["name"].as_str().unwrap().to_string(),
+                ),
+                t["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn table_verdicts(fixture: &str) -> BTreeMap<(String, String), String> {
+    rows(fixture)
+        .iter()
+        .map(|r| {
+            (
+                (r.binary.to_string(), r.test.to_string()),
+                r.verdict.to_string(),
+            )
+        })
+        .collect()
+}
+
+fn leak_stacks(t: &Value) -> Vec<&Value> {
+    t["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "leak")
+        .collect()
+}
+
+#[test]
+fn a_leak_grows_by_what_it_loses_on_every_extra_run() {
+    let run = run_fixture(LEAKY, &[]);
+    let t = run.test("leaky", "tests::forget_vec");
+    assert_eq!(t["extra_runs"]["made"], 5, "{}", t["extra_runs"]);
+    let stacks = leak_stacks(t);
+    assert_eq!(stacks.len(), 1, "{t}");
+    let growth = stacks[0]["growth_per_run"].as_array().unwrap();
+    assert_eq!(growth.len(), 5);
+    for g in growth {
+        assert_eq!(
+            (g["objects"].as_i64(), g["bytes"].as_i64()),
+            (Some(1), Some(8192))
+        );
+    }
+    assert_eq!(stacks[0]["bytes"], 8192, "what the test's own run retained");
+    assert!(
+        run.stderr
+            .contains("8.0 KiB in 1 object, +8.0 KiB per run (5 extra runs)"),
+        "{}",
+        run.stderr
+    );
+    // A thread that never ends, one more per run: its buffer grows every time too.
+    let detached = run.test("leaky", "tests::detached_thread_holds_memory");
+    assert!(leak_stacks(detached).iter().any(|s| s["growth_per_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["bytes"] == 16384)));
+}
+
+#[test]
+fn process_lifetime_state_is_settled_by_counting_without_stacks() {
+    let run = run_fixture(LIFETIME, &[]);
+    // Exact stack profiling ran only for the tests that really grow (or cannot run again).
+    let mut profiled: Vec<&str> = run.report()["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["method"] == "stacks")
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut leaking: Vec<&str> = rows(LIFETIME)
+        .iter()
+        .filter(|r| r.verdict == "leak")
+        .map(|r| r.test)
+        .collect();
+    profiled.sort();
+    leaking.sort();
+    assert_eq!(profiled, leaking);
+    // What a settled test retained is still reported, with how many runs settled it.
+    let pool = run.test("lifetime", "tests::pool_sums_on_workers");
+    assert!(
+        pool["first_run_retained"]["bytes"].as_u64().unwrap() >= 4 * 8192,
+        "{pool}"
+    );
+    assert!(pool["extra_runs"]["made"].as_u64().unwrap() >= 2);
+    assert!(
+        run.stderr.contains("kept for the process lifetime by"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn tests_that_cannot_run_again_keep_their_single_run_verdict_and_say_why() {
+    let run = run_fixture(LIFETIME, &[]);
+    let sp = run.test("lifetime", "tests::should_panic_after_filling_a_buffer");
+    assert_eq!(sp["extra_runs"]["made"], 0);
+    assert!(
+        sp["extra_runs"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("#[should_panic]"),
+        "{sp}"
+    );
+    let again = run.test("lifetime", "tests::panics_when_run_again");
+    assert_eq!(
+        again["extra_runs"]["detail"],
+        "the 1st extra run panicked: runs once per process"
+    );
+    assert_eq!(again["exit"], "exit code 0", "the test's own run passed");
+    // Without extra runs, a stack of the test body is judged as it always was: a leak.
+    assert!(leak_stacks(again)
+        .iter()
+        .all(|s| s["growth_per_run"].is_null()));
+    assert!(
+        run.stderr
+            .contains("judged on its own run: the 1st extra run panicked: runs once per process"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn stack_profiling_every_test_finds_the_same_verdicts_and_names_the_kept_stacks() {
+    let run = run_fixture(LIFETIME, &["--stacks-for-all"]);
+    assert_eq!(verdicts(&run), table_verdicts(LIFETIME), "{}", run.stderr);
+    // The pool's workers and their buffers are process-lifetime state, stack by stack.
+    let pool = run.test("lifetime", "tests::pool_sums_on_workers");
+    let kept: Vec<&Value> = pool["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "process-lifetime")
+        .collect();
+    assert!(!kept.is_empty(), "{pool}");
+    assert!(kept.iter().all(|s| s["fails"] == false));
+    // The epoch-style collector grows for a few runs, then frees as fast as it retires: its
+    // garbage grew, but not on every run.
+    let epoch = run.test("lifetime", "tests::deferred_frees_catch_up");
+    assert!(leak_stacks(epoch).is_empty(), "{epoch}");
+    assert!(
+        epoch["stacks"].as_array().unwrap().iter().any(|s| {
+            let growth = s["growth_per_run"].as_array().unwrap();
+            s["kind"] == "process-lifetime"
+                && growth.iter().any(|g| g["bytes"].as_i64() > Some(0))
+                && growth.iter().any(|g| g["bytes"] == 0)
+        }),
+        "{epoch}"
+    );
+}
+
+#[test]
+fn release_builds_run_again_and_give_the_same_verdicts() {
+    let run = run_fixture(LIFETIME, &["--release"]);
+    assert_eq!(verdicts(&run), table_verdicts(LIFETIME), "{}", run.stderr);
+    for row in rows(LIFETIME) {
+        let t = run.test(row.binary, row.test);
+        assert_eq!(
+            t["extra_runs"]["status"],
+            row.extra_runs.unwrap(),
+            "{}: {}",
+            row.test,
+            t["extra_runs"]
+        );
+    }
+    assert_eq!(run.code, 3, "{}", run.stderr);
+}
+
+#[test]
+fn without_extra_runs_every_retained_stack_of_the_test_is_judged_as_before() {
+    let run = run_fixture(LIFETIME, &["--extra-runs", "0"]);
+    for name in [
+        "tests::static_buffer_refilled_to_same_size",
+        "tests::table_installed_by_compare_and_swap",
+    ] {
+        let t = run.test("lifetime", name);
+        assert_eq!(t["verdict"], "leak", "{t}");
+        assert_eq!(t["extra_runs"]["status"], "off");
+    }
+    assert_eq!(
+        run.test("lifetime", "tests::joins_eight_threads")["verdict"],
+        "clean",
+        "glibc's thread cache is harness memory, with or without extra runs"
+    );
+}
+
+#[test]
+fn one_time_fails_makes_process_lifetime_state_fail_too() {
+    let dir = crate::harness::scratch().join("configs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lifetime-fails.toml");
+    std::fs::write(&file, "[defaults]\none-time-fails = true\n").unwrap();
+    let run = run_fixture(
+        LIFETIME,
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--",
+            "tests::static_buffer_refilled_to_same_size",
+        ],
+    );
+    let t = run.test("lifetime", "tests::static_buffer_refilled_to_same_size");
+    assert_eq!(t["verdict"], "leak", "{t}");
+    assert_eq!(
+        t["method"], "stacks",
+        "the stacks are shown, not settled by counts"
+    );
+    let failing: Vec<&Value> = t["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["fails"] == true)
+        .collect();
+    assert!(
+        !failing.is_empty() && failing.iter().all(|s| s["kind"] == "process-lifetime"),
+        "{t}"
+    );
+}
+
+/// Five runs with two jobs and one with a single job give the table's verdicts every time,
+/// on the fixtures whose tests start threads.
+#[test]
+fn verdicts_are_the_same_run_after_run_and_with_one_or_two_jobs() {
+    for fixture in [LIFETIME, LEAKY] {
+        let expected = table_verdicts(fixture);
+        let name = format!("{}--repeated", fixture.replace('/', "_"));
+        let mut args: Vec<Vec<&str>> = vec![vec!["-j", "2"]; 5];
+        args.push(vec!["-j", "1"]);
+        for (i, a) in args.iter().enumerate() {
+            let run = run_fresh(fixture, a, &name);
+            assert_eq!(
+                verdicts(&run),
+                expected,
+                "{fixture}, run {} with {a:?}:\n{}",
+                i + 1,
+                run.stderr
+            );
+        }
+    }
+}
