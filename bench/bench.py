@@ -9,7 +9,7 @@ with the tests already built:
   - `cargo leakcheck test`                (one process per test, exact heap profiling)
 and the peak RSS of the largest test process, plain and profiled.
 
-Usage: python3 bench/bench.py [--jobs N] [--only fixtures|real] [--repeat N]
+Usage: python3 bench/bench.py [--jobs N] [--only fixtures|real|pool] [--repeat N] [--tool PATH]
 Everything is built and fetched under target/bench/. Not a test: nothing is asserted.
 """
 
@@ -175,19 +175,26 @@ def measure(label, manifest, tool, jobs, repeat, with_valgrind):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
-    ap.add_argument("--only", choices=["fixtures", "real", "analysis"])
+    ap.add_argument("--only", choices=["fixtures", "real", "analysis", "pool"])
+    ap.add_argument("--tool", type=pathlib.Path, help="a prebuilt cargo-leakcheck to measure (e.g. an earlier version) instead of building this one")
     ap.add_argument("--no-valgrind", action="store_true", help="skip the valgrind comparison")
     ap.add_argument("--repeat", type=int, default=1, help="best of N for each timing")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    tool = build_tool()
+    tool = args.tool.resolve() if args.tool else build_tool()
     rows = []
     if args.only in (None, "fixtures"):
-        for fixture in ["tests/fixtures/leaky", "examples/demo"]:
+        for fixture in ["tests/fixtures/leaky", "tests/fixtures/lifetime", "examples/demo"]:
             src = ROOT / fixture
             dest = WORK / fixture.replace("/", "_")
             shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target"))
             rows.append(measure(fixture, dest / "Cargo.toml", tool, args.jobs, args.repeat, not args.no_valgrind))
+    if args.only in (None, "pool"):
+        # 100 tests over one process-wide pool; it depends on the lifetime fixture by path.
+        dest = WORK / "pool-suite"
+        shutil.copytree(ROOT / "bench" / "pool-suite", dest / "bench" / "pool-suite", dirs_exist_ok=True, ignore=shutil.ignore_patterns("target"))
+        shutil.copytree(ROOT / "tests" / "fixtures" / "lifetime", dest / "tests" / "fixtures" / "lifetime", dirs_exist_ok=True, ignore=shutil.ignore_patterns("target"))
+        rows.append(measure("bench/pool-suite (100 tests, one global pool)", dest / "bench" / "pool-suite" / "Cargo.toml", tool, args.jobs, args.repeat, not args.no_valgrind))
     if args.only in (None, "real"):
         crate = fetch_real_crate()
         rows.append(measure(f"{REAL_CRATE[0]} {REAL_CRATE[1]} (crates.io)", crate / "Cargo.toml", tool, args.jobs, args.repeat, not args.no_valgrind))

@@ -231,6 +231,11 @@ fn metrics_json(
             "exit": r.end.describe(),
             "executable": b.path,
             "dumps": r.preload_dumps.iter().chain(&r.app_dumps).collect::<Vec<_>>(),
+            "extra_runs": r.record.as_ref().map(|rec| serde_json::json!({
+                "made": rec.runs.len(),
+                "end": rec.end,
+                "dumps": r.run_dumps,
+            })),
         })
     };
     let mut tests: Vec<_> = Vec::new();

@@ -17,8 +17,11 @@
 //! - the entry point is the one field offset, the same in every test's struct, that holds
 //!   a pointer to the start of a function (a symbol or an unwind-table entry says so).
 //!
-//! If the layout cannot be pinned down to one offset, no test of the binary gets an entry
-//! point, and its tests are reported as not repeatable.
+//! The layout belongs to the toolchain's libtest, so it is the same in every test binary of
+//! one build: a binary with a single test, whose struct alone may leave several offsets
+//! possible, takes the layout another binary of the build proved (see [`Layout`]). If the
+//! layout cannot be pinned down to one offset, no test of the binary gets an entry point,
+//! and its tests are reported as not repeatable.
 
 use addr2line::gimli;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader};
@@ -35,11 +38,26 @@ pub struct Entry {
     pub file_range: (u64, u64),
 }
 
+/// Where the name and the function pointer sit in libtest's struct of a test, as offsets
+/// from the struct's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Layout {
+    /// Offset of the name's pointer.
+    pub name: u64,
+    /// Offset of the function pointer.
+    pub function: u64,
+}
+
 /// What the executable says about running its tests again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inspection {
     /// Entry points by test name.
     pub entries: HashMap<String, Entry>,
+    /// The layout this executable alone proves (one possible function offset).
+    pub proven_layout: Option<Layout>,
+    /// Whether several function offsets were possible, so that a layout proven by another
+    /// executable of the same build could settle it.
+    pub ambiguous: bool,
     /// Why tests have no entry point, when none could be found for some.
     pub problem: Option<String>,
     /// The GNU build id, hexadecimal; the runtime checks it against the running file.
@@ -77,8 +95,9 @@ pub struct Image<'a> {
     pub functions: BTreeMap<u64, u64>,
 }
 
-/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`.
-pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
+/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`; `known`
+/// is a layout another executable of the same build proved, if any.
+pub fn inspect(data: &[u8], names: &[&str], known: Option<Layout>) -> Inspection {
     let file = match ElfFile64::<LE>::parse(data) {
         Ok(f) => f,
         Err(e) => {
@@ -109,9 +128,15 @@ pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
         .chain(file.dynamic_symbols())
         .find(|s| s.name() == Ok("_rjem_mallctl") && s.kind() == SymbolKind::Text)
         .map(|s| s.address());
-    match find_entries(&image, names) {
-        Ok(entries) => inspection.entries = entries,
-        Err(e) => inspection.problem = Some(e),
+    match find_entries(&image, names, known) {
+        Ok(found) => {
+            inspection.entries = found.entries;
+            inspection.proven_layout = found.proven.then_some(found.layout);
+        }
+        Err(e) => {
+            inspection.ambiguous = e.ambiguous;
+            inspection.problem = Some(e.message);
+        }
     }
     if inspection.problem.is_none() {
         if let Some(missing) = names.iter().find(|n| !inspection.entries.contains_key(**n)) {
@@ -312,10 +337,43 @@ struct Candidate {
     end: u64,
 }
 
+/// The entry points found, and the layout they were read with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Entry points by test name.
+    pub entries: HashMap<String, Entry>,
+    /// The layout used.
+    pub layout: Layout,
+    /// Whether this image alone proved it (rather than taking a known one).
+    pub proven: bool,
+}
+
+/// Why no entry point could be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotFound {
+    /// In words.
+    pub message: String,
+    /// Several function offsets were possible.
+    pub ambiguous: bool,
+}
+
+fn not_found(message: impl Into<String>) -> NotFound {
+    NotFound {
+        message: message.into(),
+        ambiguous: false,
+    }
+}
+
 /// Finds every named test's entry point; see the module documentation for the rules.
-pub fn find_entries(image: &Image, names: &[&str]) -> Result<HashMap<String, Entry>, String> {
+/// `known` is a layout proven by another executable of the same build: it decides between
+/// several possible function offsets, never overrides a single one.
+pub fn find_entries(
+    image: &Image,
+    names: &[&str],
+    known: Option<Layout>,
+) -> Result<Found, NotFound> {
     if names.is_empty() {
-        return Ok(HashMap::new());
+        return Err(not_found("no tests to look up"));
     }
     let targets: BTreeSet<u64> = image.pointers.values().copied().collect();
     let wanted: HashMap<&[u8], &str> = names.iter().map(|n| (n.as_bytes(), *n)).collect();
@@ -368,11 +426,15 @@ pub fn find_entries(image: &Image, names: &[&str]) -> Result<HashMap<String, Ent
         })
         .collect();
     if sure.is_empty() {
-        return Err("libtest's table of tests was not found in the executable".into());
+        return Err(not_found(
+            "libtest's table of tests was not found in the executable",
+        ));
     }
     let name_offset = sure[0].name_field - sure[0].start;
     if sure.iter().any(|c| c.name_field - c.start != name_offset) {
-        return Err("libtest's table of tests has no consistent layout in the executable".into());
+        return Err(not_found(
+            "libtest's table of tests has no consistent layout in the executable",
+        ));
     }
     let size = sure.iter().map(|c| c.end - c.start).min().unwrap_or(0);
     let entry_at = |c: &Candidate, offset: u64| -> Option<u64> {
@@ -383,21 +445,26 @@ pub fn find_entries(image: &Image, names: &[&str]) -> Result<HashMap<String, Ent
         .step_by(8)
         .filter(|&off| sure.iter().all(|c| entry_at(c, off).is_some()))
         .collect();
-    let fn_offset = match offsets.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(
-                "no function pointer at the same place in every test of libtest's table".into(),
-            )
+    let (fn_offset, proven) = match (offsets.as_slice(), known) {
+        ([one], _) => (*one, true),
+        (many, Some(k)) if k.name == name_offset && many.contains(&k.function) => {
+            (k.function, false)
         }
-        many => {
-            return Err(format!(
-            "{} places in libtest's table of tests could hold the test function; none is certain",
-            many.len()
-        ))
+        ([], _) => {
+            return Err(not_found(
+                "no function pointer at the same place in every test of libtest's table",
+            ))
+        }
+        (many, _) => {
+            return Err(NotFound {
+                message: format!(
+                    "{} places in libtest's table of tests could hold the test function; none is certain",
+                    many.len()
+                ),
+                ambiguous: true,
+            })
         }
     };
-
     let mut entries = HashMap::new();
     for name in names {
         let fitting: Vec<u64> = candidates(name)
@@ -418,7 +485,14 @@ pub fn find_entries(image: &Image, names: &[&str]) -> Result<HashMap<String, Ent
             }
         }
     }
-    Ok(entries)
+    Ok(Found {
+        entries,
+        layout: Layout {
+            name: name_offset,
+            function: fn_offset,
+        },
+        proven,
+    })
 }
 
 #[cfg(test)]
@@ -507,11 +581,20 @@ mod tests {
     #[test]
     fn each_test_gets_the_function_of_its_own_struct() {
         let b = three_tests();
-        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap();
+        let found = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"], None).unwrap();
+        let entries = &found.entries;
         assert_eq!(entries["tests::a"].address, CODE);
         assert_eq!(entries["tests::b"].address, CODE + 0x100);
         assert_eq!(entries["tests::c"].address, CODE + 0x200);
         assert_eq!(entries["tests::b"].file_range, (CODE + 0x100, CODE + 0x120));
+        assert!(found.proven);
+        assert_eq!(
+            found.layout,
+            Layout {
+                name: 32,
+                function: 136
+            }
+        );
     }
 
     #[test]
@@ -521,7 +604,9 @@ mod tests {
         b.bytes(RODATA + 0x400, b"tests::ab");
         b.pointer(DATA + 0x900, RODATA + 0x400);
         b.word(DATA + 0x908, 9);
-        let entries = find_entries(&b.image(), &["tests::a"]).unwrap();
+        let entries = find_entries(&b.image(), &["tests::a"], None)
+            .unwrap()
+            .entries;
         assert_eq!(entries["tests::a"].address, CODE);
     }
 
@@ -532,7 +617,9 @@ mod tests {
         for i in 0..3 {
             b.pointer(DATA + i * STRIDE + 8, CODE + 0x100 * i + 4);
         }
-        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap();
+        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"], None)
+            .unwrap()
+            .entries;
         assert_eq!(entries["tests::c"].address, CODE + 0x200);
     }
 
@@ -545,8 +632,41 @@ mod tests {
             b.pointer(DATA + i * STRIDE + 16, CODE + 0x800 + 0x10 * i);
             b.function(CODE + 0x800 + 0x10 * i);
         }
-        let err = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap_err();
-        assert!(err.contains("none is certain"), "{err}");
+        let err =
+            find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"], None).unwrap_err();
+        assert!(err.message.contains("none is certain"), "{err:?}");
+        assert!(err.ambiguous);
+    }
+
+    #[test]
+    fn a_layout_proven_elsewhere_settles_a_lone_test_but_never_overrides() {
+        // One test, followed by unreferenced data holding another function pointer: from
+        // this binary alone, two offsets could hold the test's function.
+        let mut b = Builder::new();
+        b.test_struct(DATA, RODATA, "lone", CODE);
+        b.pointer(DATA + 0x800, DATA);
+        b.pointer(DATA + STRIDE + 8, CODE + 0x300);
+        b.function(CODE + 0x300);
+        let alone = find_entries(&b.image(), &["lone"], None).unwrap_err();
+        assert!(alone.ambiguous, "{alone:?}");
+        let known = Layout {
+            name: 32,
+            function: 136,
+        };
+        let found = find_entries(&b.image(), &["lone"], Some(known)).unwrap();
+        assert_eq!(found.entries["lone"].address, CODE);
+        assert!(!found.proven);
+        // A known layout that is not among the possible offsets decides nothing.
+        let other = Layout {
+            name: 32,
+            function: 64,
+        };
+        assert!(find_entries(&b.image(), &["lone"], Some(other)).is_err());
+        // With one possible offset, the image's own answer stands.
+        let three = three_tests();
+        let found = find_entries(&three.image(), &["tests::a"], Some(other)).unwrap();
+        assert!(found.proven);
+        assert_eq!(found.layout.function, 136);
     }
 
     #[test]
@@ -559,14 +679,16 @@ mod tests {
         b.pointer(DATA + STRIDE + 8, CODE + 0x300);
         b.function(CODE + 0x300);
         b.pointer(DATA + 0x808, DATA + STRIDE);
-        let entries = find_entries(&b.image(), &["tests::only"]).unwrap();
+        let entries = find_entries(&b.image(), &["tests::only"], None)
+            .unwrap()
+            .entries;
         assert_eq!(entries["tests::only"].address, CODE);
     }
 
     #[test]
     fn no_table_is_an_error_not_a_guess() {
         let b = Builder::new();
-        assert!(find_entries(&b.image(), &["tests::a"]).is_err());
+        assert!(find_entries(&b.image(), &["tests::a"], None).is_err());
     }
 
     #[test]
@@ -586,6 +708,7 @@ mod tests {
         let found = inspect(
             &data,
             &[me, "entry::tests::no_table_is_an_error_not_a_guess"],
+            None,
         );
         assert_eq!(found.problem, None);
         let entry = found.entries[me];

@@ -26,11 +26,12 @@
 
 use crate::analyze::has_custom_global_allocator;
 use crate::cargo::TestBinary;
-use crate::entry::{self, Entry, Inspection};
+use crate::entry::{self, Entry, Inspection, Layout};
 use crate::errors::Error;
 use crate::protocol::{Mode, ProfileSettings};
 use crate::rerun::{self, Status};
 use crate::runner::{self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase};
+use std::collections::BTreeSet;
 
 /// How a test's verdict was reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,29 +102,46 @@ pub fn countable(binary: &TestBinary) -> bool {
     binary.harness && !has_custom_global_allocator(&binary.path)
 }
 
-/// Reads each libtest binary once for its tests' entry points.
+/// Reads each libtest binary for its tests' entry points. A binary whose own tests leave
+/// libtest's layout open (a single test) is read again with the layout the others proved:
+/// one build, one libtest.
 fn inspect_binaries(binaries: &[TestBinary], tests: &[TestCase]) -> Vec<Option<Inspection>> {
-    binaries
-        .iter()
-        .enumerate()
-        .map(|(b, binary)| {
-            let names: Vec<&str> = tests
-                .iter()
-                .filter(|t| t.binary == b)
-                .map(|t| t.name.as_str())
-                .collect();
-            if !binary.harness || names.is_empty() {
-                return None;
-            }
-            Some(match std::fs::read(&binary.path) {
-                Ok(data) => entry::inspect(&data, &names),
-                Err(e) => Inspection {
-                    problem: Some(format!("cannot read `{}`: {e}", binary.path.display())),
-                    ..Inspection::default()
-                },
-            })
+    let names_of = |b: usize| -> Vec<&str> {
+        tests
+            .iter()
+            .filter(|t| t.binary == b)
+            .map(|t| t.name.as_str())
+            .collect()
+    };
+    let inspect = |b: usize, known: Option<Layout>| -> Option<Inspection> {
+        let binary = &binaries[b];
+        let names = names_of(b);
+        if !binary.harness || names.is_empty() {
+            return None;
+        }
+        Some(match std::fs::read(&binary.path) {
+            Ok(data) => entry::inspect(&data, &names, known),
+            Err(e) => Inspection {
+                problem: Some(format!("cannot read `{}`: {e}", binary.path.display())),
+                ..Inspection::default()
+            },
         })
-        .collect()
+    };
+    let mut found: Vec<Option<Inspection>> =
+        (0..binaries.len()).map(|b| inspect(b, None)).collect();
+    let proven: BTreeSet<Layout> = found
+        .iter()
+        .flatten()
+        .filter_map(|i| i.proven_layout)
+        .collect();
+    if let [known] = proven.iter().copied().collect::<Vec<_>>().as_slice() {
+        for (b, slot) in found.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|i| i.ambiguous) {
+                *slot = inspect(b, Some(*known));
+            }
+        }
+    }
+    found
 }
 
 /// The extra runs a test can have, or why it can have none.
@@ -156,7 +174,6 @@ fn rerun_request(
         entry: entry.address,
         build_id: inspection.build_id.clone(),
         runs,
-        until_steady: 0,
         app_mallctl: inspection.app_mallctl,
     })
 }
@@ -212,16 +229,13 @@ fn judge_count(
         return Counted::Clean(outcome);
     }
     let counts = result.record.as_ref().and_then(|r| r.counts());
-    let runs = result
+    let settled = result
         .record
         .as_ref()
-        .map(|r| r.runs.as_slice())
-        .unwrap_or(&[]);
+        .is_some_and(|r| counts.is_some_and(|first| rerun::settled(first, &r.runs, &r.left)));
     match counts {
-        Some(first) if outcome.usable() && !lifetime_fails && rerun::steady(first, runs) => {
-            Counted::Clean(outcome)
-        }
-        // Growth, or the counts never settled: the stacks say which.
+        Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
+        // Every extra run left something behind: the stacks say what grows.
         _ if outcome.usable() => Counted::Stacks {
             rerun: true,
             outcome,
@@ -280,7 +294,6 @@ pub fn run(
             settings: count_mode,
             quiet_backtraces: true,
             rerun: requests[t].clone().ok().map(|r| RerunRequest {
-                until_steady: r.runs,
                 runs: r.runs.saturating_mul(rerun::COUNTING_RUNS_FACTOR),
                 ..r
             }),
@@ -314,12 +327,7 @@ pub fn run(
             Some(Counted::Clean(_)) | Some(Counted::Over(_)) => {}
             Some(Counted::Stacks { rerun, outcome }) => {
                 let request = match (rerun, &requests[t]) {
-                    // As many runs as the counting pass needed to see the counts grow or
-                    // fail to settle: state warming up over runs must show as such.
-                    (true, Ok(r)) => Ok(RerunRequest {
-                        runs: r.runs.max(outcome.made),
-                        ..r.clone()
-                    }),
+                    (true, Ok(r)) => Ok(r.clone()),
                     (_, Err(why)) => Err(why.clone()),
                     (false, Ok(_)) => Err(outcome.status.clone()),
                 };

@@ -29,9 +29,6 @@ pub const RERUN_ENTRY_ENV: &str = "LEAKCHECK_RERUN_ENTRY";
 pub const RERUN_BUILD_ID_ENV: &str = "LEAKCHECK_RERUN_BUILD_ID";
 /// How many extra runs to make at most.
 pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
-/// Counting mode: stop once two extra runs in a row left the live counts unchanged, or once
-/// this many runs in a row added to them.
-pub const RERUN_UNTIL_STEADY_ENV: &str = "LEAKCHECK_RERUN_UNTIL_STEADY";
 /// No extra run goes on past this many milliseconds after the process started.
 pub const RERUN_DEADLINE_ENV: &str = "LEAKCHECK_RERUN_DEADLINE_MS";
 /// How long to wait after a run for its threads to be gone, milliseconds.
@@ -199,6 +196,8 @@ pub struct Record {
     pub failed: Option<String>,
     /// An extra run that outlived its deadline.
     pub timed_out: bool,
+    /// Counting mode: what each extra run left behind (still live at the end), in order.
+    pub left: Vec<ExitCounts>,
     /// Why the runtime stopped (`steady`, `done`, `nothing-retained`, `no-entry`, …).
     pub end: Option<String>,
 }
@@ -244,6 +243,11 @@ impl Record {
                     r.failed = Some(words[3..].join(" ").trim().to_string());
                 }
                 ["run", _, "timeout"] => r.timed_out = true,
+                ["left", ..] => {
+                    if let (Some(objects), Some(bytes)) = (int(2), int(3)) {
+                        r.left.push(ExitCounts { objects, bytes });
+                    }
+                }
                 ["end", why] => r.end = Some((*why).to_string()),
                 _ => {}
             }
@@ -266,7 +270,7 @@ mod tests {
     #[test]
     fn a_complete_record_parses() {
         let r = Record::parse(
-            "arena 9\nfirst 0 2 208 1\nrun 1 start\nrun 1 ok 3 320 2 1\nrun 2 start\nrun 2 ok 3 320 1 0\nend steady\n",
+            "arena 9\nfirst 0 2 208 1\nrun 1 start\nrun 1 ok 3 320 2 1\nrun 2 start\nrun 2 ok 3 320 1 0\nleft 1 1 112\nleft 2 0 0\nend settled\n",
         );
         assert_eq!(r.main_arena, Some(9));
         assert_eq!(
@@ -293,7 +297,17 @@ mod tests {
             }
         );
         assert_eq!(r.started, 2);
-        assert_eq!(r.end.as_deref(), Some("steady"));
+        assert_eq!(
+            r.left,
+            [
+                ExitCounts {
+                    objects: 1,
+                    bytes: 112
+                },
+                ExitCounts::default()
+            ]
+        );
+        assert_eq!(r.end.as_deref(), Some("settled"));
         assert_eq!(
             r.counts(),
             Some(ExitCounts {

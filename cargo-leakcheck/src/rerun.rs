@@ -5,18 +5,20 @@
 //! After libtest's `main` returns, the runtime calls the test's entry point again (see the
 //! runtime's `rerun` module and [`crate::entry`]) and measures after each extra run, once
 //! the threads the run started are gone:
-//! - **Counting pass**: live objects and bytes of the whole process, after each of up to
-//!   [`COUNTING_RUNS_FACTOR`] × N extra runs (N = `extra-runs`). The test is settled, without
-//!   taking stacks, when two extra runs in a row leave both exactly unchanged ([`steady`]):
-//!   whatever the first run retained is then state the process keeps (a pool, a logger, a
-//!   table built once), not a leak. Counts that grew in N runs in a row, or never settled,
-//!   send the test to the stacks pass.
-//! - **Stacks pass**: a heap dump after the first run and after each extra run (N, or as many
-//!   as the counting pass made). A stack is a leak when it holds more after *every* extra
-//!   run than before it ([`grows_every_run`]);
-//!   a stack that the first run filled and that then stops growing (a cache that warmed, a
-//!   buffer reused at its size, garbage an epoch-based collector frees a run or two later)
-//!   is process-lifetime state.
+//! - **Counting pass**: each extra run's allocations, whichever thread makes them, go to an
+//!   arena of that run, so what the run left behind is counted exactly, however much
+//!   other memory comes and goes meanwhile. A test that leaks leaves something behind on
+//!   every run. So the test is settled, without taking stacks, as soon as one extra run has
+//!   left nothing behind and the process's live memory has not grown on every run either
+//!   ([`settled`]): whatever its first run retained is state the process keeps (a pool, a
+//!   logger, a table built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made
+//!   (N = `extra-runs`), so that state warming up over several runs (a pool whose workers
+//!   each allocate on their first job) has time to settle.
+//! - **Stacks pass**, for the tests every extra run of which left something behind: a heap
+//!   dump after the first run and after each of N extra runs. A stack is a leak when it
+//!   holds more after *every* extra run than before it ([`grows_every_run`]); a stack that
+//!   the first run filled and that then stops growing (a cache that warmed, a buffer reused
+//!   at its size, garbage freed a run or two later) is process-lifetime state.
 //!
 //! Frames of the first run and of the extra runs differ outside the test body (libtest's
 //! frames, then the runtime's), so stacks are compared cut at the call of the test's entry
@@ -36,7 +38,7 @@ pub const SETTLE_MS: u64 = 500;
 
 /// The counting pass may make this many times the configured extra runs, to let state that
 /// warms up over several runs (a pool whose workers each allocate on their first job) settle.
-pub const COUNTING_RUNS_FACTOR: u32 = 4;
+pub const COUNTING_RUNS_FACTOR: u32 = 2;
 
 /// Why a test had as many extra runs as it had.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +61,8 @@ pub enum Status {
     Panicked(String),
     /// The process died during an extra run (how).
     Crashed(String),
-    /// The extra runs did not fit in the test's timeout.
+    /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
+    /// did not fit in the test's timeout.
     TimedOut,
     /// An extra run returned an error (its message).
     Failed(String),
@@ -102,7 +105,7 @@ impl Status {
             Status::Panicked(message) => Some(format!("the {nth} extra run panicked: {message}")),
             Status::Crashed(how) => Some(format!("the process died in the {nth} extra run: {how}")),
             Status::TimedOut => Some(format!(
-                "the {nth} extra run did not finish within the test's timeout"
+                "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s, within its timeout)"
             )),
             Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
             Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
@@ -196,7 +199,8 @@ pub fn interpret(
         died_during_run(evidence)
     } else {
         match record.end.as_deref() {
-            Some("steady" | "unsteady" | "growing" | "done") => Status::Completed,
+            Some("settled" | "kept" | "done") => Status::Completed,
+            Some("no-arena") => Status::Unavailable("jemalloc refused a new arena".into()),
             Some("spawn-failed") => Status::Unavailable("no thread could be started".into()),
             Some("build-id") => {
                 Status::Unavailable("the running executable is not the one analysed".into())
@@ -230,13 +234,19 @@ fn died_during_run(evidence: &Evidence) -> Status {
     }
 }
 
-/// Whether the counting pass settles the test: the last two extra runs left the process's
-/// live objects and bytes exactly as they were.
-pub fn steady(first: ExitCounts, runs: &[ExtraRun]) -> bool {
+/// Whether the counting pass settles the test: some extra run left nothing behind, and the
+/// process's live objects and bytes did not rise on every run (a leak made for the run by a
+/// thread that allocated after the run was over would show there).
+pub fn settled(first: ExitCounts, runs: &[ExtraRun], left: &[ExitCounts]) -> bool {
+    let nothing_left = left.contains(&ExitCounts::default());
     let series: Vec<ExitCounts> = std::iter::once(first)
         .chain(runs.iter().map(|r| r.live))
         .collect();
-    series.len() >= 3 && series[series.len() - 3..].windows(2).all(|w| w[0] == w[1])
+    let rose_every_run = series.len() >= 2
+        && series
+            .windows(2)
+            .all(|w| w[1].objects >= w[0].objects && w[1].bytes >= w[0].bytes && w[1] != w[0]);
+    nothing_left && !rose_every_run
 }
 
 /// Whether a stack leaks: its bytes rose across every extra run. `series` holds its live
@@ -278,27 +288,32 @@ mod tests {
     }
 
     #[test]
-    fn counts_settle_only_after_two_unchanged_runs_in_a_row() {
-        // A pool started by the first run; nothing more afterwards.
-        assert!(steady(live(40, 9000), &[run(40, 9000), run(40, 9000)]));
-        // The first extra run still added (a second-call warm-up), then nothing.
-        assert!(steady(
-            live(40, 9000),
-            &[run(41, 9100), run(41, 9100), run(41, 9100)]
+    fn a_run_that_left_nothing_behind_settles_the_test() {
+        let nothing = live(0, 0);
+        // A pool started by the first run; the extra run added and left nothing.
+        assert!(settled(live(40, 9000), &[run(40, 9000)], &[nothing]));
+        // Garbage of an epoch-based collector: the totals go up and down, but what the
+        // first extra run retired has been freed by the end.
+        assert!(settled(
+            live(14, 24960),
+            &[run(261, 41632), run(48, 112000), run(60, 142720)],
+            &[nothing, live(30, 4096), live(60, 9000)]
         ));
-        // Deferred frees: up, up, then flat.
-        assert!(steady(
-            live(1, 64),
-            &[run(2, 128), run(3, 192), run(3, 192), run(3, 192)]
-        ));
-        // A leak of one object per run never settles.
-        assert!(!steady(
+        // A leak leaves something behind on every run.
+        assert!(!settled(
             live(1, 8),
-            &[run(2, 16), run(3, 24), run(4, 32), run(5, 40)]
+            &[run(2, 16), run(3, 24), run(4, 32)],
+            &[live(1, 8), live(1, 8), live(1, 8)]
         ));
-        // One unchanged run is not enough, nor are equal objects with other bytes.
-        assert!(!steady(live(1, 8), &[run(1, 8)]));
-        assert!(!steady(live(1, 8), &[run(1, 8), run(1, 16)]));
+        // A run left nothing in its arena, yet the process grew on every run: something
+        // allocated for the test outside the run's arena (a worker, after the run ended).
+        assert!(!settled(
+            live(1, 8),
+            &[run(2, 16), run(3, 24)],
+            &[nothing, nothing]
+        ));
+        // No extra run, nothing settled.
+        assert!(!settled(live(1, 8), &[], &[]));
     }
 
     #[test]
@@ -367,7 +382,7 @@ mod tests {
     fn the_record_tells_how_far_extra_runs_got_and_why_they_stopped() {
         let ok = ProcessEnd::Exited(0);
         let rec = |text: &str| Record::parse(text);
-        let done = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 1 8 1 1\nrun 2 start\nrun 2 ok 1 8 1 1\nend steady\n");
+        let done = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 1 8 1 1\nrun 2 start\nrun 2 ok 1 8 1 1\nleft 1 0 0\nleft 2 0 0\nend settled\n");
         assert_eq!(
             interpret(Some(&done), None, &evidence(&ok, "", "")),
             Outcome {

@@ -248,11 +248,8 @@ pub struct RerunRequest {
     pub entry: u64,
     /// The executable's build id (hexadecimal), checked by the runtime.
     pub build_id: String,
-    /// At most this many extra runs.
+    /// At most this many extra runs (counting mode stops as soon as the test is settled).
     pub runs: u32,
-    /// Counting mode: stop once the live counts settle, or once they grew this many runs in
-    /// a row (0: make every run).
-    pub until_steady: u32,
     /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
     pub app_mallctl: Option<u64>,
 }
@@ -352,9 +349,6 @@ fn run_one(
         env.push((protocol::RERUN_ENTRY_ENV, format!("{:x}", r.entry)));
         env.push((protocol::RERUN_BUILD_ID_ENV, r.build_id.clone()));
         env.push((protocol::RERUNS_ENV, r.runs.to_string()));
-        if r.until_steady > 0 {
-            env.push((protocol::RERUN_UNTIL_STEADY_ENV, r.until_steady.to_string()));
-        }
         // Leave a tenth of the timeout for the exit dumps after the last run.
         let deadline = timeout.as_millis().saturating_mul(9) / 10;
         env.push((protocol::RERUN_DEADLINE_ENV, deadline.to_string()));

@@ -33,6 +33,10 @@ const RUNTIME_SOURCES: &[(&str, &str)] = &[
         include_str!("../../leakcheck-runtime/src/rerun.rs"),
     ),
     ("sys.rs", include_str!("../../leakcheck-runtime/src/sys.rs")),
+    (
+        "threads.rs",
+        include_str!("../../leakcheck-runtime/src/threads.rs"),
+    ),
 ];
 const RUNTIME_LOCK: &str = include_str!("../../Cargo.lock");
 const RUNTIME_MANIFEST: &str = r#"[package]

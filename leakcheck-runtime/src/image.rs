@@ -133,3 +133,54 @@ fn hex_equals(bytes: &[u8], hex: &str) -> bool {
             _ => false,
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(name: &[u8], kind: u32, desc: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend((name.len() as u32).to_ne_bytes());
+        v.extend((desc.len() as u32).to_ne_bytes());
+        v.extend(kind.to_ne_bytes());
+        v.extend(name);
+        v.resize(v.len().next_multiple_of(4), 0);
+        v.extend(desc);
+        v.resize(v.len().next_multiple_of(4), 0);
+        v
+    }
+
+    fn found() -> Found {
+        Found {
+            base: 0,
+            want: 0,
+            executable: false,
+            build_id: [0; 64],
+            build_id_len: 0,
+            seen: false,
+        }
+    }
+
+    #[test]
+    fn the_build_id_note_is_found_among_others() {
+        let mut notes = note(b"GNU\0", 1, &[0, 0, 0, 0, 3, 2, 0, 0]); // ABI tag
+        notes.extend(note(b"GNU\0", NT_GNU_BUILD_ID, &[0xab, 0x01, 0xff]));
+        let mut f = found();
+        read_build_id(&notes, &mut f);
+        assert_eq!(&f.build_id[..f.build_id_len], &[0xab, 0x01, 0xff]);
+        assert!(hex_equals(&f.build_id[..f.build_id_len], "ab01ff"));
+        assert!(hex_equals(&f.build_id[..f.build_id_len], "AB01FF"));
+        assert!(!hex_equals(&f.build_id[..f.build_id_len], "ab01fe"));
+        assert!(!hex_equals(&f.build_id[..f.build_id_len], "ab01"));
+        // Truncated notes end the search without reading past the end.
+        let mut g = found();
+        read_build_id(&notes[..notes.len() - 2], &mut g);
+        assert_eq!(g.build_id_len, 0);
+    }
+
+    #[test]
+    fn an_address_outside_the_code_of_this_executable_is_refused() {
+        // 0 is never code in a position-independent executable (its first page is headers).
+        assert_eq!(resolve(0, ""), Err(Refusal::NotCode));
+    }
+}

@@ -37,6 +37,7 @@ mod arenas;
 mod image;
 mod rerun;
 mod sys;
+mod threads;
 
 use std::ffi::{c_char, c_int, c_void};
 use tikv_jemalloc_sys as je;
@@ -49,30 +50,79 @@ extern "C" {
     fn je_valloc(size: usize) -> *mut c_void;
 }
 
+// During an extra run every allocation carries `mallocx` flags naming the run's arena (see
+// `arenas`); outside runs the plain jemalloc entry points are used. `mallocx` does not accept
+// size 0 (a size-0 request gets the smallest object, as plain malloc gives) and does not set
+// errno, so the routed paths do what the C functions promise themselves.
+
+/// `mallocx`, with C's errno on failure.
+unsafe fn routed(size: usize, flags: c_int) -> *mut c_void {
+    // SAFETY: a non-zero size and flags built from jemalloc's macros.
+    let p = unsafe { je::mallocx(size.max(1), flags) };
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+/// Whether an alignment is one C's aligned allocators accept.
+fn valid_alignment(align: usize, at_least: usize) -> bool {
+    align.is_power_of_two() && align >= at_least
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    // SAFETY: same contract as C malloc; jemalloc accepts any size.
-    unsafe { je::malloc(size) }
+    match arenas::run_flags() {
+        // SAFETY: same contract as C malloc; jemalloc accepts any size.
+        None => unsafe { je::malloc(size) },
+        // SAFETY: as above.
+        Some(f) => unsafe { routed(size, f) },
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    // SAFETY: jemalloc's calloc checks n * size for overflow itself.
-    unsafe { je::calloc(n, size) }
+    match arenas::run_flags() {
+        // SAFETY: jemalloc's calloc checks n * size for overflow itself.
+        None => unsafe { je::calloc(n, size) },
+        Some(f) => match n.checked_mul(size) {
+            // SAFETY: as for malloc; MALLOCX_ZERO zeroes the memory as calloc must.
+            Some(total) => unsafe { routed(total, f | je::MALLOCX_ZERO) },
+            None => {
+                set_errno(libc::ENOMEM);
+                std::ptr::null_mut()
+            }
+        },
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY: every pointer the process frees or reallocates came from these exports,
-    // because the preload is in place before the first allocation.
-    unsafe { je::realloc(ptr, size) }
+    match arenas::run_flags() {
+        Some(f) if ptr.is_null() => {
+            // SAFETY: realloc(NULL, n) is malloc(n).
+            unsafe { routed(size, f) }
+        }
+        Some(f) if size != 0 => {
+            // SAFETY: ptr came from this allocator (see below); rallocx leaves it valid and
+            // returns NULL when it cannot grow it, as realloc does.
+            let p = unsafe { je::rallocx(ptr, size, f) };
+            if p.is_null() {
+                set_errno(libc::ENOMEM);
+            }
+            p
+        }
+        // SAFETY: every pointer the process frees or reallocates came from these exports,
+        // because the preload is in place before the first allocation.
+        _ => unsafe { je::realloc(ptr, size) },
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
         // SAFETY: as for realloc.
-        Some(total) => unsafe { je::realloc(ptr, total) },
+        Some(total) => unsafe { realloc(ptr, total) },
         None => {
             set_errno(libc::ENOMEM);
             std::ptr::null_mut()
@@ -82,41 +132,69 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, n: usize, size: usize) -
 
 #[no_mangle]
 pub unsafe extern "C" fn free(ptr: *mut c_void) {
-    // SAFETY: see realloc; free(NULL) is a no-op in jemalloc.
+    // SAFETY: see realloc; free(NULL) is a no-op in jemalloc. A routed object goes back to
+    // the arena it came from, whichever thread frees it.
     unsafe { je::free(ptr) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    // SAFETY: same contract as the C function; jemalloc validates the alignment.
-    unsafe { je::posix_memalign(out, align, size) }
+    let Some(f) = arenas::run_flags() else {
+        // SAFETY: same contract as the C function; jemalloc validates the alignment.
+        return unsafe { je::posix_memalign(out, align, size) };
+    };
+    if !valid_alignment(align, std::mem::size_of::<*mut c_void>()) {
+        return libc::EINVAL;
+    }
+    // SAFETY: a valid alignment and a non-zero size.
+    let p = unsafe { je::mallocx(size.max(1), f | je::MALLOCX_ALIGN(align)) };
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller passes a valid out-pointer, as posix_memalign requires.
+    unsafe { *out = p };
+    0
+}
+
+/// The aligned allocators, routed during a run.
+unsafe fn aligned(align: usize, size: usize, plain: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let Some(f) = arenas::run_flags() else {
+        return plain();
+    };
+    if !valid_alignment(align, 1) {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a valid alignment.
+    unsafe { routed(size, f | je::MALLOCX_ALIGN(align)) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
     // SAFETY: same contract as the C function.
-    unsafe { je::aligned_alloc(align, size) }
+    unsafe { aligned(align, size, || je::aligned_alloc(align, size)) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
     // SAFETY: same contract as the C function.
-    unsafe { je_memalign(align, size) }
+    unsafe { aligned(align, size, || je_memalign(align, size)) }
 }
+
+const PAGE: usize = 4096;
 
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
     // SAFETY: same contract as the C function.
-    unsafe { je_valloc(size) }
+    unsafe { aligned(PAGE, size, || je_valloc(size)) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    const PAGE: usize = 4096;
     let rounded = size.checked_add(PAGE - 1).map(|s| s & !(PAGE - 1));
     match rounded {
         // SAFETY: same contract as valloc.
-        Some(s) => unsafe { je_valloc(s.max(PAGE)) },
+        Some(s) => unsafe { valloc(s.max(PAGE)) },
         None => std::ptr::null_mut(),
     }
 }
@@ -176,9 +254,6 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     s.max_runs = sys::env(c"LEAKCHECK_RERUNS")
         .and_then(sys::parse_u64)
         .map_or(0, |n| n.min(1000) as u32);
-    s.until_steady = sys::env(c"LEAKCHECK_RERUN_UNTIL_STEADY")
-        .and_then(sys::parse_u64)
-        .map_or(0, |n| n.min(1000) as u32);
     if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_DEADLINE_MS").and_then(sys::parse_u64) {
         s.deadline_ms = ms;
     }
@@ -220,6 +295,7 @@ extern "C" fn leakcheck_init() {
             );
         }
     }
+    threads::resolve();
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads
     // the settings while they are written.
     read_rerun_settings(unsafe { rerun::settings_mut() }, prefix);

@@ -16,6 +16,16 @@
 //! showed: cargo-leakcheck reads the first run from the record, and how far the extra runs
 //! got.
 //!
+//! In counting mode each extra run gets an arena of its own, and while it runs (until the
+//! threads it started are gone) every allocation of the process goes there, whichever thread
+//! makes it (see [`crate::arenas`]). That arena's live count is then exactly what the run
+//! left behind, however much other memory comes and goes meanwhile (garbage of an
+//! epoch-based collector, say). A test that leaks leaves something behind on every run; so
+//! as soon as one extra run has left nothing behind, and the process's live memory has not
+//! grown on every run either (which would betray a leak made by a thread outside the run, on
+//! its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
+//! maximum, and cargo-leakcheck takes the test's stacks.
+//!
 //! The record, one event per line:
 //! ```text
 //! arena <n>                                   counting mode: the main thread's arena (-1: none)
@@ -24,6 +34,7 @@
 //! run <k> ok <objects> <bytes> <threads> <settled>
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
+//! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
 //! end <why>
 //! ```
 //! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
@@ -46,9 +57,6 @@ pub struct Settings {
     pub build_id: &'static str,
     /// At most this many extra runs.
     pub max_runs: u32,
-    /// Counting mode: stop once two extra runs in a row left the counts unchanged, or once
-    /// this many in a row added to them (0: make every run).
-    pub until_steady: u32,
     /// No extra run may go on past this many milliseconds after the process started.
     pub deadline_ms: u64,
     /// How long to wait after a run for the thread count to come back down.
@@ -72,7 +80,6 @@ static mut SETTINGS: Settings = Settings {
     entry: None,
     build_id: "",
     max_runs: 0,
-    until_steady: 0,
     deadline_ms: u64::MAX,
     settle_ms: 500,
     stack_size: 2 << 20,
@@ -115,6 +122,7 @@ fn end(fd: c_int, why: &str) {
 
 extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
     let s = settings();
+    HANDLER_STARTED_MS.store(sys::now_ms(), std::sync::atomic::Ordering::Relaxed);
     let fd = sys::create_file(&s.record);
     if fd < 0 {
         return;
@@ -151,12 +159,22 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
         dump(0);
     }
     let mut previous = first;
-    let mut unchanged_in_a_row = 0u32;
-    let mut grown_in_a_row = 0u32;
-    for k in 1..=s.max_runs {
+    let mut grew_every_run = true;
+    let mut run_arenas = [0u32; MAX_RUNS];
+    let mut left = [Live::default(); MAX_RUNS];
+    for k in 1..=s.max_runs.min(MAX_RUNS as u32) {
+        let i = (k - 1) as usize;
         if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
             return end(fd, "deadline");
         }
+        let route = if s.counting {
+            match arenas::create() {
+                Some(a) => Some(a),
+                None => return end(fd, "no-arena"),
+            }
+        } else {
+            None
+        };
         Line::new("run")
             .num(i64::from(k))
             .word("start")
@@ -166,10 +184,11 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
             bytes: [0; 400],
             len: 0,
         };
-        match run_once(address, s, &mut message) {
+        match run_once(address, s, &mut message, route) {
             Outcome::Passed => {}
             Outcome::SpawnFailed => return end(fd, "spawn-failed"),
             Outcome::Failed => {
+                arenas::route_to(None);
                 let text = std::str::from_utf8(&message.bytes[..message.len]).unwrap_or("");
                 Line::new("run")
                     .num(i64::from(k))
@@ -190,7 +209,9 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
                 unsafe { libc::_exit(status) }
             }
         }
+        // What the run's threads free or allocate on their way out is still the run's.
         let settled = settle(before, s.settle_ms);
+        arenas::route_to(None);
         let live = if s.counting {
             arenas::live_outside_main_arena()
         } else {
@@ -205,29 +226,51 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
             .num(threads())
             .num(i64::from(settled))
             .write_to(fd);
-        if s.until_steady > 0 {
-            let grew = live.objects > previous.objects || live.bytes > previous.bytes;
-            unchanged_in_a_row = if live == previous {
-                unchanged_in_a_row + 1
-            } else {
-                0
-            };
-            grown_in_a_row = if grew { grown_in_a_row + 1 } else { 0 };
+        if let Some(a) = route {
+            run_arenas[i] = a;
+            grew_every_run &= live.objects >= previous.objects
+                && live.bytes >= previous.bytes
+                && live != previous;
             previous = live;
-            if unchanged_in_a_row >= 2 {
-                return end(fd, "steady");
+            arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
+            if !grew_every_run && left[..=i].contains(&Live::default()) {
+                write_left(fd, &left[..=i]);
+                return end(fd, "settled");
             }
-            // Growing run after run: only the stacks can say what grows.
-            if grown_in_a_row >= s.until_steady {
-                return end(fd, "growing");
-            }
-            // Two unchanged runs in a row can no longer fit: the counts cannot settle it.
-            if s.max_runs - k < 2 - unchanged_in_a_row {
-                return end(fd, "unsteady");
+            if k == s.max_runs {
+                write_left(fd, &left[..=i]);
+                return end(fd, "kept");
             }
         }
     }
     end(fd, "done")
+}
+
+/// The most extra runs one process makes.
+const MAX_RUNS: usize = 256;
+
+/// The least time an extra run is given, milliseconds.
+const RUN_FLOOR_MS: u64 = 10_000;
+
+/// When the exit handler started, in monotonic milliseconds (0: not yet).
+static HANDLER_STARTED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long the test's own run took: from the runtime's start to the exit handler.
+fn first_run_ms() -> u64 {
+    let s = settings();
+    HANDLER_STARTED_MS
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_sub(s.started_ms)
+}
+
+fn write_left(fd: c_int, left: &[Live]) {
+    for (j, l) in left.iter().enumerate() {
+        Line::new("left")
+            .num(j as i64 + 1)
+            .num(l.objects)
+            .num(l.bytes)
+            .write_to(fd);
+    }
 }
 
 fn threads() -> i64 {
@@ -326,6 +369,8 @@ enum Outcome {
 /// Shared between the waiting thread and the run's thread.
 struct Slot<'a> {
     entry: usize,
+    /// Set once the run may start (allocations are routed from then on).
+    go: std::sync::atomic::AtomicBool,
     passed: bool,
     message: &'a mut Message,
 }
@@ -334,9 +379,15 @@ struct Slot<'a> {
 type TestFn = fn() -> Result<(), String>;
 
 extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
-    // SAFETY: `arg` is the Slot owned by `run_once`, which waits for this thread before
-    // touching it again.
-    let slot = unsafe { &mut *arg.cast::<Slot>() };
+    let slot_ptr = arg.cast::<Slot>();
+    // SAFETY: `arg` is the Slot owned by `run_once`, which sets `go` and then leaves the
+    // slot alone until this thread has ended.
+    while !unsafe { &(*slot_ptr).go }.load(std::sync::atomic::Ordering::Acquire) {
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    // SAFETY: as above; from here on only this thread touches the slot.
+    let slot = unsafe { &mut *slot_ptr };
     // SAFETY: `entry` is the pointer libtest itself calls for this test (see
     // cargo-leakcheck's `entry` module), checked to be code of this very executable.
     let f: TestFn = unsafe { std::mem::transmute::<usize, TestFn>(slot.entry) };
@@ -355,12 +406,16 @@ extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     std::ptr::null_mut()
 }
 
-fn run_once(entry: usize, s: &Settings, message: &mut Message) -> Outcome {
+/// Runs the entry once on a new thread; `route` is the arena its allocations (and any other
+/// thread's meanwhile) go to, from the moment the thread exists until the caller stops it.
+fn run_once(entry: usize, s: &Settings, message: &mut Message, route: Option<u32>) -> Outcome {
     let mut slot = Slot {
         entry,
+        go: std::sync::atomic::AtomicBool::new(false),
         passed: false,
         message,
     };
+    let slot_ptr: *mut Slot = &raw mut slot;
     // SAFETY: plain pthread calls on values we own; the thread is joined (or the process
     // left) before `slot` goes out of scope.
     unsafe {
@@ -368,14 +423,27 @@ fn run_once(entry: usize, s: &Settings, message: &mut Message) -> Outcome {
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setstacksize(&mut attr, s.stack_size.max(libc::PTHREAD_STACK_MIN));
         let mut thread: libc::pthread_t = 0;
-        let created = libc::pthread_create(&mut thread, &attr, run_entry, (&raw mut slot).cast());
+        // The thread is created before routing starts: its stack and thread block are
+        // glibc's, not the run's.
+        let created = libc::pthread_create(&mut thread, &attr, run_entry, slot_ptr.cast());
         libc::pthread_attr_destroy(&mut attr);
         if created != 0 {
             return Outcome::SpawnFailed;
         }
+        arenas::route_to(route);
+        (*slot_ptr)
+            .go
+            .store(true, std::sync::atomic::Ordering::Release);
+        // A run may take ten times what the test's own run took (at least RUN_FLOOR_MS),
+        // and never go past the overall deadline: a run that hangs (waiting for something
+        // that happens once per process) must not hold the process for the test's whole
+        // timeout.
+        let now = sys::now_ms();
+        let first_run_ms = first_run_ms();
         let remaining = s
             .deadline_ms
-            .saturating_sub(sys::now_ms().saturating_sub(s.started_ms));
+            .saturating_sub(now.saturating_sub(s.started_ms))
+            .min(first_run_ms.saturating_mul(10).max(RUN_FLOOR_MS));
         let mut until = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -392,7 +460,8 @@ fn run_once(entry: usize, s: &Settings, message: &mut Message) -> Outcome {
             return Outcome::TimedOut;
         }
     }
-    if slot.passed {
+    // SAFETY: the thread has ended.
+    if unsafe { (*slot_ptr).passed } {
         Outcome::Passed
     } else {
         Outcome::Failed

@@ -228,3 +228,66 @@ pub fn create_file(path: &FixedPath) -> c_int {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(line: &Line) -> &str {
+        std::str::from_utf8(&line.bytes[..line.len]).unwrap()
+    }
+
+    #[test]
+    fn a_record_line_is_one_line_whatever_it_is_given() {
+        let mut line = Line::new("run");
+        line.num(3).word("failed").num(-42).word("two\nlines\r");
+        assert_eq!(text(&line), "run 3 failed -42 two lines ");
+        // Too long a message is cut, and the newline still fits.
+        let mut long = Line::new("run");
+        long.word(&"x".repeat(2000));
+        assert_eq!(long.len, long.bytes.len() - 1);
+    }
+
+    #[test]
+    fn paths_are_nul_terminated_and_refuse_what_does_not_fit() {
+        let mut p = FixedPath::new();
+        assert!(p.is_empty());
+        assert!(p.push(b"/tmp/x") && p.push(b".r") && p.push_u64(12) && p.push(b".heap"));
+        // SAFETY: as_ptr points at a NUL-terminated string of len() bytes.
+        let s = unsafe { std::ffi::CStr::from_ptr(p.as_ptr()) };
+        assert_eq!(s.to_str().unwrap(), "/tmp/x.r12.heap");
+        assert!(!p.push(b"a\0b"), "an inner NUL would cut the path");
+        assert!(!p.push(&[b'a'; 5000]));
+        p.truncate(6);
+        // SAFETY: as above.
+        let s = unsafe { std::ffi::CStr::from_ptr(p.as_ptr()) };
+        assert_eq!(s.to_str().unwrap(), "/tmp/x");
+    }
+
+    #[test]
+    fn numbers_parse_as_the_tool_writes_them() {
+        assert_eq!(parse_hex("3f490"), Some(0x3f490));
+        assert_eq!(parse_hex("0x10"), Some(16));
+        assert_eq!(parse_hex("zz"), None);
+        assert_eq!(parse_u64(" 5 "), Some(5));
+        let mut buf = [0u8; 20];
+        let start = format_u64(u64::MAX, &mut buf);
+        assert_eq!(&buf[start..], u64::MAX.to_string().as_bytes());
+    }
+
+    #[test]
+    fn the_thread_count_sees_a_running_thread() {
+        let before = thread_count().unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let theirs = std::sync::Arc::clone(&barrier);
+        let t = std::thread::spawn(move || {
+            theirs.wait();
+            theirs.wait();
+        });
+        barrier.wait();
+        // Other tests of this binary may come and go, but this one is alive now.
+        assert!(thread_count().unwrap() >= 2, "before: {before}");
+        barrier.wait();
+        t.join().unwrap();
+    }
+}

@@ -43,7 +43,7 @@ fn shows_kept_memory(t: &Value) -> bool {
         .any(|s| s["kind"] == "one-time" || s["kind"] == "process-lifetime");
     let by_counting = t["method"] == "counters"
         && t["extra_runs"]["status"] == "completed"
-        && t["extra_runs"]["made"].as_u64() >= Some(2)
+        && t["extra_runs"]["made"].as_u64() >= Some(1)
         && t["first_run_retained"]["bytes"].as_u64() > Some(0);
     by_stacks || by_counting
 }
