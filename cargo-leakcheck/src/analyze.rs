@@ -411,7 +411,7 @@ pub fn analyze_test(
         _ => None,
     };
     let retained = with_growth(deltas, series.as_ref(), &bin.exe, reruns.entry);
-    report.stacks = judge_stacks(&retained, bin, policy);
+    report.stacks = judge_stacks(&retained, bin, policy, reruns.entry.map(|e| e.file_range));
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes += s.bytes;
         report.retained_objects += s.objects;
@@ -457,31 +457,34 @@ pub fn analyze_test(
     report
 }
 
-/// The kind of a stack once its growth over the extra runs is known: a stack of the code
-/// under test that grew in every extra run is a leak whatever its frames suggest; one that
-/// did not is process-lifetime state (or stays one-time or harness memory).
+/// The kind of a stack once its growth over the extra runs is known. Extra runs run nothing
+/// but the test, so a stack that grew in every one of them is a leak whatever its frames
+/// suggest (a once-initialiser frame, or none of the test's code: a release build can
+/// inline a closure into std's generic thread start), except glibc's cache of thread
+/// blocks, which grows with threads that never end and is their cost, not their cause. A
+/// stack of the code under test that did not grow every time is process-lifetime state.
 pub fn kind_with_growth(
-    kind: StackKind,
+    class: &classify::Classified,
     growth: Option<&[RunGrowth]>,
 ) -> (StackKind, Option<String>) {
     let Some(growth) = growth.filter(|g| !g.is_empty()) else {
-        return (kind, None);
+        return (class.kind, class.reason.clone());
     };
     let n = growth.len();
     let grew = growth.iter().all(|g| g.bytes > 0);
-    match (kind, grew) {
-        (StackKind::Leak | StackKind::OneTime, true) => (
+    match (class.kind, grew) {
+        (StackKind::Harness, true) if class.thread_cache => (class.kind, class.reason.clone()),
+        (_, true) => (
             StackKind::Leak,
             Some(format!("grew in every one of {n} extra runs of the test")),
         ),
         (StackKind::Leak, false) => (
             StackKind::ProcessLifetime,
             Some(format!(
-                "kept by the test's run; {} extra runs did not add to it every time",
-                n
+                "kept by the test's run; {n} extra runs did not add to it every time"
             )),
         ),
-        (other, _) => (other, None),
+        (other, false) => (other, class.reason.clone()),
     }
 }
 
@@ -491,6 +494,7 @@ pub fn judge_stacks(
     retained: &[Retained],
     bin: &mut BinaryAnalysis,
     policy: &Policy,
+    entry_range: Option<(u64, u64)>,
 ) -> Vec<StackReport> {
     struct Merged {
         bytes: u64,
@@ -510,13 +514,13 @@ pub fn judge_stacks(
             );
         }
         let trimmed = &frames[classify::allocator_prefix_len(&frames)..];
-        let (classified, why) = classify::classify(trimmed, &bin.exe);
-        let (kind, grown_why) = kind_with_growth(classified, r.growth.as_deref());
+        let classified = classify::classify_test(trimmed, &bin.exe, entry_range);
+        let (kind, reason) = kind_with_growth(&classified, r.growth.as_deref());
         let shown: Vec<FrameReport> = trimmed.iter().map(frame_report).collect();
         let e = merged.entry((kind, shown)).or_insert(Merged {
             bytes: 0,
             objects: 0,
-            reason: grown_why.or(why),
+            reason,
             growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
         });
         e.bytes += r.live.bytes;
@@ -717,6 +721,53 @@ mod tests {
             kind: "lib",
             name,
         }
+    }
+
+    #[test]
+    fn growth_in_every_extra_run_decides_the_kind() {
+        let class = |kind, thread_cache| classify::Classified {
+            kind,
+            reason: Some("as the frames say".into()),
+            thread_cache,
+        };
+        let g = |bytes: &[i64]| -> Vec<RunGrowth> {
+            bytes
+                .iter()
+                .map(|&b| RunGrowth {
+                    objects: 1,
+                    bytes: b,
+                })
+                .collect()
+        };
+        let every = g(&[8, 8, 8]);
+        let once = g(&[8, 0, 0]);
+        // The test's code, growing every time: a leak; growing once: kept for the process.
+        assert_eq!(
+            kind_with_growth(&class(StackKind::Leak, false), Some(&every)).0,
+            StackKind::Leak
+        );
+        let (kind, reason) = kind_with_growth(&class(StackKind::Leak, false), Some(&once));
+        assert_eq!(kind, StackKind::ProcessLifetime);
+        assert!(reason.unwrap().contains("3 extra runs"));
+        // Growth on every run outweighs a once-initialiser frame, or no frame of the test.
+        for kind in [StackKind::OneTime, StackKind::Harness] {
+            assert_eq!(
+                kind_with_growth(&class(kind, false), Some(&every)).0,
+                StackKind::Leak,
+                "{kind:?}"
+            );
+            assert_eq!(kind_with_growth(&class(kind, false), Some(&once)).0, kind);
+        }
+        // glibc's thread cache grows with threads that never end; it stays harness.
+        assert_eq!(
+            kind_with_growth(&class(StackKind::Harness, true), Some(&every)).0,
+            StackKind::Harness
+        );
+        // Without extra runs the frames decide.
+        assert_eq!(
+            kind_with_growth(&class(StackKind::Leak, false), None),
+            (StackKind::Leak, Some("as the frames say".into()))
+        );
     }
 
     #[test]

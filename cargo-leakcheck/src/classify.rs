@@ -147,11 +147,43 @@ pub fn is_user_frame(f: &Frame, test_binary: &str) -> bool {
 
 /// The kind of a stack (already trimmed of allocator frames) and why.
 pub fn classify(frames: &[Frame], test_binary: &str) -> (StackKind, Option<String>) {
+    let c = classify_test(frames, test_binary, None);
+    (c.kind, c.reason)
+}
+
+/// What [`classify_test`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Classified {
+    /// The kind the frames suggest.
+    pub kind: StackKind,
+    /// Why, when not a leak.
+    pub reason: Option<String>,
+    /// Harness memory because it is glibc's cache of thread blocks (as opposed to a stack
+    /// with no frame of the test's code).
+    pub thread_cache: bool,
+}
+
+/// [`classify`], knowing the function libtest calls for the test (its file offsets in the
+/// test binary, see [`crate::entry`]): code there is the test's own, whatever its symbol
+/// says. A release build inlines a small test body into that function, whose symbol is
+/// only `core::ops::function::FnOnce::call_once`.
+pub fn classify_test(frames: &[Frame], test_binary: &str, entry: Option<(u64, u64)>) -> Classified {
+    let class = |kind, reason: Option<String>, thread_cache| Classified {
+        kind,
+        reason,
+        thread_cache,
+    };
+    let in_entry = |f: &Frame| {
+        entry.is_some_and(|(start, end)| {
+            f.object == test_binary && f.offset > start && f.offset <= end
+        })
+    };
+    let is_user = |f: &Frame| is_user_frame(f, test_binary) || in_entry(f);
     for f in frames {
         let name = function(f);
         let bare = name.strip_prefix('<').unwrap_or(name);
         if let Some((_, why)) = ONE_TIME_MARKERS.iter().find(|(p, _)| bare.starts_with(p)) {
-            return (StackKind::OneTime, Some(format!("{why} (`{name}`)")));
+            return class(StackKind::OneTime, Some(format!("{why} (`{name}`)")), false);
         }
     }
     // On a stack through libtest, only the test body (inside libtest's marker frame) is
@@ -166,27 +198,29 @@ pub fn classify(frames: &[Frame], test_binary: &str) -> (StackKind, Option<Strin
     };
     // Look only at the frames below the first user frame: a thread-cache allocation is
     // made by pthread_create on behalf of whoever spawned the thread.
-    let first_user = body.iter().position(|f| is_user_frame(f, test_binary));
+    let first_user = body.iter().position(is_user);
     let inner = &frames[..first_user.unwrap_or(frames.len())];
     if let Some(f) = inner
         .iter()
         .find(|f| THREAD_CACHE_MARKERS.iter().any(|m| function(f).contains(m)))
     {
-        return (
+        return class(
             StackKind::Harness,
             Some(format!(
                 "glibc keeps finished threads' stacks and TLS for reuse (`{}`)",
                 function(f)
             )),
+            true,
         );
     }
     if first_user.is_none() {
-        return (
+        return class(
             StackKind::Harness,
             Some("no frame of the code under test".into()),
+            false,
         );
     }
-    (StackKind::Leak, None)
+    class(StackKind::Leak, None, false)
 }
 
 #[cfg(test)]
@@ -329,6 +363,25 @@ mod tests {
             f("start_thread", "/lib/libc.so.6"),
         ];
         assert_eq!(classify(&thread_body, EXE).0, StackKind::Leak);
+    }
+
+    #[test]
+    fn a_test_body_inlined_into_libtests_entry_is_the_tests_code() {
+        // Release build: the body of `tests::tiny_leak` lives in the function libtest calls,
+        // whose only symbol is the generic closure shim.
+        let mut entry_frame = exe("core::ops::function::FnOnce::call_once");
+        entry_frame.offset = 0x3e350;
+        let s = stack(&[entry_frame]);
+        assert_eq!(classify(&s, EXE).0, StackKind::Harness, "by names alone");
+        assert_eq!(
+            classify_test(&s, EXE, Some((0x3e330, 0x3e3ab))).kind,
+            StackKind::Leak
+        );
+        // The same name elsewhere in the binary is not the test's.
+        assert_eq!(
+            classify_test(&s, EXE, Some((0x1000, 0x1040))).kind,
+            StackKind::Harness
+        );
     }
 
     #[test]

@@ -13,9 +13,9 @@
 //! Retained is not lost: a test that starts a pool, installs a logger or builds a table
 //! once leaves memory behind that a second run would not add to. So a test that retains
 //! something is run again in its own process, after its own run ([`crate::rerun`]): in the
-//! counting pass until its live counts stop changing, which settles it as clean without
-//! stacks; otherwise its stacks are profiled with the same extra runs, and only the stacks
-//! that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
+//! counting pass until one extra run leaves nothing behind, which settles it as clean
+//! without stacks; otherwise its stacks are profiled with extra runs too, and only the
+//! stacks that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
 //! `harness = false`, no entry point found, an extra run that panics, crashes, fails or
 //! times out) is judged on its own run alone, as before, and the report says why.
 //!

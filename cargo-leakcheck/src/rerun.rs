@@ -33,8 +33,9 @@ use crate::runner::{signal_name, ProcessEnd};
 /// to count as one.
 pub const DEFAULT_EXTRA_RUNS: u32 = 5;
 
-/// How long the runtime waits after a run for the threads it started to be gone.
-pub const SETTLE_MS: u64 = 500;
+/// How long the runtime waits after a run for the threads it started to be gone (once a
+/// run's threads did not all end in that time, later runs wait 20 ms).
+pub const SETTLE_MS: u64 = 200;
 
 /// The counting pass may make this many times the configured extra runs, to let state that
 /// warms up over several runs (a pool whose workers each allocate on their first job) settle.

@@ -162,7 +162,12 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
     let mut grew_every_run = true;
     let mut run_arenas = [0u32; MAX_RUNS];
     let mut left = [Live::default(); MAX_RUNS];
-    for k in 1..=s.max_runs.min(MAX_RUNS as u32) {
+    let max_runs = s.max_runs.min(MAX_RUNS as u32);
+    // Once a run's threads have not all ended within the settle time, they are most likely
+    // threads that never end (started on every run: a leak, which the counts show anyway);
+    // waiting the full time again on every later run would only cost time.
+    let mut settle_ms = s.settle_ms;
+    for k in 1..=max_runs {
         let i = (k - 1) as usize;
         if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
             return end(fd, "deadline");
@@ -210,7 +215,10 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
             }
         }
         // What the run's threads free or allocate on their way out is still the run's.
-        let settled = settle(before, s.settle_ms);
+        let settled = settle(before, settle_ms);
+        if !settled {
+            settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
+        }
         arenas::route_to(None);
         let live = if s.counting {
             arenas::live_outside_main_arena()
@@ -237,7 +245,7 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
                 write_left(fd, &left[..=i]);
                 return end(fd, "settled");
             }
-            if k == s.max_runs {
+            if k == max_runs {
                 write_left(fd, &left[..=i]);
                 return end(fd, "kept");
             }
@@ -251,6 +259,9 @@ const MAX_RUNS: usize = 256;
 
 /// The least time an extra run is given, milliseconds.
 const RUN_FLOOR_MS: u64 = 10_000;
+
+/// How long later runs wait for their threads once a run's threads did not all end.
+const SETTLE_AFTER_UNSETTLED_MS: u64 = 20;
 
 /// When the exit handler started, in monotonic milliseconds (0: not yet).
 static HANDLER_STARTED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -180,21 +180,25 @@ fn stack_profiling_every_test_finds_the_same_verdicts_and_names_the_kept_stacks(
     );
 }
 
+/// Release builds inline the test functions away; the entry points come from libtest's
+/// table all the same, and the verdicts and extra runs are those of debug builds.
 #[test]
 fn release_builds_run_again_and_give_the_same_verdicts() {
-    let run = run_fixture(LIFETIME, &["--release"]);
-    assert_eq!(verdicts(&run), table_verdicts(LIFETIME), "{}", run.stderr);
-    for row in rows(LIFETIME) {
-        let t = run.test(row.binary, row.test);
-        assert_eq!(
-            t["extra_runs"]["status"],
-            row.extra_runs.unwrap(),
-            "{}: {}",
-            row.test,
-            t["extra_runs"]
-        );
+    for fixture in [LIFETIME, LEAKY] {
+        let run = run_fixture(fixture, &["--release"]);
+        assert_eq!(verdicts(&run), table_verdicts(fixture), "{}", run.stderr);
+        for row in rows(fixture) {
+            let t = run.test(row.binary, row.test);
+            if let Some(status) = row.extra_runs {
+                assert_eq!(
+                    t["extra_runs"]["status"], status,
+                    "{}: {}",
+                    row.test, t["extra_runs"]
+                );
+            }
+        }
+        assert_eq!(run.code, 3, "{}", run.stderr);
     }
-    assert_eq!(run.code, 3, "{}", run.stderr);
 }
 
 #[test]
