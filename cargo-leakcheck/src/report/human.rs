@@ -323,6 +323,87 @@ mod tests {
         assert_eq!(human_bytes(3 << 20), "3.0 MiB");
     }
 
+    fn stack(kind: StackKind, bytes: u64, growth: &[i64]) -> StackReport {
+        StackReport {
+            bytes,
+            objects: 1,
+            kind,
+            reason: None,
+            fails: kind == StackKind::Leak,
+            allowed: None,
+            suppression: None,
+            growth_per_run: growth
+                .iter()
+                .map(|&b| crate::model::RunGrowth {
+                    objects: 1,
+                    bytes: b,
+                })
+                .collect(),
+            frames: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn growth_per_run_is_shown_for_stacks_that_grew_every_time() {
+        let same = stack(StackKind::Leak, 2560, &[2560, 2560, 2560]);
+        assert_eq!(growth_text(&same), ", +2.5 KiB per run (3 extra runs)");
+        let varying = stack(StackKind::Leak, 96, &[64, 96]);
+        assert_eq!(
+            growth_text(&varying),
+            ", +64 B to +96 B per run (2 extra runs)"
+        );
+        // No extra runs, or not growing every time: nothing to say.
+        assert_eq!(growth_text(&stack(StackKind::Leak, 8, &[])), "");
+        assert_eq!(
+            growth_text(&stack(StackKind::ProcessLifetime, 8, &[8, 0])),
+            ""
+        );
+    }
+
+    #[test]
+    fn kept_memory_comes_from_lifetime_stacks_or_from_a_settled_count() {
+        let mut t = TestReport {
+            package: "p".into(),
+            binary: "p".into(),
+            kind: "lib".into(),
+            name: "tests::t".into(),
+            verdict: Verdict::Clean,
+            retained_bytes: 0,
+            retained_objects: 0,
+            stack_threshold: 0,
+            test_threshold: None,
+            exit: "exit code 0".into(),
+            method: "stacks",
+            message: None,
+            stacks: Vec::new(),
+            artifacts: crate::model::Artifacts::default(),
+            extra_runs: crate::model::ExtraRuns {
+                made: 2,
+                status: "completed",
+                detail: None,
+            },
+            first_run_retained: None,
+        };
+        t.stacks = vec![
+            stack(StackKind::ProcessLifetime, 100, &[0, 0]),
+            stack(StackKind::OneTime, 20, &[]),
+            stack(StackKind::Leak, 8, &[8, 8]),
+        ];
+        assert_eq!(kept_bytes(&t), 120);
+        // Settled by the counting pass: no stacks, everything its run retained was kept.
+        t.stacks.clear();
+        t.method = "counters";
+        t.extra_runs.status = "completed";
+        t.first_run_retained = Some(crate::model::Retained {
+            objects: 3,
+            bytes: 4096,
+        });
+        assert_eq!(kept_bytes(&t), 4096);
+        // A test that retained nothing kept nothing.
+        t.extra_runs.status = "not-needed";
+        assert_eq!(kept_bytes(&t), 0);
+    }
+
     #[test]
     fn shown_frames_start_in_the_workspace() {
         let root = Path::new("/ws");
