@@ -34,12 +34,6 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     if args.timeout == Some(0) {
         return Err(Error::Usage("--timeout must be at least 1 second".into()));
     }
-    if args.extra_runs.is_some_and(|n| n > config::MAX_EXTRA_RUNS) {
-        return Err(Error::Usage(format!(
-            "--extra-runs must be at most {}",
-            config::MAX_EXTRA_RUNS
-        )));
-    }
     let ws = cargo::load_workspace(args)?;
     let current = cargo::current_package(&ws, args.manifest_path.as_deref());
     let selected = cargo::selected_members(&ws, args, current.as_deref())?;

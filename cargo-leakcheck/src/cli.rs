@@ -178,7 +178,12 @@ pub struct TestArgs {
     /// How many times a test that retained memory runs again in its own process, to tell
     /// what grows on every run (a leak) from what the process keeps (0 turns it off)
     /// [default: 5, or `extra-runs` in leakcheck.toml].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
+    )]
     pub extra_runs: Option<u32>,
 
     /// Print the commands being run.

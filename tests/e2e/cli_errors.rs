@@ -30,6 +30,7 @@ fn help_documents_flags_and_exit_codes() {
         "--jobs",
         "--timeout",
         "--threshold",
+        "--extra-runs",
     ] {
         assert!(text.contains(flag), "--help mentions {flag}:\n{text}");
     }
@@ -106,6 +107,23 @@ fn bad_threshold_is_named() {
         err.contains("--threshold") && err.contains("`4XB`"),
         "{err}"
     );
+}
+
+#[test]
+fn bad_extra_runs_are_named() {
+    let project = copy_fixture("tests/fixtures/leaky");
+    let manifest = project.join("Cargo.toml");
+    for bad in ["101", "-1", "five"] {
+        let (code, err) = run(&[
+            "test",
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+            "--extra-runs",
+            bad,
+        ]);
+        assert_eq!(code, COULD_NOT_RUN, "{bad}: {err}");
+        assert!(err.contains("--extra-runs"), "{bad}: {err}");
+    }
 }
 
 #[test]
