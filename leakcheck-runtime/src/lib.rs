@@ -21,14 +21,14 @@
 //!
 //! Counting mode (`LEAKCHECK_COUNTING=1`): cargo-leakcheck's first pass runs every test with
 //! profiling off and asks only how many objects and bytes are still live at exit that were
-//! allocated by threads other than the main one ([`arenas`]).
+//! allocated by threads other than the main one (the `arenas` module).
 //!
-//! At exit ([`rerun`]) the runtime writes a record of what the test's run left behind and,
+//! At exit (the `rerun` module) the runtime writes a record of what the test's run left behind and,
 //! when asked to, calls the test's entry point again a few times in the same process, so
 //! that memory kept for the process lifetime (a pool, a logger, a lazily built table) can be
 //! told from memory that grows on every run. While counting, everything an extra run
-//! allocates goes to an arena of that run ([`arenas`]), except the thread blocks glibc
-//! allocates inside `pthread_create`, which this library interposes for that ([`threads`]).
+//! allocates goes to an arena of that run (the `arenas` module), except the thread blocks glibc
+//! allocates inside `pthread_create`, which this library interposes for that (the `threads` module).
 //!
 //! Everything here must stay allocation-free where it can and must never panic: it runs
 //! before `main`, and inside every allocation of the process.
