@@ -8,7 +8,9 @@
 //! one-time initialisation and harness memory; [`analyze`] puts a test's verdict
 //! together under the thresholds and suppressions of [`config`]; [`report`] writes
 //! `report.json`, flame graphs and the human summary. [`passes`] runs an exact counting
-//! pass first and profiles stacks only where it is needed. `cargo leakcheck bench` is
+//! pass first and profiles stacks only where it is needed; a test that retained memory is
+//! run again in its own process, through the function [`entry`] finds in libtest's table,
+//! and [`rerun`] holds the rules that tell process-lifetime state from leaks. `cargo leakcheck bench` is
 //! [`bench`](mod@bench), judging heap snapshots over time with the rule in [`growth`].
 //! The analysis stages are pure, so they can be tested on captured dumps.
 #![warn(missing_docs)]
