@@ -42,7 +42,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let (config, config_warnings) =
         config::load(args.config.as_deref(), &ws.root).map_err(|e| Error::Config(e.to_string()))?;
     for w in &config_warnings {
-        eprintln!("warning: {w}");
+        crate::say!("warning: {w}");
     }
     if let Some(path) = &args.write_suppressions {
         let parent = path
@@ -69,7 +69,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
             "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
                 .to_string(),
         );
-        eprintln!("    Note doc-tests are skipped");
+        crate::say!("    Note doc-tests are skipped");
     }
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -94,7 +94,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         verbose: args.verbose,
     };
     let n_bins = binaries.len();
-    eprintln!(
+    crate::say!(
         "     Running tests of {} with heap profiling ({} at a time)",
         plural(n_bins, "binary", "binaries"),
         jobs
@@ -135,7 +135,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
                     s.index,
                     s.frame.as_str()
                 );
-                eprintln!("warning: {w}");
+                crate::say!("warning: {w}");
                 notes.push(w);
             }
         }
@@ -164,7 +164,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     json::write(&report, &out_dir.join("report.json"))?;
     if let Some(path) = &args.write_suppressions {
         let n = suppressions::write(&report, path, &ws.root)?;
-        eprintln!(
+        crate::say!(
             "       Wrote {} to `{}`; each has a placeholder reason to replace",
             plural(n, "suppression", "suppressions"),
             path.display()
@@ -179,7 +179,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         .ok()
         .and_then(|cwd| out_dir.strip_prefix(cwd).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| out_dir.clone());
-    eprint!("{}", human::render(&report, &ws.root, &shown_out_dir));
+    crate::say_raw!("{}", human::render(&report, &ws.root, &shown_out_dir));
     Ok(exit_code(&report, !results.list_errors.is_empty()))
 }
 

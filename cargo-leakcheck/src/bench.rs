@@ -74,7 +74,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     let (config, warnings) =
         config::load(args.config.as_deref(), &ws.root).map_err(|e| Error::Config(e.to_string()))?;
     for w in &warnings {
-        eprintln!("warning: {w}");
+        crate::say!("warning: {w}");
     }
     let (out_dir, work_dir) = crate::app::prepare_output(&ws.target_dir)?;
     let runtime = runtime::locate_or_build(args.verbose)?;
@@ -108,7 +108,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     let mut benches = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let binary = &binaries[case.binary];
-        eprintln!(
+        crate::say!(
             "{:>12} [{}/{}] {} {} (up to {}s, a snapshot every {} ms)",
             "Benchmarking",
             i + 1,
@@ -170,7 +170,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         .ok()
         .and_then(|cwd| out_dir.strip_prefix(cwd).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| out_dir.clone());
-    eprint!("{}", render(&report, &ws.root, &shown));
+    crate::say_raw!("{}", render(&report, &ws.root, &shown));
     let any = |vs: &[Verdict]| report.benches.iter().any(|b| vs.contains(&b.verdict));
     Ok(if any(&[Verdict::Failed, Verdict::Crashed]) {
         ExitCode::TestsFailed

@@ -6,6 +6,7 @@ use crate::errors::Error;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
 use std::collections::BTreeMap;
 use std::io::BufReader;
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -354,15 +355,31 @@ fn build(
     let program = cargo_program();
     let command_text = format!("{} {}", program.display(), cargo_args.join(" "));
     if verbose {
-        eprintln!("     Running `{command_text}`");
+        crate::say!("     Running `{command_text}`");
     }
-    let mut child = Command::new(&program)
+    // cargo's diagnostics pass through us rather than going to our stderr directly: cargo
+    // panics when it cannot write them (stderr closed or full), and that must not fail the
+    // build. Colours are kept when our stderr is a terminal.
+    let mut cmd = Command::new(&program);
+    if std::io::stderr().is_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
+        cmd.env("CARGO_TERM_COLOR", "always");
+    }
+    let mut child = cmd
         .args(&cargo_args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
     let stdout = child.stdout.take().expect("stdout was piped");
+    let stderr = child.stderr.take().expect("stderr was piped");
+    let forward = std::thread::spawn(move || {
+        let mut reader = BufReader::new(stderr);
+        let mut line = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            crate::say_raw!("{}", String::from_utf8_lossy(&line));
+            line.clear();
+        }
+    });
     let mut binaries = Vec::new();
     for message in Message::parse_stream(BufReader::new(stdout)) {
         let message = message.map_err(|e| Error::io("read cargo's build output", e))?;
@@ -409,6 +426,7 @@ fn build(
     let status = child
         .wait()
         .map_err(|e| Error::io(format!("wait for `{command_text}`"), e))?;
+    let _ = forward.join();
     if !status.success() {
         return Err(Error::Build {
             command: command_text,

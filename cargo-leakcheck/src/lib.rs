@@ -22,6 +22,7 @@ pub mod cargo;
 pub mod classify;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod diff;
 pub mod entry;
 pub mod errors;
@@ -59,7 +60,7 @@ pub fn main_impl() -> i32 {
     match result {
         Ok(code) => code as i32,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             e.exit_code() as i32
         }
     }

@@ -449,7 +449,7 @@ pub fn run_process(
     };
     cmd.stdout(out_file).stderr(err_file);
     if config.verbose {
-        eprintln!("     Running `{:?}`", cmd);
+        crate::say!("     Running `{:?}`", cmd);
     }
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -599,20 +599,20 @@ impl Progress {
                 binary.id()
             );
             line.truncate(100);
-            eprint!("\r\x1b[2K{line}");
+            crate::say_raw!("\r\x1b[2K{line}");
         } else {
             let decile = n * 10 / self.total.max(1);
             let mut last = self.last_decile.lock().expect("progress lock");
             if decile > *last || n == self.total {
                 *last = decile;
-                eprintln!("{:>12} {n}/{} tests done", self.label, self.total);
+                crate::say!("{:>12} {n}/{} tests done", self.label, self.total);
             }
         }
     }
 
     fn clear(&self) {
         if self.terminal {
-            eprint!("\r\x1b[2K");
+            crate::say_raw!("\r\x1b[2K");
         }
     }
 }

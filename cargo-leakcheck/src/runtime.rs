@@ -113,7 +113,7 @@ pub fn locate_or_build(verbose: bool) -> Result<PathBuf, Error> {
 
 fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     let started = Instant::now();
-    eprintln!(
+    crate::say!(
         "    Building the leakcheck runtime (jemalloc with heap profiling) in `{}`; this happens once and takes a minute or two",
         dir.display()
     );
@@ -166,7 +166,7 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     // Rename is atomic: a concurrent run sees either no runtime or a complete one.
     std::fs::rename(&tmp, dir.join(LIB_NAME))
         .map_err(|e| Error::io(format!("move the runtime into `{}`", dir.display()), e))?;
-    eprintln!(
+    crate::say!(
         "    Built the leakcheck runtime in {:.0}s",
         started.elapsed().as_secs_f64()
     );

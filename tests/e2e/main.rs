@@ -3,6 +3,7 @@
 //! against the table in `expected.rs`.
 
 mod expected;
+mod faults;
 mod harness;
 
 mod bench;
