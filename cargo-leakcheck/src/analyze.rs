@@ -609,9 +609,7 @@ fn frame_report(f: &Frame) -> FrameReport {
 /// panic messages (`thread 'x' (1234) panicked`, Rust 1.89+) differ from run to run and
 /// are removed, so the report stays deterministic.
 pub fn stderr_tail(path: &Path) -> String {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return String::new();
-    };
+    let text = crate::runner::capture_tail(path, crate::runner::CAPTURE_READ_LIMIT);
     let lines: Vec<String> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -620,8 +618,18 @@ pub fn stderr_tail(path: &Path) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let tail = &lines[lines.len().saturating_sub(15)..];
-    format!("; last lines of its stderr:\n{}", tail.join("\n"))
+    // The last 15 lines, or from the line before the last panic's header when that is not
+    // much further back (a backtrace follows the message).
+    let mut start = lines.len().saturating_sub(15);
+    if let Some(header) = lines
+        .iter()
+        .rposition(|l| l.starts_with("thread '") && l.contains("panicked at"))
+    {
+        if lines.len() - header <= 40 {
+            start = start.min(header.saturating_sub(1));
+        }
+    }
+    format!("; last lines of its stderr:\n{}", lines[start..].join("\n"))
 }
 
 /// `thread 'name' (1234) panicked at …` -> `thread 'name' panicked at …`.

@@ -58,7 +58,8 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     }
 
     // Create the output directory before the long work, so a bad path fails fast.
-    let (out_dir, work_dir) = prepare_output(&ws.target_dir)?;
+    let output = prepare_output(&ws.target_dir)?;
+    let (out_dir, work_dir) = (output.dir.clone(), output.work_dir.clone());
 
     let runtime = runtime::locate_or_build(args.verbose)?;
     let binaries = cargo::build_tests(&ws, args, &selected, args.verbose)?;
@@ -183,9 +184,25 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     Ok(exit_code(&report, !results.list_errors.is_empty()))
 }
 
-/// Empties `<target>/leakcheck` (a stale artifact must never pass for a new one) and
-/// creates its `dumps` directory; returns both.
-pub fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf), Error> {
+/// The output directory of a run, owned by it until dropped.
+pub struct Output {
+    /// `<target>/leakcheck`: report, flame graphs, metrics.
+    pub dir: PathBuf,
+    /// `<target>/leakcheck/dumps`: per-process files.
+    pub work_dir: PathBuf,
+    /// Held for the whole run: a second run on the same target directory waits for it
+    /// rather than deleting this run's files.
+    pub lock: crate::lock::FileLock,
+}
+
+/// Takes `<target>/leakcheck.lock` (waiting for another run that holds it), then empties
+/// `<target>/leakcheck` (a stale artifact must never pass for a new one) and creates its
+/// `dumps` directory.
+pub fn prepare_output(target_dir: &Path) -> Result<Output, Error> {
+    let lock = crate::lock::exclusive(
+        &target_dir.join("leakcheck.lock"),
+        "another cargo-leakcheck run on this target directory",
+    )?;
     let out_dir = target_dir.join("leakcheck");
     if out_dir.exists() {
         std::fs::remove_dir_all(&out_dir)
@@ -194,7 +211,11 @@ pub fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf), Error> {
     let work_dir = out_dir.join("dumps");
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
-    Ok((out_dir, work_dir))
+    Ok(Output {
+        dir: out_dir,
+        work_dir,
+        lock,
+    })
 }
 
 /// Timings and memory of the run, kept out of `report.json` so that file stays
@@ -262,6 +283,7 @@ fn metrics_json(
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({
         "run_seconds": run_seconds,
+        "tool_peak_rss_kib": own_peak_rss_kib(),
         "processes": tests.len() + baselines.len(),
         "tests": tests,
         "baselines": baselines,
@@ -270,6 +292,15 @@ fn metrics_json(
     .expect("metrics serialize");
     text.push('\n');
     text
+}
+
+/// This process's peak resident set size so far, KiB.
+fn own_peak_rss_kib() -> Option<u64> {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid out-pointer.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    (r == 0).then(|| u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

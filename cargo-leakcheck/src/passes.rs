@@ -184,8 +184,10 @@ fn conclude(
     test: &TestCase,
     not_asked: Option<&Status>,
 ) -> rerun::Outcome {
-    let stdout = std::fs::read_to_string(&result.stdout).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&result.stderr).unwrap_or_default();
+    // libtest's line for the test comes first on stdout; a panic of an extra run last on
+    // stderr.
+    let stdout = runner::capture_head(&result.stdout, runner::CAPTURE_READ_LIMIT);
+    let stderr = runner::capture_tail(&result.stderr, runner::CAPTURE_READ_LIMIT);
     let outcome = rerun::interpret(
         result.record.as_ref(),
         not_asked,

@@ -537,6 +537,43 @@ pub fn run_process(
     }
 }
 
+/// How much of a captured output is read back: a test may write gigabytes.
+pub const CAPTURE_READ_LIMIT: u64 = 64 << 10;
+
+/// The start of a captured output file (up to `limit` bytes), decoded lossily: a test may
+/// write bytes that are not UTF-8, and what it wrote must still be shown.
+pub fn capture_head(path: &Path, limit: u64) -> String {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(limit).read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The end of a captured output file (its last `limit` bytes, from the first whole line),
+/// decoded lossily.
+pub fn capture_tail(path: &Path, limit: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(limit);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = f.take(limit).read_to_end(&mut bytes);
+    let from = if start > 0 {
+        // Cut at a line boundary rather than in the middle of a line or character.
+        bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    String::from_utf8_lossy(&bytes[from..]).into_owned()
+}
+
 /// Waits for a child and returns its wait status and peak resident set size (KiB), which
 /// `std::process::Child::wait` does not report.
 fn wait_with_usage(pid: libc::pid_t) -> std::io::Result<(i32, u64)> {
@@ -614,5 +651,29 @@ impl Progress {
         if self.terminal {
             crate::say_raw!("\r\x1b[2K");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_are_read_in_part_and_lossily() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stderr");
+        let mut bytes = b"first line\n".to_vec();
+        bytes.extend(std::iter::repeat_n(b'x', 1000));
+        bytes.extend(b"\nnot utf-8: \xff\xfe end\nlast line\n");
+        std::fs::write(&path, &bytes).unwrap();
+        // The tail starts at a whole line and shows what is not UTF-8 as replacement
+        // characters rather than losing it.
+        let tail = capture_tail(&path, 40);
+        assert_eq!(tail, "not utf-8: \u{fffd}\u{fffd} end\nlast line\n");
+        assert!(capture_tail(&path, 1 << 20).starts_with("first line\n"));
+        assert_eq!(capture_head(&path, 10), "first line");
+        assert_eq!(capture_tail(&dir.join("missing"), 10), "");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -413,6 +413,24 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("test-failed"),
     outcome(MISBEHAVING, "tests::aborts", "crashed", None, false).runs("test-failed"),
+    // Its failure message shows what it wrote, bytes that are not UTF-8 included.
+    outcome(
+        MISBEHAVING,
+        "tests::fails_with_bytes_that_are_not_utf8",
+        "failed",
+        None,
+        false,
+    )
+    .runs("test-failed"),
+    // 64 MiB on stderr: only the end is read.
+    outcome(
+        MISBEHAVING,
+        "tests::fails_after_writing_a_lot",
+        "failed",
+        None,
+        false,
+    )
+    .runs("test-failed"),
     outcome(MISBEHAVING, "tests::segfaults", "crashed", None, false).runs("test-failed"),
     // Only with a short --timeout: the test blocks forever.
     outcome(MISBEHAVING, "tests::hangs", "timeout", None, false).runs("test-failed"),

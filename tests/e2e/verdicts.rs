@@ -268,6 +268,29 @@ fn misbehaving_fixture_matches_the_table() {
     );
     let hang = run.test("misbehaving", "tests::hangs");
     assert_eq!(hang["exit"], "timed out");
+    // A failure message shows what the test wrote, decoded lossily.
+    let raw = run.test("misbehaving", "tests::fails_with_bytes_that_are_not_utf8");
+    let message = raw["message"].as_str().unwrap();
+    assert!(
+        message.contains("raw bytes: \u{fffd}\u{fffd}\u{fffd}")
+            && message.contains("failed after writing raw bytes"),
+        "{message}"
+    );
+    // Only the end of a huge capture is read: the message has the panic, and the tool
+    // itself stayed smaller than what the test wrote (128 MiB, twice: counted, then
+    // profiled). Reading a capture whole would take at least that much; the rest of the
+    // tool's peak is symbolizing stacks (more of them when RUST_BACKTRACE is set).
+    let big = run.test("misbehaving", "tests::fails_after_writing_a_lot");
+    let message = big["message"].as_str().unwrap();
+    assert!(
+        message.contains("failed after writing 128 MiB"),
+        "{message}"
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.out_dir.join("metrics.json")).unwrap())
+            .unwrap();
+    let rss = metrics["tool_peak_rss_kib"].as_u64().unwrap();
+    assert!(rss < 128 * 1024, "the tool peaked at {rss} KiB");
 }
 
 #[test]
