@@ -76,7 +76,8 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     for w in &warnings {
         crate::say!("warning: {w}");
     }
-    let (out_dir, work_dir) = crate::app::prepare_output(&ws.target_dir)?;
+    let output = crate::app::prepare_output(&ws.target_dir)?;
+    let (out_dir, work_dir) = (output.dir.clone(), output.work_dir.clone());
     let runtime = runtime::locate_or_build(args.verbose)?;
     let binaries = cargo::build_benches(&ws, &selection, &selected, &args.benches, args.verbose)?;
 

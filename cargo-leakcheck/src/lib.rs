@@ -27,6 +27,7 @@ pub mod diff;
 pub mod entry;
 pub mod errors;
 pub mod growth;
+pub mod lock;
 pub mod model;
 pub mod passes;
 pub mod profile;

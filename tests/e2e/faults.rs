@@ -52,3 +52,87 @@ fn an_unwritable_stderr_loses_neither_the_report_nor_the_exit_code() {
     assert_eq!(status.code(), Some(3));
     assert_eq!(report(&target)["tests"].as_array().unwrap().len(), 2);
 }
+
+/// Holds `path` locked as another run would.
+fn hold_lock(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let f = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    f
+}
+
+#[test]
+fn a_run_waits_for_another_run_on_the_same_target_dir_and_leaves_its_files_alone() {
+    use std::io::BufRead;
+    let (mut cmd, target) = command("tests/fixtures/leaky", "faults-locked", SMALL_LEAKY);
+    // The output of the run that holds the lock; the waiting run must not touch it.
+    let theirs = target.join("leakcheck/report.json");
+    std::fs::create_dir_all(theirs.parent().unwrap()).unwrap();
+    std::fs::write(&theirs, "the other run's report").unwrap();
+    let held = hold_lock(&target.join("leakcheck.lock"));
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("the run ended without waiting for the lock:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("Blocking waiting for another cargo-leakcheck run") {
+            break;
+        }
+    }
+    assert!(seen.contains("leakcheck.lock"), "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        "the other run's report"
+    );
+    drop(held);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{seen}{rest}");
+    assert_eq!(report(&target)["tests"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn two_runs_started_together_on_one_target_dir_both_get_every_result() {
+    let spawn = || {
+        let (mut cmd, target) = command("tests/fixtures/leaky", "faults-together", SMALL_LEAKY);
+        let child = cmd
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        (child, target)
+    };
+    let (a, target) = spawn();
+    let (b, _) = spawn();
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("2 tests: 1 clean, 1 leak") && !stderr.contains("error"),
+            "{stderr}"
+        );
+    }
+    let report = report(&target);
+    let tests = report["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2);
+    let verdict = |name: &str| tests.iter().find(|t| t["name"] == name).unwrap()["verdict"].clone();
+    assert_eq!(verdict("tests::forget_vec"), "leak");
+    assert_eq!(verdict("tests::joined_thread"), "clean");
+}

@@ -1,0 +1,86 @@
+//! Advisory file locks, so that concurrent runs never work on each other's files.
+//!
+//! Two runs on one target directory would otherwise delete each other's dumps and
+//! reports, and two first runs would build the runtime into one cache directory at once.
+//! `flock` locks are released by the kernel when the process ends however it ends, so a
+//! killed run never leaves a stale lock behind.
+
+use crate::errors::Error;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// An exclusive lock, held until dropped.
+#[derive(Debug)]
+pub struct FileLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl FileLock {
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Takes the exclusive lock on `path` (created if needed). When another process holds it,
+/// says so on stderr, naming `holder`, and waits.
+pub fn exclusive(path: &Path, holder: &str) -> Result<FileLock, Error> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io(format!("create `{}`", parent.display()), e))?;
+    }
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(format!("open the lock file `{}`", path.display()), e))?;
+    if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
+        crate::say!(
+            "    Blocking waiting for {holder} to finish (lock `{}`)",
+            path.display()
+        );
+        flock(&file, libc::LOCK_EX)?;
+    }
+    Ok(FileLock {
+        _file: file,
+        path: path.to_path_buf(),
+    })
+}
+
+/// `flock` with retries on EINTR; `Ok(false)` when a non-blocking attempt found the lock
+/// held.
+fn flock(file: &File, op: libc::c_int) -> Result<bool, Error> {
+    loop {
+        // SAFETY: flock on a descriptor this File owns.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if op & libc::LOCK_NB != 0 => return Ok(false),
+            _ => return Err(Error::io("lock a file", err)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_is_refused_to_a_second_holder_until_dropped() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-lock-{}", std::process::id()));
+        let path = dir.join("x.lock");
+        let held = exclusive(&path, "a test").unwrap();
+        // A second open file description conflicts even within one process.
+        let other = File::options().write(true).open(&path).unwrap();
+        assert!(!flock(&other, libc::LOCK_EX | libc::LOCK_NB).unwrap());
+        drop(held);
+        assert!(flock(&other, libc::LOCK_EX | libc::LOCK_NB).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
