@@ -374,6 +374,13 @@ pub fn analyze_test(
             report.message = Some(e.clone());
             return report;
         }
+        // Interrupted tests are left out of the report before analysis; should one get here,
+        // it proves nothing.
+        ProcessEnd::Interrupted => {
+            report.verdict = Verdict::Error;
+            report.message = Some("the run was interrupted before this test finished".into());
+            return report;
+        }
     };
     let after = match load_dumps(result) {
         Ok(p) => p,

@@ -103,6 +103,13 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let run_started = std::time::Instant::now();
     let results = passes::run(&binaries, &run_config, args.stacks_for_all)?;
     let run_seconds = run_started.elapsed().as_secs_f64();
+    if !results.not_finished.is_empty() {
+        notes.push(interrupted_note(
+            results.not_finished.len(),
+            "test",
+            "tests",
+        ));
+    }
     for (b, e) in &results.list_errors {
         notes.push(format!(
             "could not list the tests of `{}`: {e}",
@@ -301,6 +308,16 @@ fn own_peak_rss_kib() -> Option<u64> {
     // SAFETY: RUSAGE_SELF with a valid out-pointer.
     let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     (r == 0).then(|| u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
+
+/// The note a report gets when an interruption left `n` items unjudged.
+pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
+    let signal = crate::interrupt::requested().map_or("a signal", crate::runner::signal_name);
+    format!(
+        "interrupted by {signal}: {} did not finish and {} not in this report",
+        plural(n, one, many),
+        if n == 1 { "is" } else { "are" }
+    )
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -144,6 +144,14 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
             extra_env: &[(protocol::INTERVAL_ENV, args.snapshot_interval.to_string())],
         };
         let result = runner::run_process(binary, &key, &run_config, &spec);
+        if result.end == ProcessEnd::Interrupted {
+            notes.push(crate::app::interrupted_note(
+                cases.len() - i,
+                "bench",
+                "benches",
+            ));
+            break;
+        }
         let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
         let symbolizer = symbolizers[case.binary].get_or_insert_with(Symbolizer::new);
         let dumps = protocol::all_dumps(&work_dir, &key, protocol::PRELOAD_STEM);
@@ -204,15 +212,18 @@ fn list_cases(
             });
             continue;
         }
-        let listed = std::process::Command::new(&b.path)
-            .args(["--bench", "--list"])
-            .current_dir(
-                ws.members
-                    .get(&b.package)
-                    .map(|m| m.dir.clone())
-                    .unwrap_or_default(),
-            )
-            .output();
+        let listed = crate::interrupt::output(
+            std::process::Command::new(&b.path)
+                .args(["--bench", "--list"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .current_dir(
+                    ws.members
+                        .get(&b.package)
+                        .map(|m| m.dir.clone())
+                        .unwrap_or_default(),
+                ),
+        );
         match listed {
             Ok(out) if out.status.success() => {
                 for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -309,6 +320,11 @@ fn judge(
         ProcessEnd::SpawnFailed(e) => {
             report.verdict = Verdict::Error;
             report.message = Some(e.clone());
+            return report;
+        }
+        ProcessEnd::Interrupted => {
+            report.verdict = Verdict::Error;
+            report.message = Some("the run was interrupted before this bench finished".into());
             return report;
         }
     }

@@ -364,12 +364,15 @@ fn build(
     if std::io::stderr().is_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
         cmd.env("CARGO_TERM_COLOR", "always");
     }
+    // A process group of its own, which an interruption stops (see `interrupt`).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd
         .args(&cargo_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
+    let registration = crate::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
     let stdout = child.stdout.take().expect("stdout was piped");
     let stderr = child.stderr.take().expect("stderr was piped");
     let forward = std::thread::spawn(move || {
@@ -423,6 +426,8 @@ fn build(
             });
         }
     }
+    crate::interrupt::wait_ended(child.id() as libc::pid_t);
+    drop(registration);
     let status = child
         .wait()
         .map_err(|e| Error::io(format!("wait for `{command_text}`"), e))?;

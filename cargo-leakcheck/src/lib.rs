@@ -27,6 +27,7 @@ pub mod diff;
 pub mod entry;
 pub mod errors;
 pub mod growth;
+pub mod interrupt;
 pub mod lock;
 pub mod model;
 pub mod passes;
@@ -54,15 +55,20 @@ pub fn main_impl() -> i32 {
             };
         }
     };
+    if let Err(e) = interrupt::install() {
+        say!("warning: cannot handle Ctrl-C; an interrupted run may leave tests running: {e}");
+    }
     let result = match &cli.command {
         cli::Command::Test(args) => app::run_test_command(args),
         cli::Command::Bench(args) => bench::run_bench_command(args),
     };
-    match result {
+    let code = match result {
         Ok(code) => code as i32,
         Err(e) => {
             say!("error: {e}");
             e.exit_code() as i32
         }
-    }
+    };
+    // What finished is reported either way; the exit code says the run was cut short.
+    interrupt::requested().map_or(code, interrupt::exit_code)
 }

@@ -57,8 +57,10 @@ impl Method {
 
 /// Everything the passes produced.
 pub struct Outcome {
-    /// Every selected test.
+    /// Every selected test that was judged.
     pub tests: Vec<TestCase>,
+    /// Tests an interruption left unjudged (see [`crate::interrupt`]).
+    pub not_finished: Vec<TestCase>,
     /// Binaries whose tests could not be listed, with the reason.
     pub list_errors: Vec<(usize, String)>,
     /// Per binary: its harness-only baseline, when any of its tests was profiled.
@@ -364,7 +366,7 @@ pub fn run(
     }));
     let mut baselines = vec![None; binaries.len()];
     let mut profiled: Vec<Option<ProcessResult>> = vec![None; tests.len()];
-    if !stack_jobs.is_empty() {
+    if !stack_jobs.is_empty() && crate::interrupt::requested().is_none() {
         let results = runner::run_jobs(binaries, &tests, &stack_jobs, config, "Profiling")?;
         for (job, r) in stack_jobs.iter().zip(results) {
             match job.test {
@@ -377,7 +379,25 @@ pub fn run(
     let mut results = Vec::with_capacity(tests.len());
     let mut methods = Vec::with_capacity(tests.len());
     let mut reruns = Vec::with_capacity(tests.len());
+    // An interruption leaves tests unjudged: killed or never started in the pass that
+    // would judge them, or profiled without their binary's baseline.
+    let interrupted = |r: &ProcessResult| r.end == ProcessEnd::Interrupted;
+    let unfinished: Vec<bool> = (0..tests.len())
+        .map(|t| {
+            let needs_profile = profile.iter().any(|(p, _)| *p == t);
+            if needs_profile {
+                let baseline_lost = binaries[tests[t].binary].harness
+                    && baselines[tests[t].binary].as_ref().is_none_or(interrupted);
+                profiled[t].as_ref().is_none_or(interrupted) || baseline_lost
+            } else {
+                counted[t].as_ref().is_none_or(interrupted)
+            }
+        })
+        .collect();
     for (t, request) in profile {
+        if unfinished[t] {
+            continue;
+        }
         if let Some(r) = profiled[t].as_mut() {
             let outcome = conclude(r, &tests[t], request.as_ref().err());
             settled[t] = Some(Counted::Stacks {
@@ -386,7 +406,12 @@ pub fn run(
             });
         }
     }
+    let mut not_finished = Vec::new();
     for t in 0..tests.len() {
+        if unfinished[t] {
+            not_finished.push(tests[t].clone());
+            continue;
+        }
         match (profiled[t].take(), &counted[t], settled[t].take()) {
             (Some(r), _, Some(Counted::Stacks { outcome, .. })) => {
                 results.push(r);
@@ -406,8 +431,13 @@ pub fn run(
             _ => unreachable!("every test is counted or profiled"),
         }
     }
+    let keep = |t: usize| !unfinished[t];
+    let tests = keep_where(tests, keep);
+    let counted = keep_where(counted, keep);
+    let entries = keep_where(entries, keep);
     Ok(Outcome {
         tests,
+        not_finished,
         list_errors,
         baselines,
         results,
@@ -416,6 +446,15 @@ pub fn run(
         reruns,
         entries,
     })
+}
+
+/// The items of `v` whose index passes `keep`.
+fn keep_where<T>(v: Vec<T>, keep: impl Fn(usize) -> bool) -> Vec<T> {
+    v.into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, x)| x)
+        .collect()
 }
 
 #[cfg(test)]

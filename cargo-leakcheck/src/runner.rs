@@ -64,6 +64,8 @@ pub enum ProcessEnd {
     TimedOut,
     /// Could not be started.
     SpawnFailed(String),
+    /// Stopped, or never started, because the run was interrupted (Ctrl-C, SIGTERM).
+    Interrupted,
 }
 
 impl ProcessEnd {
@@ -74,6 +76,7 @@ impl ProcessEnd {
             ProcessEnd::Signaled(s) => format!("signal {s} ({})", signal_name(*s)),
             ProcessEnd::TimedOut => "timed out".into(),
             ProcessEnd::SpawnFailed(e) => format!("could not start: {e}"),
+            ProcessEnd::Interrupted => "interrupted".into(),
         }
     }
 }
@@ -161,9 +164,11 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Vec<TestCas
     let list = |extra: &[&str]| -> Result<Vec<String>, String> {
         let mut cmd = base_command(binary, config);
         cmd.arg("--list").arg("--format").arg("terse");
-        cmd.args(&config.filter.list_args).args(extra);
-        let out = cmd
-            .output()
+        cmd.args(&config.filter.list_args)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = crate::interrupt::output(&mut cmd)
             .map_err(|e| format!("could not run `{}`: {e}", binary.path.display()))?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -293,6 +298,9 @@ pub fn run_jobs(
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
+                if crate::interrupt::requested().is_some() {
+                    break;
+                }
                 let j = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = jobs.get(j) else { break };
                 let binary = &binaries[job.binary];
@@ -322,7 +330,12 @@ pub fn run_jobs(
         .into_inner()
         .expect("workers ended")
         .into_iter()
-        .map(|r| r.expect("every job ran"))
+        .map(|r| {
+            // Only an interruption leaves a job unstarted.
+            r.unwrap_or_else(|| {
+                failed_result(ProcessEnd::Interrupted, PathBuf::new(), PathBuf::new())
+            })
+        })
         .collect())
 }
 
@@ -462,8 +475,11 @@ pub fn run_process(
         }
     };
     let pid = child.id() as libc::pid_t;
+    let registration = crate::interrupt::register(pid, libc::SIGKILL);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        crate::interrupt::wait_ended(pid);
+        drop(registration);
         let _ = tx.send(wait_with_usage(pid));
         // Dropped only once reaped: the id stays ours until then.
         drop(child);
@@ -487,7 +503,12 @@ pub fn run_process(
             None,
         ),
         Some(Ok((status, rss))) => {
-            let end = if libc::WIFEXITED(status) {
+            let end = if libc::WIFSIGNALED(status)
+                && libc::WTERMSIG(status) == libc::SIGKILL
+                && crate::interrupt::requested().is_some()
+            {
+                ProcessEnd::Interrupted
+            } else if libc::WIFEXITED(status) {
                 ProcessEnd::Exited(libc::WEXITSTATUS(status))
             } else if libc::WIFSIGNALED(status) {
                 ProcessEnd::Signaled(libc::WTERMSIG(status))

@@ -146,8 +146,7 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     if !verbose {
         cmd.arg("--quiet").stderr(Stdio::piped());
     }
-    let output = cmd
-        .output()
+    let output = crate::interrupt::output(&mut cmd)
         .map_err(|e| Error::Runtime(format!("could not start cargo to build it: {e}")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -136,3 +136,111 @@ fn two_runs_started_together_on_one_target_dir_both_get_every_result() {
     assert_eq!(verdict("tests::forget_vec"), "leak");
     assert_eq!(verdict("tests::joined_thread"), "clean");
 }
+
+/// The child processes of `parent` whose command line contains `needle`.
+fn children_running(parent: u32, needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+#[test]
+fn an_interrupted_run_stops_its_tests_and_reports_what_finished() {
+    use std::io::BufRead;
+    for (signal, code, name) in [
+        (libc::SIGTERM, 143, "SIGTERM"),
+        (libc::SIGINT, 130, "SIGINT"),
+    ] {
+        let (mut cmd, target) = command(
+            "tests/fixtures/misbehaving",
+            &format!("faults-interrupted-{name}"),
+            &[
+                "--timeout",
+                "600",
+                "-j",
+                "2",
+                "--",
+                "tests::hangs",
+                "tests::passes_clean",
+            ],
+        );
+        let mut child = cmd
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        // The clean test has finished...
+        while !seen.contains("Counting 1/2 tests done") {
+            let mut line = String::new();
+            assert_ne!(
+                stderr.read_line(&mut line).unwrap(),
+                0,
+                "ended early:\n{seen}"
+            );
+            seen.push_str(&line);
+        }
+        // ...and the hanging one is running (it may start a moment later).
+        let started = std::time::Instant::now();
+        let hanging = loop {
+            if let Some(&pid) = children_running(child.id(), "tests::hangs").first() {
+                break pid;
+            }
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "the hanging test never started"
+            );
+            std::thread::yield_now();
+        };
+        // SAFETY: signalling the child we spawned.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "{seen}{rest}");
+        assert!(!alive(hanging), "the test process outlived the run");
+        assert!(rest.contains(&format!("Interrupted by {name}")), "{rest}");
+        let report = report(&target);
+        let tests = report["tests"].as_array().unwrap();
+        assert_eq!(tests.len(), 1, "{tests:?}");
+        assert_eq!(tests[0]["name"], "tests::passes_clean");
+        assert_eq!(tests[0]["verdict"], "clean");
+        let note =
+            format!("interrupted by {name}: 1 test did not finish and is not in this report");
+        assert!(
+            report["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n == note.as_str()),
+            "{:?}",
+            report["notes"]
+        );
+    }
+}
