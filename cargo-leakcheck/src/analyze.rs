@@ -73,6 +73,8 @@ impl BinaryAnalysis {
 /// Whether the executable has its own `#[global_allocator]`. Rust's allocation shim
 /// forwards to std's default allocator, `__rdl_alloc`, only when there is none; with one
 /// (Rust 1.95 calls the impl straight from `__rust_alloc`), `__rdl_alloc` is not linked in.
+/// A binary linking std dynamically (a proc-macro crate's tests) defines no shim at all:
+/// it imports `__rust_alloc` from libstd-*.so, whose shim is the default one.
 pub fn has_custom_global_allocator(exe: &Path) -> bool {
     use object::{Object, ObjectSymbol};
     let Ok(data) = std::fs::read(exe) else {
@@ -85,7 +87,10 @@ pub fn has_custom_global_allocator(exe: &Path) -> bool {
         s.name()
             .is_ok_and(|n| n.contains("__rdl_alloc") || n.contains("__rg_alloc"))
     });
-    !default_linked
+    let shim_imported = file
+        .dynamic_symbols()
+        .any(|s| s.is_undefined() && s.name().is_ok_and(|n| n.ends_with("__rust_alloc")));
+    !default_linked && !shim_imported
 }
 
 /// Whether the process's accumulated allocations (`prof_accum`) show the global

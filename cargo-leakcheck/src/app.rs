@@ -111,10 +111,12 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         ));
     }
     for (b, e) in &results.list_errors {
-        notes.push(format!(
-            "could not list the tests of `{}`: {e}",
+        let note = format!(
+            "error: could not list the tests of `{}`, so none of them ran: {e}",
             binaries[*b].id()
-        ));
+        );
+        crate::say!("{note}");
+        notes.push(note);
     }
 
     let mut timings = Timings::default();
@@ -506,16 +508,39 @@ fn test_key(t: &TestReport) -> TestKey {
     )
 }
 
-/// The documented exit code for a finished run.
-pub fn exit_code(report: &Report, incomplete: bool) -> ExitCode {
+/// The documented exit code for a finished run. A test binary that could not even list
+/// its tests ran none of them: as under `cargo test`, that fails the run.
+pub fn exit_code(report: &Report, binaries_not_run: bool) -> ExitCode {
     let any = |vs: &[Verdict]| report.tests.iter().any(|t| vs.contains(&t.verdict));
-    if any(&[Verdict::Failed, Verdict::Crashed, Verdict::Timeout]) {
+    if binaries_not_run || any(&[Verdict::Failed, Verdict::Crashed, Verdict::Timeout]) {
         ExitCode::TestsFailed
     } else if any(&[Verdict::Leak]) {
         ExitCode::LeaksFound
-    } else if incomplete || any(&[Verdict::Error, Verdict::Unanalysable]) {
+    } else if any(&[Verdict::Error, Verdict::Unanalysable]) {
         ExitCode::Incomplete
     } else {
         ExitCode::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_that_could_not_be_run_fails_the_run_even_when_the_rest_is_clean() {
+        let report = Report {
+            version: REPORT_VERSION,
+            settings: Settings {
+                sample_period: 1,
+                stack_threshold: 0,
+                config: None,
+            },
+            tests: Vec::new(),
+            benches: Vec::new(),
+            notes: Vec::new(),
+        };
+        assert_eq!(exit_code(&report, false), ExitCode::Success);
+        assert_eq!(exit_code(&report, true), ExitCode::TestsFailed);
     }
 }

@@ -26,6 +26,9 @@ pub struct Workspace {
     pub target_dir: PathBuf,
     /// Workspace members by package name.
     pub members: BTreeMap<String, Member>,
+    /// The toolchain's library directory for the host (`rustc --print target-libdir`):
+    /// test binaries of proc-macro crates link std dynamically from it.
+    pub toolchain_libdir: Option<PathBuf>,
 }
 
 /// A workspace member.
@@ -66,10 +69,25 @@ pub fn load_workspace(args: &TestArgs) -> Result<Workspace, Error> {
         manifest: args.manifest_path.clone(),
         message: metadata_error_text(&e),
     })?;
-    Ok(workspace_from_metadata(
-        &metadata,
-        args.target_dir.as_deref(),
-    ))
+    let mut ws = workspace_from_metadata(&metadata, args.target_dir.as_deref());
+    ws.toolchain_libdir = toolchain_libdir(&ws.root);
+    Ok(ws)
+}
+
+/// Asks the toolchain cargo uses (the same `RUSTC`, or the `rustc` rustup resolves in the
+/// workspace) where its host libraries are, as cargo does to run tests.
+fn toolchain_libdir(root: &Path) -> Option<PathBuf> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut cmd = Command::new(rustc);
+    cmd.args(["--print", "target-libdir"])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = crate::interrupt::output(&mut cmd).ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let dir = PathBuf::from(text.trim());
+    (out.status.success() && dir.is_dir()).then_some(dir)
 }
 
 fn metadata_error_text(e: &cargo_metadata::Error) -> String {
@@ -128,6 +146,7 @@ fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Wo
             .map(Path::to_path_buf)
             .unwrap_or_else(|| metadata.target_directory.as_std_path().to_path_buf()),
         members,
+        toolchain_libdir: None,
     }
 }
 
@@ -504,6 +523,7 @@ mod tests {
             root: "/ws".into(),
             target_dir: "/ws/target".into(),
             members: BTreeMap::new(),
+            toolchain_libdir: None,
         };
         for m in [member("a", false), member("b", false)] {
             ws.members.insert(m.name.clone(), m);

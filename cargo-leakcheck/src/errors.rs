@@ -15,7 +15,7 @@ pub enum ExitCode {
     CouldNotRun = 2,
     /// At least one test leaked beyond its threshold (and no test failed).
     LeaksFound = 3,
-    /// At least one test failed, crashed or timed out.
+    /// At least one test failed, crashed or timed out, or a test binary could not be run.
     TestsFailed = 4,
     /// Nothing leaked and nothing failed, but some test could not be analysed (corrupt dump,
     /// custom global allocator): the run proves nothing about those tests.

@@ -217,7 +217,10 @@ fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
             .env("CARGO_CRATE_NAME", binary.target.replace('-', "_"));
     }
     if let Some(deps) = binary.path.parent() {
+        // As cargo does: the build's dynamic libraries, then the toolchain's (a proc-macro
+        // crate's test binary links libstd-*.so), then whatever the user had.
         let mut paths = vec![deps.to_path_buf()];
+        paths.extend(config.workspace.toolchain_libdir.clone());
         if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
             paths.extend(std::env::split_paths(&old));
         }

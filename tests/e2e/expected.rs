@@ -123,6 +123,12 @@ const LIFETIME: Target = Target {
     package: "lifetime",
     binary: "lifetime",
 };
+/// A proc-macro crate: its test binary links std dynamically.
+const TOKEN_MACROS: Target = Target {
+    fixture: "tests/fixtures/token-macros",
+    package: "token-macros",
+    binary: "token_macros",
+};
 const MISBEHAVING: Target = Target {
     fixture: "tests/fixtures/misbehaving",
     package: "misbehaving",
@@ -422,7 +428,7 @@ pub const EXPECTED: &[Expected] = &[
         false,
     )
     .runs("test-failed"),
-    // 64 MiB on stderr: only the end is read.
+    // 128 MiB on stderr: only the end is read.
     outcome(
         MISBEHAVING,
         "tests::fails_after_writing_a_lot",
@@ -436,6 +442,13 @@ pub const EXPECTED: &[Expected] = &[
     outcome(MISBEHAVING, "tests::hangs", "timeout", None, false).runs("test-failed"),
     clean(MISBEHAVING, "tests::passes_clean").runs("not-needed"),
     leak(MISBEHAVING, "tests::passes_with_leak", "passes_with_leak").runs("completed"),
+    // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
+    clean(TOKEN_MACROS, "tests::counts_words")
+        .runs("not-needed")
+        .by_counting(),
+    leak(TOKEN_MACROS, "tests::forgets_a_buffer", "forgets_a_buffer")
+        .runs("completed")
+        .by_stacks(),
     // --- examples/demo: the bundled example ---
     // A cache keyed by session: grows on every visit.
     leak(

@@ -13,6 +13,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         "tests/fixtures/leaky"
         | "tests/fixtures/lifetime"
         | "tests/fixtures/jemalloc-global"
+        | "tests/fixtures/token-macros"
         | "examples/demo" => (&[], 3),
         // Nothing leaked or failed, but nothing could be analysed.
         "tests/fixtures/custom-alloc" => (&[], 5),
@@ -230,6 +231,12 @@ fn lifetime_fixture_matches_the_table() {
 #[test]
 fn jemalloc_global_allocator_fixture_matches_the_table() {
     check_fixture("tests/fixtures/jemalloc-global");
+}
+
+#[test]
+fn proc_macro_crate_tests_run_and_match_the_table() {
+    // Its test binary needs the toolchain's libstd-*.so on the loader path.
+    check_fixture("tests/fixtures/token-macros");
 }
 
 #[test]
