@@ -89,26 +89,146 @@ fn source_key() -> String {
 }
 
 /// Returns the path of a usable runtime, building it if needed.
+///
+/// A cached runtime is checked against the size and checksum recorded when it was built
+/// (a truncated or damaged file would make every test an `error`, run after run): a
+/// damaged one is restored from the build directory or rebuilt. Concurrent first runs
+/// take turns on a lock, so one builds and the others wait and use its result.
 pub fn locate_or_build(verbose: bool) -> Result<PathBuf, Error> {
+    let lib = locate_or_build_quietly(verbose)?;
+    if verbose {
+        crate::say!("     Runtime `{}`", lib.display());
+    }
+    Ok(lib)
+}
+
+fn locate_or_build_quietly(verbose: bool) -> Result<PathBuf, Error> {
     if let Some(p) = std::env::var_os(RUNTIME_ENV) {
         let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(p);
+        if !p.is_file() {
+            return Err(Error::Runtime(format!(
+                "{RUNTIME_ENV} points at `{}`, which is not a file",
+                p.display()
+            )));
         }
-        return Err(Error::Runtime(format!(
-            "{RUNTIME_ENV} points at `{}`, which is not a file",
-            p.display()
-        )));
+        let data =
+            std::fs::read(&p).map_err(|e| Error::io(format!("read `{}`", p.display()), e))?;
+        return match check_library(&data) {
+            Ok(()) => Ok(p),
+            Err(why) => Err(Error::Runtime(format!(
+                "{RUNTIME_ENV} points at `{}`, which is not a usable runtime: {why}",
+                p.display()
+            ))),
+        };
     }
     let base = cache_dir()
         .ok_or_else(|| Error::Runtime(format!("no cache directory: set {CACHE_ENV} or HOME")))?;
     let dir = base.join(format!("runtime-{}", source_key()));
     let lib = dir.join(LIB_NAME);
-    if lib.is_file() {
-        return Ok(lib);
+    let _lock = crate::lock::exclusive(
+        &base.join(format!("runtime-{}.lock", source_key())),
+        "another cargo-leakcheck run using the runtime cache",
+    )?;
+    if lib.exists() {
+        match verify_cached(&dir) {
+            Ok(()) => return Ok(lib),
+            Err(why) => crate::say!(
+                "warning: the cached runtime `{}` is damaged ({why}); replacing it",
+                lib.display()
+            ),
+        }
+        let _ = std::fs::remove_file(&lib);
+        if restore_from_build(&dir) {
+            return Ok(lib);
+        }
     }
     build(&dir, verbose)?;
     Ok(lib)
+}
+
+const SUM_NAME: &str = "libleakcheck_runtime.so.sum";
+
+/// Size and checksum of a runtime file, as recorded beside it: `<bytes> <hash>`.
+fn fingerprint(data: &[u8]) -> String {
+    // FNV-1a over 8-byte words: fast enough for a 15 MB file in a debug build, and any
+    // changed, missing or added byte changes it.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        h ^= u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    for &b in words.remainder() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{} {h:016x}", data.len())
+}
+
+/// Whether `data` is a shared library exporting the allocator the runtime provides.
+fn check_library(data: &[u8]) -> Result<(), String> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(data).map_err(|e| format!("not a readable ELF file: {e}"))?;
+    let exports_malloc = file
+        .dynamic_symbols()
+        .any(|s| s.is_definition() && s.name() == Ok("malloc"));
+    if exports_malloc {
+        Ok(())
+    } else {
+        Err("it does not export `malloc`".into())
+    }
+}
+
+/// Checks the cached runtime against its recorded fingerprint.
+fn verify_cached(dir: &Path) -> Result<(), String> {
+    let lib = dir.join(LIB_NAME);
+    let data = std::fs::read(&lib).map_err(|e| format!("cannot read it: {e}"))?;
+    let recorded = std::fs::read_to_string(dir.join(SUM_NAME))
+        .map_err(|_| "no record of its size and checksum".to_string())?;
+    let actual = fingerprint(&data);
+    if recorded.trim() != actual {
+        let size = recorded.split_whitespace().next().unwrap_or("?");
+        return Err(format!(
+            "{} bytes with checksum {}, but it was built as {size} bytes with checksum {}",
+            data.len(),
+            actual.split_whitespace().nth(1).unwrap_or(""),
+            recorded.split_whitespace().nth(1).unwrap_or("?"),
+        ));
+    }
+    check_library(&data)
+}
+
+/// Puts the build directory's copy back in place when it still matches the recorded
+/// fingerprint; no rebuild needed.
+fn restore_from_build(dir: &Path) -> bool {
+    let built = dir.join("target").join("release").join(LIB_NAME);
+    let Ok(data) = std::fs::read(&built) else {
+        return false;
+    };
+    let recorded = std::fs::read_to_string(dir.join(SUM_NAME)).unwrap_or_default();
+    if recorded.trim() != fingerprint(&data) || check_library(&data).is_err() {
+        return false;
+    }
+    install(dir, &data).is_ok()
+}
+
+/// Writes the runtime and its fingerprint into the cache directory, each atomically: a
+/// concurrent or interrupted run sees a complete file or none.
+fn install(dir: &Path, data: &[u8]) -> Result<(), Error> {
+    let put = |name: &str, bytes: &[u8]| -> Result<(), Error> {
+        let tmp = dir.join(format!("{name}.tmp.{}", std::process::id()));
+        std::fs::write(&tmp, bytes)
+            .map_err(|e| Error::io(format!("write `{}`", tmp.display()), e))?;
+        let path = dir.join(name);
+        std::fs::rename(&tmp, &path)
+            .map_err(|e| Error::io(format!("move `{}` into place", path.display()), e))
+    };
+    put(SUM_NAME, fingerprint(data).as_bytes())?;
+    put(LIB_NAME, data)?;
+    // Executable, like the linker's output.
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir.join(LIB_NAME), std::fs::Permissions::from_mode(0o755));
+    Ok(())
 }
 
 fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
@@ -146,8 +266,12 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     if !verbose {
         cmd.arg("--quiet").stderr(Stdio::piped());
     }
-    let output = crate::interrupt::output(&mut cmd)
-        .map_err(|e| Error::Runtime(format!("could not start cargo to build it: {e}")))?;
+    let output = crate::interrupt::output(&mut cmd).map_err(|e| {
+        Error::Runtime(format!(
+            "could not start cargo to build it in `{}`: {e}",
+            dir.display()
+        ))
+    })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
@@ -160,14 +284,89 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
         )));
     }
     let built = target.join("release").join(LIB_NAME);
-    let tmp = dir.join(format!("{LIB_NAME}.tmp.{}", std::process::id()));
-    std::fs::copy(&built, &tmp).map_err(|e| Error::io(format!("copy `{}`", built.display()), e))?;
-    // Rename is atomic: a concurrent run sees either no runtime or a complete one.
-    std::fs::rename(&tmp, dir.join(LIB_NAME))
-        .map_err(|e| Error::io(format!("move the runtime into `{}`", dir.display()), e))?;
+    let data =
+        std::fs::read(&built).map_err(|e| Error::io(format!("read `{}`", built.display()), e))?;
+    if let Err(why) = check_library(&data) {
+        // cargo took a damaged build output for up to date; it relinks once it is gone.
+        let _ = std::fs::remove_file(&built);
+        return Err(Error::Runtime(format!(
+            "the build produced an unusable `{}` ({why}), now removed; run again to rebuild it",
+            built.display()
+        )));
+    }
+    install(dir, &data)?;
     crate::say!(
         "    Built the leakcheck runtime in {:.0}s",
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real shared library exporting `malloc`, standing in for the runtime.
+    fn sample_library() -> Vec<u8> {
+        std::fs::read("/lib/x86_64-linux-gnu/libc.so.6").expect("glibc is where Debian puts it")
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("leakcheck-rt-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_truncated_or_altered_cached_runtime_is_detected() {
+        let dir = scratch("verify");
+        let data = sample_library();
+        install(&dir, &data).unwrap();
+        assert_eq!(verify_cached(&dir), Ok(()));
+
+        std::fs::write(dir.join(LIB_NAME), &data[..data.len() / 2]).unwrap();
+        let why = verify_cached(&dir).unwrap_err();
+        assert!(
+            why.contains(&format!("{} bytes", data.len() / 2))
+                && why.contains(&format!("built as {} bytes", data.len())),
+            "{why}"
+        );
+
+        let mut altered = data.clone();
+        altered[1000] ^= 1;
+        std::fs::write(dir.join(LIB_NAME), &altered).unwrap();
+        assert!(verify_cached(&dir).unwrap_err().contains("checksum"));
+
+        std::fs::remove_file(dir.join(SUM_NAME)).unwrap();
+        assert!(verify_cached(&dir).unwrap_err().contains("no record"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_runtime_is_restored_from_an_intact_build_output_only() {
+        let dir = scratch("restore");
+        let data = sample_library();
+        install(&dir, &data).unwrap();
+        std::fs::write(dir.join(LIB_NAME), b"\x7fELF").unwrap();
+        assert!(!restore_from_build(&dir), "no build output");
+        let release = dir.join("target/release");
+        std::fs::create_dir_all(&release).unwrap();
+        std::fs::write(release.join(LIB_NAME), &data[..4096]).unwrap();
+        assert!(!restore_from_build(&dir), "a damaged build output");
+        std::fs::write(release.join(LIB_NAME), &data).unwrap();
+        assert!(restore_from_build(&dir));
+        assert_eq!(verify_cached(&dir), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_a_library_exporting_malloc_passes_for_a_runtime() {
+        assert_eq!(check_library(&sample_library()), Ok(()));
+        assert!(check_library(b"not an ELF file")
+            .unwrap_err()
+            .contains("not a readable ELF"));
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(check_library(&exe).unwrap_err().contains("malloc"));
+    }
 }

@@ -244,3 +244,108 @@ fn an_interrupted_run_stops_its_tests_and_reports_what_finished() {
         );
     }
 }
+
+/// The runtime library the tool uses with the suite's shared cache (built by then).
+fn cached_runtime() -> PathBuf {
+    let (mut cmd, _) = command(
+        "tests/fixtures/leaky",
+        "faults-runtime-path",
+        &["-v", "--lib", "--", "tests::joined_thread"],
+    );
+    let out = cmd.stdout(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Runtime `"))
+        .unwrap_or_else(|| panic!("-v names the runtime:\n{stderr}"));
+    PathBuf::from(line.trim_end_matches('`'))
+}
+
+/// A cache directory holding a copy of the runtime's directory with its library truncated;
+/// with `keep_build_output`, the build directory's intact copy too.
+fn damaged_cache(name: &str, keep_build_output: bool) -> (PathBuf, PathBuf) {
+    let lib = cached_runtime();
+    let runtime_dir = lib.parent().unwrap();
+    let cache = scratch().join(name);
+    let _ = std::fs::remove_dir_all(&cache);
+    let copy = cache.join(runtime_dir.file_name().unwrap());
+    std::fs::create_dir_all(&copy).unwrap();
+    let data = std::fs::read(&lib).unwrap();
+    let sum = "libleakcheck_runtime.so.sum";
+    std::fs::copy(runtime_dir.join(sum), copy.join(sum)).unwrap();
+    std::fs::write(copy.join(lib.file_name().unwrap()), &data[..data.len() / 3]).unwrap();
+    if keep_build_output {
+        let release = copy.join("target/release");
+        std::fs::create_dir_all(&release).unwrap();
+        std::fs::write(release.join(lib.file_name().unwrap()), &data).unwrap();
+    }
+    (cache, copy.join(lib.file_name().unwrap()))
+}
+
+#[test]
+fn a_damaged_cached_runtime_is_replaced_not_used() {
+    let original = std::fs::read(cached_runtime()).unwrap();
+    let (cache, lib) = damaged_cache("damaged-runtime-cache", true);
+    let (mut cmd, target) = command(
+        "tests/fixtures/leaky",
+        "faults-damaged-runtime",
+        SMALL_LEAKY,
+    );
+    let out = cmd
+        .env("LEAKCHECK_CACHE_DIR", &cache)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the cached runtime `{}` is damaged",
+            lib.display()
+        )),
+        "{stderr}"
+    );
+    assert!(std::fs::read(&lib).unwrap() == original, "restored whole");
+    let report = report(&target);
+    let verdicts: Vec<&str> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["leak", "clean"]);
+}
+
+#[test]
+fn a_damaged_cached_runtime_that_cannot_be_rebuilt_stops_the_run_naming_it() {
+    let (cache, lib) = damaged_cache("unbuildable-runtime-cache", false);
+    // cargo works for the project, but building the runtime fails.
+    let wrapper = cache.join("cargo-without-a-compiler");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\ncase \"$*\" in *runtime-*) echo 'no C compiler here' >&2; exit 1;; esac\nexec \"$REAL_CARGO\" \"$@\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (mut cmd, _) = command(
+        "tests/fixtures/leaky",
+        "faults-unbuildable-runtime",
+        SMALL_LEAKY,
+    );
+    let out = cmd
+        .env("LEAKCHECK_CACHE_DIR", &cache)
+        .env(
+            "REAL_CARGO",
+            std::env::var_os("CARGO").unwrap_or("cargo".into()),
+        )
+        .env("CARGO", &wrapper)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&lib.display().to_string()), "{stderr}");
+    assert!(stderr.contains("no C compiler here"), "{stderr}");
+    assert!(!lib.exists(), "the damaged file is not left to be used");
+}
