@@ -140,7 +140,10 @@ pub fn is_user_frame(f: &Frame, test_binary: &str) -> bool {
         None => f.object == test_binary,
         Some("main") => false,
         Some(name) => {
-            f.object == test_binary && !SYSTEM_PREFIXES.iter().any(|p| name.starts_with(p))
+            // `<<alloc::boxed::Box<str> as From<&str>>::from as FnOnce<..>>::call_once`
+            // is std's, however deep the qualified path nests.
+            let bare = name.trim_start_matches('<');
+            f.object == test_binary && !SYSTEM_PREFIXES.iter().any(|p| bare.starts_with(p))
         }
     }
 }
@@ -260,6 +263,24 @@ mod tests {
         let mut v = body.to_vec();
         v.extend(libtest_tail());
         v
+    }
+
+    #[test]
+    fn std_frames_with_nested_qualified_paths_are_not_the_test_s() {
+        // std's copy of the main thread's name, made before main: a test that ends the
+        // process itself never frees it.
+        let s = vec![
+            f("<<alloc::boxed::Box<str> as core::convert::From<&str>>::from as core::ops::function::FnOnce<(&str,)>>::call_once", EXE),
+            f("std::sys::pal::unix::stack_overflow::thread_info::set_current_info", EXE),
+            f("std::rt::lang_start_internal", EXE),
+            f("main", EXE),
+        ];
+        assert_eq!(classify(&s, EXE).0, StackKind::Harness);
+        let user = vec![f(
+            "<<leaky::Cache as Default>::default as FnOnce<()>>::call_once",
+            EXE,
+        )];
+        assert_eq!(classify(&user, EXE).0, StackKind::Leak);
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub enum Status {
     Off,
     /// The test failed (or did not finish) its own run: it is judged on that run alone.
     TestFailed,
+    /// The test ended the process itself (`exit` from its thread, before libtest's `main`
+    /// returned): it cannot run again, and is judged on what its own code retained.
+    ExitedEarly,
     /// A `#[should_panic]` test cannot run again in its process: it panics.
     ShouldPanic,
     /// A `harness = false` target has no libtest entry point.
@@ -79,6 +82,7 @@ impl Status {
             Status::NotNeeded => "not-needed",
             Status::Off => "off",
             Status::TestFailed => "test-failed",
+            Status::ExitedEarly => "exited-early",
             Status::ShouldPanic => "should-panic",
             Status::NoHarness => "no-harness",
             Status::NoEntryPoint(_) => "no-entry-point",
@@ -97,6 +101,10 @@ impl Status {
             Status::Completed | Status::NotNeeded => None,
             Status::Off => Some("extra runs are switched off (extra-runs = 0)".into()),
             Status::TestFailed => Some("the test did not pass its own run".into()),
+            Status::ExitedEarly => Some(
+                "the test ended the process itself (exit before libtest finished), so it cannot run again; what libtest had in flight is not counted"
+                    .into(),
+            ),
             Status::ShouldPanic => Some(
                 "a #[should_panic] test panics on every run, so it cannot run again in its process"
                     .into(),
@@ -179,6 +187,9 @@ pub fn interpret(
     };
     if first.status != 0 {
         return Outcome::none(Status::TestFailed);
+    }
+    if record.end.as_deref() == Some("exited-early") {
+        return Outcome::none(Status::ExitedEarly);
     }
     if is_should_panic(evidence.stdout, evidence.test) {
         return Outcome::none(Status::ShouldPanic);
@@ -408,6 +419,15 @@ mod tests {
             )
             .status,
             Status::TestFailed
+        );
+        assert_eq!(
+            interpret(
+                Some(&rec("arena 1\nfirst 0 2 16 2\nend exited-early\n")),
+                None,
+                &evidence(&ok, "", "")
+            )
+            .status,
+            Status::ExitedEarly
         );
         // Aborted by a panic in the second run: the message is the panic's.
         let aborted = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\n");

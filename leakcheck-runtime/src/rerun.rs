@@ -35,7 +35,7 @@
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
 //! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
-//! end <why>
+//! end <why>                                  why: settled, kept, done, exited-early, …
 //! ```
 //! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
 //! `<prefix>.r<k>.heap` is written after the first run (k = 0) and after each extra run.
@@ -116,6 +116,11 @@ pub fn install() {
     unsafe { on_exit(at_exit, std::ptr::null_mut()) };
 }
 
+fn on_main_thread() -> bool {
+    // SAFETY: getpid and the gettid system call have no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) == libc::c_long::from(libc::getpid()) }
+}
+
 fn end(fd: c_int, why: &str) {
     Line::new("end").word(why).write_to(fd);
 }
@@ -142,6 +147,12 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
         .write_to(fd);
     if status != 0 {
         return end(fd, "test-failed");
+    }
+    if !on_main_thread() {
+        // The test called `exit` itself (libtest's `main` returns on the main thread):
+        // libtest is still waiting for it, and running it again from here would call
+        // `exit` inside `exit`.
+        return end(fd, "exited-early");
     }
     if s.counting && first == Live::default() {
         return end(fd, "nothing-retained");

@@ -441,6 +441,15 @@ pub const EXPECTED: &[Expected] = &[
     // Only with a short --timeout: the test blocks forever.
     outcome(MISBEHAVING, "tests::hangs", "timeout", None, false).runs("test-failed"),
     clean(MISBEHAVING, "tests::passes_clean").runs("not-needed"),
+    // End the process themselves with exit(0): judged on what their own code kept, not
+    // on what libtest had in flight; never run again.
+    clean(MISBEHAVING, "tests::exits_the_process_early").runs("exited-early"),
+    leak(
+        MISBEHAVING,
+        "tests::exits_the_process_early_after_leaking",
+        "exits_the_process_early_after_leaking",
+    )
+    .runs("exited-early"),
     leak(MISBEHAVING, "tests::passes_with_leak", "passes_with_leak").runs("completed"),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")
