@@ -129,6 +129,12 @@ const TOKEN_MACROS: Target = Target {
     package: "token-macros",
     binary: "token_macros",
 };
+/// Test names that are hard to turn into file names.
+const NAMES: Target = Target {
+    fixture: "tests/fixtures/names",
+    package: "names",
+    binary: "names",
+};
 const MISBEHAVING: Target = Target {
     fixture: "tests/fixtures/misbehaving",
     package: "misbehaving",
@@ -458,6 +464,12 @@ pub const EXPECTED: &[Expected] = &[
     leak(TOKEN_MACROS, "tests::forgets_a_buffer", "forgets_a_buffer")
         .runs("completed")
         .by_stacks(),
+    // --- tests/fixtures/names: each gets flame graph files of its own ---
+    leak(NAMES, "m::größe", "größe"),
+    leak(NAMES, "m::grüße", "grüße"),
+    leak(NAMES, "a::b__c", "b__c"),
+    leak(NAMES, "a__b::c", "c"),
+    leak(NAMES, "long::a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_ends_here", "a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_ends_here"),
     // --- examples/demo: the bundled example ---
     // A cache keyed by session: grows on every visit.
     leak(

@@ -14,6 +14,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/lifetime"
         | "tests/fixtures/jemalloc-global"
         | "tests/fixtures/token-macros"
+        | "tests/fixtures/names"
         | "examples/demo" => (&[], 3),
         // Nothing leaked or failed, but nothing could be analysed.
         "tests/fixtures/custom-alloc" => (&[], 5),
@@ -237,6 +238,37 @@ fn jemalloc_global_allocator_fixture_matches_the_table() {
 fn proc_macro_crate_tests_run_and_match_the_table() {
     // Its test binary needs the toolchain's libstd-*.so on the loader path.
     check_fixture("tests/fixtures/token-macros");
+}
+
+#[test]
+fn every_failing_test_gets_flame_graph_files_of_its_own() {
+    check_fixture("tests/fixtures/names");
+    let run = run_fixture("tests/fixtures/names", &[]);
+    let tests = run.report()["tests"].as_array().unwrap();
+    let mut svgs = BTreeSet::new();
+    for t in tests {
+        let svg = t["artifacts"]["flamegraph"].as_str().unwrap_or_else(|| {
+            panic!(
+                "{} has no flame graph: {:?}",
+                t["name"],
+                run.report()["notes"]
+            )
+        });
+        assert!(svgs.insert(svg.to_string()), "{svg} is shared");
+        let path = run.out_dir.join(svg);
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Each file is the test's own: its title names it.
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("names {name}")),
+            "{svg} is not {name}'s"
+        );
+        assert!(run
+            .out_dir
+            .join(t["artifacts"]["folded"].as_str().unwrap())
+            .is_file());
+    }
+    assert_eq!(svgs.len(), 5);
 }
 
 #[test]

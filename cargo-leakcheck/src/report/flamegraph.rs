@@ -66,24 +66,47 @@ pub fn svg_titled(
         .map_err(|e| e.to_string())
 }
 
-/// A file-name-safe form of a name: `tests::foo` -> `tests__foo`.
+/// The longest stem [`file_stem`] returns, leaving room for an extension within the
+/// 255-byte limit on a file name.
+pub const MAX_STEM: usize = 200;
+
+/// A file-name-safe form of a name, different for different names: `tests::foo` ->
+/// `tests.foo`. ASCII letters, digits, `_` and `-` stay; `::` becomes `.`; every other byte
+/// (a lone `:`, `.`, `%`, a space, the bytes of a non-ASCII character) becomes `%XX`. That
+/// mapping can be undone, so two names never share a file. A stem longer than
+/// [`MAX_STEM`] keeps its start and ends with `~` and a hash of the whole name (`~` is
+/// otherwise always escaped, so a shortened stem never equals a whole one).
 pub fn file_stem(name: &str) -> String {
-    let s: String = name
-        .replace("::", "__")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() {
-        "_".into()
-    } else {
-        s
+    let mut s = String::with_capacity(name.len());
+    let mut rest = name.as_bytes();
+    while let Some(&b) = rest.first() {
+        if rest.starts_with(b"::") {
+            s.push('.');
+            rest = &rest[2..];
+            continue;
+        }
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            s.push(char::from(b));
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+        rest = &rest[1..];
     }
+    if s.is_empty() {
+        return "%".into();
+    }
+    if s.len() > MAX_STEM {
+        // FNV-1a: stable across Rust versions, so a test keeps its file name.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in name.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        let tail = format!("~{h:016x}");
+        s.truncate(MAX_STEM - tail.len());
+        s.push_str(&tail);
+    }
+    s
 }
 
 #[cfg(test)]
@@ -177,9 +200,42 @@ mod tests {
     }
 
     #[test]
-    fn file_stems_are_safe() {
-        assert_eq!(file_stem("tests::forget_vec"), "tests__forget_vec");
-        assert_eq!(file_stem("a b/c<d>"), "a_b_c_d_");
-        assert_eq!(file_stem(""), "_");
+    fn file_stems_are_safe_and_distinct() {
+        assert_eq!(file_stem("tests::forget_vec"), "tests.forget_vec");
+        assert_eq!(file_stem("a b/c<d>"), "a%20b%2Fc%3Cd%3E");
+        assert_eq!(file_stem(""), "%");
+        // Names that a lossy mapping would merge.
+        let names = [
+            "m::größe",
+            "m::grüße",
+            "a::b__c",
+            "a__b::c",
+            "a.b",
+            "a::b",
+            "a:b",
+            "a%2Eb",
+            "%",
+        ];
+        let stems: std::collections::BTreeSet<String> =
+            names.iter().map(|n| file_stem(n)).collect();
+        assert_eq!(stems.len(), names.len(), "{stems:?}");
+        for stem in &stems {
+            assert!(stem
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.%".contains(&b)));
+        }
+    }
+
+    #[test]
+    fn long_names_get_short_distinct_stems() {
+        let long_a = format!("tests::{}", "a".repeat(300));
+        let long_b = format!("tests::{}b", "a".repeat(299));
+        let (a, b) = (file_stem(&long_a), file_stem(&long_b));
+        assert!(a.len() <= MAX_STEM && b.len() <= MAX_STEM);
+        assert_ne!(a, b);
+        assert!(a.starts_with("tests.aaaa") && a.contains('~'));
+        assert_eq!(a, file_stem(&long_a), "stable");
+        // Non-ASCII names triple in length when escaped.
+        assert!(file_stem(&"ü".repeat(100)).len() <= MAX_STEM);
     }
 }
