@@ -4,7 +4,7 @@ use crate::analyze::{self, BinaryAnalysis, TestIdentity};
 use crate::cargo::{self, TestBinary};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
-use crate::model::{Report, Settings, TestReport, Verdict, REPORT_VERSION};
+use crate::model::{Report, Settings, StackKind, TestReport, Verdict, REPORT_VERSION};
 use crate::passes::{self, Method};
 use crate::protocol::ProfileSettings;
 use crate::report::{flamegraph, human, json};
@@ -150,6 +150,18 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
             }
         }
     }
+    // Which harness allocations are still live at a test's exit depends on timing (what
+    // libtest's threads were doing, how many ran at once), so they stay out of report.json,
+    // which must not change with `-j`; metrics.json keeps them for the curious.
+    for t in &mut tests {
+        let (harness, own): (Vec<_>, Vec<_>) = std::mem::take(&mut t.stacks)
+            .into_iter()
+            .partition(|s| s.kind == StackKind::Harness);
+        t.stacks = own;
+        if !harness.is_empty() {
+            timings.harness.insert(test_key(t), harness);
+        }
+    }
     tests.sort_by(|a, b| {
         (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
     });
@@ -238,6 +250,8 @@ struct Timings {
     flamegraph: std::collections::HashMap<TestKey, f64>,
     /// binary id -> seconds spent preparing it (baseline, allocator check).
     binaries: Vec<(String, f64)>,
+    /// Harness stacks live at a test's exit (timing-dependent, so not in report.json).
+    harness: std::collections::HashMap<TestKey, Vec<crate::model::StackReport>>,
 }
 
 fn metrics_json(
@@ -281,6 +295,9 @@ fn metrics_json(
             );
             e["analysis_seconds"] = timings.analysis.get(&key).copied().into();
             e["flamegraph_seconds"] = timings.flamegraph.get(&key).copied().into();
+            if let Some(stacks) = timings.harness.get(&key) {
+                e["harness_stacks"] = serde_json::to_value(stacks).unwrap_or_default();
+            }
             tests.push(e);
         }
     }

@@ -252,15 +252,33 @@ fn one_time_fails_makes_process_lifetime_state_fail_too() {
     );
 }
 
-/// Five runs with two jobs and one with a single job give the table's verdicts every time,
-/// on the fixtures whose tests start threads.
+/// The failing stacks of a report, as (test, bytes, frames) text: what a verdict rests on.
+fn failing_stacks(report: &str) -> Vec<String> {
+    let report: serde_json::Value = serde_json::from_str(report).unwrap();
+    let mut out = Vec::new();
+    for t in report["tests"].as_array().unwrap() {
+        for st in t["stacks"].as_array().unwrap() {
+            if st["fails"] == true {
+                out.push(format!("{} {} {}", t["name"], st["bytes"], st["frames"]));
+            }
+        }
+    }
+    out
+}
+
+/// Five runs with two jobs and one with a single job give the table's verdicts and the same
+/// failing stacks every time, on the fixtures whose tests start threads. Where no test
+/// leaves threads finishing after it returns (leaky), report.json is the same byte for
+/// byte; lifetime's tests do, on purpose, so the size of what they keep for the process
+/// lifetime may differ.
 #[test]
-fn verdicts_are_the_same_run_after_run_and_with_one_or_two_jobs() {
+fn reports_are_the_same_run_after_run_and_with_one_or_two_jobs() {
     for fixture in [LIFETIME, LEAKY] {
         let expected = table_verdicts(fixture);
         let name = format!("{}--repeated", fixture.replace('/', "_"));
         let mut args: Vec<Vec<&str>> = vec![vec!["-j", "2"]; 5];
         args.push(vec!["-j", "1"]);
+        let mut first_report: Option<String> = None;
         for (i, a) in args.iter().enumerate() {
             let run = run_fresh(fixture, a, &name);
             assert_eq!(
@@ -270,6 +288,23 @@ fn verdicts_are_the_same_run_after_run_and_with_one_or_two_jobs() {
                 i + 1,
                 run.stderr
             );
+            let report = std::fs::read_to_string(run.out_dir.join("report.json")).unwrap();
+            match &first_report {
+                None => first_report = Some(report),
+                Some(first) => {
+                    assert_eq!(
+                        failing_stacks(first),
+                        failing_stacks(&report),
+                        "{fixture}: run {} with {a:?}",
+                        i + 1
+                    );
+                    assert!(
+                        fixture != LEAKY || *first == report,
+                        "{fixture}: report.json of run {} with {a:?} differs from the first run's",
+                        i + 1
+                    );
+                }
+            }
         }
     }
 }
