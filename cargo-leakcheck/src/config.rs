@@ -37,10 +37,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             "invalid size `{text}`: expected a number and a unit such as `4KiB`"
         ));
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid size `{text}`: `{num}` is not a number"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+    let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kib" | "k" => 1 << 10,
         "mib" | "m" => 1 << 20,
@@ -54,16 +51,37 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             ))
         }
     };
-    let bytes = value * mult as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("invalid size `{text}`: out of range"));
+    // Exact decimal arithmetic: a float would round 2^64 down to fit, or turn
+    // `0.1KB` into 100.00000000000001 bytes.
+    let not_a_number = || format!("invalid size `{text}`: `{num}` is not a number");
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(not_a_number());
     }
-    if bytes.fract() != 0.0 {
+    let out_of_range = || format!("invalid size `{text}`: out of range (at most 2^64 - 1 bytes)");
+    let digits = |d: &str| -> Result<u128, String> {
+        if d.is_empty() {
+            Ok(0)
+        } else {
+            d.parse::<u128>().map_err(|_| out_of_range())
+        }
+    };
+    let frac = frac.trim_end_matches('0');
+    if frac.len() > 30 {
         return Err(format!(
             "invalid size `{text}`: not a whole number of bytes"
         ));
     }
-    Ok(bytes as u64)
+    let whole = digits(int)?.checked_mul(mult).ok_or_else(out_of_range)?;
+    let scale = 10u128.pow(frac.len() as u32);
+    let part = digits(frac)?.checked_mul(mult).ok_or_else(out_of_range)?;
+    if part % scale != 0 {
+        return Err(format!(
+            "invalid size `{text}`: not a whole number of bytes"
+        ));
+    }
+    let bytes = whole.checked_add(part / scale).ok_or_else(out_of_range)?;
+    u64::try_from(bytes).map_err(|_| out_of_range())
 }
 
 /// A glob over names: `*` matches any run of characters (`::` included), `\*` a star.
@@ -654,8 +672,9 @@ pub fn load(explicit: Option<&Path>, root: &Path) -> Result<(Config, Vec<String>
             None => return Ok((Config::default(), Vec::new())),
         },
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| LoadError::Read(path.clone(), e))?;
-    let (config, mut warnings) = parse(&text, &path).map_err(LoadError::Invalid)?;
+    let bytes = std::fs::read(&path).map_err(|e| LoadError::Read(path.clone(), e))?;
+    let text = decode(&bytes).map_err(|why| LoadError::Encoding(path.clone(), why))?;
+    let (config, mut warnings) = parse(text, &path).map_err(LoadError::Invalid)?;
     if explicit.is_none() {
         for other in FILE_NAMES
             .iter()
@@ -677,6 +696,8 @@ pub fn load(explicit: Option<&Path>, root: &Path) -> Result<(Config, Vec<String>
 pub enum LoadError {
     /// The file could not be read.
     Read(PathBuf, std::io::Error),
+    /// The file is not UTF-8 text (why, and what it looks like instead).
+    Encoding(PathBuf, String),
     /// The file has errors.
     Invalid(ConfigError),
 }
@@ -685,9 +706,50 @@ impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoadError::Read(p, e) => write!(f, "cannot read configuration `{}`: {e}", p.display()),
+            LoadError::Encoding(p, why) => {
+                write!(f, "invalid configuration `{}`: {why}", p.display())
+            }
             LoadError::Invalid(e) => e.fmt(f),
         }
     }
+}
+
+/// The text of a configuration file: UTF-8, with or without a byte-order mark. Anything
+/// else gets a reason that says what it looks like (editors on Windows save UTF-16).
+fn decode(bytes: &[u8]) -> Result<&str, String> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    // UTF-16 of ASCII text is valid UTF-8, zero bytes and all (TOML allows none), so it
+    // is looked for first: a byte-order mark, or a zero in most odd or even positions.
+    let pairs = bytes.len() / 2;
+    let zeros_at = |odd: usize| {
+        bytes
+            .iter()
+            .skip(odd)
+            .step_by(2)
+            .filter(|&&b| b == 0)
+            .count()
+    };
+    let utf16 = if bytes.starts_with(b"\xFF\xFE") {
+        Some("UTF-16 (little-endian, with a byte-order mark)")
+    } else if bytes.starts_with(b"\xFE\xFF") {
+        Some("UTF-16 (big-endian, with a byte-order mark)")
+    } else if pairs >= 2 && zeros_at(1) * 4 >= pairs * 3 {
+        Some("UTF-16 (little-endian)")
+    } else if pairs >= 2 && zeros_at(0) * 4 >= pairs * 3 {
+        Some("UTF-16 (big-endian)")
+    } else {
+        None
+    };
+    if let Some(kind) = utf16 {
+        return Err(format!(
+            "the file is not UTF-8: it looks like {kind}; save it as UTF-8"
+        ));
+    }
+    std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("the file is not valid UTF-8 (line {line}, byte {at})")
+    })
 }
 
 /// The settings in force for one test, and where the stack threshold came from.
@@ -810,6 +872,67 @@ mod tests {
         assert!(parse_size("KiB").unwrap_err().contains("expected a number"));
         assert!(parse_size("1.5B").unwrap_err().contains("whole number"));
         assert!(parse_size("-1B").is_err());
+        assert!(parse_size("1..5B").unwrap_err().contains("not a number"));
+        assert!(parse_size(".").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn a_config_file_in_another_encoding_is_named_as_such() {
+        let utf16le: Vec<u8> = "[defaults]\n"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
+            .collect();
+        let with_bom = [&[0xFF, 0xFE][..], &utf16le].concat();
+        assert!(decode(&with_bom)
+            .unwrap_err()
+            .contains("looks like UTF-16 (little-endian, with a byte-order mark)"));
+        assert!(decode(&utf16le)
+            .unwrap_err()
+            .contains("looks like UTF-16 (little-endian)"));
+        let utf16be: Vec<u8> = "[defaults]\n"
+            .encode_utf16()
+            .flat_map(|u| u.to_be_bytes())
+            .collect();
+        assert!(decode(&utf16be)
+            .unwrap_err()
+            .contains("UTF-16 (big-endian)"));
+        assert_eq!(
+            decode(b"a = 1\nb = \"\xFF\"\n").unwrap_err(),
+            "the file is not valid UTF-8 (line 2, byte 11)"
+        );
+        assert_eq!(decode(b"\xEF\xBB\xBFa = 1\n"), Ok("a = 1\n"));
+    }
+
+    #[test]
+    fn sizes_are_exact_at_the_top_of_the_range() {
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        for over in [
+            "18446744073709551616",
+            "16777216TiB",
+            "17179869184GiB",
+            "1e30",
+            "99999999999999999999999999999999999999999B",
+        ] {
+            let e = parse_size(over).unwrap_err();
+            assert!(
+                e.contains("out of range") || e.contains("unknown unit"),
+                "{over}: {e}"
+            );
+        }
+        assert!(parse_size("17179869184GiB")
+            .unwrap_err()
+            .contains("out of range"));
+        assert!(parse_size("18446744073709551616")
+            .unwrap_err()
+            .contains("at most 2^64 - 1"));
+        assert_eq!(
+            parse_size("17179869183.999999999GiB"),
+            Err("invalid size `17179869183.999999999GiB`: not a whole number of bytes".into())
+        );
+        assert_eq!(parse_size("0.5KiB"), Ok(512));
+        assert_eq!(parse_size("0.1KB"), Ok(100));
+        assert_eq!(parse_size("1.000KB"), Ok(1000));
+        assert_eq!(parse_size(".5KiB"), Ok(512));
     }
 
     #[test]

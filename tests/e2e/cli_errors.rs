@@ -110,6 +110,58 @@ fn bad_threshold_is_named() {
 }
 
 #[test]
+fn a_threshold_past_the_largest_size_is_refused_not_capped() {
+    let project = copy_fixture("tests/fixtures/leaky");
+    for (flag, size) in [
+        ("--threshold", "18446744073709551616"),
+        ("--test-threshold", "16777216TiB"),
+        ("--threshold", "17179869184GiB"),
+    ] {
+        let (code, err) = run(&[
+            "test",
+            "--manifest-path",
+            project.join("Cargo.toml").to_str().unwrap(),
+            flag,
+            size,
+        ]);
+        assert_eq!(code, COULD_NOT_RUN, "{size}: {err}");
+        assert!(
+            err.contains(flag) && err.contains(&format!("`{size}`")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_utf16_config_file_is_named_as_such() {
+    let project = copy_fixture("tests/fixtures/leaky");
+    let path = scratch().join("utf16-leakcheck.toml");
+    let text: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain(
+            "[defaults]\nstack-threshold = \"1KiB\"\n"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes),
+        )
+        .collect();
+    std::fs::create_dir_all(scratch()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let (code, err) = run(&[
+        "test",
+        "--manifest-path",
+        project.join("Cargo.toml").to_str().unwrap(),
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, COULD_NOT_RUN, "{err}");
+    assert!(
+        err.contains(&format!("`{}`", path.display()))
+            && err.contains("looks like UTF-16 (little-endian, with a byte-order mark)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_extra_runs_are_named() {
     let project = copy_fixture("tests/fixtures/leaky");
     let manifest = project.join("Cargo.toml");
