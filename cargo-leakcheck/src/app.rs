@@ -180,6 +180,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests,
+        ignored: results.ignored,
         benches: Vec::new(),
         notes,
     };
@@ -554,6 +555,7 @@ mod tests {
                 config: None,
             },
             tests: Vec::new(),
+            ignored: 0,
             benches: Vec::new(),
             notes: Vec::new(),
         };

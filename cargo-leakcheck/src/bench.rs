@@ -171,6 +171,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests: Vec::new(),
+        ignored: 0,
         benches,
         notes,
     };

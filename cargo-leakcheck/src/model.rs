@@ -16,6 +16,9 @@ pub struct Report {
     pub settings: Settings,
     /// Every test that was selected, sorted by binary then name.
     pub tests: Vec<TestReport>,
+    /// Tests matching the filters that were not run because they are `#[ignore]`d (run
+    /// them with `-- --include-ignored` or `-- --ignored`).
+    pub ignored: usize,
     /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub benches: Vec<BenchReport>,

@@ -59,6 +59,8 @@ impl Method {
 pub struct Outcome {
     /// Every selected test that was judged.
     pub tests: Vec<TestCase>,
+    /// Tests matching the filters left out because they are `#[ignore]`d.
+    pub ignored: usize,
     /// Tests an interruption left unjudged (see [`crate::interrupt`]).
     pub not_finished: Vec<TestCase>,
     /// Binaries whose tests could not be listed, with the reason.
@@ -259,7 +261,7 @@ pub fn run(
     config: &RunConfig,
     stacks_for_all: bool,
 ) -> Result<Outcome, Error> {
-    let (tests, list_errors) = runner::list_all(binaries, config);
+    let (tests, ignored, list_errors) = runner::list_all(binaries, config);
     let inspections = inspect_binaries(binaries, &tests);
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()
@@ -437,6 +439,7 @@ pub fn run(
     let entries = keep_where(entries, keep);
     Ok(Outcome {
         tests,
+        ignored,
         not_finished,
         list_errors,
         baselines,

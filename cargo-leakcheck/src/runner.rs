@@ -152,14 +152,26 @@ pub struct RunConfig<'a> {
     pub verbose: bool,
 }
 
+/// The tests of one binary to run, and how many more match the filters but are
+/// `#[ignore]`d (not run without `--include-ignored`).
+pub struct Listing {
+    /// The tests to run.
+    pub tests: Vec<TestCase>,
+    /// Ignored tests left out.
+    pub ignored: usize,
+}
+
 /// Lists the tests of one binary.
-pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Vec<TestCase>, String> {
+pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, String> {
     if !binary.harness {
-        return Ok(vec![TestCase {
-            binary: 0,
-            name: binary.target.clone(),
-            ignored: false,
-        }]);
+        return Ok(Listing {
+            tests: vec![TestCase {
+                binary: 0,
+                name: binary.target.clone(),
+                ignored: false,
+            }],
+            ignored: 0,
+        });
     }
     let list = |extra: &[&str]| -> Result<Vec<String>, String> {
         let mut cmd = base_command(binary, config);
@@ -191,18 +203,24 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Vec<TestCas
     } else {
         list(&[])?
     };
-    Ok(all
+    let mut left_out = 0;
+    let tests = all
         .into_iter()
         .filter_map(|name| {
             let is_ignored = ignored.contains(&name);
             let wanted = config.filter.ignored_only || config.filter.include_ignored || !is_ignored;
+            left_out += usize::from(!wanted);
             wanted.then_some(TestCase {
                 binary: 0,
                 name,
                 ignored: is_ignored,
             })
         })
-        .collect())
+        .collect();
+    Ok(Listing {
+        tests,
+        ignored: left_out,
+    })
 }
 
 /// A command for the binary with cargo's runtime environment, without profiling.
@@ -262,23 +280,28 @@ pub struct RerunRequest {
     pub app_mallctl: Option<u64>,
 }
 
-/// Lists every binary's tests; binaries that cannot be listed are returned with the reason.
+/// Every binary's tests to run, how many ignored tests were left out, and the binaries
+/// that could not be listed, with the reason.
 pub fn list_all(
     binaries: &[TestBinary],
     config: &RunConfig,
-) -> (Vec<TestCase>, Vec<(usize, String)>) {
+) -> (Vec<TestCase>, usize, Vec<(usize, String)>) {
     let mut tests = Vec::new();
+    let mut ignored = 0;
     let mut list_errors = Vec::new();
     for (i, b) in binaries.iter().enumerate() {
         match list_tests(b, config) {
-            Ok(cases) => tests.extend(cases.into_iter().map(|mut c| {
-                c.binary = i;
-                c
-            })),
+            Ok(listing) => {
+                ignored += listing.ignored;
+                tests.extend(listing.tests.into_iter().map(|mut c| {
+                    c.binary = i;
+                    c
+                }))
+            }
             Err(e) => list_errors.push((i, e)),
         }
     }
-    (tests, list_errors)
+    (tests, ignored, list_errors)
 }
 
 /// Runs the jobs, `config.jobs` at a time, and returns one result per job in order.

@@ -1,7 +1,7 @@
 //! Every fixture test's verdict, allocation site and one-time listing against the table,
 //! plus exit codes, the report schema and the flame graph artifacts.
 
-use crate::expected::{Expected, EXPECTED};
+use crate::expected::{Expected, EXPECTED, IGNORED};
 use crate::harness::{leak_site, run_fixture, Run};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -113,12 +113,25 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
 fn check_fixture(fixture: &str) {
     let (args, code) = scenario(fixture);
     let run = run_fixture(fixture, args);
-    let rows: Vec<&Expected> = EXPECTED
+    let (ignored, rows): (Vec<&Expected>, Vec<&Expected>) = EXPECTED
         .iter()
         .filter(|e| e.fixture == fixture && !e.bench)
-        .collect();
+        .partition(|e| e.verdict == IGNORED);
     assert!(!rows.is_empty(), "the table has rows for {fixture}");
     let report = run.report();
+    assert_eq!(
+        report["ignored"].as_u64(),
+        Some(ignored.len() as u64),
+        "{fixture}: ignored tests counted"
+    );
+    if !ignored.is_empty() {
+        assert!(
+            run.stderr
+                .contains(&format!("; {} ignored (not run", ignored.len())),
+            "{}",
+            run.stderr
+        );
+    }
     let reported: BTreeSet<(String, String)> = report["tests"]
         .as_array()
         .unwrap()

@@ -244,12 +244,16 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
     }
     let _ = writeln!(
         s,
-        "\n Summary {}: {}",
+        "\n Summary {}: {}{}",
         plural(report.tests.len() as u64, "test", "tests"),
         if parts.is_empty() {
             "none run".to_string()
         } else {
             parts.join(", ")
+        },
+        match report.ignored {
+            0 => String::new(),
+            n => format!("; {n} ignored (not run; `-- --include-ignored` runs them)"),
         }
     );
     let leaked: u64 = report
