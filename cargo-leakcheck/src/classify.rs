@@ -121,6 +121,11 @@ pub fn is_allocator_frame(f: &Frame) -> bool {
     if ALLOCATOR_PREFIXES.iter().any(|p| name.starts_with(p)) {
         return true;
     }
+    // Whatever type it is, a `GlobalAlloc` impl is the allocator (a forwarding
+    // `#[global_allocator]` that counts or tracks, calling the system allocator).
+    if name.starts_with('<') && name.contains(" as core::alloc::global::GlobalAlloc>::") {
+        return true;
+    }
     // jemalloc linked into the test binary (tikv-jemallocator): its inline functions have
     // unprefixed names but their source lives in tikv-jemalloc-sys.
     f.file
@@ -263,6 +268,26 @@ mod tests {
         let mut v = body.to_vec();
         v.extend(libtest_tail());
         v
+    }
+
+    #[test]
+    fn a_forwarding_global_allocator_is_trimmed_as_allocator_frames() {
+        let frames = vec![
+            f("malloc", "/rt/libleakcheck_runtime.so"),
+            f(
+                "<counting_alloc::Counter as core::alloc::global::GlobalAlloc>::alloc",
+                EXE,
+            ),
+            f("__rustc::__rust_alloc", EXE),
+            f("alloc::alloc::alloc", EXE),
+            f("counting_alloc::tests::forgets_a_buffer", EXE),
+        ];
+        assert_eq!(allocator_prefix_len(&frames), 4);
+        // A user function merely named like an allocator method is not one.
+        assert!(!is_allocator_frame(&f(
+            "counting_alloc::Counter::alloc",
+            EXE
+        )));
     }
 
     #[test]

@@ -140,6 +140,12 @@ const NAMES: Target = Target {
     package: "names",
     binary: "names",
 };
+/// A forwarding `#[global_allocator]` (counts, then calls `System`).
+const COUNTING_ALLOC: Target = Target {
+    fixture: "tests/fixtures/counting-alloc",
+    package: "counting-alloc",
+    binary: "counting_alloc",
+};
 const MISBEHAVING: Target = Target {
     fixture: "tests/fixtures/misbehaving",
     package: "misbehaving",
@@ -483,6 +489,9 @@ pub const EXPECTED: &[Expected] = &[
     leak(NAMES, "a::b__c", "b__c"),
     leak(NAMES, "a__b::c", "c"),
     leak(NAMES, "long::a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_ends_here", "a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_a_test_name_long_enough_that_its_flame_graph_file_name_would_pass_the_limit_of_two_hundred_fifty_five_bytes_on_a_file_name_ends_here"),
+    // --- tests/fixtures/counting-alloc: the allocator's own frames are not the site ---
+    leak(COUNTING_ALLOC, "tests::forgets_a_buffer", "forgets_a_buffer").runs("completed"),
+    clean(COUNTING_ALLOC, "tests::counts_and_frees"),
     // --- examples/demo: the bundled example ---
     // A cache keyed by session: grows on every visit.
     leak(

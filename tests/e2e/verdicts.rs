@@ -15,6 +15,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/jemalloc-global"
         | "tests/fixtures/token-macros"
         | "tests/fixtures/names"
+        | "tests/fixtures/counting-alloc"
         | "examples/demo" => (&[], 3),
         // Nothing leaked or failed, but nothing could be analysed.
         "tests/fixtures/custom-alloc" => (&[], 5),
@@ -282,6 +283,32 @@ fn every_failing_test_gets_flame_graph_files_of_its_own() {
             .is_file());
     }
     assert_eq!(svgs.len(), 5);
+}
+
+#[test]
+fn a_forwarding_global_allocator_is_not_named_as_the_site() {
+    check_fixture("tests/fixtures/counting-alloc");
+    let run = run_fixture("tests/fixtures/counting-alloc", &[]);
+    let t = run.test("counting_alloc", "tests::forgets_a_buffer");
+    let stack = t["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["fails"] == true)
+        .unwrap();
+    for f in stack["frames"].as_array().unwrap() {
+        let name = f["function"].as_str().unwrap_or("");
+        assert!(
+            !name.contains("GlobalAlloc>::") && !name.contains("__rust_alloc"),
+            "allocator frames are trimmed: {name}"
+        );
+    }
+    assert!(
+        run.stderr
+            .contains("at counting_alloc::tests::forgets_a_buffer (src/lib.rs:"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
