@@ -334,6 +334,7 @@ fn clean_report(
         artifacts: Artifacts::default(),
         extra_runs: ExtraRuns::from_outcome(reruns),
         first_run_retained,
+        passed_without_profiling: false,
     }
 }
 

@@ -248,6 +248,11 @@ pub struct TestReport {
     /// the counting pass measured it (present when it did).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_run_retained: Option<Retained>,
+    /// The test passed its counting run and failed (crashed, timed out) only when its
+    /// stacks were recorded, which slows every allocation: most likely a timing-sensitive
+    /// test rather than a plain failure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub passed_without_profiling: bool,
 }
 
 impl TestReport {

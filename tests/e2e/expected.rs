@@ -457,6 +457,15 @@ pub const EXPECTED: &[Expected] = &[
     outcome(MISBEHAVING, "tests::segfaults", "crashed", None, false).runs("test-failed"),
     // Only with a short --timeout: the test blocks forever.
     outcome(MISBEHAVING, "tests::hangs", "timeout", None, false).runs("test-failed"),
+    // Passes its counting run, fails when profiled: reported as failing only then.
+    outcome(
+        MISBEHAVING,
+        "tests::fails_only_when_profiled",
+        "failed",
+        Some("fails_only_when_profiled"),
+        false,
+    )
+    .runs("test-failed"),
     clean(MISBEHAVING, "tests::passes_clean").runs("not-needed"),
     // End the process themselves with exit(0): judged on what their own code kept, not
     // on what libtest had in flight; never run again.

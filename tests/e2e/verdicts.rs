@@ -347,6 +347,17 @@ fn misbehaving_fixture_matches_the_table() {
     );
     let hang = run.test("misbehaving", "tests::hangs");
     assert_eq!(hang["exit"], "timed out");
+    // A failure only under profiling is told apart from a plain one.
+    let flaky = run.test("misbehaving", "tests::fails_only_when_profiled");
+    assert_eq!(flaky["passed_without_profiling"], true);
+    let message = flaky["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("passed without profiling, failed when profiled")
+            && message.contains("the fairness assertion failed"),
+        "{message}"
+    );
+    let plain = run.test("misbehaving", "tests::fails_after_leaking");
+    assert!(plain.get("passed_without_profiling").is_none(), "{plain}");
     // A failure message shows what the test wrote, decoded lossily.
     let raw = run.test("misbehaving", "tests::fails_with_bytes_that_are_not_utf8");
     let message = raw["message"].as_str().unwrap();

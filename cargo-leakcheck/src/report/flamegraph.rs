@@ -172,6 +172,7 @@ mod tests {
                 detail: None,
             },
             first_run_retained: None,
+            passed_without_profiling: false,
         }
     }
 

@@ -387,6 +387,7 @@ mod tests {
                 detail: None,
             },
             first_run_retained: None,
+            passed_without_profiling: false,
         };
         t.stacks = vec![
             stack(StackKind::ProcessLifetime, 100, &[0, 0]),
