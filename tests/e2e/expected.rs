@@ -361,6 +361,7 @@ pub const EXPECTED: &[Expected] = &[
         .runs("completed")
         .by_counting(),
     // Spawns and joins 8 threads; retains nothing extra runs add to.
+    clean(LIFETIME, "tests::sixteen_threads_allocate_and_free"),
     clean(LIFETIME, "tests::joins_eight_threads")
         .runs("completed")
         .by_counting(),

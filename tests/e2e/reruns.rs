@@ -308,3 +308,27 @@ fn reports_are_the_same_run_after_run_and_with_one_or_two_jobs() {
         }
     }
 }
+
+/// Soak: a test whose 16 threads allocate and free at once, run 20 times (10 with two jobs
+/// beside another threaded test, 10 alone), is clean every time.
+#[test]
+fn a_sixteen_thread_allocate_and_free_test_is_clean_every_time() {
+    let name = "tests_fixtures_lifetime--soak";
+    for i in 0..20 {
+        let args: &[&str] = if i % 2 == 0 {
+            &[
+                "-j",
+                "2",
+                "--",
+                "tests::sixteen_threads_allocate_and_free",
+                "tests::joins_eight_threads",
+            ]
+        } else {
+            &["--", "--exact", "tests::sixteen_threads_allocate_and_free"]
+        };
+        let run = run_fresh(LIFETIME, args, name);
+        let t = run.test("lifetime", "tests::sixteen_threads_allocate_and_free");
+        assert_eq!(t["verdict"], "clean", "run {}: {t}\n{}", i + 1, run.stderr);
+        assert_eq!(run.code, 0, "run {}: {}", i + 1, run.stderr);
+    }
+}
