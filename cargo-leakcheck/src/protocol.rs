@@ -23,6 +23,10 @@ pub const RECORD_ENV: &str = "LEAKCHECK_RECORD";
 /// `1` in counting mode: the runtime binds the main thread to an arena of its own and
 /// records exact live counts.
 pub const COUNTING_ENV: &str = "LEAKCHECK_COUNTING";
+/// `1` in stacks mode: the runtime tracks every allocation with its stack itself (a few
+/// tens of bytes each) instead of letting jemalloc sample each one (a page each), and
+/// writes the dumps in jemalloc's format.
+pub const TRACK_ENV: &str = "LEAKCHECK_TRACK";
 /// The test's entry point, hexadecimal address in the executable image.
 pub const RERUN_ENTRY_ENV: &str = "LEAKCHECK_RERUN_ENTRY";
 /// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.

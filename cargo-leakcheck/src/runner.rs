@@ -463,6 +463,9 @@ pub fn run_process(
     if settings.mode == protocol::Mode::Count {
         cmd.env(protocol::COUNTING_ENV, "1");
     }
+    if settings.mode == protocol::Mode::Stacks {
+        cmd.env(protocol::TRACK_ENV, "1");
+    }
     cmd.env("LD_PRELOAD", preload)
         .env(protocol::MALLOC_CONF_ENV, settings.malloc_conf(dir, key))
         .env(

@@ -37,6 +37,10 @@ const RUNTIME_SOURCES: &[(&str, &str)] = &[
         "threads.rs",
         include_str!("../../leakcheck-runtime/src/threads.rs"),
     ),
+    (
+        "tracker.rs",
+        include_str!("../../leakcheck-runtime/src/tracker.rs"),
+    ),
 ];
 const RUNTIME_LOCK: &str = include_str!("../../Cargo.lock");
 const RUNTIME_MANIFEST: &str = r#"[package]

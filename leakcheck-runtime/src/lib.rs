@@ -19,6 +19,11 @@
 //! runtime's dumps to their own prefix (`LEAKCHECK_RUNTIME_PREFIX`) with the
 //! `prof.prefix` mallctl, so the two never collide.
 //!
+//! Stacks mode (`LEAKCHECK_TRACK=1`): jemalloc's sampler is switched off in this runtime and
+//! every allocation is tracked exactly with its stack by the `tracker` module, which writes
+//! dumps in jemalloc's format at a few tens of bytes per live allocation (jemalloc's exact
+//! sampling costs a page per live object).
+//!
 //! Counting mode (`LEAKCHECK_COUNTING=1`): cargo-leakcheck's first pass runs every test with
 //! profiling off and asks only how many objects and bytes are still live at exit that were
 //! allocated by threads other than the main one (the `arenas` module).
@@ -40,8 +45,10 @@ mod image;
 mod rerun;
 mod sys;
 mod threads;
+mod tracker;
 
 use std::ffi::{c_char, c_int, c_void};
+use sys::FixedPath;
 use tikv_jemalloc_sys as je;
 
 extern "C" {
@@ -74,16 +81,25 @@ fn valid_alignment(align: usize, at_least: usize) -> bool {
 
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    match arenas::run_flags() {
+    let p = match arenas::run_flags() {
         // SAFETY: same contract as C malloc; jemalloc accepts any size.
         None => unsafe { je::malloc(size) },
         // SAFETY: as above.
         Some(f) => unsafe { routed(size, f) },
-    }
+    };
+    tracker::allocated(p);
+    p
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    let p = unsafe { calloc_untracked(n, size) };
+    tracker::allocated(p);
+    p
+}
+
+unsafe fn calloc_untracked(n: usize, size: usize) -> *mut c_void {
     match arenas::run_flags() {
         // SAFETY: jemalloc's calloc checks n * size for overflow itself.
         None => unsafe { je::calloc(n, size) },
@@ -100,6 +116,20 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 
 #[no_mangle]
 pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    // Out of the table before the allocator has it back (see `tracker::forget`).
+    let forgotten = tracker::forget(ptr);
+    // SAFETY: same contract.
+    let p = unsafe { realloc_untracked(ptr, size) };
+    if p.is_null() && size != 0 && !ptr.is_null() {
+        // Failed: the old object is still there, unchanged.
+        tracker::restore(ptr, forgotten);
+    } else {
+        tracker::allocated(p);
+    }
+    p
+}
+
+unsafe fn realloc_untracked(ptr: *mut c_void, size: usize) -> *mut c_void {
     match arenas::run_flags() {
         Some(f) if ptr.is_null() => {
             // SAFETY: realloc(NULL, n) is malloc(n).
@@ -134,6 +164,7 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, n: usize, size: usize) -
 
 #[no_mangle]
 pub unsafe extern "C" fn free(ptr: *mut c_void) {
+    let _ = tracker::forget(ptr);
     // SAFETY: see realloc; free(NULL) is a no-op in jemalloc. A routed object goes back to
     // the arena it came from, whichever thread frees it.
     unsafe { je::free(ptr) }
@@ -141,6 +172,16 @@ pub unsafe extern "C" fn free(ptr: *mut c_void) {
 
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    // SAFETY: same contract.
+    let r = unsafe { posix_memalign_untracked(out, align, size) };
+    if r == 0 {
+        // SAFETY: on success the out-pointer holds the new object.
+        tracker::allocated(unsafe { *out });
+    }
+    r
+}
+
+unsafe fn posix_memalign_untracked(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
     let Some(f) = arenas::run_flags() else {
         // SAFETY: same contract as the C function; jemalloc validates the alignment.
         return unsafe { je::posix_memalign(out, align, size) };
@@ -158,8 +199,19 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     0
 }
 
-/// The aligned allocators, routed during a run.
+/// The aligned allocators, routed during a run, tracked when tracking.
 unsafe fn aligned(align: usize, size: usize, plain: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    // SAFETY: same contract.
+    let p = unsafe { aligned_untracked(align, size, plain) };
+    tracker::allocated(p);
+    p
+}
+
+unsafe fn aligned_untracked(
+    align: usize,
+    size: usize,
+    plain: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
     let Some(f) = arenas::run_flags() else {
         return plain();
     };
@@ -279,10 +331,47 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     rerun::install();
 }
 
+/// Stacks mode (`LEAKCHECK_TRACK=1`): this runtime's allocations are tracked exactly by
+/// `tracker` rather than sampled by jemalloc, whose profiler would give every live object a
+/// page of its own. Sampling is switched off in this jemalloc (a test binary's own
+/// tikv-jemallocator, reading the same `_RJEM_MALLOC_CONF`, keeps profiling), and its exit
+/// dump is sent to a name cargo-leakcheck does not read.
+fn start_tracking(prefix: Option<&str>) {
+    let mut off = false;
+    // SAFETY: "prof.active" takes a bool written by value (jemalloc manual).
+    unsafe {
+        je::mallctl(
+            c"prof.active".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&raw mut off).cast(),
+            std::mem::size_of::<bool>(),
+        );
+    }
+    let mut unused = FixedPath::new();
+    if let Some(prefix) = prefix {
+        if unused.push(prefix.as_bytes()) && unused.push(b".untracked-jemalloc") {
+            let mut value: *const c_char = unused.as_ptr();
+            // SAFETY: as for "prof.prefix" in the constructor; jemalloc copies the string.
+            unsafe {
+                je::mallctl(
+                    c"prof.prefix".as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    (&raw mut value).cast(),
+                    std::mem::size_of::<*const c_char>(),
+                );
+            }
+        }
+    }
+    tracker::enable();
+}
+
 /// Runs from `.init_array`, before the test binary's `main`.
 extern "C" fn leakcheck_init() {
     let prefix = sys::env(c"LEAKCHECK_RUNTIME_PREFIX");
-    if let Some(prefix) = prefix {
+    let track = sys::env(c"LEAKCHECK_TRACK") == Some("1");
+    if let Some(prefix) = prefix.filter(|_| !track) {
         // SAFETY: "prof.prefix" takes a `const char *` written by value (jemalloc manual,
         // MALLCTL NAMESPACE); jemalloc copies the string, so the environment may change later.
         let mut value: *const c_char = prefix.as_ptr().cast();
@@ -296,6 +385,9 @@ extern "C" fn leakcheck_init() {
                 std::mem::size_of::<*const c_char>(),
             );
         }
+    }
+    if track {
+        start_tracking(prefix);
     }
     threads::resolve();
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads

@@ -125,7 +125,27 @@ fn end(fd: c_int, why: &str) {
     Line::new("end").word(why).write_to(fd);
 }
 
-extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
+extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
+    judge_and_rerun(status, arg);
+    // The exit dump, named as jemalloc names its own (`<prefix>.<pid>.<seq>.f.heap`), last
+    // thing in the handler (jemalloc writes its own, when profiling, from a handler that
+    // runs after this one).
+    let s = settings();
+    if crate::tracker::enabled() && !s.dump_prefix.is_empty() {
+        let mut path = FixedPath::new();
+        // SAFETY: prefix holds len() initialised bytes before its NUL.
+        let prefix = unsafe {
+            std::slice::from_raw_parts(s.dump_prefix.as_ptr().cast::<u8>(), s.dump_prefix.len())
+        };
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() } as u64;
+        if path.push(prefix) && path.push(b".") && path.push_u64(pid) && path.push(b".0.f.heap") {
+            crate::tracker::dump(&path);
+        }
+    }
+}
+
+fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     let s = settings();
     HANDLER_STARTED_MS.store(sys::now_ms(), std::sync::atomic::Ordering::Relaxed);
     let fd = sys::create_file(&s.record);
@@ -324,7 +344,12 @@ fn settle(before: Option<u64>, limit_ms: u64) -> bool {
 fn dump(k: u32) {
     let s = settings();
     let mut path = FixedPath::new();
-    if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
+    if !s.dump_prefix.is_empty()
+        && dump_name(&mut path, &s.dump_prefix, k)
+        && crate::tracker::enabled()
+    {
+        crate::tracker::dump(&path);
+    } else if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
         // SAFETY: "prof.dump" takes a `const char *` file name written by value (jemalloc
         // manual, MALLCTL NAMESPACE); the name is NUL-terminated and outlives the call.
         unsafe {

@@ -217,6 +217,12 @@ pub fn parse_hex(text: &str) -> Option<u64> {
     u64::from_str_radix(t.strip_prefix("0x").unwrap_or(t), 16).ok()
 }
 
+/// Whether the last failed system call was interrupted by a signal (EINTR).
+pub fn interrupted() -> bool {
+    // SAFETY: glibc's __errno_location always returns this thread's errno slot.
+    unsafe { *libc::__errno_location() == libc::EINTR }
+}
+
 /// Opens (creating or truncating) a file for the exit record; -1 on failure.
 pub fn create_file(path: &FixedPath) -> c_int {
     // SAFETY: a NUL-terminated path; open allocates nothing.

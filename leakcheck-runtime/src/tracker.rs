@@ -1,0 +1,781 @@
+//! Exact allocation tracking for the stacks pass, in place of jemalloc's profiler.
+//!
+//! jemalloc's profiler samples every allocation when asked to be exact (`lg_prof_sample:0`),
+//! and a sampled small object is promoted to a page-sized one of its own: a test holding a
+//! million 8-byte boxes then needs 4 GB. Here each allocation costs one slot in an
+//! open-addressing table (16 bytes, at most 3/4 full: under 43 bytes per live allocation)
+//! plus a share of its stack's entry, which is stored once per distinct stack. Stacks are
+//! taken with the same unwinder jemalloc uses (`_Unwind_Backtrace`), and the dumps are
+//! written in jemalloc's `heap_v2` format with a sample period of 1, so cargo-leakcheck
+//! reads them exactly as it reads jemalloc's.
+//!
+//! Everything is kept in memory mapped directly from the kernel (never from the allocator
+//! being tracked), under one spin lock held only for table updates; stacks are unwound
+//! before taking it. A thread-local flag makes an allocation made while tracking another
+//! (there should be none) untracked rather than recursive.
+
+use crate::sys::{self, FixedPath};
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Deepest stack kept (jemalloc's own limit).
+const MAX_DEPTH: usize = 128;
+
+static ON: AtomicBool = AtomicBool::new(false);
+static LOCK: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether allocations are being tracked.
+#[inline]
+pub fn enabled() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Starts tracking. Called once by the constructor, single-threaded.
+pub fn enable() {
+    // SAFETY: registers handlers that only touch the lock word.
+    unsafe {
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+    }
+    ON.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn fork_prepare() {
+    lock();
+}
+
+extern "C" fn fork_parent() {
+    unlock();
+}
+
+extern "C" fn fork_child() {
+    // The child has one thread: whoever held the lock in the parent is not there.
+    LOCK.store(false, Ordering::Release);
+}
+
+fn lock() {
+    let mut spins = 0u32;
+    while LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+    }
+}
+
+fn unlock() {
+    LOCK.store(false, Ordering::Release);
+}
+
+/// Marks this thread busy for the duration; `None` when it already is (an allocation made
+/// while tracking another), or while the thread's storage is being torn down.
+struct Busy;
+
+impl Busy {
+    fn enter() -> Option<Busy> {
+        BUSY.try_with(|b| (!b.replace(true)).then_some(Busy))
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = BUSY.try_with(|b| b.set(false));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stacks.
+
+struct Frames {
+    pcs: [usize; MAX_DEPTH],
+    n: usize,
+}
+
+extern "C" {
+    fn _Unwind_Backtrace(
+        trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+        arg: *mut c_void,
+    ) -> c_int;
+    fn _Unwind_GetIP(context: *mut c_void) -> usize;
+}
+
+const URC_NO_REASON: c_int = 0;
+const URC_END_OF_STACK: c_int = 5;
+
+extern "C" fn step(context: *mut c_void, arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `Frames` passed to `_Unwind_Backtrace` below.
+    let frames = unsafe { &mut *arg.cast::<Frames>() };
+    if frames.n >= MAX_DEPTH {
+        return URC_END_OF_STACK;
+    }
+    // SAFETY: the unwinder passes a valid context for the frame being visited.
+    let ip = unsafe { _Unwind_GetIP(context) };
+    if ip == 0 {
+        return URC_END_OF_STACK;
+    }
+    frames.pcs[frames.n] = ip;
+    frames.n += 1;
+    URC_NO_REASON
+}
+
+fn backtrace(frames: &mut Frames) {
+    frames.n = 0;
+    // SAFETY: `step` only writes into `frames`, which outlives the call.
+    unsafe {
+        _Unwind_Backtrace(step, (frames as *mut Frames).cast());
+    }
+}
+
+fn hash_frames(pcs: &[usize]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &pc in pcs {
+        h = (h ^ pc as u64).wrapping_mul(0x0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    h | 1
+}
+
+// Layout of a stack's entry in the stack arena, in 8-byte words.
+const E_HASH: usize = 0;
+const E_DEPTH: usize = 1;
+const E_LIVE_OBJS: usize = 2;
+const E_LIVE_BYTES: usize = 3;
+const E_ACCUM_OBJS: usize = 4;
+const E_ACCUM_BYTES: usize = 5;
+const E_FRAMES: usize = 6;
+
+/// Memory from the kernel, never from the allocator being tracked.
+struct Region {
+    ptr: *mut u64,
+    words: usize,
+}
+
+impl Region {
+    const fn empty() -> Region {
+        Region {
+            ptr: std::ptr::null_mut(),
+            words: 0,
+        }
+    }
+
+    fn map(words: usize) -> Option<Region> {
+        // SAFETY: an anonymous private mapping; the kernel zeroes it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                words * 8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(Region {
+            ptr: p.cast(),
+            words,
+        })
+    }
+
+    /// Grows the mapping to `words`, moving it if need be; contents are kept.
+    fn grow(&mut self, words: usize) -> bool {
+        if self.ptr.is_null() {
+            return match Region::map(words) {
+                Some(r) => {
+                    *self = r;
+                    true
+                }
+                None => false,
+            };
+        }
+        // SAFETY: remapping a mapping this region owns.
+        let p = unsafe {
+            libc::mremap(
+                self.ptr.cast(),
+                self.words * 8,
+                words * 8,
+                libc::MREMAP_MAYMOVE,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        self.ptr = p.cast();
+        self.words = words;
+        true
+    }
+
+    fn unmap(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: unmapping a mapping this region owns, no longer referenced.
+            unsafe { libc::munmap(self.ptr.cast(), self.words * 8) };
+        }
+        *self = Region::empty();
+    }
+
+    fn words(&mut self) -> &mut [u64] {
+        if self.ptr.is_null() {
+            return &mut [];
+        }
+        // SAFETY: the mapping holds `words` words and is only used under the lock.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.words) }
+    }
+}
+
+/// Every distinct stack, appended to an arena; an entry's offset is its id.
+struct Stacks {
+    arena: Region,
+    used: usize,
+    /// Open addressing over ids + 1 (0: empty), two words per slot: hash, id + 1.
+    index: Region,
+    count: usize,
+}
+
+impl Stacks {
+    /// The id of the stack with these frames, added when new.
+    fn intern(&mut self, pcs: &[usize]) -> Option<u32> {
+        let hash = hash_frames(pcs);
+        if (self.count + 1) * 2 > self.index.words / 2 && !self.grow_index() {
+            return None;
+        }
+        let slots = self.index.words / 2;
+        let mask = slots - 1;
+        let mut i = (hash as usize) & mask;
+        loop {
+            let idx = self.index.words();
+            if idx[2 * i + 1] == 0 {
+                break;
+            }
+            if idx[2 * i] == hash {
+                let id = (idx[2 * i + 1] - 1) as usize;
+                let arena = self.arena.words();
+                let depth = arena[id + E_DEPTH] as usize;
+                let same = depth == pcs.len()
+                    && arena[id + E_FRAMES..id + E_FRAMES + depth]
+                        .iter()
+                        .zip(pcs)
+                        .all(|(&a, &b)| a == b as u64);
+                if same {
+                    return u32::try_from(id).ok();
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        let need = E_FRAMES + pcs.len();
+        if self.used + need > self.arena.words {
+            let words = (self.arena.words * 2).max(1 << 16).max(self.used + need);
+            if !self.arena.grow(words) {
+                return None;
+            }
+        }
+        let id = self.used;
+        let id32 = u32::try_from(id).ok()?;
+        let arena = self.arena.words();
+        arena[id + E_HASH] = hash;
+        arena[id + E_DEPTH] = pcs.len() as u64;
+        for (slot, &pc) in arena[id + E_FRAMES..id + need].iter_mut().zip(pcs) {
+            *slot = pc as u64;
+        }
+        self.used += need;
+        let idx = self.index.words();
+        idx[2 * i] = hash;
+        idx[2 * i + 1] = id as u64 + 1;
+        self.count += 1;
+        Some(id32)
+    }
+
+    fn grow_index(&mut self) -> bool {
+        let slots = (self.index.words / 2 * 2).max(1 << 12);
+        let Some(mut new) = Region::map(slots * 2) else {
+            return false;
+        };
+        let mask = slots - 1;
+        {
+            let words = new.words();
+            let old = self.index.words();
+            for pair in old.chunks_exact(2) {
+                if pair[1] == 0 {
+                    continue;
+                }
+                let mut i = (pair[0] as usize) & mask;
+                while words[2 * i + 1] != 0 {
+                    i = (i + 1) & mask;
+                }
+                words[2 * i] = pair[0];
+                words[2 * i + 1] = pair[1];
+            }
+        }
+        self.index.unmap();
+        self.index = new;
+        true
+    }
+
+    fn add(&mut self, id: u32, bytes: u64) {
+        let e = self.arena.words();
+        let id = id as usize;
+        e[id + E_LIVE_OBJS] += 1;
+        e[id + E_LIVE_BYTES] += bytes;
+        e[id + E_ACCUM_OBJS] += 1;
+        e[id + E_ACCUM_BYTES] += bytes;
+    }
+
+    fn remove(&mut self, id: u32, bytes: u64) {
+        let e = self.arena.words();
+        let id = id as usize;
+        e[id + E_LIVE_OBJS] = e[id + E_LIVE_OBJS].saturating_sub(1);
+        e[id + E_LIVE_BYTES] = e[id + E_LIVE_BYTES].saturating_sub(bytes);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Live allocations: address -> (stack id, size), two words per slot.
+
+const SIZE_UNKNOWN: u64 = u32::MAX as u64;
+
+struct Live {
+    table: Region,
+    count: usize,
+}
+
+fn slot_of(ptr: usize, mask: usize) -> usize {
+    ((ptr as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask
+}
+
+impl Live {
+    fn insert(&mut self, ptr: usize, id: u32, size: u64) -> bool {
+        if (self.count + 1) * 4 > self.table.words / 2 * 3 && !self.grow() {
+            return false;
+        }
+        let mask = self.table.words / 2 - 1;
+        let t = self.table.words();
+        let mut i = slot_of(ptr, mask);
+        while t[2 * i] != 0 && t[2 * i] != ptr as u64 {
+            i = (i + 1) & mask;
+        }
+        if t[2 * i] == 0 {
+            self.count += 1;
+        }
+        t[2 * i] = ptr as u64;
+        t[2 * i + 1] = (u64::from(id) << 32) | size.min(SIZE_UNKNOWN);
+        true
+    }
+
+    /// Removes `ptr`; its stack id and size (`SIZE_UNKNOWN` above 4 GiB), if tracked.
+    fn remove(&mut self, ptr: usize) -> Option<(u32, u64)> {
+        if self.count == 0 {
+            return None;
+        }
+        let mask = self.table.words / 2 - 1;
+        let t = self.table.words();
+        let mut i = slot_of(ptr, mask);
+        loop {
+            if t[2 * i] == 0 {
+                return None;
+            }
+            if t[2 * i] == ptr as u64 {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let value = t[2 * i + 1];
+        // Backward-shift deletion keeps every probe sequence unbroken without tombstones.
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        while t[2 * j] != 0 {
+            let home = slot_of(t[2 * j] as usize, mask);
+            let moves = if hole <= j {
+                home <= hole || home > j
+            } else {
+                home <= hole && home > j
+            };
+            if moves {
+                t[2 * hole] = t[2 * j];
+                t[2 * hole + 1] = t[2 * j + 1];
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        t[2 * hole] = 0;
+        t[2 * hole + 1] = 0;
+        self.count -= 1;
+        Some(((value >> 32) as u32, value & SIZE_UNKNOWN))
+    }
+
+    fn grow(&mut self) -> bool {
+        let slots = (self.table.words / 2 * 2).max(1 << 16);
+        let Some(mut new) = Region::map(slots * 2) else {
+            return false;
+        };
+        let mask = slots - 1;
+        {
+            let words = new.words();
+            for pair in self.table.words().chunks_exact(2) {
+                if pair[0] == 0 {
+                    continue;
+                }
+                let mut i = slot_of(pair[0] as usize, mask);
+                while words[2 * i] != 0 {
+                    i = (i + 1) & mask;
+                }
+                words[2 * i] = pair[0];
+                words[2 * i + 1] = pair[1];
+            }
+        }
+        self.table.unmap();
+        self.table = new;
+        true
+    }
+}
+
+struct State {
+    stacks: Stacks,
+    live: Live,
+}
+
+static mut STATE: State = State {
+    stacks: Stacks {
+        arena: Region::empty(),
+        used: 0,
+        index: Region::empty(),
+        count: 0,
+    },
+    live: Live {
+        table: Region::empty(),
+        count: 0,
+    },
+};
+
+/// Runs `f` on the state under the lock.
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    lock();
+    // SAFETY: the lock gives exclusive access to STATE.
+    let r = f(unsafe { &mut *std::ptr::addr_of_mut!(STATE) });
+    unlock();
+    r
+}
+
+fn usable_size(ptr: *mut c_void) -> u64 {
+    // SAFETY: ptr is a live allocation of the runtime's jemalloc.
+    unsafe { tikv_jemalloc_sys::malloc_usable_size(ptr) as u64 }
+}
+
+/// Records a new allocation, made by the caller's stack.
+pub fn allocated(ptr: *mut c_void) {
+    if ptr.is_null() || !enabled() {
+        return;
+    }
+    let Some(_busy) = Busy::enter() else { return };
+    let mut frames = Frames {
+        pcs: [0; MAX_DEPTH],
+        n: 0,
+    };
+    backtrace(&mut frames);
+    let size = usable_size(ptr);
+    with_state(|s| {
+        if let Some(id) = s.stacks.intern(&frames.pcs[..frames.n]) {
+            if s.live.insert(ptr as usize, id, size) {
+                s.stacks.add(id, size);
+            }
+        }
+    });
+}
+
+/// What `forget` took out, for `restore`.
+pub struct Forgotten(Option<(u32, u64)>);
+
+/// Takes an allocation out before it is freed or reallocated: once the allocator has it
+/// back, another thread may be handed the same address.
+pub fn forget(ptr: *mut c_void) -> Forgotten {
+    if ptr.is_null() || !enabled() {
+        return Forgotten(None);
+    }
+    let Some(_busy) = Busy::enter() else {
+        return Forgotten(None);
+    };
+    Forgotten(with_state(|s| {
+        let (id, size) = s.live.remove(ptr as usize)?;
+        let bytes = if size == SIZE_UNKNOWN {
+            usable_size(ptr)
+        } else {
+            size
+        };
+        s.stacks.remove(id, bytes);
+        Some((id, bytes))
+    }))
+}
+
+/// Puts back what `forget` took out (a `realloc` that failed left the object in place).
+pub fn restore(ptr: *mut c_void, forgotten: Forgotten) {
+    let Some((id, bytes)) = forgotten.0 else {
+        return;
+    };
+    with_state(|s| {
+        if s.live.insert(ptr as usize, id, bytes) {
+            let e = s.stacks.arena.words();
+            e[id as usize + E_LIVE_OBJS] += 1;
+            e[id as usize + E_LIVE_BYTES] += bytes;
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Dumps.
+
+/// A buffered writer to a file descriptor that never allocates.
+struct Out {
+    fd: c_int,
+    buf: [u8; 16384],
+    len: usize,
+    ok: bool,
+}
+
+impl Out {
+    fn bytes(&mut self, b: &[u8]) {
+        for chunk in b.chunks(self.buf.len()) {
+            if self.len + chunk.len() > self.buf.len() {
+                self.flush();
+            }
+            self.buf[self.len..self.len + chunk.len()].copy_from_slice(chunk);
+            self.len += chunk.len();
+        }
+    }
+
+    fn dec(&mut self, v: u64) {
+        let mut digits = [0u8; 20];
+        let start = sys::format_u64(v, &mut digits);
+        self.bytes(&digits[start..]);
+    }
+
+    fn hex(&mut self, v: u64) {
+        let mut digits = [0u8; 18];
+        let mut i = digits.len();
+        let mut v = v;
+        loop {
+            i -= 1;
+            digits[i] = b"0123456789abcdef"[(v & 15) as usize];
+            v >>= 4;
+            if v == 0 {
+                break;
+            }
+        }
+        i -= 2;
+        digits[i] = b'0';
+        digits[i + 1] = b'x';
+        self.bytes(&digits[i..]);
+    }
+
+    fn counts(&mut self, objs: u64, bytes: u64, accum_objs: u64, accum_bytes: u64) {
+        self.bytes(b"  t*: ");
+        self.dec(objs);
+        self.bytes(b": ");
+        self.dec(bytes);
+        self.bytes(b" [");
+        self.dec(accum_objs);
+        self.bytes(b": ");
+        self.dec(accum_bytes);
+        self.bytes(b"]\n");
+    }
+
+    fn flush(&mut self) {
+        let mut done = 0;
+        while done < self.len {
+            // SAFETY: writing initialised bytes of our own buffer.
+            let n = unsafe {
+                libc::write(
+                    self.fd,
+                    self.buf[done..self.len].as_ptr().cast(),
+                    self.len - done,
+                )
+            };
+            if n <= 0 {
+                if n < 0 && sys::interrupted() {
+                    continue;
+                }
+                self.ok = false;
+                break;
+            }
+            done += n as usize;
+        }
+        self.len = 0;
+    }
+}
+
+/// Writes the live allocations by stack to `path` in jemalloc's `heap_v2` format (sample
+/// period 1), with the process's mappings; false when it could not. Written to a
+/// temporary name and renamed, so a reader never sees half a dump.
+pub fn dump(path: &FixedPath) -> bool {
+    if !enabled() {
+        return false;
+    }
+    let Some(_busy) = Busy::enter() else {
+        return false;
+    };
+    let mut tmp = FixedPath::new();
+    // SAFETY: the path holds len() initialised bytes before its NUL.
+    let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
+    if !(tmp.push(name) && tmp.push(b".tmp")) {
+        return false;
+    }
+    let fd = sys::create_file(&tmp);
+    if fd < 0 {
+        return false;
+    }
+    let mut out = Out {
+        fd,
+        buf: [0; 16384],
+        len: 0,
+        ok: true,
+    };
+    with_state(|s| {
+        let used = s.stacks.used;
+        let arena: &[u64] = s.stacks.arena.words();
+        let entries = || {
+            let mut at = 0;
+            std::iter::from_fn(move || {
+                (at < used).then(|| {
+                    let id = at;
+                    at += E_FRAMES + arena[id + E_DEPTH] as usize;
+                    id
+                })
+            })
+        };
+        let (mut lo, mut lb, mut ao, mut ab) = (0, 0, 0, 0);
+        for id in entries() {
+            lo += arena[id + E_LIVE_OBJS];
+            lb += arena[id + E_LIVE_BYTES];
+            ao += arena[id + E_ACCUM_OBJS];
+            ab += arena[id + E_ACCUM_BYTES];
+        }
+        out.bytes(b"heap_v2/1\n");
+        out.counts(lo, lb, ao, ab);
+        for id in entries() {
+            let depth = arena[id + E_DEPTH] as usize;
+            out.bytes(b"@");
+            for &pc in &arena[id + E_FRAMES..id + E_FRAMES + depth] {
+                out.bytes(b" ");
+                out.hex(pc);
+            }
+            out.bytes(b"\n");
+            out.counts(
+                arena[id + E_LIVE_OBJS],
+                arena[id + E_LIVE_BYTES],
+                arena[id + E_ACCUM_OBJS],
+                arena[id + E_ACCUM_BYTES],
+            );
+        }
+    });
+    out.bytes(b"\nMAPPED_LIBRARIES:\n");
+    // SAFETY: a NUL-terminated path.
+    let maps = unsafe {
+        libc::open(
+            c"/proc/self/maps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if maps >= 0 {
+        let mut chunk = [0u8; 4096];
+        loop {
+            // SAFETY: reading into our own buffer.
+            let n = unsafe { libc::read(maps, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if n < 0 && sys::interrupted() {
+                continue;
+            }
+            if n <= 0 {
+                break;
+            }
+            out.bytes(&chunk[..n as usize]);
+        }
+        // SAFETY: closing the descriptor opened above.
+        unsafe { libc::close(maps) };
+    } else {
+        out.ok = false;
+    }
+    out.flush();
+    // SAFETY: closing the descriptor opened above; both paths are NUL-terminated.
+    unsafe {
+        libc::close(fd);
+        out.ok && libc::rename(tmp.as_ptr(), path.as_ptr()) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_table_finds_what_it_holds_across_growth_and_removals() {
+        let mut live = Live {
+            table: Region::empty(),
+            count: 0,
+        };
+        // Addresses that collide a lot: 16-byte steps.
+        let ptrs: Vec<usize> = (1..=200_000usize).map(|i| 0x10_0000 + i * 16).collect();
+        for (i, &p) in ptrs.iter().enumerate() {
+            assert!(live.insert(p, i as u32, 8));
+        }
+        assert_eq!(live.count, ptrs.len());
+        // Remove every third, then check every one.
+        for (i, &p) in ptrs.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+            assert_eq!(live.remove(p), Some((i as u32, 8)));
+        }
+        for (i, &p) in ptrs.iter().enumerate() {
+            let expect = (i % 3 != 0).then_some((i as u32, 8));
+            assert_eq!(live.remove(p), expect, "{i}");
+        }
+        assert_eq!(live.count, 0);
+        assert_eq!(live.remove(0x999), None);
+        live.table.unmap();
+    }
+
+    #[test]
+    fn stacks_are_stored_once_and_counted_exactly() {
+        let mut stacks = Stacks {
+            arena: Region::empty(),
+            used: 0,
+            index: Region::empty(),
+            count: 0,
+        };
+        let a = [1usize, 2, 3];
+        let b = [1usize, 2, 4];
+        let ia = stacks.intern(&a).unwrap();
+        let ib = stacks.intern(&b).unwrap();
+        assert_ne!(ia, ib);
+        assert_eq!(stacks.intern(&a), Some(ia));
+        for i in 0..10_000usize {
+            stacks.intern(&[i, i + 1]).unwrap();
+        }
+        assert_eq!(stacks.intern(&b), Some(ib));
+        stacks.add(ia, 16);
+        stacks.add(ia, 32);
+        stacks.remove(ia, 16);
+        let e = stacks.arena.words();
+        let ia = ia as usize;
+        assert_eq!(
+            &e[ia + E_LIVE_OBJS..=ia + E_ACCUM_BYTES],
+            &[1, 32, 2, 48][..]
+        );
+        stacks.arena.unmap();
+        stacks.index.unmap();
+    }
+
+    #[test]
+    fn a_backtrace_has_this_function_s_callers() {
+        let mut frames = Frames {
+            pcs: [0; MAX_DEPTH],
+            n: 0,
+        };
+        backtrace(&mut frames);
+        assert!(frames.n >= 3, "{} frames", frames.n);
+    }
+}
