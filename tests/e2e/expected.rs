@@ -146,6 +146,12 @@ const COUNTING_ALLOC: Target = Target {
     package: "counting-alloc",
     binary: "counting_alloc",
 };
+/// Many live allocations at a test's peak.
+const MANY_LIVE: Target = Target {
+    fixture: "tests/fixtures/many-live",
+    package: "many-live",
+    binary: "many_live",
+};
 const MISBEHAVING: Target = Target {
     fixture: "tests/fixtures/misbehaving",
     package: "misbehaving",
@@ -502,6 +508,15 @@ pub const EXPECTED: &[Expected] = &[
     // --- tests/fixtures/counting-alloc: the allocator's own frames are not the site ---
     leak(COUNTING_ALLOC, "tests::forgets_a_buffer", "forgets_a_buffer").runs("completed"),
     clean(COUNTING_ALLOC, "tests::counts_and_frees"),
+    // --- tests/fixtures/many-live: profiled at a few bytes per live allocation ---
+    leak(
+        MANY_LIVE,
+        "tests::holds_many_boxes_then_leaks_a_byte",
+        "holds_many_boxes_then_leaks_a_byte",
+    )
+    .runs("completed")
+    .by_stacks(),
+    clean(MANY_LIVE, "tests::holds_many_boxes_and_frees_them").by_counting(),
     // --- examples/demo: the bundled example ---
     // A cache keyed by session: grows on every visit.
     leak(

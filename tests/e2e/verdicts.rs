@@ -16,6 +16,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/token-macros"
         | "tests/fixtures/names"
         | "tests/fixtures/counting-alloc"
+        | "tests/fixtures/many-live"
         | "examples/demo" => (&[], 3),
         // Nothing leaked or failed, but nothing could be analysed.
         "tests/fixtures/custom-alloc" => (&[], 5),
@@ -308,6 +309,51 @@ fn a_forwarding_global_allocator_is_not_named_as_the_site() {
             .contains("at counting_alloc::tests::forgets_a_buffer (src/lib.rs:"),
         "{}",
         run.stderr
+    );
+}
+
+/// Peak RSS (KiB) of running `exe` with `args` in `dir`, without profiling.
+fn plain_peak_rss_kib(exe: &str, args: &[&str], dir: &std::path::Path) -> u64 {
+    let child = std::process::Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; wait4 on our own child with valid out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    usage.ru_maxrss as u64
+}
+
+#[test]
+fn stack_profiling_costs_tens_of_bytes_per_live_allocation_not_a_page() {
+    check_fixture("tests/fixtures/many-live");
+    let run = run_fixture("tests/fixtures/many-live", &[]);
+    let metrics: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.out_dir.join("metrics.json")).unwrap())
+            .unwrap();
+    let name = "tests::holds_many_boxes_then_leaks_a_byte";
+    let profiled = metrics["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["test"] == name && t["pass"] == "stacks")
+        .expect("the leaking test was stack-profiled");
+    let exe = profiled["executable"].as_str().unwrap();
+    let project = crate::harness::copy_fixture("tests/fixtures/many-live");
+    let plain = plain_peak_rss_kib(exe, &["--exact", name], &project);
+    let peak = profiled["peak_rss_kib"].as_u64().unwrap();
+    // 100,000 boxes live at the peak: a page each would be 400 MB. The bound: twice the
+    // plain run, 64 bytes per live allocation, and 16 MiB for the runtime itself.
+    let bound = 2 * plain + 100_000 * 64 / 1024 + 16 * 1024;
+    assert!(
+        peak <= bound,
+        "profiled peak {peak} KiB, plain {plain} KiB, bound {bound} KiB"
     );
 }
 
