@@ -313,6 +313,8 @@ fn a_forwarding_global_allocator_is_not_named_as_the_site() {
 }
 
 /// Peak RSS (KiB) of running `exe` with `args` in `dir`, without profiling.
+// The child is reaped with wait4, for its resource usage, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn plain_peak_rss_kib(exe: &str, args: &[&str], dir: &std::path::Path) -> u64 {
     let child = std::process::Command::new(exe)
         .args(args)
