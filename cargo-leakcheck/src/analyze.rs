@@ -426,8 +426,8 @@ pub fn analyze_test(
     let retained = with_growth(deltas, series.as_ref(), &bin.exe, reruns.entry);
     report.stacks = judge_stacks(&retained, bin, policy, reruns.entry.map(|e| e.file_range));
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
-        report.retained_bytes += s.bytes;
-        report.retained_objects += s.objects;
+        report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
+        report.retained_objects = report.retained_objects.saturating_add(s.objects);
     }
     // What counts against the per-test total: leaks not suppressed (and one-time
     // initialisation when it is configured to fail).
@@ -536,11 +536,11 @@ pub fn judge_stacks(
             reason,
             growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
         });
-        e.bytes += r.live.bytes;
-        e.objects += r.live.objects;
+        e.bytes = e.bytes.saturating_add(r.live.bytes);
+        e.objects = e.objects.saturating_add(r.live.objects);
         for (sum, g) in e.growth.iter_mut().zip(r.growth.iter().flatten()) {
-            sum.objects += g.objects;
-            sum.bytes += g.bytes;
+            sum.objects = sum.objects.saturating_add(g.objects);
+            sum.bytes = sum.bytes.saturating_add(g.bytes);
         }
     }
     let effective = policy.effective;

@@ -87,7 +87,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         runtime: &runtime,
         work_dir: &work_dir,
         jobs,
-        timeout: Duration::from_secs(config.effective("", &cli).timeout),
+        timeout: Duration::from_secs(config.global(&cli).timeout),
         timeouts: &timeout_of,
         extra_runs: &extra_runs_of,
         lifetime_fails: &lifetime_fails_of,
@@ -171,12 +171,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         version: REPORT_VERSION,
         settings: Settings {
             sample_period: 1u64 << settings.lg_sample,
-            stack_threshold: config::Config {
-                tests: Vec::new(),
-                ..config.clone()
-            }
-            .effective("", &cli)
-            .stack_threshold,
+            stack_threshold: config.global(&cli).stack_threshold,
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests,
@@ -240,9 +235,9 @@ pub fn prepare_output(target_dir: &Path) -> Result<Output, Error> {
     })
 }
 
-/// Timings and memory of the run, kept out of `report.json` so that file stays
-/// deterministic: wall time of the run phase, and per process its time and peak RSS.
-/// How long the analysis of each profiled test took, for `metrics.json`.
+/// What goes to `metrics.json` beside the processes' own times and peak RSS, kept out of
+/// `report.json` so that stays deterministic: how long each stage took per test and per
+/// binary, and the harness stacks live at each test's exit.
 #[derive(Default)]
 struct Timings {
     /// Seconds spent reading a test's dumps, diffing, symbolizing and judging.

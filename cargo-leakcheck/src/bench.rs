@@ -161,7 +161,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     }
     benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));
     for b in &mut benches {
-        write_artifacts(b, &out_dir, &mut notes);
+        write_artifacts(b, &out_dir, &ws.root, &mut notes);
     }
     let report = Report {
         version: REPORT_VERSION,
@@ -415,7 +415,7 @@ fn judge(
     report
 }
 
-fn write_artifacts(b: &mut BenchReport, out_dir: &Path, notes: &mut Vec<String>) {
+fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut Vec<String>) {
     if b.verdict != Verdict::Leak {
         return;
     }
@@ -433,7 +433,7 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, notes: &mut Vec<String>)
         .stacks
         .iter()
         .take(STACKS_PLOTTED)
-        .map(|s| (stack_label(&s.frames, s.flagged), s.series.clone()))
+        .map(|s| (stack_label(&s.frames, s.flagged, root), s.series.clone()))
         .collect();
     let title = format!("{} {}: retained bytes over time", b.binary, b.name);
     let result = std::fs::create_dir_all(out_dir.join(&dir_name))
@@ -473,7 +473,7 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, notes: &mut Vec<String>)
 /// A stack's legend label: its first frame outside std (with file:line when known), and
 /// the innermost frame when that is a different one, since several stacks often pass
 /// through the same function (`handle_request`, and the `Vec` it grows).
-fn stack_label(frames: &[FrameReport], flagged: bool) -> String {
+fn stack_label(frames: &[FrameReport], flagged: bool, root: &Path) -> String {
     let text = |f: &FrameReport| match (&f.file, f.line) {
         (Some(file), Some(line)) => format!(
             "{} ({}:{line})",
@@ -482,7 +482,7 @@ fn stack_label(frames: &[FrameReport], flagged: bool) -> String {
         ),
         _ => f.function.clone(),
     };
-    let mut label = match crate::suppressions::identifying_frame(frames, Path::new("/")) {
+    let mut label = match crate::suppressions::identifying_frame(frames, root) {
         Some(f) => text(f),
         None => "[unknown]".into(),
     };
@@ -598,10 +598,35 @@ mod tests {
             frame("alloc::raw_vec::RawVec<T,A>::grow_one"),
             frame("grows::handle_request"),
         ];
-        assert_eq!(stack_label(&direct, true), "GROWS: grows::handle_request");
+        let root = Path::new("/ws");
         assert_eq!(
-            stack_label(&via_vec, false),
+            stack_label(&direct, true, root),
+            "GROWS: grows::handle_request"
+        );
+        assert_eq!(
+            stack_label(&via_vec, false, root),
             "grows::handle_request, allocating in alloc::raw_vec::RawVec<T,A>::grow_one"
+        );
+    }
+
+    #[test]
+    fn labels_name_the_workspace_s_code_not_std_s() {
+        let at = |name: &str, file: &str| FrameReport {
+            file: Some(file.into()),
+            line: Some(7),
+            ..frame(name)
+        };
+        // Both frames have absolute paths; only one is under the workspace.
+        let frames = [
+            at(
+                "<hashbrown::raw::RawTable<T>>::reserve_rehash",
+                "/cargo/registry/src/hashbrown-0.15/src/raw/mod.rs",
+            ),
+            at("grows::Cache::insert", "/ws/src/lib.rs"),
+        ];
+        assert_eq!(
+            stack_label(&frames, true, Path::new("/ws")),
+            "GROWS: grows::Cache::insert (lib.rs:7), allocating in <hashbrown::raw::RawTable<T>>::reserve_rehash"
         );
     }
 }

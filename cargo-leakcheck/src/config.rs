@@ -382,7 +382,10 @@ impl Reader<'_> {
                 } else {
                     (s.strip_suffix('s').unwrap_or(s), 1)
                 };
-                num.trim().parse::<u64>().ok().map(|n| n * mult)
+                num.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(mult))
             }
             _ => None,
         };
@@ -776,6 +779,17 @@ impl Config {
     /// Layers built-in defaults, `[defaults]`, matching `[[tests]]` (later wins) and the
     /// command line (`cli`) for one test.
     pub fn effective(&self, test: &str, cli: &Settings) -> Effective {
+        self.layered(Some(test), cli)
+    }
+
+    /// The settings outside any test: `[defaults]` and the command line, no `[[tests]]`
+    /// rule (not even `filter = "*"`). What the report calls the global threshold, and
+    /// what a harness-only baseline process runs under.
+    pub fn global(&self, cli: &Settings) -> Effective {
+        self.layered(None, cli)
+    }
+
+    fn layered(&self, test: Option<&str>, cli: &Settings) -> Effective {
         let mut e = Effective {
             stack_threshold: 0,
             test_threshold: None,
@@ -792,7 +806,11 @@ impl Config {
             .unwrap_or_default();
         let mut layers: Vec<(String, &Settings)> =
             vec![(format!("[defaults] in {file}"), &self.defaults)];
-        for rule in self.tests.iter().filter(|r| r.filter.matches(test)) {
+        for rule in self
+            .tests
+            .iter()
+            .filter(|r| test.is_some_and(|t| r.filter.matches(t)))
+        {
             layers.push((
                 format!(
                     "[[tests]] #{} (filter \"{}\") in {file}",
@@ -901,6 +919,26 @@ mod tests {
             "the file is not valid UTF-8 (line 2, byte 11)"
         );
         assert_eq!(decode(b"\xEF\xBB\xBFa = 1\n"), Ok("a = 1\n"));
+    }
+
+    #[test]
+    fn global_settings_ignore_every_tests_rule_even_a_catch_all() {
+        let (c, _) = parse_ok(
+            "[defaults]\ntimeout = 100\nstack-threshold = \"1KiB\"\n\n[[tests]]\nfilter = \"*\"\ntimeout = 7\nstack-threshold = \"2KiB\"\n",
+        );
+        let none = Settings::default();
+        let global = c.global(&none);
+        assert_eq!((global.timeout, global.stack_threshold), (100, 1024));
+        let any = c.effective("any::test", &none);
+        assert_eq!((any.timeout, any.stack_threshold), (7, 2048));
+    }
+
+    #[test]
+    fn a_timeout_in_minutes_too_large_to_hold_is_refused() {
+        let e = parse_err("[defaults]\ntimeout = \"307445734561825861m\"\n");
+        assert!(e.contains("expected a positive number of seconds"), "{e}");
+        let (c, _) = parse_ok("[defaults]\ntimeout = \"5m\"\n");
+        assert_eq!(c.effective("t", &Settings::default()).timeout, 300);
     }
 
     #[test]

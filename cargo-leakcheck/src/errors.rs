@@ -1,6 +1,6 @@
 //! User-facing errors and the exit codes they map to.
 //!
-//! Leaks and failing tests are findings, not errors: they are decided in `verdict` and
+//! Leaks and failing tests are findings, not errors: they are decided in `analyze` and
 //! mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen.
 
 use std::fmt;

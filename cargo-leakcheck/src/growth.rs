@@ -9,7 +9,7 @@
 //! not flagged; a leak that grows with every iteration rises in both.
 
 use crate::diff::{FrameKey, NormalizedProfile};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// One heap snapshot and when it was taken, in seconds since the first.
 pub struct Snapshot {
@@ -98,17 +98,6 @@ pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth
             .then_with(|| x.frames.cmp(&y.frames))
     });
     Ok(out)
-}
-
-/// Merges the per-stack series of a process's snapshots that belong together (helper for
-/// callers that read several dumps per instant).
-pub fn merge(into: &mut NormalizedProfile, from: NormalizedProfile) {
-    let stacks: &mut HashMap<Vec<FrameKey>, crate::profile::Counts> = &mut into.stacks;
-    for (k, v) in from.stacks {
-        let e = stacks.entry(k).or_default();
-        e.objects += v.objects;
-        e.bytes += v.bytes;
-    }
 }
 
 #[cfg(test)]

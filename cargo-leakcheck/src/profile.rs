@@ -1,7 +1,7 @@
 //! Parser for jemalloc `heap_v2` heap profile dumps.
 //!
 //! This module only turns text into data: it knows nothing about symbols, tests or
-//! processes. A dump looks like this (see `DESIGN.md`, "The dump format"):
+//! processes. A dump looks like this (jemalloc's `prof_dump` writes it; the runtime's tracker writes the same):
 //!
 //! ```text
 //! heap_v2/1

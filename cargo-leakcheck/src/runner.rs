@@ -587,6 +587,19 @@ pub fn run_process(
     }
 }
 
+/// At most `max` bytes of `line`, cut at a character boundary (a test name may hold
+/// multi-byte characters).
+fn cut_to_width(line: &str, max: usize) -> &str {
+    if line.len() <= max {
+        return line;
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
 /// How much of a captured output is read back: a test may write gigabytes.
 pub const CAPTURE_READ_LIMIT: u64 = 64 << 10;
 
@@ -679,14 +692,13 @@ impl Progress {
 
     fn finished(&self, n: usize, binary: &TestBinary, name: &str) {
         if self.terminal {
-            let mut line = format!(
+            let line = format!(
                 "{:>12} [{n}/{}] {} {name}",
                 self.label,
                 self.total,
                 binary.id()
             );
-            line.truncate(100);
-            crate::say_raw!("\r\x1b[2K{line}");
+            crate::say_raw!("\r\x1b[2K{}", cut_to_width(&line, 100));
         } else {
             let decile = n * 10 / self.total.max(1);
             let mut last = self.last_decile.lock().expect("progress lock");
@@ -707,6 +719,14 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_lines_are_cut_between_characters() {
+        let name = format!("{}größe", "x".repeat(97));
+        // Byte 100 falls inside `ö`.
+        assert_eq!(cut_to_width(&name, 100), format!("{}gr", "x".repeat(97)));
+        assert_eq!(cut_to_width("short", 100), "short");
+    }
 
     #[test]
     fn captures_are_read_in_part_and_lossily() {

@@ -143,7 +143,9 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                             None => a.rule.clone(),
                         })
                         .collect();
-                    rules.dedup();
+                    // The same rule may allow stacks that are not next to each other.
+                    let mut seen = std::collections::HashSet::new();
+                    rules.retain(|r| seen.insert(r.clone()));
                     for r in rules {
                         let _ = writeln!(s, "           by {r}");
                     }
@@ -364,9 +366,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn kept_memory_comes_from_lifetime_stacks_or_from_a_settled_count() {
-        let mut t = TestReport {
+    fn test_report() -> TestReport {
+        TestReport {
             package: "p".into(),
             binary: "p".into(),
             kind: "lib".into(),
@@ -388,7 +389,12 @@ mod tests {
             },
             first_run_retained: None,
             passed_without_profiling: false,
-        };
+        }
+    }
+
+    #[test]
+    fn kept_memory_comes_from_lifetime_stacks_or_from_a_settled_count() {
+        let mut t = test_report();
         t.stacks = vec![
             stack(StackKind::ProcessLifetime, 100, &[0, 0]),
             stack(StackKind::OneTime, 20, &[]),
@@ -407,6 +413,37 @@ mod tests {
         // A test that retained nothing kept nothing.
         t.extra_runs.status = "not-needed";
         assert_eq!(kept_bytes(&t), 0);
+    }
+
+    #[test]
+    fn each_rule_that_allowed_stacks_is_named_once() {
+        let allow = |rule: &str, bytes| StackReport {
+            allowed: Some(crate::model::Allowance {
+                by: "suppression",
+                rule: rule.into(),
+                reason: None,
+            }),
+            fails: false,
+            ..stack(StackKind::Leak, bytes, &[])
+        };
+        let mut t = test_report();
+        // Largest first: the two stacks of rule A are not next to each other.
+        t.stacks = vec![allow("A", 300), allow("B", 200), allow("A", 100)];
+        let report = Report {
+            version: 1,
+            settings: crate::model::Settings {
+                sample_period: 1,
+                stack_threshold: 0,
+                config: None,
+            },
+            tests: vec![t],
+            ignored: 0,
+            benches: Vec::new(),
+            notes: Vec::new(),
+        };
+        let text = render(&report, Path::new("/ws"), Path::new("out"));
+        assert_eq!(text.matches("by A").count(), 1, "{text}");
+        assert_eq!(text.matches("by B").count(), 1, "{text}");
     }
 
     #[test]
