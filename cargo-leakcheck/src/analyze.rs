@@ -8,8 +8,8 @@ use crate::config::{Effective, Suppression};
 use crate::diff::{self, FrameKey, NormalizedProfile};
 use crate::entry::Entry;
 use crate::model::{
-    Allowance, Artifacts, ExtraRuns, FrameReport, Retained as RetainedCounts, RunGrowth, StackKind,
-    StackReport, TestReport, Verdict,
+    Allowance, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, RunGrowth,
+    StackKind, StackReport, TestReport, Verdict,
 };
 use crate::profile::{self, Counts};
 use crate::rerun;
@@ -296,8 +296,9 @@ pub fn proven_clean(
     result: &ProcessResult,
     policy: &Policy,
     reruns: &rerun::Outcome,
+    method: Method,
 ) -> TestReport {
-    clean_report(id, result, policy, "counters", reruns)
+    clean_report(id, result, policy, method, reruns)
 }
 
 /// A clean report with nothing retained, to be filled in.
@@ -305,7 +306,7 @@ fn clean_report(
     id: &TestIdentity,
     result: &ProcessResult,
     policy: &Policy,
-    method: &'static str,
+    method: Method,
     reruns: &rerun::Outcome,
 ) -> TestReport {
     let first_run_retained =
@@ -354,8 +355,9 @@ pub fn analyze_test(
     bin: &mut BinaryAnalysis,
     policy: &Policy,
     reruns: &Reruns,
+    method: Method,
 ) -> TestReport {
-    let mut report = clean_report(id, result, policy, "stacks", reruns.outcome);
+    let mut report = clean_report(id, result, policy, method, reruns.outcome);
     let code = match &result.end {
         ProcessEnd::Exited(c) => *c,
         ProcessEnd::TimedOut => {
@@ -698,7 +700,7 @@ mod tests {
             outcome: &none,
             entry: None,
         };
-        analyze_test(id, result, bin, policy, &reruns)
+        analyze_test(id, result, bin, policy, &reruns, Method::Stacks)
     }
 
     fn eff(stack_threshold: u64) -> Effective {

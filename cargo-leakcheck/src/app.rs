@@ -7,9 +7,9 @@ use crate::errors::{Error, ExitCode};
 use crate::model::{Report, Settings, StackKind, TestReport, Verdict, REPORT_VERSION};
 use crate::passes::{self, Method};
 use crate::protocol::ProfileSettings;
-use crate::report::{flamegraph, human, json};
+use crate::report::{flamegraph, human};
 use crate::runner::{self, RunConfig, TestFilter};
-use crate::{config, runtime, suppressions};
+use crate::{config, session, suppressions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,16 +34,6 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     if args.timeout == Some(0) {
         return Err(Error::Usage("--timeout must be at least 1 second".into()));
     }
-    let ws = cargo::load_workspace(args)?;
-    let current = cargo::current_package(&ws, args.manifest_path.as_deref());
-    let selected = cargo::selected_members(&ws, args, current.as_deref())?;
-
-    // The configuration is checked before anything is built.
-    let (config, config_warnings) =
-        config::load(args.config.as_deref(), &ws.root).map_err(|e| Error::Config(e.to_string()))?;
-    for w in &config_warnings {
-        crate::say!("warning: {w}");
-    }
     if let Some(path) = &args.write_suppressions {
         let parent = path
             .parent()
@@ -56,13 +46,24 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
             )));
         }
     }
-
-    // Create the output directory before the long work, so a bad path fails fast.
-    let output = prepare_output(&ws.target_dir)?;
-    let (out_dir, work_dir) = (output.dir.clone(), output.work_dir.clone());
-
-    let runtime = runtime::locate_or_build(args.verbose)?;
-    let binaries = cargo::build_tests(&ws, args, &selected, args.verbose)?;
+    let session = session::prepare(
+        &args.selection,
+        &args.tests,
+        args.config.as_deref(),
+        args.verbose,
+    )?;
+    let (ws, config) = (&session.ws, &session.config);
+    let (out_dir, work_dir) = (session.out_dir.clone(), session.work_dir.clone());
+    let runtime = session.runtime.clone();
+    let config_warnings = session.notes.clone();
+    let selected = session.selected();
+    let targets = cargo::Targets {
+        lib: args.lib,
+        tests: &args.tests,
+        benches: &[],
+        release: args.release,
+    };
+    let binaries = cargo::build_tests(ws, &args.selection, &targets, &selected, args.verbose)?;
 
     let mut notes = config_warnings.clone();
     if !args.lib && args.tests.is_empty() && selected.iter().any(|m| m.has_doctests) {
@@ -83,7 +84,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let extra_runs_of = |name: &str| config.effective(name, &cli).extra_runs;
     let lifetime_fails_of = |name: &str| config.effective(name, &cli).one_time_fails;
     let run_config = RunConfig {
-        workspace: &ws,
+        workspace: ws,
         runtime: &runtime,
         work_dir: &work_dir,
         jobs,
@@ -120,10 +121,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     }
 
     let mut timings = Timings::default();
-    let policy = PolicySource {
-        config: &config,
-        cli: &cli,
-    };
+    let policy = PolicySource { config, cli: &cli };
     let mut tests = analyse(&binaries, &results, &policy, jobs, &mut notes, &mut timings);
     // A suppression nothing needed is stale: say so, when the whole suite ran.
     let whole_suite = args.filters.is_empty() && !args.lib && args.tests.is_empty();
@@ -179,7 +177,6 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         benches: Vec::new(),
         notes,
     };
-    json::write(&report, &out_dir.join("report.json"))?;
     if let Some(path) = &args.write_suppressions {
         let n = suppressions::write(&report, path, &ws.root)?;
         crate::say!(
@@ -192,47 +189,8 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
-    // Paths in the summary are shown relative to where the user is, when they can be.
-    let shown_out_dir = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| out_dir.strip_prefix(cwd).ok().map(Path::to_path_buf))
-        .unwrap_or_else(|| out_dir.clone());
-    crate::say_raw!("{}", human::render(&report, &ws.root, &shown_out_dir));
+    session::finish(&session, &report, human::render)?;
     Ok(exit_code(&report, !results.list_errors.is_empty()))
-}
-
-/// The output directory of a run, owned by it until dropped.
-pub struct Output {
-    /// `<target>/leakcheck`: report, flame graphs, metrics.
-    pub dir: PathBuf,
-    /// `<target>/leakcheck/dumps`: per-process files.
-    pub work_dir: PathBuf,
-    /// Held for the whole run: a second run on the same target directory waits for it
-    /// rather than deleting this run's files.
-    pub lock: crate::lock::FileLock,
-}
-
-/// Takes `<target>/leakcheck.lock` (waiting for another run that holds it), then empties
-/// `<target>/leakcheck` (a stale artifact must never pass for a new one) and creates its
-/// `dumps` directory.
-pub fn prepare_output(target_dir: &Path) -> Result<Output, Error> {
-    let lock = crate::lock::exclusive(
-        &target_dir.join("leakcheck.lock"),
-        "another cargo-leakcheck run on this target directory",
-    )?;
-    let out_dir = target_dir.join("leakcheck");
-    if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir)
-            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
-    }
-    let work_dir = out_dir.join("dumps");
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
-    Ok(Output {
-        dir: out_dir,
-        work_dir,
-        lock,
-    })
 }
 
 /// What goes to `metrics.json` beside the processes' own times and peak RSS, kept out of
@@ -429,8 +387,14 @@ fn analyse_binary(
                 .filter(|(_, s)| s.filter.as_ref().is_none_or(|f| f.matches(name)))
                 .collect(),
         };
-        let mut report = if method == Method::Counters {
-            analyze::proven_clean(&id, &results.results[i], &policy, &results.reruns[i])
+        let report = if method == Method::Counters {
+            analyze::proven_clean(
+                &id,
+                &results.results[i],
+                &policy,
+                &results.reruns[i],
+                method,
+            )
         } else {
             let analysis = analysis.get_or_insert_with(|| {
                 let started = std::time::Instant::now();
@@ -446,7 +410,8 @@ fn analyse_binary(
                 outcome: &results.reruns[i],
                 entry: results.entries[i].as_ref(),
             };
-            let mut r = analyze::analyze_test(&id, &results.results[i], analysis, &policy, &reruns);
+            let mut r =
+                analyze::analyze_test(&id, &results.results[i], analysis, &policy, &reruns, method);
             let counting_run_passed = results.counted[i]
                 .as_ref()
                 .is_some_and(|c| passes::first_run_end(c) == runner::ProcessEnd::Exited(0));
@@ -466,7 +431,6 @@ fn analyse_binary(
                 .insert(test_key(&r), started.elapsed().as_secs_f64());
             r
         };
-        report.method = method.as_str();
         out.reports.push(report);
     }
     out.notes

@@ -10,7 +10,7 @@
 use crate::analyze::stderr_tail;
 use crate::cargo::{self, TestBinary};
 use crate::classify;
-use crate::cli::{BenchArgs, TestArgs};
+use crate::cli::BenchArgs;
 use crate::config;
 use crate::diff;
 use crate::errors::{Error, ExitCode};
@@ -21,9 +21,9 @@ use crate::model::{
 };
 use crate::profile;
 use crate::protocol::{self, Mode, ProfileSettings};
-use crate::report::{flamegraph, human::human_bytes, json, plot};
+use crate::report::{flamegraph, human::human_bytes, plot};
 use crate::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
-use crate::runtime;
+use crate::session;
 use crate::symbolize::Symbolizer;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -59,27 +59,17 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
             "--bench-time and --snapshot-interval must be at least 1".into(),
         ));
     }
-    let selection = TestArgs {
-        manifest_path: args.manifest_path.clone(),
-        packages: args.packages.clone(),
-        workspace: args.workspace,
-        features: args.features.clone(),
-        all_features: args.all_features,
-        target_dir: args.target_dir.clone(),
-        ..TestArgs::default()
+    let session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    let (ws, config) = (&session.ws, &session.config);
+    let (out_dir, work_dir) = (session.out_dir.clone(), session.work_dir.clone());
+    let runtime = session.runtime.clone();
+    let warnings = session.notes.clone();
+    let selected = session.selected();
+    let targets = cargo::Targets {
+        benches: &args.benches,
+        ..cargo::Targets::default()
     };
-    let ws = cargo::load_workspace(&selection)?;
-    let current = cargo::current_package(&ws, args.manifest_path.as_deref());
-    let selected = cargo::selected_members(&ws, &selection, current.as_deref())?;
-    let (config, warnings) =
-        config::load(args.config.as_deref(), &ws.root).map_err(|e| Error::Config(e.to_string()))?;
-    for w in &warnings {
-        crate::say!("warning: {w}");
-    }
-    let output = crate::app::prepare_output(&ws.target_dir)?;
-    let (out_dir, work_dir) = (output.dir.clone(), output.work_dir.clone());
-    let runtime = runtime::locate_or_build(args.verbose)?;
-    let binaries = cargo::build_benches(&ws, &selection, &selected, &args.benches, args.verbose)?;
+    let binaries = cargo::build_benches(ws, &args.selection, &targets, &selected, args.verbose)?;
 
     let filter = TestFilter::default();
     let cap = Duration::from_secs(args.bench_time);
@@ -87,7 +77,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     let no_extra_runs = |_: &str| 0;
     let never = |_: &str| false;
     let run_config = RunConfig {
-        workspace: &ws,
+        workspace: ws,
         runtime: &runtime,
         work_dir: &work_dir,
         jobs: 1,
@@ -99,7 +89,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         verbose: args.verbose,
     };
     let mut notes = warnings.clone();
-    let cases = list_cases(&binaries, &ws, &args.filters, &mut notes);
+    let cases = list_cases(&binaries, ws, &args.filters, &mut notes);
     let settings = ProfileSettings {
         mode: Mode::Periodic,
         lg_sample: LG_SAMPLE,
@@ -175,12 +165,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         benches,
         notes,
     };
-    json::write(&report, &out_dir.join("report.json"))?;
-    let shown = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| out_dir.strip_prefix(cwd).ok().map(Path::to_path_buf))
-        .unwrap_or_else(|| out_dir.clone());
-    crate::say_raw!("{}", render(&report, &ws.root, &shown));
+    session::finish(&session, &report, render)?;
     let any = |vs: &[Verdict]| report.benches.iter().any(|b| vs.contains(&b.verdict));
     Ok(if any(&[Verdict::Failed, Verdict::Crashed]) {
         ExitCode::TestsFailed

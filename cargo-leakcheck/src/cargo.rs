@@ -1,7 +1,7 @@
 //! Drives cargo: reads workspace metadata, builds the test executables, and says which
 //! executables there are to run.
 
-use crate::cli::TestArgs;
+use crate::cli::Selection;
 use crate::errors::Error;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ pub struct Member {
 }
 
 /// Reads `cargo metadata` for the project at `manifest_path` (or the current directory).
-pub fn load_workspace(args: &TestArgs) -> Result<Workspace, Error> {
+pub fn load_workspace(args: &Selection) -> Result<Workspace, Error> {
     let mut cmd = MetadataCommand::new();
     cmd.cargo_path(cargo_program()).no_deps();
     if let Some(m) = &args.manifest_path {
@@ -185,7 +185,8 @@ fn no_harness_targets(manifest: &Path) -> Vec<String> {
 /// enough to validate names and decide per-package build settings.
 pub fn selected_members<'a>(
     ws: &'a Workspace,
-    args: &TestArgs,
+    args: &Selection,
+    test_targets: &[String],
     current_package: Option<&str>,
 ) -> Result<Vec<&'a Member>, Error> {
     let available = || ws.members.keys().cloned().collect::<Vec<_>>();
@@ -219,7 +220,7 @@ pub fn selected_members<'a>(
     } else {
         ws.members.values().collect()
     };
-    for t in &args.tests {
+    for t in test_targets {
         if !selected.iter().any(|m| m.test_targets.contains(t)) {
             let mut all: Vec<String> = selected
                 .iter()
@@ -281,8 +282,21 @@ impl TestBinary {
     }
 }
 
+/// Which targets of the selected packages to build, and how.
+#[derive(Clone, Debug, Default)]
+pub struct Targets<'a> {
+    /// Only the library's unit tests.
+    pub lib: bool,
+    /// Only these integration tests.
+    pub tests: &'a [String],
+    /// Only these benches.
+    pub benches: &'a [String],
+    /// Release profile.
+    pub release: bool,
+}
+
 /// The `cargo test --no-run` arguments for these selection flags.
-pub fn build_args(args: &TestArgs, selected: &[&Member]) -> Vec<String> {
+pub fn build_args(args: &Selection, targets: &Targets, selected: &[&Member]) -> Vec<String> {
     let mut out: Vec<String> = vec![
         "test".into(),
         "--no-run".into(),
@@ -303,12 +317,16 @@ pub fn build_args(args: &TestArgs, selected: &[&Member]) -> Vec<String> {
         out.push("--exclude".into());
         out.push(e.clone());
     }
-    if args.lib {
+    if targets.lib {
         out.push("--lib".into());
     }
-    for t in &args.tests {
+    for t in targets.tests {
         out.push("--test".into());
         out.push(t.clone());
+    }
+    for b in targets.benches {
+        out.push("--bench".into());
+        out.push(b.clone());
     }
     let mut features = args.features.clone();
     // A crate whose global allocator is tikv-jemallocator allocates behind malloc's back;
@@ -328,7 +346,7 @@ pub fn build_args(args: &TestArgs, selected: &[&Member]) -> Vec<String> {
     if args.no_default_features {
         out.push("--no-default-features".into());
     }
-    if args.release {
+    if targets.release {
         out.push("--release".into());
     }
     if let Some(t) = &args.target_dir {
@@ -341,27 +359,24 @@ pub fn build_args(args: &TestArgs, selected: &[&Member]) -> Vec<String> {
 /// Builds the test executables, letting cargo print its diagnostics to our stderr.
 pub fn build_tests(
     ws: &Workspace,
-    args: &TestArgs,
+    args: &Selection,
+    targets: &Targets,
     selected: &[&Member],
     verbose: bool,
 ) -> Result<Vec<TestBinary>, Error> {
-    build(ws, build_args(args, selected), false, verbose)
+    build(ws, build_args(args, targets, selected), false, verbose)
 }
 
-/// Builds the bench executables (`cargo bench --no-run`), `--bench NAME` for each name.
+/// Builds the bench executables (`cargo bench --no-run`).
 pub fn build_benches(
     ws: &Workspace,
-    args: &TestArgs,
+    args: &Selection,
+    targets: &Targets,
     selected: &[&Member],
-    benches: &[String],
     verbose: bool,
 ) -> Result<Vec<TestBinary>, Error> {
-    let mut cargo_args = build_args(args, selected);
+    let mut cargo_args = build_args(args, targets, selected);
     cargo_args[0] = "bench".into();
-    for b in benches {
-        cargo_args.push("--bench".into());
-        cargo_args.push(b.clone());
-    }
     build(ws, cargo_args, true, verbose)
 }
 
@@ -481,17 +496,21 @@ mod tests {
 
     #[test]
     fn build_args_pass_selection_through_and_enable_jemalloc_profiling() {
-        let args = TestArgs {
+        let args = Selection {
             packages: vec!["a".into(), "b".into()],
-            lib: true,
-            tests: vec!["integration".into()],
             features: vec!["x".into()],
-            release: true,
             target_dir: Some(PathBuf::from("/t")),
-            ..TestArgs::default()
+            ..Selection::default()
+        };
+        let tests = vec!["integration".to_string()];
+        let targets = Targets {
+            lib: true,
+            tests: &tests,
+            release: true,
+            ..Targets::default()
         };
         let (a, b) = (member("a", true), member("b", false));
-        let got = build_args(&args, &[&a, &b]);
+        let got = build_args(&args, &targets, &[&a, &b]);
         let want = [
             "test",
             "--no-run",
@@ -511,8 +530,8 @@ mod tests {
         ];
         assert_eq!(got, want);
         // Without a tikv-jemallocator user, no feature is added.
-        let plain = TestArgs::default();
-        assert!(!build_args(&plain, &[&b])
+        let plain = Selection::default();
+        assert!(!build_args(&plain, &Targets::default(), &[&b])
             .iter()
             .any(|a| a.contains("features")));
     }
@@ -528,34 +547,37 @@ mod tests {
         for m in [member("a", false), member("b", false)] {
             ws.members.insert(m.name.clone(), m);
         }
-        let args = TestArgs {
+        let args = Selection {
             packages: vec!["nope".into()],
-            ..TestArgs::default()
+            ..Selection::default()
         };
-        let e = selected_members(&ws, &args, None).unwrap_err().to_string();
+        let e = selected_members(&ws, &args, &[], None)
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "package `nope` is not in this workspace (members: a, b)");
-        let args = TestArgs {
+        let args = Selection {
             packages: vec!["a@0.1.0".into()],
-            tests: vec!["other".into()],
-            ..TestArgs::default()
+            ..Selection::default()
         };
-        let e = selected_members(&ws, &args, None).unwrap_err().to_string();
+        let e = selected_members(&ws, &args, &["other".to_string()], None)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "no integration test target named `other` (available: integration)"
         );
-        let args = TestArgs {
+        let args = Selection {
             workspace: true,
             exclude: vec!["b".into()],
-            ..TestArgs::default()
+            ..Selection::default()
         };
-        let names: Vec<&str> = selected_members(&ws, &args, None)
+        let names: Vec<&str> = selected_members(&ws, &args, &[], None)
             .unwrap()
             .iter()
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(names, ["a"]);
-        let names: Vec<&str> = selected_members(&ws, &TestArgs::default(), Some("b"))
+        let names: Vec<&str> = selected_members(&ws, &Selection::default(), &[], Some("b"))
             .unwrap()
             .iter()
             .map(|m| m.name.as_str())

@@ -36,24 +36,25 @@ pub enum Command {
     Bench(BenchArgs),
 }
 
-/// Arguments of `cargo leakcheck bench`.
+/// Which packages and features, shared by every command (as cargo's own flags).
 #[derive(Debug, Args, Clone, Default)]
-pub struct BenchArgs {
+pub struct Selection {
     /// Path to Cargo.toml.
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
 
-    /// Package(s) to benchmark.
+    /// Package(s) to check (default: the current package, or the workspace's default
+    /// members).
     #[arg(short = 'p', long = "package", value_name = "SPEC")]
     pub packages: Vec<String>,
 
-    /// Benchmark every package in the workspace.
+    /// Check every package in the workspace.
     #[arg(long)]
     pub workspace: bool,
 
-    /// Only the named bench target (repeatable).
-    #[arg(long = "bench", value_name = "NAME")]
-    pub benches: Vec<String>,
+    /// Exclude packages from --workspace.
+    #[arg(long, value_name = "SPEC", requires = "workspace")]
+    pub exclude: Vec<String>,
 
     /// Space or comma separated list of features to activate.
     #[arg(short = 'F', long, value_name = "FEATURES")]
@@ -63,9 +64,25 @@ pub struct BenchArgs {
     #[arg(long)]
     pub all_features: bool,
 
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+
     /// Directory for all generated artifacts (also honours CARGO_TARGET_DIR).
     #[arg(long, value_name = "DIR")]
     pub target_dir: Option<PathBuf>,
+}
+
+/// Arguments of `cargo leakcheck bench`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BenchArgs {
+    /// Packages, features and target directory.
+    #[command(flatten)]
+    pub selection: Selection,
+
+    /// Only the named bench target (repeatable).
+    #[arg(long = "bench", value_name = "NAME")]
+    pub benches: Vec<String>,
 
     /// How long each benchmark runs under the tool, in seconds: criterion benches are run
     /// in profiling mode for this long; other benches are stopped after it.
@@ -97,21 +114,9 @@ pub struct BenchArgs {
 /// Arguments of `cargo leakcheck test`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct TestArgs {
-    /// Path to Cargo.toml.
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
-
-    /// Package(s) to test (default: the current package, or the workspace's default members).
-    #[arg(short = 'p', long = "package", value_name = "SPEC")]
-    pub packages: Vec<String>,
-
-    /// Test every package in the workspace.
-    #[arg(long)]
-    pub workspace: bool,
-
-    /// Exclude packages from --workspace.
-    #[arg(long, value_name = "SPEC", requires = "workspace")]
-    pub exclude: Vec<String>,
+    /// Packages, features and target directory.
+    #[command(flatten)]
+    pub selection: Selection,
 
     /// Test only the library's unit tests.
     #[arg(long)]
@@ -121,25 +126,9 @@ pub struct TestArgs {
     #[arg(long = "test", value_name = "NAME")]
     pub tests: Vec<String>,
 
-    /// Space or comma separated list of features to activate.
-    #[arg(short = 'F', long, value_name = "FEATURES")]
-    pub features: Vec<String>,
-
-    /// Activate all available features.
-    #[arg(long)]
-    pub all_features: bool,
-
-    /// Do not activate the `default` feature.
-    #[arg(long)]
-    pub no_default_features: bool,
-
     /// Build and test in release mode.
     #[arg(long, short = 'r')]
     pub release: bool,
-
-    /// Directory for all generated artifacts (also honours CARGO_TARGET_DIR).
-    #[arg(long, value_name = "DIR")]
-    pub target_dir: Option<PathBuf>,
 
     /// Number of test processes to run at once (default: number of cores).
     #[arg(short = 'j', long, value_name = "N")]

@@ -37,6 +37,7 @@ pub mod report;
 pub mod rerun;
 pub mod runner;
 pub mod runtime;
+pub mod session;
 pub mod suppressions;
 pub mod symbolize;
 

@@ -26,6 +26,19 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
+/// How a test's verdict was reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The counting pass proved it retained nothing, or nothing that extra runs add to.
+    Counters,
+    /// Its stacks were profiled exactly.
+    Stacks,
+    /// Its counting run crashed or timed out: there is nothing more to learn.
+    #[serde(rename = "count-run")]
+    CountRunOnly,
+}
+
 /// Run-wide settings that decide what the numbers mean.
 #[derive(Clone, Debug, Serialize)]
 pub struct Settings {
@@ -234,7 +247,7 @@ pub struct TestReport {
     /// How the verdict was reached: `counters` (the exact counting pass proved nothing
     /// was retained; no stacks were taken), `stacks` (exact stack profiling), or
     /// `count-run` (the counting run crashed or timed out).
-    pub method: &'static str,
+    pub method: Method,
     /// Why the verdict is `error`, `crashed`, `timeout`, `failed` or `unanalysable`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -33,27 +33,7 @@ use crate::rerun::{self, Status};
 use crate::runner::{self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase};
 use std::collections::BTreeSet;
 
-/// How a test's verdict was reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// The counting pass proved it retained nothing, or nothing that extra runs add to.
-    Counters,
-    /// Its stacks were profiled exactly.
-    Stacks,
-    /// Its counting run crashed or timed out: there is nothing more to learn.
-    CountRunOnly,
-}
-
-impl Method {
-    /// The name used in the report.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Counters => "counters",
-            Method::Stacks => "stacks",
-            Method::CountRunOnly => "count-run",
-        }
-    }
-}
+pub use crate::model::Method;
 
 /// Everything the passes produced.
 pub struct Outcome {

@@ -195,6 +195,11 @@ fn check_artifacts(run: &Run) {
                 assert!(folded.lines().all(|l| l
                     .rsplit_once(' ')
                     .is_some_and(|(_, n)| n.parse::<u64>().is_ok())));
+                // The graph starts at the test: libtest's frames below it are cut.
+                assert!(
+                    !folded.contains("test::run_test"),
+                    "{svg}: libtest frames in the graph:\n{folded}"
+                );
             }
             "clean" => assert!(svg.is_none(), "clean test {} has no flame graph", t["name"]),
             _ => {}

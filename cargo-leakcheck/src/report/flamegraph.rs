@@ -6,7 +6,10 @@ use std::io::Write;
 
 /// Folded-stack lines of the test's leaked stacks, outermost frame first, weighted by
 /// bytes (those the test's run retained, or, for a stack that grew only in extra runs, what
-/// each run added). Sorted so the same results give the same file.
+/// each run added). A stack through the test's own function starts there: what called it
+/// (libtest, panic catching, thread start) is the same for every stack and would only
+/// narrow the user's code (report.json keeps the whole stack). Sorted so the same results
+/// give the same file.
 pub fn folded_lines(test: &TestReport) -> Vec<String> {
     let weight =
         |s: &crate::model::StackReport| s.bytes.max(s.min_growth().unwrap_or(0).max(0) as u64);
@@ -14,10 +17,29 @@ pub fn folded_lines(test: &TestReport) -> Vec<String> {
         .stacks
         .iter()
         .filter(|s| s.kind == StackKind::Leak && weight(s) > 0 && s.suppression.is_none())
-        .map(|s| folded_line(&s.frames, weight(s)))
+        .map(|s| folded_line(from_the_test(&s.frames, &test.name), weight(s)))
         .collect();
     lines.sort();
     lines
+}
+
+/// `frames` (innermost first) up to and including the outermost frame of the test function
+/// `test` (a libtest name such as `tests::forget_vec`, whose frame is
+/// `<crate>::tests::forget_vec`); all of them when none is.
+fn from_the_test<'a>(
+    frames: &'a [crate::model::FrameReport],
+    test: &str,
+) -> &'a [crate::model::FrameReport] {
+    let is_test = |f: &crate::model::FrameReport| {
+        f.function == test
+            || f.function.strip_suffix(test).is_some_and(|krate| {
+                krate.ends_with("::") && !krate[..krate.len() - 2].contains("::")
+            })
+    };
+    match frames.iter().rposition(is_test) {
+        Some(i) => &frames[..=i],
+        None => frames,
+    }
 }
 
 /// One folded-stack line: frames outermost first, then the weight.
@@ -146,7 +168,7 @@ mod tests {
             stack_threshold: 0,
             test_threshold: None,
             exit: "exit code 0".into(),
-            method: "stacks",
+            method: crate::model::Method::Stacks,
             message: None,
             stacks: vec![
                 stack(
@@ -182,9 +204,32 @@ mod tests {
             folded_lines(&test_report()),
             vec![
                 "p::tests::t;<[u8, 4] as p::Make>::make 20".to_string(),
-                "test::run;p::tests::t;alloc::vec::from_elem 100".to_string(),
+                "p::tests::t;alloc::vec::from_elem 100".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn graphs_start_at_the_test_function() {
+        let frames: Vec<FrameReport> = [
+            "alloc::vec::from_elem",
+            "p::tests::t",
+            "p::tests::t::{{closure}}",
+            "core::ops::function::FnOnce::call_once",
+            "test::run_test",
+        ]
+        .iter()
+        .map(|n| frame(n))
+        .collect();
+        assert_eq!(from_the_test(&frames, "tests::t").len(), 2);
+        // Another function ending in the same name is not the test.
+        let other: Vec<FrameReport> = ["p::more::tests::t", "test::run_test"]
+            .iter()
+            .map(|n| frame(n))
+            .collect();
+        assert_eq!(from_the_test(&other, "tests::t").len(), 2);
+        // A stack of another thread keeps all its frames.
+        assert_eq!(from_the_test(&frames[3..], "tests::t").len(), 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The human summary on stderr: each leaking or broken test with its largest stacks and
 //! the first frames of the code under test, then totals and where the artifacts are.
 
-use crate::model::{FrameReport, Report, StackKind, StackReport, TestReport, Verdict};
+use crate::model::{FrameReport, Method, Report, StackKind, StackReport, TestReport, Verdict};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -105,7 +105,7 @@ fn kept_bytes(t: &TestReport) -> u64 {
         .map(|st| st.bytes)
         .sum();
     match (t.method, t.extra_runs.status, &t.first_run_retained) {
-        ("counters", "completed", Some(r)) => r.bytes,
+        (Method::Counters, "completed", Some(r)) => r.bytes,
         _ => stacks,
     }
 }
@@ -378,7 +378,7 @@ mod tests {
             stack_threshold: 0,
             test_threshold: None,
             exit: "exit code 0".into(),
-            method: "stacks",
+            method: Method::Stacks,
             message: None,
             stacks: Vec::new(),
             artifacts: crate::model::Artifacts::default(),
@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(kept_bytes(&t), 120);
         // Settled by the counting pass: no stacks, everything its run retained was kept.
         t.stacks.clear();
-        t.method = "counters";
+        t.method = Method::Counters;
         t.extra_runs.status = "completed";
         t.first_run_retained = Some(crate::model::Retained {
             objects: 3,

@@ -1,0 +1,120 @@
+//! The steps every command shares: before the work (workspace and selected packages, the
+//! configuration and its warnings, the locked output directory, the runtime) and after it
+//! (report.json and the summary, paths shown relative to where the user is).
+
+use crate::cargo::{self, Member, Workspace};
+use crate::cli::Selection;
+use crate::config::{self, Config};
+use crate::errors::Error;
+use crate::lock::FileLock;
+use crate::model::Report;
+use crate::report::json;
+use crate::runtime;
+use std::path::{Path, PathBuf};
+
+/// What a command works with once set up.
+pub struct Session {
+    /// The workspace.
+    pub ws: Workspace,
+    /// Names of the selected members (see [`Session::selected`]).
+    selected: Vec<String>,
+    /// The configuration in force.
+    pub config: Config,
+    /// Run-wide notes so far (the configuration's warnings, already printed).
+    pub notes: Vec<String>,
+    /// `<target>/leakcheck`: report, flame graphs, metrics.
+    pub out_dir: PathBuf,
+    /// `<target>/leakcheck/dumps`: per-process files.
+    pub work_dir: PathBuf,
+    /// The profiling runtime.
+    pub runtime: PathBuf,
+    /// Held for the whole command: a second run on the same target directory waits.
+    _lock: FileLock,
+}
+
+impl Session {
+    /// The selected workspace members.
+    pub fn selected(&self) -> Vec<&Member> {
+        self.selected
+            .iter()
+            .filter_map(|n| self.ws.members.get(n))
+            .collect()
+    }
+}
+
+/// Sets a command up: reads the workspace, checks the selection (`test_targets`: the
+/// `--test` names) and the configuration before anything is built, then takes the output
+/// directory and finds (or builds) the runtime.
+pub fn prepare(
+    selection: &Selection,
+    test_targets: &[String],
+    config_path: Option<&Path>,
+    verbose: bool,
+) -> Result<Session, Error> {
+    let ws = cargo::load_workspace(selection)?;
+    let current = cargo::current_package(&ws, selection.manifest_path.as_deref());
+    let selected: Vec<String> =
+        cargo::selected_members(&ws, selection, test_targets, current.as_deref())?
+            .into_iter()
+            .map(|m| m.name.clone())
+            .collect();
+    let (config, warnings) =
+        config::load(config_path, &ws.root).map_err(|e| Error::Config(e.to_string()))?;
+    for w in &warnings {
+        crate::say!("warning: {w}");
+    }
+    // The output directory before the long work, so a bad path fails fast.
+    let (out_dir, work_dir, lock) = prepare_output(&ws.target_dir)?;
+    let runtime = runtime::locate_or_build(verbose)?;
+    Ok(Session {
+        ws,
+        selected,
+        config,
+        notes: warnings,
+        out_dir,
+        work_dir,
+        runtime,
+        _lock: lock,
+    })
+}
+
+/// Takes `<target>/leakcheck.lock` (waiting for another run that holds it), then empties
+/// `<target>/leakcheck` (a stale artifact must never pass for a new one) and creates its
+/// `dumps` directory.
+fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf, FileLock), Error> {
+    let lock = crate::lock::exclusive(
+        &target_dir.join("leakcheck.lock"),
+        "another cargo-leakcheck run on this target directory",
+    )?;
+    let out_dir = target_dir.join("leakcheck");
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir)
+            .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
+    }
+    let work_dir = out_dir.join("dumps");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+    Ok((out_dir, work_dir, lock))
+}
+
+/// Writes report.json and prints the summary `render` makes of it, with the output
+/// directory shown relative to the current directory when it is below it.
+pub fn finish(
+    session: &Session,
+    report: &Report,
+    render: impl FnOnce(&Report, &Path, &Path) -> String,
+) -> Result<(), Error> {
+    json::write(report, &session.out_dir.join("report.json"))?;
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| {
+            session
+                .out_dir
+                .strip_prefix(cwd)
+                .ok()
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| session.out_dir.clone());
+    crate::say_raw!("{}", render(report, &session.ws.root, &shown));
+    Ok(())
+}
