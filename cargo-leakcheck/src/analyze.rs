@@ -519,16 +519,8 @@ pub fn judge_stacks(
     }
     let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
     for r in retained {
-        let mut frames: Vec<Frame> = Vec::new();
-        for key in &r.frames {
-            frames.extend(
-                bin.symbolizer
-                    .symbolize(&key.object, key.file_offset)
-                    .iter()
-                    .cloned(),
-            );
-        }
-        let trimmed = &frames[classify::allocator_prefix_len(&frames)..];
+        let frames = resolve_stack(&r.frames, &mut bin.symbolizer);
+        let trimmed = &frames[..];
         let classified = classify::classify_test(trimmed, &bin.exe, entry_range);
         let (kind, reason) = kind_with_growth(&classified, r.growth.as_deref());
         let shown: Vec<FrameReport> = trimmed.iter().map(frame_report).collect();
@@ -611,7 +603,25 @@ pub fn judge_stacks(
     stacks
 }
 
-fn frame_report(f: &Frame) -> FrameReport {
+/// A stack as reports show it: each return address symbolized (inlined frames included),
+/// the allocator's own frames at the top cut off.
+pub fn resolve_stack(keys: &[FrameKey], symbolizer: &mut Symbolizer) -> Vec<Frame> {
+    let mut frames: Vec<Frame> = Vec::new();
+    for key in keys {
+        frames.extend(
+            symbolizer
+                .symbolize(&key.object, key.file_offset)
+                .iter()
+                .cloned(),
+        );
+    }
+    let allocator = classify::allocator_prefix_len(&frames);
+    frames.drain(..allocator);
+    frames
+}
+
+/// A symbolized frame as the report writes it.
+pub fn frame_report(f: &Frame) -> FrameReport {
     FrameReport {
         function: f.display_name(),
         file: f.file.clone(),

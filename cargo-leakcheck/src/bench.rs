@@ -7,7 +7,7 @@
 //! its growth is its own. Any other bench target runs once, as `cargo bench` runs it, and is
 //! stopped at the time cap: the snapshots taken until then are what is judged.
 
-use crate::analyze::stderr_tail;
+use crate::analyze::{self, stderr_tail};
 use crate::cargo::{self, TestBinary};
 use crate::classify;
 use crate::cli::BenchArgs;
@@ -360,17 +360,8 @@ fn judge(
         .display()
         .to_string();
     for g in stacks.into_iter().take(STACKS_LISTED) {
-        let mut frames = Vec::new();
-        for k in &g.frames {
-            frames.extend(
-                symbolizer
-                    .symbolize(&k.object, k.file_offset)
-                    .iter()
-                    .cloned(),
-            );
-        }
-        let trimmed = &frames[classify::allocator_prefix_len(&frames)..];
-        let (kind, _) = classify::classify(trimmed, &exe);
+        let trimmed = analyze::resolve_stack(&g.frames, symbolizer);
+        let (kind, _) = classify::classify(&trimmed, &exe);
         let last = g.series.last().map(|p| p.1).unwrap_or(0);
         // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
         // growth must stand three of those clear of it.
@@ -382,15 +373,7 @@ fn judge(
             growth_bytes_per_second: g.bytes_per_second,
             flagged,
             kind,
-            frames: trimmed
-                .iter()
-                .map(|f| FrameReport {
-                    function: f.display_name(),
-                    file: f.file.clone(),
-                    line: f.line,
-                    inlined: f.inlined,
-                })
-                .collect(),
+            frames: trimmed.iter().map(analyze::frame_report).collect(),
             series: g.series,
         });
     }
