@@ -597,4 +597,65 @@ mod tests {
             "GROWS: grows::Cache::insert (lib.rs:7), allocating in <hashbrown::raw::RawTable<T>>::reserve_rehash"
         );
     }
+
+    #[test]
+    fn the_bench_summary() {
+        let at = |name: &str, file: &str| FrameReport {
+            file: Some(file.into()),
+            line: Some(12),
+            ..frame(name)
+        };
+        let bench = |name: &str, verdict: Verdict| BenchReport {
+            package: "benches".into(),
+            binary: "grows".into(),
+            name: name.into(),
+            verdict,
+            exit: "exit code 0".into(),
+            message: None,
+            sample_period: 1 << LG_SAMPLE,
+            growth_threshold: 64 << 10,
+            growth_threshold_source: "built-in default".into(),
+            snapshots: 40,
+            duration_seconds: 10.0,
+            stacks: Vec::new(),
+            artifacts: BenchArtifacts::default(),
+        };
+        let mut grows = bench("grows", Verdict::Leak);
+        grows.stacks = vec![BenchStack {
+            bytes: 3 << 20,
+            growth_bytes: 2 << 20,
+            growth_bytes_per_second: 409_600.0,
+            flagged: true,
+            kind: StackKind::Leak,
+            frames: vec![
+                at(
+                    "alloc::vec::Vec<T>::push",
+                    "/rustc/x/library/alloc/src/vec/mod.rs",
+                ),
+                at("grows::handle_request", "/ws/benches/grows.rs"),
+            ],
+            series: vec![(0.0, 1 << 20), (10.0, 3 << 20)],
+        }];
+        grows.artifacts = BenchArtifacts {
+            flamegraph: Some("benches-bench-grows/grows.svg".into()),
+            folded: Some("benches-bench-grows/grows.folded".into()),
+            plot: Some("benches-bench-grows/grows.plot.svg".into()),
+        };
+        let mut failed = bench("crashes", Verdict::Crashed);
+        failed.message = Some("killed by signal 11 (SIGSEGV)".into());
+        let report = Report {
+            version: 1,
+            settings: crate::model::Settings {
+                sample_period: 1 << LG_SAMPLE,
+                stack_threshold: 0,
+                config: None,
+            },
+            tests: Vec::new(),
+            ignored: 0,
+            benches: vec![grows, failed, bench("plateau", Verdict::Clean)],
+            notes: vec!["a note".into()],
+        };
+        let text = render(&report, Path::new("/ws"), Path::new("target/leakcheck"));
+        crate::report::snapshot::assert_snapshot("bench-summary", &text);
+    }
 }

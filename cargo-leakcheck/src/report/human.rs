@@ -446,6 +446,127 @@ mod tests {
         assert_eq!(text.matches("by B").count(), 1, "{text}");
     }
 
+    /// A report with one test of each kind of outcome the summary tells apart.
+    fn varied_report() -> Report {
+        let fr = |function: &str, file: &str, line: u32| FrameReport {
+            function: function.into(),
+            file: Some(file.into()),
+            line: Some(line),
+            inlined: false,
+        };
+        let leak_frames = vec![
+            fr(
+                "alloc::vec::from_elem",
+                "/rustc/x/library/alloc/src/vec/mod.rs",
+                3,
+            ),
+            fr("demo::cache::tests::grows", "/ws/src/cache.rs", 42),
+            fr(
+                "demo::cache::tests::grows::{{closure}}",
+                "/ws/src/cache.rs",
+                40,
+            ),
+            fr("test::run_test", "/rustc/x/library/test/src/lib.rs", 600),
+        ];
+        let mut leak = test_report();
+        leak.name = "cache::tests::grows".into();
+        leak.verdict = Verdict::Leak;
+        leak.retained_bytes = 8192 + 64;
+        leak.retained_objects = 2;
+        leak.stacks = vec![
+            StackReport {
+                frames: leak_frames.clone(),
+                ..stack(StackKind::Leak, 8192, &[8192, 8192, 8192])
+            },
+            StackReport {
+                frames: leak_frames[1..].to_vec(),
+                ..stack(StackKind::Leak, 64, &[64, 64, 64])
+            },
+            StackReport {
+                frames: leak_frames[1..].to_vec(),
+                ..stack(StackKind::ProcessLifetime, 512, &[0, 0, 0])
+            },
+        ];
+        leak.artifacts.flamegraph = Some("demo-lib-demo/cache.tests.grows.svg".into());
+        leak.extra_runs.made = 3;
+
+        let mut allowed = test_report();
+        allowed.name = "cache::tests::warm".into();
+        allowed.stacks = vec![StackReport {
+            allowed: Some(crate::model::Allowance {
+                by: "suppression",
+                rule: "[[suppress]] #1 frame \"demo::cache::warm\" (leakcheck.toml:3)".into(),
+                reason: Some("a warm cache on purpose".into()),
+            }),
+            fails: false,
+            frames: leak_frames[1..].to_vec(),
+            ..stack(StackKind::Leak, 128, &[])
+        }];
+
+        let mut failed = test_report();
+        failed.name = "net::tests::times_out_when_profiled".into();
+        failed.verdict = Verdict::Failed;
+        failed.passed_without_profiling = true;
+        failed.message = Some(
+            "passed without profiling, failed when profiled: … thread 'x' panicked at src/net.rs:9:5:\ntoo slow".into(),
+        );
+        failed.extra_runs = crate::model::ExtraRuns {
+            made: 0,
+            status: "test-failed",
+            detail: Some("the test did not pass its own run".into()),
+        };
+
+        let mut hung = test_report();
+        hung.name = "net::tests::hangs".into();
+        hung.verdict = Verdict::Timeout;
+        hung.message = Some("killed after 20.0s, its timeout".into());
+
+        let mut kept = test_report();
+        kept.name = "pool::tests::sums".into();
+        kept.method = Method::Counters;
+        kept.first_run_retained = Some(crate::model::Retained {
+            objects: 4,
+            bytes: 4096,
+        });
+
+        let mut clean = test_report();
+        clean.name = "tree::tests::root".into();
+        clean.extra_runs.status = "not-needed";
+
+        Report {
+            version: 1,
+            settings: crate::model::Settings {
+                sample_period: 1,
+                stack_threshold: 0,
+                config: Some("/ws/leakcheck.toml".into()),
+            },
+            tests: vec![leak, allowed, failed, hung, kept, clean],
+            ignored: 2,
+            benches: Vec::new(),
+            notes: vec!["doc-tests are not checked".into()],
+        }
+    }
+
+    #[test]
+    fn the_summary_of_a_varied_run() {
+        let text = render(
+            &varied_report(),
+            Path::new("/ws"),
+            Path::new("target/leakcheck"),
+        );
+        crate::report::snapshot::assert_snapshot("test-summary", &text);
+    }
+
+    #[test]
+    fn the_summary_of_an_empty_run() {
+        let mut report = varied_report();
+        report.tests.clear();
+        report.ignored = 0;
+        report.notes.clear();
+        let text = render(&report, Path::new("/ws"), Path::new("target/leakcheck"));
+        crate::report::snapshot::assert_snapshot("test-summary-empty", &text);
+    }
+
     #[test]
     fn shown_frames_start_in_the_workspace() {
         let root = Path::new("/ws");

@@ -4,3 +4,5 @@ pub mod flamegraph;
 pub mod human;
 pub mod json;
 pub mod plot;
+#[cfg(test)]
+pub mod snapshot;
