@@ -566,7 +566,7 @@ pub fn judge_stacks(
             if let Some((index, s)) = policy
                 .suppressions
                 .iter()
-                .find(|(_, s)| s.frame.matches_any(&stack.frames))
+                .find(|(_, s)| s.matches_stack(&stack.frames))
             {
                 stack.suppression = Some(*index);
                 stack.allowed = Some(Allowance {

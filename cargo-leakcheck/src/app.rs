@@ -379,13 +379,7 @@ fn analyse_binary(
         let effective = source.config.effective(name, source.cli);
         let policy = analyze::Policy {
             effective: &effective,
-            suppressions: source
-                .config
-                .suppress
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.filter.as_ref().is_none_or(|f| f.matches(name)))
-                .collect(),
+            suppressions: source.config.suppressions_for(name).collect(),
         };
         let report = if method == Method::Counters {
             analyze::proven_clean(

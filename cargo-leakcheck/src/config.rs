@@ -192,8 +192,17 @@ pub struct Suppression {
 impl Suppression {
     /// Whether this suppression covers a stack of a test.
     pub fn covers(&self, test: &str, frames: &[FrameReport]) -> bool {
+        self.applies_to(test) && self.matches_stack(frames)
+    }
+
+    /// Whether its `filter` (if any) selects the test.
+    pub fn applies_to(&self, test: &str) -> bool {
         self.filter.as_ref().is_none_or(|f| f.matches(test))
-            && frames.iter().any(|f| self.frame.matches(&f.function))
+    }
+
+    /// Whether one of the stack's frames matches its `frame`.
+    pub fn matches_stack(&self, frames: &[FrameReport]) -> bool {
+        self.frame.matches_any(frames)
     }
 }
 
@@ -843,14 +852,15 @@ impl Config {
         e
     }
 
-    /// The suppressions that may apply to a test.
+    /// The suppressions that may apply to a test, with their index among all of them.
     pub fn suppressions_for<'a>(
         &'a self,
         test: &'a str,
-    ) -> impl Iterator<Item = &'a Suppression> + 'a {
+    ) -> impl Iterator<Item = (usize, &'a Suppression)> + 'a {
         self.suppress
             .iter()
-            .filter(move |s| s.filter.as_ref().is_none_or(|f| f.matches(test)))
+            .enumerate()
+            .filter(move |(_, s)| s.applies_to(test))
     }
 }
 
