@@ -704,26 +704,17 @@ pub fn load(explicit: Option<&Path>, root: &Path) -> Result<(Config, Vec<String>
 }
 
 /// Why the configuration could not be used.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    Read(PathBuf, std::io::Error),
+    #[error("cannot read configuration `{path}`: {1}", path = .0.display())]
+    Read(PathBuf, #[source] std::io::Error),
     /// The file is not UTF-8 text (why, and what it looks like instead).
+    #[error("invalid configuration `{path}`: {1}", path = .0.display())]
     Encoding(PathBuf, String),
     /// The file has errors.
+    #[error(transparent)]
     Invalid(ConfigError),
-}
-
-impl fmt::Display for LoadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadError::Read(p, e) => write!(f, "cannot read configuration `{}`: {e}", p.display()),
-            LoadError::Encoding(p, why) => {
-                write!(f, "invalid configuration `{}`: {why}", p.display())
-            }
-            LoadError::Invalid(e) => e.fmt(f),
-        }
-    }
 }
 
 /// The text of a configuration file: UTF-8, with or without a byte-order mark. Anything

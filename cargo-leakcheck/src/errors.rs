@@ -3,7 +3,6 @@
 //! Leaks and failing tests are findings, not errors: they are decided in `analyze` and
 //! mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen.
 
-use std::fmt;
 use std::path::PathBuf;
 
 /// Documented process exit codes.
@@ -23,11 +22,13 @@ pub enum ExitCode {
 }
 
 /// A reason cargo-leakcheck could not do its job.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad command-line usage that clap cannot catch.
+    #[error("{0}")]
     Usage(String),
     /// `cargo metadata` failed: usually not a cargo project.
+    #[error("{}", metadata_text(manifest.as_deref(), message))]
     Metadata {
         /// The manifest we looked for, if known.
         manifest: Option<PathBuf>,
@@ -35,6 +36,7 @@ pub enum Error {
         message: String,
     },
     /// A `-p` package that is not in the workspace.
+    #[error("package `{name}` is not in this workspace (members: {})", available.join(", "))]
     UnknownPackage {
         /// What the user asked for.
         name: String,
@@ -42,6 +44,7 @@ pub enum Error {
         available: Vec<String>,
     },
     /// A `--test` target that no selected package has.
+    #[error("{}", unknown_target_text(name, available))]
     UnknownTestTarget {
         /// What the user asked for.
         name: String,
@@ -49,6 +52,7 @@ pub enum Error {
         available: Vec<String>,
     },
     /// `cargo test --no-run` failed; cargo has already printed its diagnostics.
+    #[error("build failed ({status}); cargo's diagnostics are above. command: {command}")]
     Build {
         /// The command that failed.
         command: String,
@@ -56,16 +60,43 @@ pub enum Error {
         status: String,
     },
     /// The configuration file is unreadable or invalid (the message names file, key, line).
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::LoadError),
     /// The profiling runtime could not be built or found.
+    #[error("the profiling runtime is unavailable: {0}")]
     Runtime(String),
     /// A file or process operation failed.
+    #[error("failed to {action}: {source}")]
     Io {
         /// What was being done, reading after "failed to".
         action: String,
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+fn metadata_text(manifest: Option<&std::path::Path>, message: &str) -> String {
+    let mut text = match manifest {
+        Some(m) => format!("could not read cargo metadata for `{}`", m.display()),
+        None => "could not read cargo metadata (is this a cargo project?)".to_string(),
+    };
+    let message = message.trim();
+    if !message.is_empty() {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    text
+}
+
+fn unknown_target_text(name: &str, available: &[String]) -> String {
+    if available.is_empty() {
+        format!("no integration test target named `{name}`: the selected packages have none")
+    } else {
+        format!(
+            "no integration test target named `{name}` (available: {})",
+            available.join(", ")
+        )
+    }
 }
 
 impl Error {
@@ -80,61 +111,5 @@ impl Error {
     /// The exit code this error ends the process with.
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::CouldNotRun
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Usage(msg) => write!(f, "{msg}"),
-            Error::Metadata { manifest, message } => {
-                match manifest {
-                    Some(m) => write!(f, "could not read cargo metadata for `{}`", m.display())?,
-                    None => write!(
-                        f,
-                        "could not read cargo metadata (is this a cargo project?)"
-                    )?,
-                }
-                let message = message.trim();
-                if !message.is_empty() {
-                    write!(f, ": {message}")?;
-                }
-                Ok(())
-            }
-            Error::UnknownPackage { name, available } => write!(
-                f,
-                "package `{name}` is not in this workspace (members: {})",
-                available.join(", ")
-            ),
-            Error::UnknownTestTarget { name, available } => {
-                if available.is_empty() {
-                    write!(f, "no integration test target named `{name}`: the selected packages have none")
-                } else {
-                    write!(
-                        f,
-                        "no integration test target named `{name}` (available: {})",
-                        available.join(", ")
-                    )
-                }
-            }
-            Error::Build { command, status } => {
-                write!(
-                    f,
-                    "build failed ({status}); cargo's diagnostics are above. command: {command}"
-                )
-            }
-            Error::Config(msg) => write!(f, "{msg}"),
-            Error::Runtime(msg) => write!(f, "the profiling runtime is unavailable: {msg}"),
-            Error::Io { action, source } => write!(f, "failed to {action}: {source}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            _ => None,
-        }
     }
 }

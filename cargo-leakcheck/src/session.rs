@@ -58,8 +58,7 @@ pub fn prepare(
             .into_iter()
             .map(|m| m.name.clone())
             .collect();
-    let (config, warnings) =
-        config::load(config_path, &ws.root).map_err(|e| Error::Config(e.to_string()))?;
+    let (config, warnings) = config::load(config_path, &ws.root)?;
     for w in &warnings {
         crate::say!("warning: {w}");
     }
