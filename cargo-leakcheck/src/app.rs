@@ -4,7 +4,7 @@ use crate::analyze::{self, BinaryAnalysis, TestIdentity};
 use crate::cargo::{self, TestBinary};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
-use crate::model::{Report, Settings, StackKind, TestReport, Verdict, REPORT_VERSION};
+use crate::model::{Report, ReportSettings, StackKind, TestReport, Verdict, REPORT_VERSION};
 use crate::passes::{self, Method};
 use crate::protocol::ProfileSettings;
 use crate::report::{flamegraph, human};
@@ -167,7 +167,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
 
     let report = Report {
         version: REPORT_VERSION,
-        settings: Settings {
+        settings: ReportSettings {
             sample_period: 1u64 << settings.lg_sample,
             stack_threshold: config.global(&cli).stack_threshold,
             config: config.path.as_ref().map(|p| p.display().to_string()),
@@ -516,7 +516,7 @@ mod tests {
     fn a_binary_that_could_not_be_run_fails_the_run_even_when_the_rest_is_clean() {
         let report = Report {
             version: REPORT_VERSION,
-            settings: Settings {
+            settings: ReportSettings {
                 sample_period: 1,
                 stack_threshold: 0,
                 config: None,

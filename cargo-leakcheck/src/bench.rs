@@ -16,8 +16,8 @@ use crate::diff;
 use crate::errors::{Error, ExitCode};
 use crate::growth::{self, Snapshot};
 use crate::model::{
-    BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, Settings, StackKind, Verdict,
-    REPORT_VERSION,
+    BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, ReportSettings, StackKind,
+    Verdict, REPORT_VERSION,
 };
 use crate::profile;
 use crate::protocol::{self, Mode, ProfileSettings};
@@ -155,7 +155,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     }
     let report = Report {
         version: REPORT_VERSION,
-        settings: Settings {
+        settings: ReportSettings {
             sample_period: period,
             stack_threshold: 0,
             config: config.path.as_ref().map(|p| p.display().to_string()),
@@ -645,7 +645,7 @@ mod tests {
         failed.message = Some("killed by signal 11 (SIGSEGV)".into());
         let report = Report {
             version: 1,
-            settings: crate::model::Settings {
+            settings: crate::model::ReportSettings {
                 sample_period: 1 << LG_SAMPLE,
                 stack_threshold: 0,
                 config: None,

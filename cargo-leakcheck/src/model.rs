@@ -13,7 +13,7 @@ pub struct Report {
     /// Always [`REPORT_VERSION`].
     pub version: u32,
     /// How the run was profiled and judged.
-    pub settings: Settings,
+    pub settings: ReportSettings,
     /// Every test that was selected, sorted by binary then name.
     pub tests: Vec<TestReport>,
     /// Tests matching the filters that were not run because they are `#[ignore]`d (run
@@ -41,7 +41,7 @@ pub enum Method {
 
 /// Run-wide settings that decide what the numbers mean.
 #[derive(Clone, Debug, Serialize)]
-pub struct Settings {
+pub struct ReportSettings {
     /// jemalloc's sampling period in bytes: 1 means every allocation was recorded exactly.
     pub sample_period: u64,
     /// A stack retaining more than this many bytes fails its test, where no `[[tests]]`

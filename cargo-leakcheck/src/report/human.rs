@@ -431,7 +431,7 @@ mod tests {
         t.stacks = vec![allow("A", 300), allow("B", 200), allow("A", 100)];
         let report = Report {
             version: 1,
-            settings: crate::model::Settings {
+            settings: crate::model::ReportSettings {
                 sample_period: 1,
                 stack_threshold: 0,
                 config: None,
@@ -535,7 +535,7 @@ mod tests {
 
         Report {
             version: 1,
-            settings: crate::model::Settings {
+            settings: crate::model::ReportSettings {
                 sample_period: 1,
                 stack_threshold: 0,
                 config: Some("/ws/leakcheck.toml".into()),
