@@ -219,8 +219,19 @@ pub struct Config {
     pub suppress: Vec<Suppression>,
     /// `[bench] growth-threshold`, bytes.
     pub bench_growth_threshold: Option<u64>,
-    /// `[[benches]]`: (filter, growth-threshold bytes, 1-based index).
-    pub benches: Vec<(Glob, Option<u64>, usize)>,
+    /// `[[benches]]`, in file order.
+    pub benches: Vec<BenchRule>,
+}
+
+/// A `[[benches]]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchRule {
+    /// Which benchmarks it applies to.
+    pub filter: Glob,
+    /// Its `growth-threshold`, bytes.
+    pub growth_threshold: Option<u64>,
+    /// 1-based position among the `[[benches]]` entries.
+    pub index: usize,
 }
 
 /// Built-in growth threshold for benchmarks: the rise over the later half of a run that
@@ -235,15 +246,19 @@ impl Config {
         if let Some(v) = cli {
             return (v, "the command line".into());
         }
-        if let Some((g, v, i)) = self
-            .benches
-            .iter()
-            .rev()
-            .find(|(g, v, _)| v.is_some() && g.matches(bench))
-        {
+        let rule = self.benches.iter().rev().find_map(|r| {
+            r.growth_threshold
+                .filter(|_| r.filter.matches(bench))
+                .map(|v| (r, v))
+        });
+        if let Some((r, v)) = rule {
             return (
-                v.expect("filtered"),
-                format!("[[benches]] #{i} (filter \"{}\")", g.as_str()),
+                v,
+                format!(
+                    "[[benches]] #{} (filter \"{}\")",
+                    r.index,
+                    r.filter.as_str()
+                ),
             );
         }
         match self.bench_growth_threshold {
@@ -637,7 +652,11 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
                         }
                     }
                     match filter {
-                        Some(f) => config.benches.push((Glob::new(&f), growth, i + 1)),
+                        Some(f) => config.benches.push(BenchRule {
+                            filter: Glob::new(&f),
+                            growth_threshold: growth,
+                            index: i + 1,
+                        }),
                         None if t.get("filter").is_none() => r.error(
                             offset,
                             &format!("{prefix}filter"),
