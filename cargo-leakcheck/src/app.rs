@@ -231,21 +231,21 @@ fn metrics_json(
         })
     };
     let mut tests: Vec<_> = Vec::new();
-    for (i, t) in results.tests.iter().enumerate() {
-        let b = &binaries[t.binary];
-        if let Some(c) = &results.counted[i] {
-            let mut e = entry(b, Some(&t.name), c);
+    for t in &results.tests {
+        let b = &binaries[t.case.binary];
+        if let Some(c) = &t.counted {
+            let mut e = entry(b, Some(&t.case.name), c);
             e["pass"] = "count".into();
             tests.push(e);
         }
-        if results.methods[i] == Method::Stacks {
-            let mut e = entry(b, Some(&t.name), &results.results[i]);
+        if t.method == Method::Stacks {
+            let mut e = entry(b, Some(&t.case.name), &t.result);
             e["pass"] = "stacks".into();
             let key = (
                 b.package.clone(),
                 b.kind.clone(),
                 b.target.clone(),
-                t.name.clone(),
+                t.case.name.clone(),
             );
             e["analysis_seconds"] = timings.analysis.get(&key).copied().into();
             e["flamegraph_seconds"] = timings.flamegraph.get(&key).copied().into();
@@ -367,28 +367,22 @@ fn analyse_binary(
     let mut out = BinaryOutput::default();
     // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
     let mut analysis: Option<BinaryAnalysis> = None;
-    for i in (0..results.tests.len()).filter(|&i| results.tests[i].binary == bi) {
+    for t in results.tests.iter().filter(|t| t.case.binary == bi) {
         let id = TestIdentity {
             package: &binary.package,
             binary: &binary.target,
             kind: &binary.kind,
-            name: &results.tests[i].name,
+            name: &t.case.name,
         };
-        let method = results.methods[i];
-        let name = &results.tests[i].name;
+        let method = t.method;
+        let name = &t.case.name;
         let effective = source.config.effective(name, source.cli);
         let policy = analyze::Policy {
             effective: &effective,
             suppressions: source.config.suppressions_for(name).collect(),
         };
         let report = if method == Method::Counters {
-            analyze::proven_clean(
-                &id,
-                &results.results[i],
-                &policy,
-                &results.reruns[i],
-                method,
-            )
+            analyze::proven_clean(&id, &t.result, &policy, &t.reruns, method)
         } else {
             let analysis = analysis.get_or_insert_with(|| {
                 let started = std::time::Instant::now();
@@ -401,12 +395,12 @@ fn analyse_binary(
             });
             let started = std::time::Instant::now();
             let reruns = analyze::Reruns {
-                outcome: &results.reruns[i],
-                entry: results.entries[i].as_ref(),
+                outcome: &t.reruns,
+                entry: t.entry.as_ref(),
             };
-            let mut r =
-                analyze::analyze_test(&id, &results.results[i], analysis, &policy, &reruns, method);
-            let counting_run_passed = results.counted[i]
+            let mut r = analyze::analyze_test(&id, &t.result, analysis, &policy, &reruns, method);
+            let counting_run_passed = t
+                .counted
                 .as_ref()
                 .is_some_and(|c| passes::first_run_end(c) == runner::ProcessEnd::Exited(0));
             let failed_profiled = matches!(

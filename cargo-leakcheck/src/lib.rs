@@ -1,18 +1,22 @@
 //! cargo-leakcheck: per-test memory leak detection for Rust test suites.
 //!
-//! The pipeline, one module per stage: [`cargo`] builds the test executables;
-//! [`runtime`] finds (or builds, once) the profiling runtime; [`runner`] runs every test
-//! in its own process with the runtime preloaded and collects jemalloc's exit dumps;
-//! [`profile`] parses a dump; [`diff`] subtracts the harness-only baseline per stack;
-//! [`symbolize`] turns addresses into functions and lines; [`classify`] tells leaks from
-//! one-time initialisation and harness memory; [`analyze`] puts a test's verdict
-//! together under the thresholds and suppressions of [`config`]; [`report`] writes
-//! `report.json`, flame graphs and the human summary. [`passes`] runs an exact counting
-//! pass first and profiles stacks only where it is needed; a test that retained memory is
-//! run again in its own process, through the function [`entry`] finds in libtest's table,
-//! and [`rerun`] holds the rules that tell process-lifetime state from leaks. `cargo leakcheck bench` is
-//! [`bench`](mod@bench), judging heap snapshots over time with the rule in [`growth`].
-//! The analysis stages are pure, so they can be tested on captured dumps.
+//! Each command (`test` in [`app`], `bench` in [`bench`](mod@bench)) is a short sequence
+//! of named steps over shared stages. [`session`] sets a command up (workspace and
+//! selection, the [`config`], the output directory under a [`lock`], the [`runtime`]) and
+//! finishes it (report.json and the summary); [`cargo`] builds the executables.
+//!
+//! Running: [`passes`] runs an exact counting pass first and profiles stacks only where it
+//! is needed; [`runner`] runs every test in its own process with the runtime preloaded (and
+//! [`interrupt`] stops them all on Ctrl-C); a test that retained memory is run again in its
+//! own process, through the function [`entry`] finds in libtest's table, and [`rerun`]
+//! holds the rules that tell process-lifetime state from leaks.
+//!
+//! Analysis, pure so it can be tested on captured dumps: [`profile`] parses a dump; [`diff`]
+//! subtracts the harness-only baseline per stack; [`symbolize`] turns addresses into
+//! functions and lines; [`classify`] tells leaks from one-time initialisation and harness
+//! memory; [`analyze`] puts a test's verdict together (one path from a raw stack to report
+//! frames, used by both commands); [`growth`] is the bench rule. [`model`] holds the typed
+//! report, [`report`] writes it: `report.json`, flame graphs, plots and the human summary.
 #![warn(missing_docs)]
 
 pub mod analyze;

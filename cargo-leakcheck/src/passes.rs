@@ -37,8 +37,8 @@ pub use crate::model::Method;
 
 /// Everything the passes produced.
 pub struct Outcome {
-    /// Every selected test that was judged.
-    pub tests: Vec<TestCase>,
+    /// Every selected test that was judged, with how.
+    pub tests: Vec<TestOutcome>,
     /// Tests matching the filters left out because they are `#[ignore]`d.
     pub ignored: usize,
     /// Tests an interruption left unjudged (see [`crate::interrupt`]).
@@ -47,17 +47,23 @@ pub struct Outcome {
     pub list_errors: Vec<(usize, String)>,
     /// Per binary: its harness-only baseline, when any of its tests was profiled.
     pub baselines: Vec<Option<ProcessResult>>,
-    /// Per test: the process result the verdict is drawn from. Its `end` is how the test's
-    /// own run ended, even when an extra run later killed the process.
-    pub results: Vec<ProcessResult>,
-    /// Per test: how.
-    pub methods: Vec<Method>,
-    /// Per test: its counting run, when it had one.
-    pub counted: Vec<Option<ProcessResult>>,
-    /// Per test: the extra runs of the process its verdict is drawn from.
-    pub reruns: Vec<rerun::Outcome>,
-    /// Per test: the entry point its extra runs called, when found.
-    pub entries: Vec<Option<Entry>>,
+}
+
+/// One judged test: what ran and what its verdict is to be drawn from.
+pub struct TestOutcome {
+    /// The test.
+    pub case: TestCase,
+    /// The process result the verdict is drawn from. Its `end` is how the test's own run
+    /// ended, even when an extra run later killed the process.
+    pub result: ProcessResult,
+    /// How the verdict is reached.
+    pub method: Method,
+    /// Its counting run, when it had one.
+    pub counted: Option<ProcessResult>,
+    /// The extra runs of the process its verdict is drawn from.
+    pub reruns: rerun::Outcome,
+    /// The entry point its extra runs called, when found.
+    pub entry: Option<Entry>,
 }
 
 /// Whether a counting run leaves the test's verdict open.
@@ -358,9 +364,6 @@ pub fn run(
         }
     }
 
-    let mut results = Vec::with_capacity(tests.len());
-    let mut methods = Vec::with_capacity(tests.len());
-    let mut reruns = Vec::with_capacity(tests.len());
     // An interruption leaves tests unjudged: killed or never started in the pass that
     // would judge them, or profiled without their binary's baseline.
     let interrupted = |r: &ProcessResult| r.end == ProcessEnd::Interrupted;
@@ -389,55 +392,38 @@ pub fn run(
         }
     }
     let mut not_finished = Vec::new();
-    for t in 0..tests.len() {
+    let mut judged = Vec::with_capacity(tests.len());
+    for (t, ((case, counted), entry)) in tests.into_iter().zip(counted).zip(entries).enumerate() {
         if unfinished[t] {
-            not_finished.push(tests[t].clone());
+            not_finished.push(case);
             continue;
         }
-        match (profiled[t].take(), &counted[t], settled[t].take()) {
-            (Some(r), _, Some(Counted::Stacks { outcome, .. })) => {
-                results.push(r);
-                methods.push(Method::Stacks);
-                reruns.push(outcome);
-            }
+        let (result, method, reruns) = match (profiled[t].take(), &counted, settled[t].take()) {
+            (Some(r), _, Some(Counted::Stacks { outcome, .. })) => (r, Method::Stacks, outcome),
             (None, Some(c), Some(Counted::Clean(outcome))) => {
-                results.push(c.clone());
-                methods.push(Method::Counters);
-                reruns.push(outcome);
+                (c.clone(), Method::Counters, outcome)
             }
             (None, Some(c), Some(Counted::Over(outcome))) => {
-                results.push(c.clone());
-                methods.push(Method::CountRunOnly);
-                reruns.push(outcome);
+                (c.clone(), Method::CountRunOnly, outcome)
             }
             _ => unreachable!("every test is counted or profiled"),
-        }
+        };
+        judged.push(TestOutcome {
+            case,
+            result,
+            method,
+            counted,
+            reruns,
+            entry,
+        });
     }
-    let keep = |t: usize| !unfinished[t];
-    let tests = keep_where(tests, keep);
-    let counted = keep_where(counted, keep);
-    let entries = keep_where(entries, keep);
     Ok(Outcome {
-        tests,
+        tests: judged,
         ignored,
         not_finished,
         list_errors,
         baselines,
-        results,
-        methods,
-        counted,
-        reruns,
-        entries,
     })
-}
-
-/// The items of `v` whose index passes `keep`.
-fn keep_where<T>(v: Vec<T>, keep: impl Fn(usize) -> bool) -> Vec<T> {
-    v.into_iter()
-        .enumerate()
-        .filter(|(i, _)| keep(*i))
-        .map(|(_, x)| x)
-        .collect()
 }
 
 #[cfg(test)]
