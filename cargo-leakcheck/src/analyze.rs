@@ -278,6 +278,7 @@ pub struct Policy<'a> {
     pub suppressions: Vec<(usize, &'a Suppression)>,
 }
 
+#[cfg(test)]
 impl Policy<'_> {
     /// A policy with only a stack threshold (the command line's `--threshold`).
     pub fn threshold(effective: &Effective) -> Policy<'_> {
@@ -377,16 +378,9 @@ pub fn analyze_test(
             ));
             return report;
         }
-        ProcessEnd::SpawnFailed(e) => {
+        ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
             report.verdict = Verdict::Error;
-            report.message = Some(e.clone());
-            return report;
-        }
-        // Interrupted tests are left out of the report before analysis; should one get here,
-        // it proves nothing.
-        ProcessEnd::Interrupted => {
-            report.verdict = Verdict::Error;
-            report.message = Some("the run was interrupted before this test finished".into());
+            report.message = never_ran(&result.end, "test");
             return report;
         }
     };
@@ -601,6 +595,19 @@ pub fn judge_stacks(
             .then_with(|| a.frames.cmp(&b.frames))
     });
     stacks
+}
+
+/// Why a process that did not run proves nothing about the test or bench (`what`) it was
+/// for; `None` for a process that ran. Interrupted ones are normally left out of the
+/// report before analysis.
+pub fn never_ran(end: &ProcessEnd, what: &str) -> Option<String> {
+    match end {
+        ProcessEnd::SpawnFailed(e) => Some(e.clone()),
+        ProcessEnd::Interrupted => Some(format!(
+            "the run was interrupted before this {what} finished"
+        )),
+        _ => None,
+    }
 }
 
 /// A stack as reports show it: each return address symbolized (inlined frames included),

@@ -60,16 +60,18 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         ));
     }
     let session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
-    let (ws, config) = (&session.ws, &session.config);
-    let (out_dir, work_dir) = (session.out_dir.clone(), session.work_dir.clone());
-    let runtime = session.runtime.clone();
-    let warnings = session.notes.clone();
-    let selected = session.selected();
+    let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
     let targets = cargo::Targets {
         benches: &args.benches,
         ..cargo::Targets::default()
     };
-    let binaries = cargo::build_benches(ws, &args.selection, &targets, &selected, args.verbose)?;
+    let binaries = cargo::build_benches(
+        ws,
+        &args.selection,
+        &targets,
+        &session.selected(),
+        args.verbose,
+    )?;
 
     let filter = TestFilter::default();
     let cap = Duration::from_secs(args.bench_time);
@@ -78,8 +80,8 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
     let never = |_: &str| false;
     let run_config = RunConfig {
         workspace: ws,
-        runtime: &runtime,
-        work_dir: &work_dir,
+        runtime: &session.runtime,
+        work_dir: &session.work_dir,
         jobs: 1,
         timeout: cap,
         timeouts: &no_timeout,
@@ -88,7 +90,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         filter: &filter,
         verbose: args.verbose,
     };
-    let mut notes = warnings.clone();
+    let mut notes = session.notes.clone();
     let cases = list_cases(&binaries, ws, &args.filters, &mut notes);
     let settings = ProfileSettings {
         mode: Mode::Periodic,
@@ -144,14 +146,14 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         }
         let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
         let symbolizer = symbolizers[case.binary].get_or_insert_with(Symbolizer::new);
-        let dumps = protocol::all_dumps(&work_dir, &key, protocol::PRELOAD_STEM);
+        let dumps = protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM);
         let mut report = judge(binary, case, &result, &dumps, symbolizer, threshold, period);
         report.growth_threshold_source = source;
         benches.push(report);
     }
     benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));
     for b in &mut benches {
-        write_artifacts(b, &out_dir, &ws.root, &mut notes);
+        write_artifacts(b, out_dir, &ws.root, &mut notes);
     }
     let report = Report {
         version: REPORT_VERSION,
@@ -303,14 +305,9 @@ fn judge(
                 stderr_tail(&result.stderr)
             ));
         }
-        ProcessEnd::SpawnFailed(e) => {
+        ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
             report.verdict = Verdict::Error;
-            report.message = Some(e.clone());
-            return report;
-        }
-        ProcessEnd::Interrupted => {
-            report.verdict = Verdict::Error;
-            report.message = Some("the run was interrupted before this bench finished".into());
+            report.message = analyze::never_ran(&result.end, "bench");
             return report;
         }
     }

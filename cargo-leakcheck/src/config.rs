@@ -13,6 +13,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 /// The documented reference configuration, every key at its default.
+#[cfg(test)]
 pub const DEFAULT_CONFIG: &str = include_str!("default-config.toml");
 
 /// Where the configuration is looked for, relative to the workspace root, in order.
@@ -190,11 +191,6 @@ pub struct Suppression {
 }
 
 impl Suppression {
-    /// Whether this suppression covers a stack of a test.
-    pub fn covers(&self, test: &str, frames: &[FrameReport]) -> bool {
-        self.applies_to(test) && self.matches_stack(frames)
-    }
-
     /// Whether its `filter` (if any) selects the test.
     pub fn applies_to(&self, test: &str) -> bool {
         self.filter.as_ref().is_none_or(|f| f.matches(test))
@@ -1156,6 +1152,10 @@ reason = "warmed on purpose"
 filter = "cache::*"
 "#,
         );
+        // What the analysis asks: the filter selects the test, and a frame matches.
+        let covers = |s: &Suppression, test: &str, frames: &[FrameReport]| {
+            s.applies_to(test) && s.matches_stack(frames)
+        };
         let frames = |names: &[&str]| -> Vec<FrameReport> {
             names
                 .iter()
@@ -1167,14 +1167,19 @@ filter = "cache::*"
                 })
                 .collect()
         };
-        assert!(c.suppress[0].covers(
+        assert!(covers(
+            &c.suppress[0],
             "t",
             &frames(&["alloc::vec::from_elem", "some_crate::pool::Slab::new", "t"])
         ));
-        assert!(!c.suppress[0].covers("t", &frames(&["other::pool::x"])));
-        assert!(c.suppress[1].covers("cache::a", &frames(&["app::warm_cache"])));
+        assert!(!covers(&c.suppress[0], "t", &frames(&["other::pool::x"])));
+        assert!(covers(
+            &c.suppress[1],
+            "cache::a",
+            &frames(&["app::warm_cache"])
+        ));
         assert!(
-            !c.suppress[1].covers("other::a", &frames(&["app::warm_cache"])),
+            !covers(&c.suppress[1], "other::a", &frames(&["app::warm_cache"])),
             "filtered to cache::*"
         );
         assert_eq!(c.suppressions_for("other::a").count(), 1);

@@ -1,49 +1,50 @@
 //! cargo-leakcheck: per-test memory leak detection for Rust test suites.
 //!
-//! Each command (`test` in [`app`], `bench` in [`bench`](mod@bench)) is a short sequence
-//! of named steps over shared stages. [`session`] sets a command up (workspace and
-//! selection, the [`config`], the output directory under a [`lock`], the [`runtime`]) and
-//! finishes it (report.json and the summary); [`cargo`] builds the executables.
+//! Each command (`test` in `app`, `bench` in `bench`) is a short sequence
+//! of named steps over shared stages. `session` sets a command up (workspace and
+//! selection, the `config`, the output directory under a `lock`, the `runtime`) and
+//! finishes it (report.json and the summary); `cargo` builds the executables.
 //!
-//! Running: [`passes`] runs an exact counting pass first and profiles stacks only where it
-//! is needed; [`runner`] runs every test in its own process with the runtime preloaded (and
-//! [`interrupt`] stops them all on Ctrl-C); a test that retained memory is run again in its
-//! own process, through the function [`entry`] finds in libtest's table, and [`rerun`]
+//! Running: `passes` runs an exact counting pass first and profiles stacks only where it
+//! is needed; `runner` runs every test in its own process with the runtime preloaded (and
+//! `interrupt` stops them all on Ctrl-C); a test that retained memory is run again in its
+//! own process, through the function `entry` finds in libtest's table, and `rerun`
 //! holds the rules that tell process-lifetime state from leaks.
 //!
-//! Analysis, pure so it can be tested on captured dumps: [`profile`] parses a dump; [`diff`]
-//! subtracts the harness-only baseline per stack; [`symbolize`] turns addresses into
-//! functions and lines; [`classify`] tells leaks from one-time initialisation and harness
-//! memory; [`analyze`] puts a test's verdict together (one path from a raw stack to report
-//! frames, used by both commands); [`growth`] is the bench rule. [`model`] holds the typed
-//! report, [`report`] writes it: `report.json`, flame graphs, plots and the human summary.
-#![warn(missing_docs)]
+//! Analysis, pure so it can be tested on captured dumps: `profile` parses a dump; `diff`
+//! subtracts the harness-only baseline per stack; `symbolize` turns addresses into
+//! functions and lines; `classify` tells leaks from one-time initialisation and harness
+//! memory; `analyze` puts a test's verdict together (one path from a raw stack to report
+//! frames, used by both commands); `growth` is the bench rule. `model` holds the typed
+//! report, `report` writes it: `report.json`, flame graphs, plots and the human summary.
 
-pub mod analyze;
-pub mod app;
-pub mod bench;
-pub mod cargo;
-pub mod classify;
-pub mod cli;
-pub mod config;
-pub mod console;
-pub mod diff;
-pub mod entry;
-pub mod errors;
-pub mod growth;
-pub mod interrupt;
-pub mod lock;
-pub mod model;
-pub mod passes;
-pub mod profile;
-pub mod protocol;
-pub mod report;
-pub mod rerun;
-pub mod runner;
-pub mod runtime;
-pub mod session;
-pub mod suppressions;
-pub mod symbolize;
+pub(crate) mod analyze;
+pub(crate) mod app;
+pub(crate) mod bench;
+pub(crate) mod cargo;
+pub(crate) mod classify;
+pub(crate) mod cli;
+pub(crate) mod config;
+pub(crate) mod console;
+pub(crate) mod diff;
+pub(crate) mod entry;
+pub(crate) mod errors;
+#[cfg(test)]
+mod fuzz;
+pub(crate) mod growth;
+pub(crate) mod interrupt;
+pub(crate) mod lock;
+pub(crate) mod model;
+pub(crate) mod passes;
+pub(crate) mod profile;
+pub(crate) mod protocol;
+pub(crate) mod report;
+pub(crate) mod rerun;
+pub(crate) mod runner;
+pub(crate) mod runtime;
+pub(crate) mod session;
+pub(crate) mod suppressions;
+pub(crate) mod symbolize;
 
 use errors::ExitCode;
 

@@ -8,20 +8,12 @@
 use crate::errors::Error;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// An exclusive lock, held until dropped.
 #[derive(Debug)]
 pub struct FileLock {
     _file: File,
-    path: PathBuf,
-}
-
-impl FileLock {
-    /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// Takes the exclusive lock on `path` (created if needed). When another process holds it,
@@ -44,10 +36,7 @@ pub fn exclusive(path: &Path, holder: &str) -> Result<FileLock, Error> {
         );
         flock(&file, libc::LOCK_EX)?;
     }
-    Ok(FileLock {
-        _file: file,
-        path: path.to_path_buf(),
-    })
+    Ok(FileLock { _file: file })
 }
 
 /// `flock` with retries on EINTR; `Ok(false)` when a non-blocking attempt found the lock

@@ -84,6 +84,7 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    #[cfg(test)]
     /// Whether code can run from this mapping; return addresses of a stack should only
     /// ever fall in such mappings.
     pub fn is_executable(&self) -> bool {
@@ -270,22 +271,26 @@ impl ProfileError {
     }
 
     /// The dump's path, when it was read with [`read_heap_profile`].
+    #[cfg(test)]
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
     /// 1-based number of the offending line; for a truncated dump, the last line there
     /// is. `None` when no line is involved (the file could not be opened).
+    #[cfg(test)]
     pub fn line(&self) -> Option<usize> {
         self.line
     }
 
     /// The offending line, shortened to about 120 characters.
+    #[cfg(test)]
     pub fn line_text(&self) -> &str {
         &self.text
     }
 
     /// What was wrong.
+    #[cfg(test)]
     pub fn kind(&self) -> &ProfileErrorKind {
         &self.kind
     }

@@ -1,14 +1,14 @@
-//! Bounded fuzzing of every input the tool parses: heap dumps, configuration files, the
+//! Bounded fuzzing (unit tests) of every input the tool parses: heap dumps, configuration files, the
 //! runtime's records, and executables (the symbolizer and the entry-point finder). Inputs
 //! are mutations of the corpus in `tests/fuzz/corpus/`, drawn from a seeded generator, so
 //! a run is reproducible: `LEAKCHECK_FUZZ_SEED` picks another seed and
 //! `LEAKCHECK_FUZZ_SCALE` multiplies the number of cases (for a longer run by hand).
 //! Every input must give a result or a clear error, never a panic; a failing input is
-//! saved under the target directory for replay.
+//! saved under the temporary directory for replay.
 
-use cargo_leakcheck::{config, entry, profile, protocol, symbolize};
+use crate::{config, entry, profile, protocol, symbolize};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// xorshift64*: small, fast, and the same sequence on every machine.
 struct Rng(u64);
@@ -164,14 +164,14 @@ fn fuzz(kind: &str, base_cases: usize, mut check: impl FnMut(&[u8]) -> Result<()
             Err(_) => failures.push(format!("{label}: panicked")),
         }
         if failures.len() == 1 && failures[0].starts_with(label.as_str()) {
-            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuzz-failures");
+            let dir = std::env::temp_dir().join("leakcheck-fuzz-failures");
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join(label.replace('#', "-")), input).unwrap();
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {} {kind} inputs went wrong (seed {}; first saved under target/tmp/fuzz-failures):\n{}",
+        "{} of {} {kind} inputs went wrong (seed {}; first saved under $TMPDIR/leakcheck-fuzz-failures):\n{}",
         failures.len(),
         inputs.len(),
         seed(),
@@ -269,7 +269,7 @@ fn runtime_record_parser_never_panics() {
 
 #[test]
 fn symbolizer_and_entry_finder_survive_damaged_executables() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuzz-elf");
+    let dir = std::env::temp_dir().join("leakcheck-fuzz-elf");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("exe-{}", std::process::id()));
     let mut rng = Rng(seed() ^ 0xe1f);
