@@ -188,47 +188,49 @@ fn clear(message: String) -> Result<(), String> {
     }
 }
 
-#[test]
-fn heap_dump_parser_never_panics() {
+/// Fuzzes a parser: `parse` gives `None` for an input it does not take at all, else
+/// whether it parsed (and what follows parsing held up) or the error it gave. Both paths
+/// must be exercised: the mutations are neither all harmless nor all fatal.
+fn fuzz_parser<E: std::fmt::Display>(
+    kind: &str,
+    cases: usize,
+    mut parse: impl FnMut(&[u8]) -> Option<Result<(), E>>,
+) {
     let (mut ok, mut refused) = (0, 0);
-    fuzz("heap", 3000, |input| {
-        match profile::parse_heap_profile(input) {
-            Ok(p) => {
-                ok += 1;
-                // What analysis does next must hold up too.
-                let _ = p.unbiased();
-                Ok(())
-            }
-            Err(e) => {
-                refused += 1;
-                clear(e.to_string())
-            }
+    fuzz(kind, cases, |input| match parse(input) {
+        None => Ok(()),
+        Some(Ok(())) => {
+            ok += 1;
+            Ok(())
+        }
+        Some(Err(e)) => {
+            refused += 1;
+            clear(e.to_string())
         }
     });
-    // Both paths were exercised: the mutations are neither all harmless nor all fatal.
-    assert!(ok > 100 && refused > 100, "{ok} parsed, {refused} refused");
+    assert!(
+        ok > 100 && refused > 100,
+        "{kind}: {ok} parsed, {refused} refused"
+    );
+}
+
+#[test]
+fn heap_dump_parser_never_panics() {
+    fuzz_parser("heap", 3000, |input| {
+        // What analysis does next must hold up too.
+        Some(profile::parse_heap_profile(input).map(|p| drop(p.unbiased())))
+    });
 }
 
 #[test]
 fn config_parser_never_panics() {
-    let (mut ok, mut refused) = (0, 0);
-    fuzz("config", 3000, |input| {
-        let Ok(text) = std::str::from_utf8(input) else {
-            return Ok(());
-        };
-        match config::parse(text, Path::new("leakcheck.toml")) {
-            Ok((c, _)) => {
-                ok += 1;
-                let _ = c.effective("tests::x", &config::Settings::default());
-                Ok(())
-            }
-            Err(e) => {
-                refused += 1;
-                clear(e.to_string())
-            }
-        }
+    fuzz_parser("config", 3000, |input| {
+        let text = std::str::from_utf8(input).ok()?;
+        Some(
+            config::parse(text, Path::new("leakcheck.toml"))
+                .map(|(c, _)| drop(c.effective("tests::x", &config::Settings::default()))),
+        )
     });
-    assert!(ok > 100 && refused > 100, "{ok} parsed, {refused} refused");
 }
 
 #[test]
