@@ -3,6 +3,7 @@
 //!
 //! Pure apart from reading dump files, so it runs the same on captured dumps.
 
+use crate::cargo::TestBinary;
 use crate::classify;
 use crate::config::{Effective, Suppression};
 use crate::diff::{self, FrameKey, NormalizedProfile};
@@ -33,7 +34,8 @@ pub struct BinaryAnalysis {
 
 impl BinaryAnalysis {
     /// Prepares the analysis of a binary from its baseline run.
-    pub fn new(exe_path: &Path, baseline: Option<&ProcessResult>) -> (Self, Option<String>) {
+    pub fn new(binary: &TestBinary, baseline: Option<&ProcessResult>) -> (Self, Option<String>) {
+        let exe_path = binary.path.as_path();
         let baseline_result = baseline;
         let exe = exe_path
             .canonicalize()
@@ -54,7 +56,7 @@ impl BinaryAnalysis {
             },
         };
         let mut symbolizer = Symbolizer::new();
-        let rust_allocations_visible = !has_custom_global_allocator(exe_path)
+        let rust_allocations_visible = !binary.symbols.custom_global_allocator
             || baseline_result.is_some_and(|r| {
                 !r.app_dumps.is_empty() || global_allocator_reached_malloc(r, &mut symbolizer)
             });
@@ -68,29 +70,6 @@ impl BinaryAnalysis {
             note,
         )
     }
-}
-
-/// Whether the executable has its own `#[global_allocator]`. Rust's allocation shim
-/// forwards to std's default allocator, `__rdl_alloc`, only when there is none; with one
-/// (Rust 1.95 calls the impl straight from `__rust_alloc`), `__rdl_alloc` is not linked in.
-/// A binary linking std dynamically (a proc-macro crate's tests) defines no shim at all:
-/// it imports `__rust_alloc` from libstd-*.so, whose shim is the default one.
-pub fn has_custom_global_allocator(exe: &Path) -> bool {
-    use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(exe) else {
-        return false;
-    };
-    let Ok(file) = object::File::parse(&*data) else {
-        return false;
-    };
-    let default_linked = file.symbols().chain(file.dynamic_symbols()).any(|s| {
-        s.name()
-            .is_ok_and(|n| n.contains("__rdl_alloc") || n.contains("__rg_alloc"))
-    });
-    let shim_imported = file
-        .dynamic_symbols()
-        .any(|s| s.is_undefined() && s.name().is_ok_and(|n| n.ends_with("__rust_alloc")));
-    !default_linked && !shim_imported
 }
 
 /// Whether the process's accumulated allocations (`prof_accum`) show the global

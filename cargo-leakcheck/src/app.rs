@@ -105,7 +105,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let results = passes::run(&binaries, &run_config, args.stacks_for_all)?;
     let run_seconds = run_started.elapsed().as_secs_f64();
     if !results.not_finished.is_empty() {
-        notes.push(interrupted_note(
+        notes.push(session::interrupted_note(
             results.not_finished.len(),
             "test",
             "tests",
@@ -283,16 +283,6 @@ fn own_peak_rss_kib() -> Option<u64> {
     (r == 0).then(|| u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
-/// The note a report gets when an interruption left `n` items unjudged.
-pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
-    let signal = crate::interrupt::requested().map_or("a signal", crate::runner::signal_name);
-    format!(
-        "interrupted by {signal}: {} did not finish and {} not in this report",
-        plural(n, one, many),
-        if n == 1 { "is" } else { "are" }
-    )
-}
-
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -386,7 +376,7 @@ fn analyse_binary(
         } else {
             let analysis = analysis.get_or_insert_with(|| {
                 let started = std::time::Instant::now();
-                let (a, note) = BinaryAnalysis::new(&binary.path, results.baselines[bi].as_ref());
+                let (a, note) = BinaryAnalysis::new(binary, results.baselines[bi].as_ref());
                 out.notes.extend(note);
                 out.timings
                     .binaries

@@ -137,7 +137,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         };
         let result = runner::run_process(binary, &key, &run_config, &spec);
         if result.end == ProcessEnd::Interrupted {
-            notes.push(crate::app::interrupted_note(
+            notes.push(session::interrupted_note(
                 cases.len() - i,
                 "bench",
                 "benches",
@@ -191,7 +191,7 @@ fn list_cases(
         // Per binary: a package that depends on criterion may also have plain benches, and
         // asking a plain `main` for `--list` would just run it.
         let criterion = ws.members.get(&b.package).is_some_and(|m| m.uses_criterion)
-            && links_criterion(&b.path);
+            && b.symbols.links_criterion;
         if !criterion {
             cases.push(Case {
                 binary: i,
@@ -236,19 +236,6 @@ fn list_cases(
         }
     }
     cases
-}
-
-/// Whether the executable contains criterion's code (its mangled crate name).
-fn links_criterion(exe: &Path) -> bool {
-    use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(exe) else {
-        return false;
-    };
-    let Ok(file) = object::File::parse(&*data) else {
-        return false;
-    };
-    file.symbols()
-        .any(|s| s.name().is_ok_and(|n| n.contains("9criterion")))
 }
 
 /// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.

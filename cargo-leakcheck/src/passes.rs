@@ -24,7 +24,6 @@
 //! allocations and a cache of tens of MiB. A test that fails is re-run with the user's
 //! environment, so its failure message keeps the backtrace the user asked for.
 
-use crate::analyze::has_custom_global_allocator;
 use crate::cargo::TestBinary;
 use crate::entry::{self, Entry, Inspection, Layout};
 use crate::errors::Error;
@@ -89,7 +88,7 @@ pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
 
 /// Whether the counting pass can judge this binary's tests.
 pub fn countable(binary: &TestBinary) -> bool {
-    binary.harness && !has_custom_global_allocator(&binary.path)
+    binary.harness && !binary.symbols.custom_global_allocator
 }
 
 /// Reads each libtest binary for its tests' entry points. A binary whose own tests leave

@@ -117,3 +117,17 @@ pub fn finish(
     crate::say_raw!("{}", render(report, &session.ws.root, &shown));
     Ok(())
 }
+
+/// The note a report gets when an interruption left `n` items unjudged.
+pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
+    let signal = crate::interrupt::requested().map_or("a signal", crate::runner::signal_name);
+    format!(
+        "interrupted by {signal}: {} did not finish and {} not in this report",
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        },
+        if n == 1 { "is" } else { "are" }
+    )
+}
