@@ -169,10 +169,11 @@ pub struct RunGrowth {
 pub struct ExtraRuns {
     /// How many extra runs were made and measured.
     pub made: u32,
-    /// `completed`, or why there were none or fewer: `not-needed`, `off`, `test-failed`,
-    /// `should-panic`, `no-harness`, `no-entry-point`, `panicked`, `crashed`, `timed-out`,
-    /// `failed`, `unavailable`.
-    pub status: &'static str,
+    /// `completed`, or why there were none or fewer (written as its name: `not-needed`,
+    /// `off`, `test-failed`, `exited-early`, `should-panic`, `no-harness`,
+    /// `no-entry-point`, `panicked`, `crashed`, `timed-out`, `failed`, `unavailable`).
+    #[serde(serialize_with = "status_name")]
+    pub status: crate::rerun::Status,
     /// The reason in words, when there is more to say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -183,10 +184,17 @@ impl ExtraRuns {
     pub fn from_outcome(outcome: &crate::rerun::Outcome) -> ExtraRuns {
         ExtraRuns {
             made: outcome.made,
-            status: outcome.status.as_str(),
+            status: outcome.status.clone(),
             detail: outcome.status.detail(outcome.made),
         }
     }
+}
+
+fn status_name<S: serde::Serializer>(
+    status: &crate::rerun::Status,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(status.as_str())
 }
 
 /// Exact objects and bytes.

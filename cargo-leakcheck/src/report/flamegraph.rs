@@ -190,7 +190,7 @@ mod tests {
             artifacts: Artifacts::default(),
             extra_runs: crate::model::ExtraRuns {
                 made: 0,
-                status: "off",
+                status: crate::rerun::Status::Off,
                 detail: None,
             },
             first_run_retained: None,

@@ -2,6 +2,7 @@
 //! the first frames of the code under test, then totals and where the artifacts are.
 
 use crate::model::{FrameReport, Method, Report, StackKind, StackReport, TestReport, Verdict};
+use crate::rerun::Status;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -89,7 +90,7 @@ fn growth_text(stack: &StackReport) -> String {
 /// runs could have told apart.
 fn single_run_reason(t: &TestReport) -> Option<&str> {
     match t.extra_runs.status {
-        "completed" | "not-needed" | "test-failed" => None,
+        Status::Completed | Status::NotNeeded | Status::TestFailed => None,
         _ => t.extra_runs.detail.as_deref(),
     }
 }
@@ -104,8 +105,8 @@ fn kept_bytes(t: &TestReport) -> u64 {
         .filter(|st| !st.fails)
         .map(|st| st.bytes)
         .sum();
-    match (t.method, t.extra_runs.status, &t.first_run_retained) {
-        (Method::Counters, "completed", Some(r)) => r.bytes,
+    match (t.method, &t.extra_runs.status, &t.first_run_retained) {
+        (Method::Counters, Status::Completed, Some(r)) => r.bytes,
         _ => stacks,
     }
 }
@@ -384,7 +385,7 @@ mod tests {
             artifacts: crate::model::Artifacts::default(),
             extra_runs: crate::model::ExtraRuns {
                 made: 2,
-                status: "completed",
+                status: Status::Completed,
                 detail: None,
             },
             first_run_retained: None,
@@ -404,14 +405,14 @@ mod tests {
         // Settled by the counting pass: no stacks, everything its run retained was kept.
         t.stacks.clear();
         t.method = Method::Counters;
-        t.extra_runs.status = "completed";
+        t.extra_runs.status = Status::Completed;
         t.first_run_retained = Some(crate::model::Retained {
             objects: 3,
             bytes: 4096,
         });
         assert_eq!(kept_bytes(&t), 4096);
         // A test that retained nothing kept nothing.
-        t.extra_runs.status = "not-needed";
+        t.extra_runs.status = Status::NotNeeded;
         assert_eq!(kept_bytes(&t), 0);
     }
 
@@ -512,7 +513,7 @@ mod tests {
         );
         failed.extra_runs = crate::model::ExtraRuns {
             made: 0,
-            status: "test-failed",
+            status: Status::TestFailed,
             detail: Some("the test did not pass its own run".into()),
         };
 
@@ -531,7 +532,7 @@ mod tests {
 
         let mut clean = test_report();
         clean.name = "tree::tests::root".into();
-        clean.extra_runs.status = "not-needed";
+        clean.extra_runs.status = Status::NotNeeded;
 
         Report {
             version: 1,
