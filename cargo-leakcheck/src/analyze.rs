@@ -700,8 +700,8 @@ mod tests {
     }
 
     fn eff(stack_threshold: u64) -> Effective {
-        let mut e =
-            crate::config::Config::default().effective("t", &crate::config::Settings::default());
+        let mut e = crate::config::Config::default()
+            .effective("t", &crate::config::SettingsLayer::default());
         e.stack_threshold = stack_threshold;
         e
     }

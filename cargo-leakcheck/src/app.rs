@@ -21,7 +21,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
             .transpose()
     };
     // Command-line settings win over the configuration file.
-    let cli = config::Settings {
+    let cli = config::SettingsLayer {
         stack_threshold: size("--threshold", &args.threshold)?,
         test_threshold: size("--test-threshold", &args.test_threshold)?,
         one_time_fails: None,
@@ -345,7 +345,7 @@ fn analyse(
 /// Where each test's policy comes from.
 struct PolicySource<'a> {
     config: &'a config::Config,
-    cli: &'a config::Settings,
+    cli: &'a config::SettingsLayer,
 }
 
 fn analyse_binary(

@@ -148,10 +148,10 @@ impl Glob {
     }
 }
 
-/// Settings that may be given in `[defaults]`, a `[[tests]]` entry or on the command line;
+/// One layer of settings: what `[defaults]`, a `[[tests]]` entry or the command line says;
 /// `None` means "not said here".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
+pub struct SettingsLayer {
     /// `stack-threshold`, bytes.
     pub stack_threshold: Option<u64>,
     /// `test-threshold`, bytes.
@@ -170,7 +170,7 @@ pub struct TestRule {
     /// Which tests it applies to.
     pub filter: Glob,
     /// What it sets.
-    pub settings: Settings,
+    pub settings: SettingsLayer,
     /// 1-based position among the `[[tests]]` entries.
     pub index: usize,
 }
@@ -208,7 +208,7 @@ pub struct Config {
     /// The file it came from (None: built-in defaults only).
     pub path: Option<PathBuf>,
     /// `[defaults]`.
-    pub defaults: Settings,
+    pub defaults: SettingsLayer,
     /// `[[tests]]`, in file order.
     pub tests: Vec<TestRule>,
     /// `[[suppress]]`, in file order.
@@ -455,7 +455,7 @@ impl Reader<'_> {
     }
 
     /// Reads the setting keys of a table; `extra` lists further keys the caller handles.
-    fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> Settings {
+    fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> SettingsLayer {
         const KEYS: [&str; 5] = [
             "stack-threshold",
             "test-threshold",
@@ -463,7 +463,7 @@ impl Reader<'_> {
             "timeout",
             "extra-runs",
         ];
-        let mut s = Settings::default();
+        let mut s = SettingsLayer::default();
         for (k, v) in table.iter() {
             let name = k.get_ref().as_ref();
             let key = format!("{prefix}{name}");
@@ -793,18 +793,18 @@ pub struct Effective {
 impl Config {
     /// Layers built-in defaults, `[defaults]`, matching `[[tests]]` (later wins) and the
     /// command line (`cli`) for one test.
-    pub fn effective(&self, test: &str, cli: &Settings) -> Effective {
+    pub fn effective(&self, test: &str, cli: &SettingsLayer) -> Effective {
         self.layered(Some(test), cli)
     }
 
     /// The settings outside any test: `[defaults]` and the command line, no `[[tests]]`
     /// rule (not even `filter = "*"`). What the report calls the global threshold, and
     /// what a harness-only baseline process runs under.
-    pub fn global(&self, cli: &Settings) -> Effective {
+    pub fn global(&self, cli: &SettingsLayer) -> Effective {
         self.layered(None, cli)
     }
 
-    fn layered(&self, test: Option<&str>, cli: &Settings) -> Effective {
+    fn layered(&self, test: Option<&str>, cli: &SettingsLayer) -> Effective {
         let mut e = Effective {
             stack_threshold: 0,
             test_threshold: None,
@@ -819,7 +819,7 @@ impl Config {
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let mut layers: Vec<(String, &Settings)> =
+        let mut layers: Vec<(String, &SettingsLayer)> =
             vec![(format!("[defaults] in {file}"), &self.defaults)];
         for rule in self
             .tests
@@ -942,7 +942,7 @@ mod tests {
         let (c, _) = parse_ok(
             "[defaults]\ntimeout = 100\nstack-threshold = \"1KiB\"\n\n[[tests]]\nfilter = \"*\"\ntimeout = 7\nstack-threshold = \"2KiB\"\n",
         );
-        let none = Settings::default();
+        let none = SettingsLayer::default();
         let global = c.global(&none);
         assert_eq!((global.timeout, global.stack_threshold), (100, 1024));
         let any = c.effective("any::test", &none);
@@ -954,7 +954,7 @@ mod tests {
         let e = parse_err("[defaults]\ntimeout = \"307445734561825861m\"\n");
         assert!(e.contains("expected a positive number of seconds"), "{e}");
         let (c, _) = parse_ok("[defaults]\ntimeout = \"5m\"\n");
-        assert_eq!(c.effective("t", &Settings::default()).timeout, 300);
+        assert_eq!(c.effective("t", &SettingsLayer::default()).timeout, 300);
     }
 
     #[test]
@@ -1035,8 +1035,8 @@ mod tests {
     fn the_embedded_reference_parses_with_no_warnings_and_equals_the_built_in_defaults() {
         let (config, warnings) = parse_ok(DEFAULT_CONFIG);
         assert!(warnings.is_empty(), "{warnings:?}");
-        let built_in = Config::default().effective("any", &Settings::default());
-        let mut from_file = config.effective("any", &Settings::default());
+        let built_in = Config::default().effective("any", &SettingsLayer::default());
+        let mut from_file = config.effective("any", &SettingsLayer::default());
         from_file.stack_threshold_source = built_in.stack_threshold_source.clone();
         from_file.test_threshold_source = built_in.test_threshold_source.clone();
         assert_eq!(from_file, built_in);
@@ -1063,7 +1063,7 @@ timeout = "2m"
 "#,
         );
         assert!(w.is_empty());
-        let none = Settings::default();
+        let none = SettingsLayer::default();
         let plain = c.effective("other::t", &none);
         assert_eq!(
             (plain.stack_threshold, plain.test_threshold, plain.timeout),
@@ -1092,10 +1092,10 @@ timeout = "2m"
             ),
             (1 << 20, Some(2 << 20), true, 120)
         );
-        let cli = Settings {
+        let cli = SettingsLayer {
             stack_threshold: Some(0),
             timeout: Some(5),
-            ..Settings::default()
+            ..SettingsLayer::default()
         };
         let over = c.effective("cache::tests::huge", &cli);
         assert_eq!(
@@ -1118,13 +1118,13 @@ extra-runs = 0
 "#,
         );
         assert!(w.is_empty(), "{w:?}");
-        let none = Settings::default();
+        let none = SettingsLayer::default();
         assert_eq!(Config::default().effective("t", &none).extra_runs, 5);
         assert_eq!(c.effective("fast::t", &none).extra_runs, 3);
         assert_eq!(c.effective("slow::t", &none).extra_runs, 0);
-        let cli = Settings {
+        let cli = SettingsLayer {
             extra_runs: Some(8),
-            ..Settings::default()
+            ..SettingsLayer::default()
         };
         assert_eq!(c.effective("slow::t", &cli).extra_runs, 8);
         assert_eq!(

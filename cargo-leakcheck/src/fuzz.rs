@@ -228,7 +228,7 @@ fn config_parser_never_panics() {
         let text = std::str::from_utf8(input).ok()?;
         Some(
             config::parse(text, Path::new("leakcheck.toml"))
-                .map(|(c, _)| drop(c.effective("tests::x", &config::Settings::default()))),
+                .map(|(c, _)| drop(c.effective("tests::x", &config::SettingsLayer::default()))),
         )
     });
 }
