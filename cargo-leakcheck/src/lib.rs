@@ -29,6 +29,7 @@ pub(crate) mod console;
 pub(crate) mod diff;
 pub(crate) mod entry;
 pub(crate) mod errors;
+mod fnv;
 #[cfg(test)]
 mod fuzz;
 pub(crate) mod growth;

@@ -8,6 +8,7 @@
 
 use crate::cargo::cargo_program;
 use crate::errors::Error;
+use crate::fnv::Fnv;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -77,19 +78,15 @@ pub fn cache_dir() -> Option<PathBuf> {
 }
 
 fn source_key() -> String {
-    // FNV-1a: stable across Rust versions, unlike DefaultHasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = Fnv::new();
     let parts = RUNTIME_SOURCES
         .iter()
         .flat_map(|(name, text)| [*name, *text])
         .chain([RUNTIME_MANIFEST]);
     for part in parts {
-        for b in part.bytes().chain([0u8]) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+        h.bytes(part.as_bytes()).bytes(&[0]);
     }
-    format!("{h:016x}")
+    format!("{:016x}", h.finish())
 }
 
 /// Returns the path of a usable runtime, building it if needed.
@@ -154,19 +151,7 @@ const SUM_NAME: &str = "libleakcheck_runtime.so.sum";
 
 /// Size and checksum of a runtime file, as recorded beside it: `<bytes> <hash>`.
 fn fingerprint(data: &[u8]) -> String {
-    // FNV-1a over 8-byte words: fast enough for a 15 MB file in a debug build, and any
-    // changed, missing or added byte changes it.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        h ^= u64::from_le_bytes(w.try_into().expect("8 bytes"));
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    for &b in words.remainder() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{} {h:016x}", data.len())
+    format!("{} {:016x}", data.len(), Fnv::new().words(data).finish())
 }
 
 /// Whether `data` is a shared library exporting the allocator the runtime provides.

@@ -118,13 +118,11 @@ pub fn file_stem(name: &str) -> String {
         return "%".into();
     }
     if s.len() > MAX_STEM {
-        // FNV-1a: stable across Rust versions, so a test keeps its file name.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in name.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        let tail = format!("~{h:016x}");
+        // Stable across builds, so a test keeps its file name.
+        let tail = format!(
+            "~{:016x}",
+            crate::fnv::Fnv::new().bytes(name.as_bytes()).finish()
+        );
         s.truncate(MAX_STEM - tail.len());
         s.push_str(&tail);
     }
