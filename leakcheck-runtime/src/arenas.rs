@@ -108,17 +108,8 @@ fn arena_stat_name(i: u32, rest: &[u8], buf: &mut [u8; 96]) -> usize {
 
 /// Refreshes the statistics snapshot (they are read as of the last epoch).
 fn refresh() {
-    let mut epoch: u64 = 1;
-    // SAFETY: "epoch" takes a u64 written by value.
-    unsafe {
-        je::mallctl(
-            c"epoch".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            (&raw mut epoch).cast(),
-            std::mem::size_of::<u64>(),
-        );
-    }
+    // SAFETY: "epoch" is a u64.
+    unsafe { crate::mallctl_write(c"epoch", 1u64) };
 }
 
 /// Live objects and bytes of one arena, as of the last refresh.
@@ -164,21 +155,11 @@ pub fn live_in_each(arenas: &[u32], out: &mut [Live]) {
 /// Gives the calling (main) thread an arena of its own, so that counting can leave out
 /// what the harness allocates there.
 pub fn bind_main_thread_to_own_arena() {
-    let Some(mut arena) = create() else {
+    let Some(arena) = create() else {
         return;
     };
-    // SAFETY: "thread.arena" takes an unsigned arena index (jemalloc manual, MALLCTL
-    // NAMESPACE).
-    unsafe {
-        if je::mallctl(
-            c"thread.arena".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            (&raw mut arena).cast(),
-            std::mem::size_of::<u32>(),
-        ) == 0
-        {
-            MAIN_ARENA.store(arena, Relaxed);
-        }
+    // SAFETY: "thread.arena" is an unsigned arena index.
+    if unsafe { crate::mallctl_write(c"thread.arena", arena) } {
+        MAIN_ARENA.store(arena, Relaxed);
     }
 }

@@ -262,6 +262,24 @@ pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
     unsafe { je::malloc_usable_size(ptr) }
 }
 
+/// Writes `value` to this runtime's jemalloc control `name`; false when jemalloc refuses.
+///
+/// # Safety
+/// `T` must be the type the jemalloc manual (MALLCTL NAMESPACE) gives for `name`, and any
+/// pointer in it must be valid for the call (jemalloc copies strings it keeps).
+pub(crate) unsafe fn mallctl_write<T>(name: &std::ffi::CStr, mut value: T) -> bool {
+    // SAFETY: the caller vouches for the type; value lives across the call.
+    unsafe {
+        je::mallctl(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&raw mut value).cast(),
+            std::mem::size_of::<T>(),
+        ) == 0
+    }
+}
+
 fn set_errno(value: c_int) {
     // SAFETY: glibc's __errno_location always returns this thread's errno slot.
     unsafe { *libc::__errno_location() = value }
@@ -337,31 +355,13 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
 /// tikv-jemallocator, reading the same `_RJEM_MALLOC_CONF`, keeps profiling), and its exit
 /// dump is sent to a name cargo-leakcheck does not read.
 fn start_tracking(prefix: Option<&str>) {
-    let mut off = false;
-    // SAFETY: "prof.active" takes a bool written by value (jemalloc manual).
-    unsafe {
-        je::mallctl(
-            c"prof.active".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            (&raw mut off).cast(),
-            std::mem::size_of::<bool>(),
-        );
-    }
+    // SAFETY: "prof.active" is a bool.
+    unsafe { mallctl_write(c"prof.active", false) };
     let mut unused = FixedPath::new();
     if let Some(prefix) = prefix {
         if unused.push(prefix.as_bytes()) && unused.push(b".untracked-jemalloc") {
-            let mut value: *const c_char = unused.as_ptr();
-            // SAFETY: as for "prof.prefix" in the constructor; jemalloc copies the string.
-            unsafe {
-                je::mallctl(
-                    c"prof.prefix".as_ptr(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    (&raw mut value).cast(),
-                    std::mem::size_of::<*const c_char>(),
-                );
-            }
+            // SAFETY: "prof.prefix" is a `const char *`, NUL-terminated; jemalloc copies it.
+            unsafe { mallctl_write(c"prof.prefix", unused.as_ptr()) };
         }
     }
     tracker::enable();
@@ -372,19 +372,9 @@ extern "C" fn leakcheck_init() {
     let prefix = sys::env(c"LEAKCHECK_RUNTIME_PREFIX");
     let track = sys::env(c"LEAKCHECK_TRACK") == Some("1");
     if let Some(prefix) = prefix.filter(|_| !track) {
-        // SAFETY: "prof.prefix" takes a `const char *` written by value (jemalloc manual,
-        // MALLCTL NAMESPACE); jemalloc copies the string, so the environment may change later.
-        let mut value: *const c_char = prefix.as_ptr().cast();
-        // `sys::env` returned the environment's own NUL-terminated string.
-        unsafe {
-            je::mallctl(
-                c"prof.prefix".as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                (&raw mut value).cast(),
-                std::mem::size_of::<*const c_char>(),
-            );
-        }
+        // SAFETY: "prof.prefix" is a `const char *`: `sys::env` returned the environment's
+        // own NUL-terminated string, and jemalloc copies it.
+        unsafe { mallctl_write(c"prof.prefix", prefix.as_ptr().cast::<c_char>()) };
     }
     if track {
         start_tracking(prefix);

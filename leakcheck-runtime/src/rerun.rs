@@ -344,23 +344,13 @@ fn settle(before: Option<u64>, limit_ms: u64) -> bool {
 fn dump(k: u32) {
     let s = settings();
     let mut path = FixedPath::new();
-    if !s.dump_prefix.is_empty()
-        && dump_name(&mut path, &s.dump_prefix, k)
-        && crate::tracker::enabled()
-    {
-        crate::tracker::dump(&path);
-    } else if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
-        // SAFETY: "prof.dump" takes a `const char *` file name written by value (jemalloc
-        // manual, MALLCTL NAMESPACE); the name is NUL-terminated and outlives the call.
-        unsafe {
-            let mut name: *const c_char = path.as_ptr();
-            tikv_jemalloc_sys::mallctl(
-                c"prof.dump".as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                (&raw mut name).cast(),
-                std::mem::size_of::<*const c_char>(),
-            );
+    if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
+        if crate::tracker::enabled() {
+            crate::tracker::dump(&path);
+        } else {
+            // SAFETY: "prof.dump" is a `const char *` file name, NUL-terminated, that
+            // outlives the call.
+            unsafe { crate::mallctl_write(c"prof.dump", path.as_ptr()) };
         }
     }
     let Some(mallctl) = s.app_mallctl else { return };
