@@ -42,15 +42,43 @@ fn an_unwritable_stderr_loses_neither_the_report_nor_the_exit_code() {
 
     // A reader that went away (`| head`).
     let (mut cmd, target) = command("tests/fixtures/leaky", "faults-closed-stderr", SMALL_LEAKY);
+    let (mut child, stderr) = spawn_with_stderr(&mut cmd);
+    drop(stderr);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(report(&target)["tests"].as_array().unwrap().len(), 2);
+}
+
+/// Starts the tool with its stderr piped to the test, stdout discarded.
+fn spawn_with_stderr(
+    cmd: &mut Command,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+) {
     let mut child = cmd
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    drop(child.stderr.take());
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(3));
-    assert_eq!(report(&target)["tests"].as_array().unwrap().len(), 2);
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    (child, stderr)
+}
+
+/// Reads stderr line by line until a line contains `needle`; everything read so far. The
+/// run ending first fails the test.
+fn read_until(stderr: &mut impl std::io::BufRead, needle: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("the run ended before printing `{needle}`:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains(needle) {
+            return seen;
+        }
+    }
 }
 
 /// Holds `path` locked as another run would.
@@ -70,30 +98,17 @@ fn hold_lock(path: &Path) -> std::fs::File {
 
 #[test]
 fn a_run_waits_for_another_run_on_the_same_target_dir_and_leaves_its_files_alone() {
-    use std::io::BufRead;
     let (mut cmd, target) = command("tests/fixtures/leaky", "faults-locked", SMALL_LEAKY);
     // The output of the run that holds the lock; the waiting run must not touch it.
     let theirs = target.join("leakcheck/report.json");
     std::fs::create_dir_all(theirs.parent().unwrap()).unwrap();
     std::fs::write(&theirs, "the other run's report").unwrap();
     let held = hold_lock(&target.join("leakcheck.lock"));
-    let mut child = cmd
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("the run ended without waiting for the lock:\n{seen}");
-        }
-        seen.push_str(&line);
-        if line.contains("Blocking waiting for another cargo-leakcheck run") {
-            break;
-        }
-    }
+    let (mut child, mut stderr) = spawn_with_stderr(&mut cmd);
+    let seen = read_until(
+        &mut stderr,
+        "Blocking waiting for another cargo-leakcheck run",
+    );
     assert!(seen.contains("leakcheck.lock"), "{seen}");
     assert_eq!(
         std::fs::read_to_string(&theirs).unwrap(),
@@ -171,7 +186,6 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn an_interrupted_run_stops_its_tests_and_reports_what_finished() {
-    use std::io::BufRead;
     for (signal, code, name) in [
         (libc::SIGTERM, 143, "SIGTERM"),
         (libc::SIGINT, 130, "SIGINT"),
@@ -189,23 +203,9 @@ fn an_interrupted_run_stops_its_tests_and_reports_what_finished() {
                 "tests::passes_clean",
             ],
         );
-        let mut child = cmd
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
+        let (mut child, mut stderr) = spawn_with_stderr(&mut cmd);
         // The clean test has finished...
-        while !seen.contains("Counting 1/2 tests done") {
-            let mut line = String::new();
-            assert_ne!(
-                stderr.read_line(&mut line).unwrap(),
-                0,
-                "ended early:\n{seen}"
-            );
-            seen.push_str(&line);
-        }
+        let seen = read_until(&mut stderr, "Counting 1/2 tests done");
         // ...and the hanging one is running (it may start a moment later).
         let started = std::time::Instant::now();
         let hanging = loop {
