@@ -276,6 +276,37 @@ pub struct TestReport {
     pub passed_without_profiling: bool,
 }
 
+#[cfg(test)]
+impl TestReport {
+    /// A clean test `tests::t` of package `p` (lib), nothing retained, profiled with
+    /// stacks and run again twice: a starting point for tests to adjust.
+    pub fn example() -> TestReport {
+        TestReport {
+            package: "p".into(),
+            binary: "p".into(),
+            kind: "lib".into(),
+            name: "tests::t".into(),
+            verdict: Verdict::Clean,
+            retained_bytes: 0,
+            retained_objects: 0,
+            stack_threshold: 0,
+            test_threshold: None,
+            exit: "exit code 0".into(),
+            method: Method::Stacks,
+            message: None,
+            stacks: Vec::new(),
+            artifacts: Artifacts::default(),
+            extra_runs: ExtraRuns {
+                made: 2,
+                status: crate::rerun::Status::Completed,
+                detail: None,
+            },
+            first_run_retained: None,
+            passed_without_profiling: false,
+        }
+    }
+}
+
 impl TestReport {
     /// The stacks that make this test fail.
     pub fn failing_stacks(&self) -> impl Iterator<Item = &StackReport> {

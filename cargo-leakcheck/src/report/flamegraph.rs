@@ -132,7 +132,7 @@ pub fn file_stem(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Artifacts, FrameReport, StackReport, Verdict};
+    use crate::model::{FrameReport, StackReport, Verdict};
 
     fn frame(name: &str) -> FrameReport {
         FrameReport {
@@ -156,18 +156,9 @@ mod tests {
             frames: names.iter().map(|n| frame(n)).collect(),
         };
         TestReport {
-            package: "p".into(),
-            binary: "p".into(),
-            kind: "lib".into(),
-            name: "tests::t".into(),
             verdict: Verdict::Leak,
             retained_bytes: 120,
             retained_objects: 2,
-            stack_threshold: 0,
-            test_threshold: None,
-            exit: "exit code 0".into(),
-            method: crate::model::Method::Stacks,
-            message: None,
             stacks: vec![
                 stack(
                     100,
@@ -185,14 +176,12 @@ mod tests {
                     &["p::init", "std::sync::once_lock::OnceLock<T>::initialize"],
                 ),
             ],
-            artifacts: Artifacts::default(),
             extra_runs: crate::model::ExtraRuns {
                 made: 0,
                 status: crate::rerun::Status::Off,
                 detail: None,
             },
-            first_run_retained: None,
-            passed_without_profiling: false,
+            ..TestReport::example()
         }
     }
 

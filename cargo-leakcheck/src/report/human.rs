@@ -368,29 +368,7 @@ mod tests {
     }
 
     fn test_report() -> TestReport {
-        TestReport {
-            package: "p".into(),
-            binary: "p".into(),
-            kind: "lib".into(),
-            name: "tests::t".into(),
-            verdict: Verdict::Clean,
-            retained_bytes: 0,
-            retained_objects: 0,
-            stack_threshold: 0,
-            test_threshold: None,
-            exit: "exit code 0".into(),
-            method: Method::Stacks,
-            message: None,
-            stacks: Vec::new(),
-            artifacts: crate::model::Artifacts::default(),
-            extra_runs: crate::model::ExtraRuns {
-                made: 2,
-                status: Status::Completed,
-                detail: None,
-            },
-            first_run_retained: None,
-            passed_without_profiling: false,
-        }
+        TestReport::example()
     }
 
     #[test]
