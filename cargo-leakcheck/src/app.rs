@@ -52,10 +52,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         args.config.as_deref(),
         args.verbose,
     )?;
-    let (ws, config) = (&session.ws, &session.config);
-    let (out_dir, work_dir) = (session.out_dir.clone(), session.work_dir.clone());
-    let runtime = session.runtime.clone();
-    let config_warnings = session.notes.clone();
+    let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
     let selected = session.selected();
     let targets = cargo::Targets {
         lib: args.lib,
@@ -65,7 +62,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     };
     let binaries = cargo::build_tests(ws, &args.selection, &targets, &selected, args.verbose)?;
 
-    let mut notes = config_warnings.clone();
+    let mut notes = session.notes.clone();
     if !args.lib && args.tests.is_empty() && selected.iter().any(|m| m.has_doctests) {
         notes.push(
             "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
@@ -85,8 +82,8 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     let lifetime_fails_of = |name: &str| config.effective(name, &cli).one_time_fails;
     let run_config = RunConfig {
         workspace: ws,
-        runtime: &runtime,
-        work_dir: &work_dir,
+        runtime: &session.runtime,
+        work_dir: &session.work_dir,
         jobs,
         timeout: Duration::from_secs(config.global(&cli).timeout),
         timeouts: &timeout_of,
@@ -163,7 +160,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
     tests.sort_by(|a, b| {
         (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
     });
-    write_flamegraphs(&mut tests, &out_dir, &mut notes, &mut timings);
+    write_flamegraphs(&mut tests, out_dir, &mut notes, &mut timings);
 
     let report = Report {
         version: REPORT_VERSION,
