@@ -149,6 +149,9 @@ pub fn output(cmd: &mut Command) -> std::io::Result<Output> {
     std::os::unix::process::CommandExt::process_group(cmd, 0);
     let child = cmd.spawn()?;
     let registration = register(child.id() as libc::pid_t, libc::SIGTERM);
+    // The pipes must be drained while waiting, so the registration ends just after the
+    // reap rather than before it (see `Registration`): a signal in between could only
+    // reach a group whose id the kernel handed out again within that instant.
     let out = child.wait_with_output();
     drop(registration);
     out

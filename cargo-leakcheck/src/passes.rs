@@ -366,10 +366,13 @@ pub fn run(
     // An interruption leaves tests unjudged: killed or never started in the pass that
     // would judge them, or profiled without their binary's baseline.
     let interrupted = |r: &ProcessResult| r.end == ProcessEnd::Interrupted;
+    let mut needs_profile = vec![false; tests.len()];
+    for (t, _) in &profile {
+        needs_profile[*t] = true;
+    }
     let unfinished: Vec<bool> = (0..tests.len())
         .map(|t| {
-            let needs_profile = profile.iter().any(|(p, _)| *p == t);
-            if needs_profile {
+            if needs_profile[t] {
                 let baseline_lost = binaries[tests[t].binary].harness
                     && baselines[tests[t].binary].as_ref().is_none_or(interrupted);
                 profiled[t].as_ref().is_none_or(interrupted) || baseline_lost
