@@ -277,6 +277,25 @@ pub struct TestReport {
 }
 
 #[cfg(test)]
+impl StackReport {
+    /// One object of `bytes` retained by a stack of `kind` with no frames, failing when it
+    /// is a leak: a starting point for tests to adjust.
+    pub fn example(kind: StackKind, bytes: u64) -> StackReport {
+        StackReport {
+            bytes,
+            objects: 1,
+            kind,
+            reason: None,
+            fails: kind == StackKind::Leak,
+            allowed: None,
+            suppression: None,
+            growth_per_run: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 impl TestReport {
     /// A clean test `tests::t` of package `p` (lib), nothing retained, profiled with
     /// stacks and run again twice: a starting point for tests to adjust.

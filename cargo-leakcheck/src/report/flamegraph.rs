@@ -145,15 +145,8 @@ mod tests {
 
     fn test_report() -> TestReport {
         let stack = |bytes, kind, names: &[&str]| StackReport {
-            bytes,
-            objects: 1,
-            kind,
-            reason: None,
-            fails: kind == StackKind::Leak,
-            allowed: None,
-            suppression: None,
-            growth_per_run: Vec::new(),
             frames: names.iter().map(|n| frame(n)).collect(),
+            ..StackReport::example(kind, bytes)
         };
         TestReport {
             verdict: Verdict::Leak,

@@ -332,13 +332,6 @@ mod tests {
 
     fn stack(kind: StackKind, bytes: u64, growth: &[i64]) -> StackReport {
         StackReport {
-            bytes,
-            objects: 1,
-            kind,
-            reason: None,
-            fails: kind == StackKind::Leak,
-            allowed: None,
-            suppression: None,
             growth_per_run: growth
                 .iter()
                 .map(|&b| crate::model::RunGrowth {
@@ -346,7 +339,7 @@ mod tests {
                     bytes: b,
                 })
                 .collect(),
-            frames: Vec::new(),
+            ..StackReport::example(kind, bytes)
         }
     }
 
