@@ -297,28 +297,13 @@ impl Stacks {
 
     fn grow_index(&mut self) -> bool {
         let slots = (self.index.words / 2 * 2).max(1 << 12);
-        let Some(mut new) = Region::map(slots * 2) else {
-            return false;
-        };
-        let mask = slots - 1;
-        {
-            let words = new.words();
-            let old = self.index.words();
-            for pair in old.chunks_exact(2) {
-                if pair[1] == 0 {
-                    continue;
-                }
-                let mut i = (pair[0] as usize) & mask;
-                while words[2 * i + 1] != 0 {
-                    i = (i + 1) & mask;
-                }
-                words[2 * i] = pair[0];
-                words[2 * i + 1] = pair[1];
-            }
-        }
-        self.index.unmap();
-        self.index = new;
-        true
+        // Slot: stored hash, id + 1 (0: empty).
+        rehash(
+            &mut self.index,
+            slots,
+            |p| p[1] != 0,
+            |p, mask| p[0] as usize & mask,
+        )
     }
 
     fn add(&mut self, id: u32, bytes: u64) {
@@ -414,28 +399,44 @@ impl Live {
 
     fn grow(&mut self) -> bool {
         let slots = (self.table.words / 2 * 2).max(1 << 16);
-        let Some(mut new) = Region::map(slots * 2) else {
-            return false;
-        };
-        let mask = slots - 1;
-        {
-            let words = new.words();
-            for pair in self.table.words().chunks_exact(2) {
-                if pair[0] == 0 {
-                    continue;
-                }
-                let mut i = slot_of(pair[0] as usize, mask);
-                while words[2 * i] != 0 {
-                    i = (i + 1) & mask;
-                }
-                words[2 * i] = pair[0];
-                words[2 * i + 1] = pair[1];
-            }
-        }
-        self.table.unmap();
-        self.table = new;
-        true
+        // Slot: address (0: empty), stack id and size.
+        rehash(
+            &mut self.table,
+            slots,
+            |p| p[0] != 0,
+            |p, mask| slot_of(p[0] as usize, mask),
+        )
     }
+}
+
+/// Moves the used two-word slots of an open-addressing `table` into a new one of `slots`
+/// slots (a power of two), each at its home slot or the next free one after it.
+fn rehash(
+    table: &mut Region,
+    slots: usize,
+    used: impl Fn(&[u64]) -> bool,
+    home: impl Fn(&[u64], usize) -> usize,
+) -> bool {
+    let Some(mut new) = Region::map(slots * 2) else {
+        return false;
+    };
+    let mask = slots - 1;
+    {
+        let words = new.words();
+        for pair in table.words().chunks_exact(2) {
+            if !used(pair) {
+                continue;
+            }
+            let mut i = home(pair, mask);
+            while used(&words[2 * i..2 * i + 2]) {
+                i = (i + 1) & mask;
+            }
+            words[2 * i..2 * i + 2].copy_from_slice(pair);
+        }
+    }
+    table.unmap();
+    *table = new;
+    true
 }
 
 struct State {
