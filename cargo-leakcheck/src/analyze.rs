@@ -56,7 +56,7 @@ impl BinaryAnalysis {
             },
         };
         let mut symbolizer = Symbolizer::new();
-        let rust_allocations_visible = !binary.symbols.custom_global_allocator
+        let rust_allocations_visible = !binary.facts.symbols.custom_global_allocator
             || baseline_result.is_some_and(|r| {
                 !r.app_dumps.is_empty() || global_allocator_reached_malloc(r, &mut symbolizer)
             });

@@ -60,7 +60,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         benches: &[],
         release: args.release,
     };
-    let binaries = cargo::build_tests(ws, &args.selection, &targets, &selected, args.verbose)?;
+    let mut binaries = cargo::build_tests(ws, &args.selection, &targets, &selected, args.verbose)?;
 
     let mut notes = session.notes.clone();
     if !args.lib && args.tests.is_empty() && selected.iter().any(|m| m.has_doctests) {
@@ -99,7 +99,7 @@ pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
         jobs
     );
     let run_started = std::time::Instant::now();
-    let results = passes::run(&binaries, &run_config, args.stacks_for_all)?;
+    let results = passes::run(&mut binaries, &run_config, args.stacks_for_all)?;
     let run_seconds = run_started.elapsed().as_secs_f64();
     if !results.not_finished.is_empty() {
         notes.push(session::interrupted_note(

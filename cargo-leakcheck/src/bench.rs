@@ -65,13 +65,16 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         benches: &args.benches,
         ..cargo::Targets::default()
     };
-    let binaries = cargo::build_benches(
+    let mut binaries = cargo::build_benches(
         ws,
         &args.selection,
         &targets,
         &session.selected(),
         args.verbose,
     )?;
+    // Benches need no entry points: the step reads their symbols only.
+    crate::inspect::binaries(&mut binaries, &[]);
+    let binaries = binaries;
 
     let filter = TestFilter::default();
     let cap = Duration::from_secs(args.bench_time);
@@ -191,7 +194,7 @@ fn list_cases(
         // Per binary: a package that depends on criterion may also have plain benches, and
         // asking a plain `main` for `--list` would just run it.
         let criterion = ws.members.get(&b.package).is_some_and(|m| m.uses_criterion)
-            && b.symbols.links_criterion;
+            && b.facts.symbols.links_criterion;
         if !criterion {
             cases.push(Case {
                 binary: i,

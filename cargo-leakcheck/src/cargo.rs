@@ -3,6 +3,7 @@
 
 use crate::cli::Selection;
 use crate::errors::Error;
+use crate::inspect::BinaryFacts;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -256,7 +257,7 @@ pub fn current_package(ws: &Workspace, manifest: Option<&Path>) -> Option<String
 }
 
 /// A built test executable.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone)]
 pub struct TestBinary {
     /// Package name.
     pub package: String,
@@ -268,51 +269,22 @@ pub struct TestBinary {
     pub path: PathBuf,
     /// Whether the target uses libtest (false for `harness = false`).
     pub harness: bool,
-    /// What its symbols say, read once when it is built.
-    pub symbols: BinarySymbols,
-}
-
-/// What an executable's symbol tables say about it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct BinarySymbols {
-    /// It has its own `#[global_allocator]`. Rust's allocation shim forwards to std's
-    /// default allocator, `__rdl_alloc`, only when there is none; with one (Rust 1.95 calls
-    /// the impl straight from `__rust_alloc`), `__rdl_alloc` is not linked in. A binary
-    /// linking std dynamically (a proc-macro crate's tests) defines no shim at all: it
-    /// imports `__rust_alloc` from libstd-*.so, whose shim is the default one.
-    pub custom_global_allocator: bool,
-    /// It contains criterion's code (its mangled crate name).
-    pub links_criterion: bool,
-}
-
-impl BinarySymbols {
-    /// Reads them from the executable; all false when it cannot be read.
-    pub fn read(exe: &Path) -> BinarySymbols {
-        use object::{Object, ObjectSymbol};
-        let Ok(data) = std::fs::read(exe) else {
-            return BinarySymbols::default();
-        };
-        let Ok(file) = object::File::parse(&*data) else {
-            return BinarySymbols::default();
-        };
-        let (mut default_linked, mut links_criterion) = (false, false);
-        for s in file.symbols().chain(file.dynamic_symbols()) {
-            if let Ok(n) = s.name() {
-                default_linked |= n.contains("__rdl_alloc") || n.contains("__rg_alloc");
-                links_criterion |= n.contains("9criterion");
-            }
-        }
-        let shim_imported = file
-            .dynamic_symbols()
-            .any(|s| s.is_undefined() && s.name().is_ok_and(|n| n.ends_with("__rust_alloc")));
-        BinarySymbols {
-            custom_global_allocator: !default_linked && !shim_imported,
-            links_criterion,
-        }
-    }
+    /// What one read of the executable said; empty until [`crate::inspect::binaries`] ran.
+    pub facts: BinaryFacts,
 }
 
 impl TestBinary {
+    /// What orders binaries, and tells a duplicate cargo reported twice.
+    fn key(&self) -> (&str, &str, &str, &Path, bool) {
+        (
+            &self.package,
+            &self.target,
+            &self.kind,
+            &self.path,
+            self.harness,
+        )
+    }
+
     /// A stable, unique id: `package` for unit tests of the lib, `package::target` for
     /// integration tests, `package::bin/target` for unit tests of a binary.
     pub fn id(&self) -> String {
@@ -495,7 +467,7 @@ fn build(
                 .is_some_and(|m| m.no_harness.contains(&artifact.target.name));
             let path = exe.into_std_path_buf();
             binaries.push(TestBinary {
-                symbols: BinarySymbols::read(&path),
+                facts: BinaryFacts::default(),
                 package,
                 target: artifact.target.name.clone(),
                 kind: kind.into(),
@@ -516,8 +488,8 @@ fn build(
             status: status.to_string(),
         });
     }
-    binaries.sort();
-    binaries.dedup();
+    binaries.sort_by(|a, b| a.key().cmp(&b.key()));
+    binaries.dedup_by(|a, b| a.key() == b.key());
     Ok(binaries)
 }
 
@@ -578,18 +550,6 @@ mod tests {
         assert!(!build_args(&plain, &Targets::default(), &[&b])
             .iter()
             .any(|a| a.contains("features")));
-    }
-
-    #[test]
-    fn symbols_of_an_ordinary_test_binary() {
-        // This unit-test binary uses std's default allocator and no criterion.
-        let this = BinarySymbols::read(&std::env::current_exe().unwrap());
-        assert_eq!(this, BinarySymbols::default());
-        // Not an executable: nothing is claimed about it.
-        assert_eq!(
-            BinarySymbols::read(Path::new("/nonexistent")),
-            BinarySymbols::default()
-        );
     }
 
     #[test]

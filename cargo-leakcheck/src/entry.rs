@@ -55,9 +55,10 @@ pub struct Inspection {
     pub entries: HashMap<String, Entry>,
     /// The layout this executable alone proves (one possible function offset).
     pub proven_layout: Option<Layout>,
-    /// Whether several function offsets were possible, so that a layout proven by another
-    /// executable of the same build could settle it.
-    pub ambiguous: bool,
+    /// When several function offsets were possible: the entry points each would give, so
+    /// that a layout proven by another executable of the same build can settle it (see
+    /// [`Inspection::settle`]) without reading this one again.
+    pub alternatives: Vec<(Layout, HashMap<String, Entry>)>,
     /// Why tests have no entry point, when none could be found for some.
     pub problem: Option<String>,
     /// The GNU build id, hexadecimal; the runtime checks it against the running file.
@@ -95,9 +96,8 @@ pub struct Image<'a> {
     pub functions: BTreeMap<u64, u64>,
 }
 
-/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`; `known`
-/// is a layout another executable of the same build proved, if any.
-pub fn inspect(data: &[u8], names: &[&str], known: Option<Layout>) -> Inspection {
+/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`.
+pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
     let file = match ElfFile64::<LE>::parse(data) {
         Ok(f) => f,
         Err(e) => {
@@ -128,24 +128,41 @@ pub fn inspect(data: &[u8], names: &[&str], known: Option<Layout>) -> Inspection
         .chain(file.dynamic_symbols())
         .find(|s| s.name() == Ok("_rjem_mallctl") && s.kind() == SymbolKind::Text)
         .map(|s| s.address());
-    match find_entries(&image, names, known) {
+    match find_entries(&image, names) {
         Ok(found) => {
             inspection.entries = found.entries;
-            inspection.proven_layout = found.proven.then_some(found.layout);
+            inspection.proven_layout = Some(found.layout);
+            inspection.check_complete(names);
         }
         Err(e) => {
-            inspection.ambiguous = e.ambiguous;
+            inspection.alternatives = e.alternatives;
             inspection.problem = Some(e.message);
         }
     }
-    if inspection.problem.is_none() {
-        if let Some(missing) = names.iter().find(|n| !inspection.entries.contains_key(**n)) {
-            inspection.problem = Some(format!(
+    inspection
+}
+
+impl Inspection {
+    /// Takes `known`, a layout another executable of the same build proved, when it is one
+    /// of the several this executable left possible; it never overrides a single one.
+    pub fn settle(&mut self, known: Layout, names: &[&str]) {
+        let Some(at) = self.alternatives.iter().position(|(l, _)| *l == known) else {
+            return;
+        };
+        let (_, entries) = self.alternatives.swap_remove(at);
+        self.alternatives.clear();
+        self.entries = entries;
+        self.problem = None;
+        self.check_complete(names);
+    }
+
+    fn check_complete(&mut self, names: &[&str]) {
+        if let Some(missing) = names.iter().find(|n| !self.entries.contains_key(**n)) {
+            self.problem = Some(format!(
                 "`{missing}` has no entry in libtest's table of tests"
             ));
         }
     }
-    inspection
 }
 
 fn image_of<'a>(file: &ElfFile64<'a, LE>, data: &'a [u8]) -> Result<Image<'a>, String> {
@@ -337,15 +354,13 @@ struct Candidate {
     end: u64,
 }
 
-/// The entry points found, and the layout they were read with.
+/// The entry points found, and the layout the image proved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
     /// Entry points by test name.
     pub entries: HashMap<String, Entry>,
-    /// The layout used.
+    /// The layout.
     pub layout: Layout,
-    /// Whether this image alone proved it (rather than taking a known one).
-    pub proven: bool,
 }
 
 /// Why no entry point could be read.
@@ -353,25 +368,19 @@ pub struct Found {
 pub struct NotFound {
     /// In words.
     pub message: String,
-    /// Several function offsets were possible.
-    pub ambiguous: bool,
+    /// When several function offsets were possible, the entry points under each.
+    pub alternatives: Vec<(Layout, HashMap<String, Entry>)>,
 }
 
 fn not_found(message: impl Into<String>) -> NotFound {
     NotFound {
         message: message.into(),
-        ambiguous: false,
+        alternatives: Vec::new(),
     }
 }
 
 /// Finds every named test's entry point; see the module documentation for the rules.
-/// `known` is a layout proven by another executable of the same build: it decides between
-/// several possible function offsets, never overrides a single one.
-pub fn find_entries(
-    image: &Image,
-    names: &[&str],
-    known: Option<Layout>,
-) -> Result<Found, NotFound> {
+pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
     if names.is_empty() {
         return Err(not_found("no tests to look up"));
     }
@@ -445,54 +454,52 @@ pub fn find_entries(
         .step_by(8)
         .filter(|&off| sure.iter().all(|c| entry_at(c, off).is_some()))
         .collect();
-    let (fn_offset, proven) = match (offsets.as_slice(), known) {
-        ([one], _) => (*one, true),
-        (many, Some(k)) if k.name == name_offset && many.contains(&k.function) => {
-            (k.function, false)
-        }
-        ([], _) => {
-            return Err(not_found(
-                "no function pointer at the same place in every test of libtest's table",
-            ))
-        }
-        (many, _) => {
-            return Err(NotFound {
-                message: format!(
-                    "{} places in libtest's table of tests could hold the test function; none is certain",
-                    many.len()
-                ),
-                ambiguous: true,
-            })
-        }
-    };
-    let mut entries = HashMap::new();
-    for name in names {
-        let fitting: Vec<u64> = candidates(name)
-            .iter()
-            .filter(|c| c.name_field - c.start == name_offset && c.end - c.start > fn_offset)
-            .filter_map(|c| entry_at(c, fn_offset))
-            .collect();
-        if let [address] = fitting.as_slice() {
-            let size = image.functions.get(address).copied().unwrap_or(0);
-            if let Some(start) = image.file_offset(*address) {
-                entries.insert(
-                    (*name).to_string(),
-                    Entry {
-                        address: *address,
-                        file_range: (start, start + size),
-                    },
-                );
+    let entries_for = |fn_offset: u64| -> HashMap<String, Entry> {
+        let mut entries = HashMap::new();
+        for name in names {
+            let fitting: Vec<u64> = candidates(name)
+                .iter()
+                .filter(|c| c.name_field - c.start == name_offset && c.end - c.start > fn_offset)
+                .filter_map(|c| entry_at(c, fn_offset))
+                .collect();
+            if let [address] = fitting.as_slice() {
+                let size = image.functions.get(address).copied().unwrap_or(0);
+                if let Some(start) = image.file_offset(*address) {
+                    entries.insert(
+                        (*name).to_string(),
+                        Entry {
+                            address: *address,
+                            file_range: (start, start + size),
+                        },
+                    );
+                }
             }
         }
+        entries
+    };
+    let layout = |function| Layout {
+        name: name_offset,
+        function,
+    };
+    match offsets.as_slice() {
+        [one] => Ok(Found {
+            entries: entries_for(*one),
+            layout: layout(*one),
+        }),
+        [] => Err(not_found(
+            "no function pointer at the same place in every test of libtest's table",
+        )),
+        many => Err(NotFound {
+            message: format!(
+                "{} places in libtest's table of tests could hold the test function; none is certain",
+                many.len()
+            ),
+            alternatives: many
+                .iter()
+                .map(|&off| (layout(off), entries_for(off)))
+                .collect(),
+        }),
     }
-    Ok(Found {
-        entries,
-        layout: Layout {
-            name: name_offset,
-            function: fn_offset,
-        },
-        proven,
-    })
 }
 
 #[cfg(test)]
@@ -581,13 +588,12 @@ mod tests {
     #[test]
     fn each_test_gets_the_function_of_its_own_struct() {
         let b = three_tests();
-        let found = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"], None).unwrap();
+        let found = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap();
         let entries = &found.entries;
         assert_eq!(entries["tests::a"].address, CODE);
         assert_eq!(entries["tests::b"].address, CODE + 0x100);
         assert_eq!(entries["tests::c"].address, CODE + 0x200);
         assert_eq!(entries["tests::b"].file_range, (CODE + 0x100, CODE + 0x120));
-        assert!(found.proven);
         assert_eq!(
             found.layout,
             Layout {
@@ -604,9 +610,7 @@ mod tests {
         b.bytes(RODATA + 0x400, b"tests::ab");
         b.pointer(DATA + 0x900, RODATA + 0x400);
         b.word(DATA + 0x908, 9);
-        let entries = find_entries(&b.image(), &["tests::a"], None)
-            .unwrap()
-            .entries;
+        let entries = find_entries(&b.image(), &["tests::a"]).unwrap().entries;
         assert_eq!(entries["tests::a"].address, CODE);
     }
 
@@ -617,7 +621,7 @@ mod tests {
         for i in 0..3 {
             b.pointer(DATA + i * STRIDE + 8, CODE + 0x100 * i + 4);
         }
-        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"], None)
+        let entries = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"])
             .unwrap()
             .entries;
         assert_eq!(entries["tests::c"].address, CODE + 0x200);
@@ -632,10 +636,9 @@ mod tests {
             b.pointer(DATA + i * STRIDE + 16, CODE + 0x800 + 0x10 * i);
             b.function(CODE + 0x800 + 0x10 * i);
         }
-        let err =
-            find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"], None).unwrap_err();
+        let err = find_entries(&b.image(), &["tests::a", "tests::b", "tests::c"]).unwrap_err();
         assert!(err.message.contains("none is certain"), "{err:?}");
-        assert!(err.ambiguous);
+        assert_eq!(err.alternatives.len(), 2);
     }
 
     #[test]
@@ -647,26 +650,41 @@ mod tests {
         b.pointer(DATA + 0x800, DATA);
         b.pointer(DATA + STRIDE + 8, CODE + 0x300);
         b.function(CODE + 0x300);
-        let alone = find_entries(&b.image(), &["lone"], None).unwrap_err();
-        assert!(alone.ambiguous, "{alone:?}");
+        let alone = find_entries(&b.image(), &["lone"]).unwrap_err();
+        assert_eq!(alone.alternatives.len(), 2, "{alone:?}");
+        let unsettled = Inspection {
+            alternatives: alone.alternatives,
+            problem: Some(alone.message),
+            ..Inspection::default()
+        };
         let known = Layout {
             name: 32,
             function: 136,
         };
-        let found = find_entries(&b.image(), &["lone"], Some(known)).unwrap();
-        assert_eq!(found.entries["lone"].address, CODE);
-        assert!(!found.proven);
+        let mut settled = unsettled.clone();
+        settled.settle(known, &["lone"]);
+        assert_eq!(settled.problem, None);
+        assert_eq!(settled.entries["lone"].address, CODE);
+        assert_eq!(settled.proven_layout, None);
         // A known layout that is not among the possible offsets decides nothing.
         let other = Layout {
             name: 32,
             function: 64,
         };
-        assert!(find_entries(&b.image(), &["lone"], Some(other)).is_err());
+        let mut still = unsettled.clone();
+        still.settle(other, &["lone"]);
+        assert_eq!(still, unsettled);
         // With one possible offset, the image's own answer stands.
         let three = three_tests();
-        let found = find_entries(&three.image(), &["tests::a"], Some(other)).unwrap();
-        assert!(found.proven);
+        let found = find_entries(&three.image(), &["tests::a"]).unwrap();
         assert_eq!(found.layout.function, 136);
+        let mut proven = Inspection {
+            entries: found.entries.clone(),
+            proven_layout: Some(found.layout),
+            ..Inspection::default()
+        };
+        proven.settle(other, &["tests::a"]);
+        assert_eq!(proven.entries, found.entries);
     }
 
     #[test]
@@ -679,16 +697,14 @@ mod tests {
         b.pointer(DATA + STRIDE + 8, CODE + 0x300);
         b.function(CODE + 0x300);
         b.pointer(DATA + 0x808, DATA + STRIDE);
-        let entries = find_entries(&b.image(), &["tests::only"], None)
-            .unwrap()
-            .entries;
+        let entries = find_entries(&b.image(), &["tests::only"]).unwrap().entries;
         assert_eq!(entries["tests::only"].address, CODE);
     }
 
     #[test]
     fn no_table_is_an_error_not_a_guess() {
         let b = Builder::new();
-        assert!(find_entries(&b.image(), &["tests::a"], None).is_err());
+        assert!(find_entries(&b.image(), &["tests::a"]).is_err());
     }
 
     #[test]
@@ -708,7 +724,6 @@ mod tests {
         let found = inspect(
             &data,
             &[me, "entry::tests::no_table_is_an_error_not_a_guess"],
-            None,
         );
         assert_eq!(found.problem, None);
         let entry = found.entries[me];

@@ -277,8 +277,9 @@ fn symbolizer_and_entry_finder_survive_damaged_executables() {
     let mut rng = Rng(seed() ^ 0xe1f);
     fuzz("elf", 300, |input| {
         // The entry finder reads the executable from memory...
-        let found = entry::inspect(input, &["tests::a", "main"], None);
+        let found = entry::inspect(input, &["tests::a", "main"]);
         let _ = found.problem;
+        let _ = crate::inspect::BinarySymbols::of(input);
         // ...the symbolizer from a file.
         std::fs::write(&path, input).map_err(|e| e.to_string())?;
         let mut s = symbolize::Symbolizer::new();

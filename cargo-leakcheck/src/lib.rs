@@ -33,6 +33,7 @@ mod fnv;
 #[cfg(test)]
 mod fuzz;
 pub(crate) mod growth;
+pub(crate) mod inspect;
 pub(crate) mod interrupt;
 pub(crate) mod lock;
 pub(crate) mod model;

@@ -25,12 +25,11 @@
 //! environment, so its failure message keeps the backtrace the user asked for.
 
 use crate::cargo::TestBinary;
-use crate::entry::{self, Entry, Inspection, Layout};
+use crate::entry::Entry;
 use crate::errors::Error;
 use crate::protocol::{Mode, ProfileSettings};
 use crate::rerun::{self, Status};
 use crate::runner::{self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase};
-use std::collections::BTreeSet;
 
 pub use crate::model::Method;
 
@@ -88,65 +87,18 @@ pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
 
 /// Whether the counting pass can judge this binary's tests.
 pub fn countable(binary: &TestBinary) -> bool {
-    binary.harness && !binary.symbols.custom_global_allocator
-}
-
-/// Reads each libtest binary for its tests' entry points. A binary whose own tests leave
-/// libtest's layout open (a single test) is read again with the layout the others proved:
-/// one build, one libtest.
-fn inspect_binaries(binaries: &[TestBinary], tests: &[TestCase]) -> Vec<Option<Inspection>> {
-    let names_of = |b: usize| -> Vec<&str> {
-        tests
-            .iter()
-            .filter(|t| t.binary == b)
-            .map(|t| t.name.as_str())
-            .collect()
-    };
-    let inspect = |b: usize, known: Option<Layout>| -> Option<Inspection> {
-        let binary = &binaries[b];
-        let names = names_of(b);
-        if !binary.harness || names.is_empty() {
-            return None;
-        }
-        Some(match std::fs::read(&binary.path) {
-            Ok(data) => entry::inspect(&data, &names, known),
-            Err(e) => Inspection {
-                problem: Some(format!("cannot read `{}`: {e}", binary.path.display())),
-                ..Inspection::default()
-            },
-        })
-    };
-    let mut found: Vec<Option<Inspection>> =
-        (0..binaries.len()).map(|b| inspect(b, None)).collect();
-    let proven: BTreeSet<Layout> = found
-        .iter()
-        .flatten()
-        .filter_map(|i| i.proven_layout)
-        .collect();
-    if let [known] = proven.iter().copied().collect::<Vec<_>>().as_slice() {
-        for (b, slot) in found.iter_mut().enumerate() {
-            if slot.as_ref().is_some_and(|i| i.ambiguous) {
-                *slot = inspect(b, Some(*known));
-            }
-        }
-    }
-    found
+    binary.harness && !binary.facts.symbols.custom_global_allocator
 }
 
 /// The extra runs a test can have, or why it can have none.
-fn rerun_request(
-    t: &TestCase,
-    binary: &TestBinary,
-    inspection: Option<&Inspection>,
-    runs: u32,
-) -> Result<RerunRequest, Status> {
+fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRequest, Status> {
     if runs == 0 {
         return Err(Status::Off);
     }
     if !binary.harness {
         return Err(Status::NoHarness);
     }
-    let Some(inspection) = inspection else {
+    let Some(inspection) = binary.facts.tests.as_ref() else {
         return Err(Status::NoEntryPoint(
             "the executable was not inspected".into(),
         ));
@@ -242,27 +194,23 @@ fn judge_count(
 /// Runs the counting pass (unless `stacks_for_all`), then exact stack profiling where
 /// needed, each with extra runs where they can tell something.
 pub fn run(
-    binaries: &[TestBinary],
+    binaries: &mut [TestBinary],
     config: &RunConfig,
     stacks_for_all: bool,
 ) -> Result<Outcome, Error> {
     let (tests, ignored, list_errors) = runner::list_all(binaries, config);
-    let inspections = inspect_binaries(binaries, &tests);
+    crate::inspect::binaries(binaries, &tests);
+    let binaries = &*binaries;
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()
-        .map(|t| {
-            rerun_request(
-                t,
-                &binaries[t.binary],
-                inspections[t.binary].as_ref(),
-                (config.extra_runs)(&t.name),
-            )
-        })
+        .map(|t| rerun_request(t, &binaries[t.binary], (config.extra_runs)(&t.name)))
         .collect();
     let entries: Vec<Option<Entry>> = tests
         .iter()
         .map(|t| {
-            inspections[t.binary]
+            binaries[t.binary]
+                .facts
+                .tests
                 .as_ref()
                 .and_then(|i| i.entries.get(&t.name).copied())
         })
