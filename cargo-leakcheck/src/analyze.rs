@@ -105,20 +105,35 @@ fn global_allocator_reached_malloc(result: &ProcessResult, symbolizer: &mut Symb
     false
 }
 
-/// Reads and merges a process's exit dumps (the runtime's, plus the test binary's own
-/// jemalloc's when it has one).
-pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, String> {
-    if result.preload_dumps.is_empty() {
-        return Err("the process wrote no heap dump".into());
-    }
-    load_paths(result.preload_dumps.iter().chain(result.app_dumps.iter()))
+/// Why a process's heap dumps could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// The process ended without writing its exit dump.
+    #[error("the process wrote no heap dump")]
+    NoExitDump,
+    /// An extra run's dump is missing (1-based run number).
+    #[error("the heap dump after extra run {0} is missing")]
+    NoRunDump(usize),
+    /// A dump could not be read or parsed (the error names the file and line).
+    #[error(transparent)]
+    Unreadable(#[from] profile::ProfileError),
 }
 
-/// Reads dumps of one moment of one process and merges them.
-fn load_paths<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> Result<NormalizedProfile, String> {
+/// Reads and merges a process's exit dumps (the runtime's, plus the test binary's own
+/// jemalloc's when it has one).
+pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, DumpError> {
+    if result.preload_dumps.is_empty() {
+        return Err(DumpError::NoExitDump);
+    }
+    load_paths(&result.preload_dumps, &result.app_dumps)
+}
+
+/// Reads the runtime's dump of one moment of one process and the binary's own (if any), and
+/// merges them.
+fn load_paths(preload: &[PathBuf], app: &[PathBuf]) -> Result<NormalizedProfile, DumpError> {
     let mut merged: Option<NormalizedProfile> = None;
-    for path in paths {
-        let parsed = profile::read_heap_profile(path).map_err(|e| e.to_string())?;
+    for path in preload.iter().chain(app) {
+        let parsed = profile::read_heap_profile(path)?;
         let norm = diff::normalize(&parsed.unbiased());
         match &mut merged {
             None => merged = Some(norm),
@@ -131,7 +146,7 @@ fn load_paths<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> Result<Normalized
             }
         }
     }
-    merged.ok_or_else(|| "no heap dump".to_string())
+    merged.ok_or(DumpError::NoExitDump)
 }
 
 /// Live counts per stack after the test's own run and after each extra run, stacks cut at
@@ -141,18 +156,15 @@ pub fn run_series(
     result: &ProcessResult,
     exe: &str,
     entry: &Entry,
-) -> Result<HashMap<Vec<FrameKey>, Vec<Counts>>, String> {
+) -> Result<HashMap<Vec<FrameKey>, Vec<Counts>>, DumpError> {
     let first = load_dumps(result)?;
     let kinds = 1 + usize::from(!result.app_dumps.is_empty());
     let mut profiles = vec![first];
     for (k, dumps) in result.run_dumps.iter().enumerate() {
         if dumps.len() != kinds {
-            return Err(format!(
-                "the heap dump after extra run {} is missing",
-                k + 1
-            ));
+            return Err(DumpError::NoRunDump(k + 1));
         }
-        profiles.push(load_paths(dumps.iter())?);
+        profiles.push(load_paths(dumps, &[])?);
     }
     let n = profiles.len();
     let mut series: HashMap<Vec<FrameKey>, Vec<Counts>> = HashMap::new();
@@ -389,7 +401,7 @@ pub fn analyze_test(
                 Err(e) => {
                     let unusable = rerun::Outcome {
                         made: reruns.outcome.made,
-                        status: rerun::Status::Unavailable(e),
+                        status: rerun::Status::Unavailable(e.to_string()),
                     };
                     report.extra_runs = ExtraRuns::from_outcome(&unusable);
                     None

@@ -431,15 +431,13 @@ fn write_flamegraphs(
         let folded_rel = PathBuf::from(&dir_name).join(format!("{stem}.folded"));
         let svg_rel = PathBuf::from(&dir_name).join(format!("{stem}.svg"));
         let result = std::fs::create_dir_all(&dir)
-            .map_err(|e| e.to_string())
             .and_then(|_| {
                 let mut text = lines.join("\n");
                 text.push('\n');
-                std::fs::write(out_dir.join(&folded_rel), text).map_err(|e| e.to_string())
+                std::fs::write(out_dir.join(&folded_rel), text)
             })
             .and_then(|_| {
-                let file =
-                    std::fs::File::create(out_dir.join(&svg_rel)).map_err(|e| e.to_string())?;
+                let file = std::fs::File::create(out_dir.join(&svg_rel))?;
                 flamegraph::svg(
                     &format!("{} {}", t.binary, t.name),
                     &lines,

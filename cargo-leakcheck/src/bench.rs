@@ -399,10 +399,8 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut
                 plot::line_chart(&title, &series),
             )
         })
-        .map_err(|e| e.to_string())
         .and_then(|_| {
-            let file =
-                std::fs::File::create(out_dir.join(rel("svg"))).map_err(|e| e.to_string())?;
+            let file = std::fs::File::create(out_dir.join(rel("svg")))?;
             flamegraph::svg_titled(
                 &format!("{} {}: growth", b.binary, b.name),
                 "memory that kept growing over the later half of the run, by allocation stack",

@@ -7,7 +7,6 @@
 //! matching `[[tests]]` entry over `[defaults]` over the built-in defaults.
 
 use crate::model::FrameReport;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -25,18 +24,50 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 /// The most extra runs a test may be given.
 pub const MAX_EXTRA_RUNS: u32 = 100;
 
+/// A size that could not be read, with the text as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid size `{text}`: {problem}")]
+pub struct SizeError {
+    /// The text.
+    pub text: String,
+    /// What is wrong with it.
+    pub problem: SizeProblem,
+}
+
+/// What is wrong with a size.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeProblem {
+    /// No digits before the unit.
+    #[error("expected a number and a unit such as `4KiB`")]
+    NoNumber,
+    /// A unit that is not one of the known ones (lower-cased).
+    #[error("unknown unit `{0}` (use B, KiB, MiB, GiB, KB, MB or GB)")]
+    UnknownUnit(String),
+    /// Digits and dots that do not make a number.
+    #[error("`{0}` is not a number")]
+    NotANumber(String),
+    /// More than `u64::MAX` bytes.
+    #[error("out of range (at most 2^64 - 1 bytes)")]
+    OutOfRange,
+    /// A fraction of a byte.
+    #[error("not a whole number of bytes")]
+    NotWhole,
+}
+
 /// Parses a human size: `0`, `512B`, `4KiB`, `1.5MiB`, `2GiB`; also `KB`/`MB`/`GB`
 /// (decimal). Case-insensitive, optional space before the unit.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let error = |problem| SizeError {
+        text: text.to_string(),
+        problem,
+    };
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!(
-            "invalid size `{text}`: expected a number and a unit such as `4KiB`"
-        ));
+        return Err(error(SizeProblem::NoNumber));
     }
     let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -46,21 +77,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "kb" => 1_000,
         "mb" => 1_000_000,
         "gb" => 1_000_000_000,
-        other => {
-            return Err(format!(
-                "invalid size `{text}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB or GB)"
-            ))
-        }
+        other => return Err(error(SizeProblem::UnknownUnit(other.to_string()))),
     };
     // Exact decimal arithmetic: a float would round 2^64 down to fit, or turn
     // `0.1KB` into 100.00000000000001 bytes.
-    let not_a_number = || format!("invalid size `{text}`: `{num}` is not a number");
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
     if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
-        return Err(not_a_number());
+        return Err(error(SizeProblem::NotANumber(num.to_string())));
     }
-    let out_of_range = || format!("invalid size `{text}`: out of range (at most 2^64 - 1 bytes)");
-    let digits = |d: &str| -> Result<u128, String> {
+    let out_of_range = || error(SizeProblem::OutOfRange);
+    let digits = |d: &str| -> Result<u128, SizeError> {
         if d.is_empty() {
             Ok(0)
         } else {
@@ -69,17 +95,13 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     };
     let frac = frac.trim_end_matches('0');
     if frac.len() > 30 {
-        return Err(format!(
-            "invalid size `{text}`: not a whole number of bytes"
-        ));
+        return Err(error(SizeProblem::NotWhole));
     }
     let whole = digits(int)?.checked_mul(mult).ok_or_else(out_of_range)?;
     let scale = 10u128.pow(frac.len() as u32);
     let part = digits(frac)?.checked_mul(mult).ok_or_else(out_of_range)?;
     if part % scale != 0 {
-        return Err(format!(
-            "invalid size `{text}`: not a whole number of bytes"
-        ));
+        return Err(error(SizeProblem::NotWhole));
     }
     let bytes = whole.checked_add(part / scale).ok_or_else(out_of_range)?;
     u64::try_from(bytes).map_err(|_| out_of_range())
@@ -276,7 +298,14 @@ pub struct Diagnostic {
 }
 
 /// Why a configuration file was rejected: every error found, not just the first.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid configuration `{}` ({} {}){}",
+    path.display(),
+    errors.len(),
+    if errors.len() == 1 { "error" } else { "errors" },
+    diagnostics_text(path, errors)
+)]
 pub struct ConfigError {
     /// The file.
     pub path: PathBuf,
@@ -284,27 +313,13 @@ pub struct ConfigError {
     pub errors: Vec<Diagnostic>,
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid configuration `{}` ({} {})",
-            self.path.display(),
-            self.errors.len(),
-            if self.errors.len() == 1 {
-                "error"
-            } else {
-                "errors"
-            }
-        )?;
-        for d in &self.errors {
-            write!(f, "\n  {}", format_diagnostic(&self.path, d))?;
-        }
-        Ok(())
-    }
+/// The list under a [`ConfigError`]'s first line: one indented diagnostic per line.
+fn diagnostics_text(path: &Path, errors: &[Diagnostic]) -> String {
+    errors
+        .iter()
+        .map(|d| format!("\n  {}", format_diagnostic(path, d)))
+        .collect()
 }
-
-impl std::error::Error for ConfigError {}
 
 /// `path:line: key `k`: message`.
 pub fn format_diagnostic(path: &Path, d: &Diagnostic) -> String {
@@ -353,7 +368,7 @@ impl Reader<'_> {
             DeValue::String(s) => match parse_size(s) {
                 Ok(n) => Some(n),
                 Err(e) => {
-                    self.error(v.span().start, key, e);
+                    self.error(v.span().start, key, e.to_string());
                     None
                 }
             },
@@ -724,17 +739,33 @@ pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read configuration `{path}`: {1}", path = .0.display())]
     Read(PathBuf, #[source] std::io::Error),
-    /// The file is not UTF-8 text (why, and what it looks like instead).
+    /// The file is not UTF-8 text.
     #[error("invalid configuration `{path}`: {1}", path = .0.display())]
-    Encoding(PathBuf, String),
+    Encoding(PathBuf, NotUtf8),
     /// The file has errors.
     #[error(transparent)]
     Invalid(ConfigError),
 }
 
+/// Why a configuration file is not UTF-8 text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotUtf8 {
+    /// It looks like UTF-16 (which byte order, whether with a byte-order mark).
+    #[error("the file is not UTF-8: it looks like {0}; save it as UTF-8")]
+    Utf16(&'static str),
+    /// Invalid UTF-8 at this line and byte.
+    #[error("the file is not valid UTF-8 (line {line}, byte {byte})")]
+    Invalid {
+        /// 1-based line.
+        line: usize,
+        /// 0-based byte offset.
+        byte: usize,
+    },
+}
+
 /// The text of a configuration file: UTF-8, with or without a byte-order mark. Anything
 /// else gets a reason that says what it looks like (editors on Windows save UTF-16).
-fn decode(bytes: &[u8]) -> Result<&str, String> {
+fn decode(bytes: &[u8]) -> Result<&str, NotUtf8> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     // UTF-16 of ASCII text is valid UTF-8, zero bytes and all (TOML allows none), so it
     // is looked for first: a byte-order mark, or a zero in most odd or even positions.
@@ -759,14 +790,12 @@ fn decode(bytes: &[u8]) -> Result<&str, String> {
         None
     };
     if let Some(kind) = utf16 {
-        return Err(format!(
-            "the file is not UTF-8: it looks like {kind}; save it as UTF-8"
-        ));
+        return Err(NotUtf8::Utf16(kind));
     }
     std::str::from_utf8(bytes).map_err(|e| {
-        let at = e.valid_up_to();
-        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        format!("the file is not valid UTF-8 (line {line}, byte {at})")
+        let byte = e.valid_up_to();
+        let line = bytes[..byte].iter().filter(|&&b| b == b'\n').count() + 1;
+        NotUtf8::Invalid { line, byte }
     })
 }
 
@@ -898,16 +927,28 @@ mod tests {
 
     #[test]
     fn rejects_bad_sizes_naming_them() {
-        let e = parse_size("4XB").unwrap_err();
+        let e = parse_size("4XB").unwrap_err().to_string();
         assert!(
             e.contains("`4XB`") && e.contains("unknown unit `xb`"),
             "{e}"
         );
-        assert!(parse_size("KiB").unwrap_err().contains("expected a number"));
-        assert!(parse_size("1.5B").unwrap_err().contains("whole number"));
+        assert!(parse_size("KiB")
+            .unwrap_err()
+            .to_string()
+            .contains("expected a number"));
+        assert!(parse_size("1.5B")
+            .unwrap_err()
+            .to_string()
+            .contains("whole number"));
         assert!(parse_size("-1B").is_err());
-        assert!(parse_size("1..5B").unwrap_err().contains("not a number"));
-        assert!(parse_size(".").unwrap_err().contains("not a number"));
+        assert!(parse_size("1..5B")
+            .unwrap_err()
+            .to_string()
+            .contains("not a number"));
+        assert!(parse_size(".")
+            .unwrap_err()
+            .to_string()
+            .contains("not a number"));
     }
 
     #[test]
@@ -919,9 +960,11 @@ mod tests {
         let with_bom = [&[0xFF, 0xFE][..], &utf16le].concat();
         assert!(decode(&with_bom)
             .unwrap_err()
+            .to_string()
             .contains("looks like UTF-16 (little-endian, with a byte-order mark)"));
         assert!(decode(&utf16le)
             .unwrap_err()
+            .to_string()
             .contains("looks like UTF-16 (little-endian)"));
         let utf16be: Vec<u8> = "[defaults]\n"
             .encode_utf16()
@@ -929,9 +972,10 @@ mod tests {
             .collect();
         assert!(decode(&utf16be)
             .unwrap_err()
+            .to_string()
             .contains("UTF-16 (big-endian)"));
         assert_eq!(
-            decode(b"a = 1\nb = \"\xFF\"\n").unwrap_err(),
+            decode(b"a = 1\nb = \"\xFF\"\n").unwrap_err().to_string(),
             "the file is not valid UTF-8 (line 2, byte 11)"
         );
         assert_eq!(decode(b"\xEF\xBB\xBFa = 1\n"), Ok("a = 1\n"));
@@ -967,7 +1011,7 @@ mod tests {
             "1e30",
             "99999999999999999999999999999999999999999B",
         ] {
-            let e = parse_size(over).unwrap_err();
+            let e = parse_size(over).unwrap_err().to_string();
             assert!(
                 e.contains("out of range") || e.contains("unknown unit"),
                 "{over}: {e}"
@@ -975,13 +1019,17 @@ mod tests {
         }
         assert!(parse_size("17179869184GiB")
             .unwrap_err()
+            .to_string()
             .contains("out of range"));
         assert!(parse_size("18446744073709551616")
             .unwrap_err()
+            .to_string()
             .contains("at most 2^64 - 1"));
         assert_eq!(
-            parse_size("17179869183.999999999GiB"),
-            Err("invalid size `17179869183.999999999GiB`: not a whole number of bytes".into())
+            parse_size("17179869183.999999999GiB")
+                .unwrap_err()
+                .to_string(),
+            "invalid size `17179869183.999999999GiB`: not a whole number of bytes"
         );
         assert_eq!(parse_size("0.5KiB"), Ok(512));
         assert_eq!(parse_size("0.1KB"), Ok(100));

@@ -255,7 +255,7 @@ fn sizes_never_panic() {
             .map(|_| pieces[rng.below(pieces.len())])
             .collect();
         if let Err(e) = config::parse_size(&text) {
-            assert!(e.contains(&format!("`{text}`")), "{text}: {e}");
+            assert!(e.to_string().contains(&format!("`{text}`")), "{text}: {e}");
         }
     }
 }

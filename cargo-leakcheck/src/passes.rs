@@ -42,7 +42,7 @@ pub struct Outcome {
     /// Tests an interruption left unjudged (see [`crate::interrupt`]).
     pub not_finished: Vec<TestCase>,
     /// Binaries whose tests could not be listed, with the reason.
-    pub list_errors: Vec<(usize, String)>,
+    pub list_errors: Vec<(usize, runner::ListError)>,
     /// Per binary: its harness-only baseline, when any of its tests was profiled.
     pub baselines: Vec<Option<ProcessResult>>,
 }

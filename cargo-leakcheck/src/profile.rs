@@ -19,7 +19,6 @@
 //! silently misread dump would turn into a wrong leak report, and tolerant about the
 //! parts we ignore (per-thread lines and their optional thread names).
 
-use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
@@ -152,80 +151,55 @@ fn unbias(live: Counts, period: f64) -> Counts {
 }
 
 /// What was wrong with a dump; see [`ProfileError::kind`].
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileErrorKind {
     /// Reading failed.
-    Io(std::io::Error),
+    #[error("cannot read: {0}")]
+    Io(#[source] std::io::Error),
     /// The file holds no bytes at all (jemalloc created it but never wrote to it).
+    #[error("empty file: no `heap_v2/<sample period>` header")]
     Empty,
     /// The first line is not a `heap_v<N>/…` header.
+    #[error("not a jemalloc heap profile: expected a `heap_v2/<sample period>` header")]
     MissingHeader,
     /// The header names a format other than `heap_v2`.
+    #[error("unsupported dump format: only jemalloc's `heap_v2/<sample period>` is supported")]
     UnsupportedVersion,
     /// The header's sample period is not a positive integer.
+    #[error("expected `heap_v2/<sample period>` with a positive decimal period")]
     BadSamplePeriod,
     /// The header is not followed by the `t*:` totals line.
+    #[error("expected the `t*: <objects>: <bytes>` totals line after the header")]
     MissingTotals,
     /// A `t*:` or `tN:` line whose counts do not parse.
+    #[error(
+        "expected `t<thread or *>: <objects>: <bytes> [<objects>: <bytes>]` with decimal counts"
+    )]
     BadCounts,
     /// An `@` line with something that is not a hexadecimal address.
+    #[error("expected `@ <hexadecimal addresses>` separated by spaces")]
     BadAddress,
     /// An `@` line not followed by its `t*:` line.
+    #[error("expected `t*: <objects>: <bytes>` after a stack header")]
     MissingStackTotals,
     /// A line that fits nowhere in the profile section.
+    #[error("expected `@ <addresses>`, a `t<thread>:` line, a blank line or `MAPPED_LIBRARIES:`")]
     UnexpectedLine,
     /// A line of the `MAPPED_LIBRARIES:` section that is not a maps line.
+    #[error("expected a maps line `<start>-<end> <perms> <offset> <dev> <inode> [<path>]`")]
     BadMapping,
     /// The file ends before the `MAPPED_LIBRARIES:` section, which jemalloc always
     /// writes: the dump was cut short (process killed while dumping, disk full, …).
+    #[error("truncated: no MAPPED_LIBRARIES section (jemalloc always writes one, so the dump was cut short)")]
     Truncated,
     /// The file ends in the middle of a `MAPPED_LIBRARIES:` line: the dump was cut short
     /// and that last mapping cannot be trusted (its path may be cut too).
+    #[error("truncated: the last MAPPED_LIBRARIES line has no newline (the dump was cut short)")]
     TruncatedMapping,
 }
 
 impl ProfileErrorKind {
-    fn describe(&self) -> &'static str {
-        match self {
-            ProfileErrorKind::Io(_) => "cannot read",
-            ProfileErrorKind::Empty => "empty file: no `heap_v2/<sample period>` header",
-            ProfileErrorKind::MissingHeader => {
-                "not a jemalloc heap profile: expected a `heap_v2/<sample period>` header"
-            }
-            ProfileErrorKind::UnsupportedVersion => {
-                "unsupported dump format: only jemalloc's `heap_v2/<sample period>` is supported"
-            }
-            ProfileErrorKind::BadSamplePeriod => {
-                "expected `heap_v2/<sample period>` with a positive decimal period"
-            }
-            ProfileErrorKind::MissingTotals => {
-                "expected the `t*: <objects>: <bytes>` totals line after the header"
-            }
-            ProfileErrorKind::BadCounts => {
-                "expected `t<thread or *>: <objects>: <bytes> [<objects>: <bytes>]` with decimal counts"
-            }
-            ProfileErrorKind::BadAddress => {
-                "expected `@ <hexadecimal addresses>` separated by spaces"
-            }
-            ProfileErrorKind::MissingStackTotals => {
-                "expected `t*: <objects>: <bytes>` after a stack header"
-            }
-            ProfileErrorKind::UnexpectedLine => {
-                "expected `@ <addresses>`, a `t<thread>:` line, a blank line or `MAPPED_LIBRARIES:`"
-            }
-            ProfileErrorKind::BadMapping => {
-                "expected a maps line `<start>-<end> <perms> <offset> <dev> <inode> [<path>]`"
-            }
-            ProfileErrorKind::Truncated => {
-                "truncated: no MAPPED_LIBRARIES section (jemalloc always writes one, so the dump was cut short)"
-            }
-            ProfileErrorKind::TruncatedMapping => {
-                "truncated: the last MAPPED_LIBRARIES line has no newline (the dump was cut short)"
-            }
-        }
-    }
-
     /// Whether showing the offending line helps; it does not when there is no such line.
     fn shows_line(&self) -> bool {
         !matches!(
@@ -239,11 +213,13 @@ impl ProfileErrorKind {
 }
 
 /// A dump that could not be read or parsed, with enough context to point at the problem.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{}{kind}{}", location(path.as_deref(), *line), found(kind, text))]
 pub struct ProfileError {
     path: Option<PathBuf>,
     line: Option<usize>,
     text: String,
+    #[source]
     kind: ProfileErrorKind,
 }
 
@@ -296,35 +272,24 @@ impl ProfileError {
     }
 }
 
-impl fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.path, self.line) {
-            (Some(path), Some(line)) => write!(f, "`{}` line {line}: ", path.display())?,
-            (Some(path), None) => write!(f, "`{}`: ", path.display())?,
-            (None, Some(line)) => write!(f, "line {line}: ")?,
-            (None, None) => {}
-        }
-        f.write_str(self.kind.describe())?;
-        if let ProfileErrorKind::Io(err) = &self.kind {
-            write!(f, ": {err}")?;
-        }
-        if self.kind.shows_line() {
-            if self.text.is_empty() {
-                f.write_str(", found an empty line")?;
-            } else {
-                write!(f, ", found `{}`", self.text)?;
-            }
-        }
-        Ok(())
+/// `` `path` line N: `` as far as they are known.
+fn location(path: Option<&Path>, line: Option<usize>) -> String {
+    match (path, line) {
+        (Some(path), Some(line)) => format!("`{}` line {line}: ", path.display()),
+        (Some(path), None) => format!("`{}`: ", path.display()),
+        (None, Some(line)) => format!("line {line}: "),
+        (None, None) => String::new(),
     }
 }
 
-impl std::error::Error for ProfileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            ProfileErrorKind::Io(err) => Some(err),
-            _ => None,
-        }
+/// `` , found `text` `` where the offending line helps.
+fn found(kind: &ProfileErrorKind, text: &str) -> String {
+    if !kind.shows_line() {
+        String::new()
+    } else if text.is_empty() {
+        ", found an empty line".into()
+    } else {
+        format!(", found `{text}`")
     }
 }
 

@@ -161,8 +161,31 @@ pub struct Listing {
     pub ignored: usize,
 }
 
+/// Why a binary's tests could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    /// The executable could not be started.
+    #[error("could not run `{}`: {source}", path.display())]
+    Spawn {
+        /// The executable.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--list` ended in failure.
+    #[error("`{} --list` failed ({status}): {stderr}", path.display())]
+    Failed {
+        /// The executable.
+        path: PathBuf,
+        /// How it ended.
+        status: std::process::ExitStatus,
+        /// What it wrote to stderr, trimmed.
+        stderr: String,
+    },
+}
+
 /// Lists the tests of one binary.
-pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, String> {
+pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, ListError> {
     if !binary.harness {
         return Ok(Listing {
             tests: vec![TestCase {
@@ -173,23 +196,23 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, St
             ignored: 0,
         });
     }
-    let list = |extra: &[&str]| -> Result<Vec<String>, String> {
+    let list = |extra: &[&str]| -> Result<Vec<String>, ListError> {
         let mut cmd = base_command(binary, config);
         cmd.arg("--list").arg("--format").arg("terse");
         cmd.args(&config.filter.list_args)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let out = crate::interrupt::output(&mut cmd)
-            .map_err(|e| format!("could not run `{}`: {e}", binary.path.display()))?;
+        let out = crate::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
+            path: binary.path.clone(),
+            source,
+        })?;
         if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            return Err(format!(
-                "`{} --list` failed ({}): {}",
-                binary.path.display(),
-                out.status,
-                stderr.trim()
-            ));
+            return Err(ListError::Failed {
+                path: binary.path.clone(),
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -285,7 +308,7 @@ pub struct RerunRequest {
 pub fn list_all(
     binaries: &[TestBinary],
     config: &RunConfig,
-) -> (Vec<TestCase>, usize, Vec<(usize, String)>) {
+) -> (Vec<TestCase>, usize, Vec<(usize, ListError)>) {
     let mut tests = Vec::new();
     let mut ignored = 0;
     let mut list_errors = Vec::new();

@@ -89,6 +89,80 @@ fn source_key() -> String {
     format!("{:016x}", h.finish())
 }
 
+/// Why no usable runtime could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `LEAKCHECK_RUNTIME` names no file.
+    #[error("{RUNTIME_ENV} points at `{}`, which is not a file", .0.display())]
+    NotAFile(PathBuf),
+    /// `LEAKCHECK_RUNTIME` names a file that is not a runtime.
+    #[error("{RUNTIME_ENV} points at `{}`, which is not a usable runtime: {why}", path.display())]
+    NotARuntime {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: Unusable,
+    },
+    /// Neither `LEAKCHECK_CACHE_DIR` nor `HOME` is set.
+    #[error("no cache directory: set {CACHE_ENV} or HOME")]
+    NoCacheDirectory,
+    /// cargo could not be started to build it.
+    #[error("could not start cargo to build it in `{}`: {source}", dir.display())]
+    CannotStartCargo {
+        /// The build directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// cargo failed to build it.
+    #[error("building it in `{}` failed ({status}); it needs a C compiler and make. cargo said:\n{output}", dir.display())]
+    BuildFailed {
+        /// The source directory.
+        dir: PathBuf,
+        /// cargo's exit status.
+        status: std::process::ExitStatus,
+        /// The end of cargo's output.
+        output: String,
+    },
+    /// The build succeeded but its output is not a runtime (it has been removed).
+    #[error("the build produced an unusable `{}` ({why}), now removed; run again to rebuild it", path.display())]
+    BadBuildOutput {
+        /// The build output.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: Unusable,
+    },
+}
+
+/// What is wrong with a file offered as the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// It cannot be read.
+    #[error("cannot read it: {0}")]
+    Unreadable(#[source] std::io::Error),
+    /// It is not an ELF file.
+    #[error("not a readable ELF file: {0}")]
+    NotElf(#[source] object::read::Error),
+    /// It does not define `malloc`.
+    #[error("it does not export `malloc`")]
+    NoMalloc,
+    /// The cached copy has no recorded size and checksum.
+    #[error("no record of its size and checksum")]
+    NoRecord,
+    /// The cached copy differs from what was built.
+    #[error("{size} bytes with checksum {checksum}, but it was built as {recorded_size} bytes with checksum {recorded_checksum}")]
+    Changed {
+        /// Its size now.
+        size: usize,
+        /// Its checksum now.
+        checksum: String,
+        /// The size recorded at build time.
+        recorded_size: String,
+        /// The checksum recorded at build time.
+        recorded_checksum: String,
+    },
+}
+
 /// Returns the path of a usable runtime, building it if needed.
 ///
 /// A cached runtime is checked against the size and checksum recorded when it was built
@@ -107,23 +181,16 @@ fn locate_or_build_quietly(verbose: bool) -> Result<PathBuf, Error> {
     if let Some(p) = std::env::var_os(RUNTIME_ENV) {
         let p = PathBuf::from(p);
         if !p.is_file() {
-            return Err(Error::Runtime(format!(
-                "{RUNTIME_ENV} points at `{}`, which is not a file",
-                p.display()
-            )));
+            return Err(RuntimeError::NotAFile(p).into());
         }
         let data =
             std::fs::read(&p).map_err(|e| Error::io(format!("read `{}`", p.display()), e))?;
         return match check_library(&data) {
             Ok(()) => Ok(p),
-            Err(why) => Err(Error::Runtime(format!(
-                "{RUNTIME_ENV} points at `{}`, which is not a usable runtime: {why}",
-                p.display()
-            ))),
+            Err(why) => Err(RuntimeError::NotARuntime { path: p, why }.into()),
         };
     }
-    let base = cache_dir()
-        .ok_or_else(|| Error::Runtime(format!("no cache directory: set {CACHE_ENV} or HOME")))?;
+    let base = cache_dir().ok_or(RuntimeError::NoCacheDirectory)?;
     let dir = base.join(format!("runtime-{}", source_key()));
     let lib = dir.join(LIB_NAME);
     let _lock = crate::lock::exclusive(
@@ -155,34 +222,34 @@ fn fingerprint(data: &[u8]) -> String {
 }
 
 /// Whether `data` is a shared library exporting the allocator the runtime provides.
-fn check_library(data: &[u8]) -> Result<(), String> {
+fn check_library(data: &[u8]) -> Result<(), Unusable> {
     use object::{Object, ObjectSymbol};
-    let file = object::File::parse(data).map_err(|e| format!("not a readable ELF file: {e}"))?;
+    let file = object::File::parse(data).map_err(Unusable::NotElf)?;
     let exports_malloc = file
         .dynamic_symbols()
         .any(|s| s.is_definition() && s.name() == Ok("malloc"));
     if exports_malloc {
         Ok(())
     } else {
-        Err("it does not export `malloc`".into())
+        Err(Unusable::NoMalloc)
     }
 }
 
 /// Checks the cached runtime against its recorded fingerprint.
-fn verify_cached(dir: &Path) -> Result<(), String> {
+fn verify_cached(dir: &Path) -> Result<(), Unusable> {
     let lib = dir.join(LIB_NAME);
-    let data = std::fs::read(&lib).map_err(|e| format!("cannot read it: {e}"))?;
-    let recorded = std::fs::read_to_string(dir.join(SUM_NAME))
-        .map_err(|_| "no record of its size and checksum".to_string())?;
+    let data = std::fs::read(&lib).map_err(Unusable::Unreadable)?;
+    let recorded = std::fs::read_to_string(dir.join(SUM_NAME)).map_err(|_| Unusable::NoRecord)?;
     let actual = fingerprint(&data);
     if recorded.trim() != actual {
-        let size = recorded.split_whitespace().next().unwrap_or("?");
-        return Err(format!(
-            "{} bytes with checksum {}, but it was built as {size} bytes with checksum {}",
-            data.len(),
-            actual.split_whitespace().nth(1).unwrap_or(""),
-            recorded.split_whitespace().nth(1).unwrap_or("?"),
-        ));
+        let field =
+            |text: &str, n: usize| text.split_whitespace().nth(n).unwrap_or("?").to_string();
+        return Err(Unusable::Changed {
+            size: data.len(),
+            checksum: field(&actual, 1),
+            recorded_size: field(&recorded, 0),
+            recorded_checksum: field(&recorded, 1),
+        });
     }
     check_library(&data)
 }
@@ -255,22 +322,21 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     if !verbose {
         cmd.arg("--quiet").stderr(Stdio::piped());
     }
-    let output = crate::interrupt::output(&mut cmd).map_err(|e| {
-        Error::Runtime(format!(
-            "could not start cargo to build it in `{}`: {e}",
-            dir.display()
-        ))
-    })?;
+    let output =
+        crate::interrupt::output(&mut cmd).map_err(|source| RuntimeError::CannotStartCargo {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(Error::Runtime(format!(
-            "building it in `{}` failed ({}); it needs a C compiler and make. cargo said:\n{}",
-            src.display(),
-            output.status,
-            tail.join("\n")
-        )));
+        return Err(RuntimeError::BuildFailed {
+            dir: src,
+            status: output.status,
+            output: tail.join("\n"),
+        }
+        .into());
     }
     let built = target.join("release").join(LIB_NAME);
     let data =
@@ -278,10 +344,7 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     if let Err(why) = check_library(&data) {
         // cargo took a damaged build output for up to date; it relinks once it is gone.
         let _ = std::fs::remove_file(&built);
-        return Err(Error::Runtime(format!(
-            "the build produced an unusable `{}` ({why}), now removed; run again to rebuild it",
-            built.display()
-        )));
+        return Err(RuntimeError::BadBuildOutput { path: built, why }.into());
     }
     install(dir, &data)?;
     crate::say!(
@@ -312,10 +375,10 @@ mod tests {
         let dir = scratch("verify");
         let data = sample_library();
         install(&dir, &data).unwrap();
-        assert_eq!(verify_cached(&dir), Ok(()));
+        assert!(verify_cached(&dir).is_ok());
 
         std::fs::write(dir.join(LIB_NAME), &data[..data.len() / 2]).unwrap();
-        let why = verify_cached(&dir).unwrap_err();
+        let why = verify_cached(&dir).unwrap_err().to_string();
         assert!(
             why.contains(&format!("{} bytes", data.len() / 2))
                 && why.contains(&format!("built as {} bytes", data.len())),
@@ -325,10 +388,16 @@ mod tests {
         let mut altered = data.clone();
         altered[1000] ^= 1;
         std::fs::write(dir.join(LIB_NAME), &altered).unwrap();
-        assert!(verify_cached(&dir).unwrap_err().contains("checksum"));
+        assert!(verify_cached(&dir)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
 
         std::fs::remove_file(dir.join(SUM_NAME)).unwrap();
-        assert!(verify_cached(&dir).unwrap_err().contains("no record"));
+        assert!(verify_cached(&dir)
+            .unwrap_err()
+            .to_string()
+            .contains("no record"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -345,17 +414,18 @@ mod tests {
         assert!(!restore_from_build(&dir), "a damaged build output");
         std::fs::write(release.join(LIB_NAME), &data).unwrap();
         assert!(restore_from_build(&dir));
-        assert_eq!(verify_cached(&dir), Ok(()));
+        assert!(verify_cached(&dir).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn only_a_library_exporting_malloc_passes_for_a_runtime() {
-        assert_eq!(check_library(&sample_library()), Ok(()));
-        assert!(check_library(b"not an ELF file")
-            .unwrap_err()
-            .contains("not a readable ELF"));
+        assert!(check_library(&sample_library()).is_ok());
+        assert!(matches!(
+            check_library(b"not an ELF file"),
+            Err(Unusable::NotElf(_))
+        ));
         let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        assert!(check_library(&exe).unwrap_err().contains("malloc"));
+        assert!(matches!(check_library(&exe), Err(Unusable::NoMalloc)));
     }
 }

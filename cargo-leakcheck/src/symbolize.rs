@@ -95,26 +95,35 @@ struct ElfLayout {
     build_id: Option<Vec<u8>>,
 }
 
+/// Why an object's program headers could not be read.
+#[derive(Debug, thiserror::Error)]
+enum LayoutError {
+    #[error("{0}")]
+    Open(#[from] std::io::Error),
+    #[error("{0}")]
+    Parse(#[from] object::read::Error),
+    #[error("not an ELF file ({0:?})")]
+    NotElf(FileKind),
+}
+
 /// Reads the program headers only; a [`ReadCache`] fetches just the bytes parsed, so this stays
 /// cheap even for large debug binaries (the `Loader` maps the whole file separately).
-fn read_layout(path: &Path) -> Result<ElfLayout, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
+fn read_layout(path: &Path) -> Result<ElfLayout, LayoutError> {
+    let file = File::open(path)?;
     let cache = ReadCache::new(file);
-    match FileKind::parse(&cache).map_err(|e| e.to_string())? {
+    match FileKind::parse(&cache)? {
         FileKind::Elf64 => layout_of::<elf::FileHeader64<object::Endianness>>(&cache),
         FileKind::Elf32 => layout_of::<elf::FileHeader32<object::Endianness>>(&cache),
-        other => Err(format!("not an ELF file ({other:?})")),
+        other => Err(LayoutError::NotElf(other)),
     }
 }
 
 fn layout_of<Elf: FileHeader<Endian = object::Endianness>>(
     data: &ReadCache<File>,
-) -> Result<ElfLayout, String> {
-    let header = Elf::parse(data).map_err(|e| e.to_string())?;
-    let endian = header.endian().map_err(|e| e.to_string())?;
-    let headers = header
-        .program_headers(endian, data)
-        .map_err(|e| e.to_string())?;
+) -> Result<ElfLayout, LayoutError> {
+    let header = Elf::parse(data)?;
+    let endian = header.endian()?;
+    let headers = header.program_headers(endian, data)?;
     let mut layout = ElfLayout {
         segments: Vec::new(),
         build_id: None,

@@ -59,7 +59,7 @@ pub fn folded_line(frames: &[crate::model::FrameReport], weight: u64) -> String 
 }
 
 /// Draws the SVG for a test's folded lines.
-pub fn svg(title: &str, lines: &[String], out: impl Write) -> Result<(), String> {
+pub fn svg(title: &str, lines: &[String], out: impl Write) -> std::io::Result<()> {
     svg_titled(
         title,
         "memory retained at the end of the test, by allocation stack",
@@ -74,18 +74,16 @@ pub fn svg_titled(
     subtitle: &str,
     lines: &[String],
     out: impl Write,
-) -> Result<(), String> {
+) -> std::io::Result<()> {
+    use inferno::flamegraph::color::{BasicPalette, Palette};
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
     options.subtitle = Some(subtitle.into());
     options.count_name = "bytes".into();
-    options.colors = "mem"
-        .parse()
-        .map_err(|e| format!("inferno palette: {e:?}"))?;
+    options.colors = Palette::Basic(BasicPalette::Mem);
     // Colour by name hash, not at random: the same results draw the same SVG.
     options.hash = true;
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
-        .map_err(|e| e.to_string())
 }
 
 /// The longest stem [`file_stem`] returns, leaving room for an extension within the
