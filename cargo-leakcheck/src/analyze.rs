@@ -10,7 +10,7 @@ use crate::diff::{self, FrameKey, NormalizedProfile};
 use crate::entry::Entry;
 use crate::model::{
     Allowance, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, RunGrowth,
-    StackKind, StackReport, TestReport, Verdict,
+    StackKind, StackReport, TargetKind, TestReport, Verdict,
 };
 use crate::profile::{self, Counts};
 use crate::rerun;
@@ -255,7 +255,7 @@ pub struct TestIdentity<'a> {
     /// Target name.
     pub binary: &'a str,
     /// Target kind.
-    pub kind: &'a str,
+    pub kind: TargetKind,
     /// libtest name.
     pub name: &'a str,
 }
@@ -313,7 +313,7 @@ fn clean_report(
     TestReport {
         package: id.package.to_string(),
         binary: id.binary.to_string(),
-        kind: id.kind.to_string(),
+        kind: id.kind,
         name: id.name.to_string(),
         verdict: Verdict::Clean,
         retained_bytes: 0,
@@ -749,7 +749,7 @@ mod tests {
         TestIdentity {
             package: "probe",
             binary: "t",
-            kind: "lib",
+            kind: TargetKind::Lib,
             name,
         }
     }

@@ -4,7 +4,9 @@ use crate::analyze::{self, BinaryAnalysis, TestIdentity};
 use crate::cargo::{self, TestBinary};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
-use crate::model::{Report, ReportSettings, StackKind, TestReport, Verdict, REPORT_VERSION};
+use crate::model::{
+    Report, ReportSettings, StackKind, TargetKind, TestReport, Verdict, REPORT_VERSION,
+};
 use crate::passes::{self, Method};
 use crate::protocol::ProfileSettings;
 use crate::report::{flamegraph, human};
@@ -240,7 +242,7 @@ fn metrics_json(
             e["pass"] = "stacks".into();
             let key = (
                 b.package.clone(),
-                b.kind.clone(),
+                b.kind,
                 b.target.clone(),
                 t.case.name.clone(),
             );
@@ -358,7 +360,7 @@ fn analyse_binary(
         let id = TestIdentity {
             package: &binary.package,
             binary: &binary.target,
-            kind: &binary.kind,
+            kind: binary.kind,
             name: &t.case.name,
         };
         let method = t.method;
@@ -461,15 +463,10 @@ fn write_flamegraphs(
 }
 
 /// Identifies a test across the report and the metrics: package, kind, target, name.
-type TestKey = (String, String, String, String);
+type TestKey = (String, TargetKind, String, String);
 
 fn test_key(t: &TestReport) -> TestKey {
-    (
-        t.package.clone(),
-        t.kind.clone(),
-        t.binary.clone(),
-        t.name.clone(),
-    )
+    (t.package.clone(), t.kind, t.binary.clone(), t.name.clone())
 }
 
 /// The documented exit code for a finished run. A test binary that could not even list

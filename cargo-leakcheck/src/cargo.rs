@@ -4,6 +4,7 @@
 use crate::cli::Selection;
 use crate::errors::Error;
 use crate::inspect::BinaryFacts;
+use crate::model::TargetKind as ModelKind;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -263,8 +264,8 @@ pub struct TestBinary {
     pub package: String,
     /// Target name (the lib target's name for unit tests).
     pub target: String,
-    /// `lib`, `bin` or `test`.
-    pub kind: String,
+    /// `lib`, `bin` or `test` (`bench` for `cargo leakcheck bench`).
+    pub kind: ModelKind,
     /// The executable.
     pub path: PathBuf,
     /// Whether the target uses libtest (false for `harness = false`).
@@ -275,11 +276,11 @@ pub struct TestBinary {
 
 impl TestBinary {
     /// What orders binaries, and tells a duplicate cargo reported twice.
-    fn key(&self) -> (&str, &str, &str, &Path, bool) {
+    fn key(&self) -> (&str, &str, ModelKind, &Path, bool) {
         (
             &self.package,
             &self.target,
-            &self.kind,
+            self.kind,
             &self.path,
             self.harness,
         )
@@ -288,9 +289,9 @@ impl TestBinary {
     /// A stable, unique id: `package` for unit tests of the lib, `package::target` for
     /// integration tests, `package::bin/target` for unit tests of a binary.
     pub fn id(&self) -> String {
-        match self.kind.as_str() {
-            "lib" => self.package.clone(),
-            "test" => format!("{}::{}", self.package, self.target),
+        match self.kind {
+            ModelKind::Lib => self.package.clone(),
+            ModelKind::Test => format!("{}::{}", self.package, self.target),
             other => format!("{}::{}/{}", self.package, other, self.target),
         }
     }
@@ -443,13 +444,13 @@ fn build(
                 continue;
             }
             let kind = if is_bench {
-                "bench"
+                ModelKind::Bench
             } else if artifact.target.kind.iter().any(is_lib_kind) {
-                "lib"
+                ModelKind::Lib
             } else if artifact.target.kind.contains(&TargetKind::Test) {
-                "test"
+                ModelKind::Test
             } else if artifact.target.kind.contains(&TargetKind::Bin) {
-                "bin"
+                ModelKind::Bin
             } else {
                 // Benches and examples built in test mode are not what `cargo test` runs
                 // by default; `cargo leakcheck bench` is their home.
@@ -470,7 +471,7 @@ fn build(
                 facts: BinaryFacts::default(),
                 package,
                 target: artifact.target.name.clone(),
-                kind: kind.into(),
+                kind,
                 path,
                 harness,
             });

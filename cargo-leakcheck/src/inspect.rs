@@ -115,7 +115,7 @@ mod tests {
         TestBinary {
             package: "cargo-leakcheck".into(),
             target: "cargo_leakcheck".into(),
-            kind: "lib".into(),
+            kind: crate::model::TargetKind::Lib,
             path: std::env::current_exe().unwrap(),
             harness,
             facts: BinaryFacts::default(),

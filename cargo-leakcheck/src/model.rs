@@ -229,6 +229,38 @@ pub struct Artifacts {
     pub folded: Option<String>,
 }
 
+/// What kind of target a test binary was built from; ordered as its name is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    /// A bench target (`cargo leakcheck bench`).
+    Bench,
+    /// A binary target's unit tests.
+    Bin,
+    /// The library's unit tests.
+    Lib,
+    /// An integration test target.
+    Test,
+}
+
+impl TargetKind {
+    /// Its name in reports and file names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Bench => "bench",
+            TargetKind::Bin => "bin",
+            TargetKind::Lib => "lib",
+            TargetKind::Test => "test",
+        }
+    }
+}
+
+impl std::fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One test.
 #[derive(Clone, Debug, Serialize)]
 pub struct TestReport {
@@ -237,7 +269,7 @@ pub struct TestReport {
     /// Test target name (the library's name for unit tests).
     pub binary: String,
     /// `lib`, `test` or `bin`.
-    pub kind: String,
+    pub kind: TargetKind,
     /// libtest name, module path included.
     pub name: String,
     /// The outcome.
@@ -303,7 +335,7 @@ impl TestReport {
         TestReport {
             package: "p".into(),
             binary: "p".into(),
-            kind: "lib".into(),
+            kind: TargetKind::Lib,
             name: "tests::t".into(),
             verdict: Verdict::Clean,
             retained_bytes: 0,
