@@ -331,17 +331,51 @@ fn clean_report(
     }
 }
 
-/// What the test's extra runs give the analysis: how they went, and the entry point their
-/// stacks pass through.
+/// What the test's other runs give the analysis: how its extra runs went, the entry point
+/// their stacks pass through, and its counting-pass process if it had one.
 pub struct Reruns<'a> {
-    /// How they went.
+    /// How the extra runs went.
     pub outcome: &'a rerun::Outcome,
     /// The test's entry point.
     pub entry: Option<&'a Entry>,
+    /// The test's process in the counting pass.
+    pub counting: Option<&'a ProcessResult>,
 }
 
-/// Analyses one test.
+/// Analyses one profiled test.
 pub fn analyze_test(
+    id: &TestIdentity,
+    result: &ProcessResult,
+    bin: &mut BinaryAnalysis,
+    policy: &Policy,
+    reruns: &Reruns,
+    method: Method,
+) -> TestReport {
+    let mut report = judge_profiled(id, result, bin, policy, reruns, method);
+    let counting_run_passed = reruns
+        .counting
+        .is_some_and(|c| crate::passes::first_run_end(c) == ProcessEnd::Exited(0));
+    mark_profiling_failure(&mut report, counting_run_passed);
+    report
+}
+
+/// A test that passed its counting run but failed, crashed or timed out when profiled is
+/// said to be so: the profiler's slowness, not the code, may be what broke it.
+fn mark_profiling_failure(report: &mut TestReport, counting_run_passed: bool) {
+    let failed = matches!(
+        report.verdict,
+        Verdict::Failed | Verdict::Crashed | Verdict::Timeout
+    );
+    if counting_run_passed && failed {
+        report.passed_without_profiling = true;
+        report.message = Some(format!(
+            "passed without profiling, failed when profiled: recording every allocation's stack slows the test, so a timing-sensitive assertion may not hold then. {}",
+            report.message.as_deref().unwrap_or_default()
+        ));
+    }
+}
+
+fn judge_profiled(
     id: &TestIdentity,
     result: &ProcessResult,
     bin: &mut BinaryAnalysis,
@@ -675,6 +709,36 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
+    #[test]
+    fn a_profiled_failure_after_a_passing_counting_run_is_marked_as_such() {
+        let failed = || TestReport {
+            verdict: Verdict::Failed,
+            message: Some("assertion failed: fast enough".into()),
+            ..TestReport::example()
+        };
+        let mut r = failed();
+        mark_profiling_failure(&mut r, true);
+        assert!(r.passed_without_profiling);
+        let message = r.message.unwrap();
+        assert!(
+            message.starts_with("passed without profiling, failed when profiled")
+                && message.ends_with("assertion failed: fast enough"),
+            "{message}"
+        );
+        // Failed both times: the test's own failure, nothing to add.
+        let mut r = failed();
+        mark_profiling_failure(&mut r, false);
+        assert!(!r.passed_without_profiling);
+        assert_eq!(r.message.as_deref(), Some("assertion failed: fast enough"));
+        // Leaking is not failing.
+        let mut r = TestReport {
+            verdict: Verdict::Leak,
+            ..TestReport::example()
+        };
+        mark_profiling_failure(&mut r, true);
+        assert!(!r.passed_without_profiling && r.message.is_none());
+    }
+
     /// A captured dump, copied to a scratch directory with its test binary renamed to a
     /// path that does not exist, so that its frames stay unresolved wherever this runs.
     fn testdata(name: &str) -> PathBuf {
@@ -707,6 +771,7 @@ mod tests {
         let reruns = Reruns {
             outcome: &none,
             entry: None,
+            counting: None,
         };
         analyze_test(id, result, bin, policy, &reruns, Method::Stacks)
     }

@@ -386,23 +386,9 @@ fn analyse_binary(
             let reruns = analyze::Reruns {
                 outcome: &t.reruns,
                 entry: t.entry.as_ref(),
+                counting: t.counted.as_ref(),
             };
-            let mut r = analyze::analyze_test(&id, &t.result, analysis, &policy, &reruns, method);
-            let counting_run_passed = t
-                .counted
-                .as_ref()
-                .is_some_and(|c| passes::first_run_end(c) == runner::ProcessEnd::Exited(0));
-            let failed_profiled = matches!(
-                r.verdict,
-                Verdict::Failed | Verdict::Crashed | Verdict::Timeout
-            );
-            if counting_run_passed && failed_profiled {
-                r.passed_without_profiling = true;
-                r.message = Some(format!(
-                    "passed without profiling, failed when profiled: recording every allocation's stack slows the test, so a timing-sensitive assertion may not hold then. {}",
-                    r.message.as_deref().unwrap_or_default()
-                ));
-            }
+            let r = analyze::analyze_test(&id, &t.result, analysis, &policy, &reruns, method);
             out.timings
                 .analysis
                 .insert(test_key(&r), started.elapsed().as_secs_f64());
