@@ -839,7 +839,7 @@ impl Config {
             test_threshold: None,
             one_time_fails: false,
             timeout: DEFAULT_TIMEOUT_SECS,
-            extra_runs: crate::rerun::DEFAULT_EXTRA_RUNS,
+            extra_runs: crate::execution::rerun::DEFAULT_EXTRA_RUNS,
             stack_threshold_source: "built-in default".into(),
             test_threshold_source: "built-in default".into(),
         };

@@ -64,7 +64,7 @@ pub enum Error {
     Config(#[from] crate::config::LoadError),
     /// The profiling runtime could not be built or found.
     #[error("the profiling runtime is unavailable: {0}")]
-    Runtime(#[from] crate::runtime::RuntimeError),
+    Runtime(#[from] crate::execution::runtime::RuntimeError),
     /// A file or process operation failed.
     #[error("failed to {action}: {source}")]
     Io {

@@ -6,7 +6,9 @@
 //! Every input must give a result or a clear error, never a panic; a failing input is
 //! saved under the temporary directory for replay.
 
-use crate::{config, entry, profile, protocol, symbolize};
+use crate::{
+    analysis::profile, analysis::symbolize, config, execution::entry, execution::protocol,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
@@ -279,7 +281,7 @@ fn symbolizer_and_entry_finder_survive_damaged_executables() {
         // The entry finder reads the executable from memory...
         let found = entry::inspect(input, &["tests::a", "main"]);
         let _ = found.problem;
-        let _ = crate::inspect::BinarySymbols::of(input);
+        let _ = crate::execution::inspect::BinarySymbols::of(input);
         // ...the symbolizer from a file.
         std::fs::write(&path, input).map_err(|e| e.to_string())?;
         let mut s = symbolize::Symbolizer::new();

@@ -173,7 +173,7 @@ pub struct ExtraRuns {
     /// `off`, `test-failed`, `exited-early`, `should-panic`, `no-harness`,
     /// `no-entry-point`, `panicked`, `crashed`, `timed-out`, `failed`, `unavailable`).
     #[serde(serialize_with = "status_name")]
-    pub status: crate::rerun::Status,
+    pub status: crate::execution::rerun::Status,
     /// The reason in words, when there is more to say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -181,7 +181,7 @@ pub struct ExtraRuns {
 
 impl ExtraRuns {
     /// The report's view of an outcome.
-    pub fn from_outcome(outcome: &crate::rerun::Outcome) -> ExtraRuns {
+    pub fn from_outcome(outcome: &crate::execution::rerun::Outcome) -> ExtraRuns {
         ExtraRuns {
             made: outcome.made,
             status: outcome.status.clone(),
@@ -191,7 +191,7 @@ impl ExtraRuns {
 }
 
 fn status_name<S: serde::Serializer>(
-    status: &crate::rerun::Status,
+    status: &crate::execution::rerun::Status,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.serialize_str(status.as_str())
@@ -349,7 +349,7 @@ impl TestReport {
             artifacts: Artifacts::default(),
             extra_runs: ExtraRuns {
                 made: 2,
-                status: crate::rerun::Status::Completed,
+                status: crate::execution::rerun::Status::Completed,
                 detail: None,
             },
             first_run_retained: None,

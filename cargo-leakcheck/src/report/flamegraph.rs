@@ -169,7 +169,7 @@ mod tests {
             ],
             extra_runs: crate::model::ExtraRuns {
                 made: 0,
-                status: crate::rerun::Status::Off,
+                status: crate::execution::rerun::Status::Off,
                 detail: None,
             },
             ..TestReport::example()

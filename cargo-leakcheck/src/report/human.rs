@@ -1,8 +1,8 @@
 //! The human summary on stderr: each leaking or broken test with its largest stacks and
 //! the first frames of the code under test, then totals and where the artifacts are.
 
+use crate::execution::rerun::Status;
 use crate::model::{FrameReport, Method, Report, StackKind, StackReport, TestReport, Verdict};
-use crate::rerun::Status;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -301,7 +301,7 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
         .iter()
         .flat_map(|t| &t.stacks)
         .filter_map(|st| st.allowed.as_ref())
-        .filter(|a| a.reason.as_deref() == Some(crate::suppressions::PLACEHOLDER_REASON))
+        .filter(|a| a.reason.as_deref() == Some(crate::analysis::suppressions::PLACEHOLDER_REASON))
         .count();
     if placeholders > 0 {
         let _ = writeln!(

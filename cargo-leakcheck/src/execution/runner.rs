@@ -2,9 +2,9 @@
 //! its own with the profiling runtime preloaded, several at a time, and collects exit
 //! status, output and heap dumps. Nothing here interprets a dump.
 
-use crate::cargo::{TestBinary, Workspace};
 use crate::errors::Error;
-use crate::protocol::{self, ProfileSettings};
+use crate::execution::cargo::{TestBinary, Workspace};
+use crate::execution::protocol::{self, ProfileSettings};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -203,10 +203,11 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let out = crate::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
-            path: binary.path.clone(),
-            source,
-        })?;
+        let out =
+            crate::execution::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
+                path: binary.path.clone(),
+                source,
+            })?;
         if !out.status.success() {
             return Err(ListError::Failed {
                 path: binary.path.clone(),
@@ -347,7 +348,7 @@ pub fn run_jobs(
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
-                if crate::interrupt::requested().is_some() {
+                if crate::execution::interrupt::requested().is_some() {
                     break;
                 }
                 let j = next.fetch_add(1, Ordering::SeqCst);
@@ -416,7 +417,7 @@ fn run_one(
         env.push((protocol::RERUN_DEADLINE_ENV, deadline.to_string()));
         env.push((
             protocol::RERUN_SETTLE_ENV,
-            crate::rerun::SETTLE_MS.to_string(),
+            crate::execution::rerun::SETTLE_MS.to_string(),
         ));
         if let Some(m) = r.app_mallctl {
             env.push((protocol::APP_MALLCTL_ENV, format!("{m:x}")));
@@ -527,10 +528,10 @@ pub fn run_process(
         }
     };
     let pid = child.id() as libc::pid_t;
-    let registration = crate::interrupt::register(pid, libc::SIGKILL);
+    let registration = crate::execution::interrupt::register(pid, libc::SIGKILL);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        crate::interrupt::wait_ended(pid);
+        crate::execution::interrupt::wait_ended(pid);
         drop(registration);
         let _ = tx.send(wait_with_usage(pid));
         // Dropped only once reaped: the id stays ours until then.
@@ -557,7 +558,7 @@ pub fn run_process(
         Some(Ok((status, rss))) => {
             let end = if libc::WIFSIGNALED(status)
                 && libc::WTERMSIG(status) == libc::SIGKILL
-                && crate::interrupt::requested().is_some()
+                && crate::execution::interrupt::requested().is_some()
             {
                 ProcessEnd::Interrupted
             } else if libc::WIFEXITED(status) {

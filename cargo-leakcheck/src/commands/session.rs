@@ -2,14 +2,14 @@
 //! configuration and its warnings, the locked output directory, the runtime) and after it
 //! (report.json and the summary, paths shown relative to where the user is).
 
-use crate::cargo::{self, Member, Workspace};
 use crate::cli::Selection;
 use crate::config::{self, Config};
 use crate::errors::Error;
-use crate::lock::FileLock;
+use crate::execution::cargo::{self, Member, Workspace};
+use crate::execution::lock::FileLock;
+use crate::execution::runtime;
 use crate::model::Report;
 use crate::report::json;
-use crate::runtime;
 use std::path::{Path, PathBuf};
 
 /// What a command works with once set up.
@@ -81,7 +81,7 @@ pub fn prepare(
 /// `<target>/leakcheck` (a stale artifact must never pass for a new one) and creates its
 /// `dumps` directory.
 fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf, FileLock), Error> {
-    let lock = crate::lock::exclusive(
+    let lock = crate::execution::lock::exclusive(
         &target_dir.join("leakcheck.lock"),
         "another cargo-leakcheck run on this target directory",
     )?;
@@ -120,7 +120,8 @@ pub fn finish(
 
 /// The note a report gets when an interruption left `n` items unjudged.
 pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
-    let signal = crate::interrupt::requested().map_or("a signal", crate::runner::signal_name);
+    let signal = crate::execution::interrupt::requested()
+        .map_or("a signal", crate::execution::runner::signal_name);
     format!(
         "interrupted by {signal}: {} did not finish and {} not in this report",
         if n == 1 {

@@ -1,5 +1,5 @@
 //! Finds, in a test executable, the function libtest calls to run each test, so the
-//! runtime can call it again after the test's run (see [`crate::rerun`]).
+//! runtime can call it again after the test's run (see [`crate::execution::rerun`]).
 //!
 //! The harness `#[test]` generates is a table: for every test a `TestDescAndFn` value with
 //! the test's name (`&'static str`) and `testfn: StaticTestFn(fn() -> Result<(), String>)`,
@@ -720,11 +720,11 @@ mod tests {
         // this very test must be found and lie in code.
         let exe = std::env::current_exe().unwrap();
         let data = std::fs::read(&exe).unwrap();
-        let me = "entry::tests::this_test_binary_is_readable_as_an_image";
-        let found = inspect(
-            &data,
-            &[me, "entry::tests::no_table_is_an_error_not_a_guess"],
-        );
+        // libtest names a test by its module path without the crate's name.
+        let here = module_path!().split_once("::").unwrap().1;
+        let me = &format!("{here}::this_test_binary_is_readable_as_an_image");
+        let other = &format!("{here}::no_table_is_an_error_not_a_guess");
+        let found = inspect(&data, &[me, other]);
         assert_eq!(found.problem, None);
         let entry = found.entries[me];
         assert!(entry.file_range.1 > entry.file_range.0);

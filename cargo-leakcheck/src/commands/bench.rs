@@ -1,30 +1,30 @@
 //! `cargo leakcheck bench`: runs each benchmark with sampled heap profiling and periodic
 //! heap snapshots, and reports the allocation stacks that keep growing after warm-up
-//! (the rule is in [`crate::growth`]).
+//! (the rule is in [`crate::analysis::growth`]).
 //!
 //! Criterion benches (the package depends on criterion) are listed with `--list` and each
 //! benchmark runs in its own process in criterion's profiling mode (`--profile-time`), so
 //! its growth is its own. Any other bench target runs once, as `cargo bench` runs it, and is
 //! stopped at the time cap: the snapshots taken until then are what is judged.
 
-use crate::analyze::{self, stderr_tail};
-use crate::cargo::{self, TestBinary};
-use crate::classify;
+use crate::analysis::analyze::{self, stderr_tail};
+use crate::analysis::classify;
+use crate::analysis::diff;
+use crate::analysis::growth::{self, Snapshot};
+use crate::analysis::profile;
+use crate::analysis::symbolize::Symbolizer;
 use crate::cli::BenchArgs;
+use crate::commands::session;
 use crate::config;
-use crate::diff;
 use crate::errors::{Error, ExitCode};
-use crate::growth::{self, Snapshot};
+use crate::execution::cargo::{self, TestBinary};
+use crate::execution::protocol::{self, Mode, ProfileSettings};
+use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
 use crate::model::{
     BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, ReportSettings, StackKind,
     Verdict, REPORT_VERSION,
 };
-use crate::profile;
-use crate::protocol::{self, Mode, ProfileSettings};
 use crate::report::{flamegraph, human::human_bytes, plot};
-use crate::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
-use crate::session;
-use crate::symbolize::Symbolizer;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,7 +46,7 @@ struct Case {
 }
 
 /// Runs `cargo leakcheck bench`; returns the exit code.
-pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
+pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
     let growth_cli = args
         .growth_threshold
         .as_deref()
@@ -73,7 +73,7 @@ pub fn run_bench_command(args: &BenchArgs) -> Result<ExitCode, Error> {
         args.verbose,
     )?;
     // Benches need no entry points: the step reads their symbols only.
-    crate::inspect::binaries(&mut binaries, &[]);
+    crate::execution::inspect::binaries(&mut binaries, &[]);
     let binaries = binaries;
 
     let filter = TestFilter::default();
@@ -203,7 +203,7 @@ fn list_cases(
             });
             continue;
         }
-        let listed = crate::interrupt::output(
+        let listed = crate::execution::interrupt::output(
             std::process::Command::new(&b.path)
                 .args(["--bench", "--list"])
                 .stdout(std::process::Stdio::piped())
@@ -435,7 +435,7 @@ fn stack_label(frames: &[FrameReport], flagged: bool, root: &Path) -> String {
         ),
         _ => f.function.clone(),
     };
-    let mut label = match crate::suppressions::identifying_frame(frames, root) {
+    let mut label = match crate::analysis::suppressions::identifying_frame(frames, root) {
         Some(f) => text(f),
         None => "[unknown]".into(),
     };
@@ -471,7 +471,9 @@ fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                     flagged.len()
                 );
                 for st in flagged.iter().take(3) {
-                    if let Some(f) = crate::suppressions::identifying_frame(&st.frames, root) {
+                    if let Some(f) =
+                        crate::analysis::suppressions::identifying_frame(&st.frames, root)
+                    {
                         let at = match (&f.file, f.line) {
                             (Some(file), Some(line)) => {
                                 let p = Path::new(file);

@@ -9,8 +9,8 @@
 //!    libc and the dynamic loader is the harness's own memory, and so is glibc's cache
 //!    of thread stacks and their TLS, which outlives a joined thread by design.
 
+use crate::analysis::symbolize::Frame;
 use crate::model::StackKind;
-use crate::symbolize::Frame;
 
 /// The name the preloaded runtime's object file has.
 pub const RUNTIME_OBJECT_NAME: &str = "libleakcheck_runtime";
@@ -172,7 +172,7 @@ pub struct Classified {
 }
 
 /// [`classify`], knowing the function libtest calls for the test (its file offsets in the
-/// test binary, see [`crate::entry`]): code there is the test's own, whatever its symbol
+/// test binary, see [`crate::execution::entry`]): code there is the test's own, whatever its symbol
 /// says. A release build inlines a small test body into that function, whose symbol is
 /// only `core::ops::function::FnOnce::call_once`.
 pub fn classify_test(frames: &[Frame], test_binary: &str, entry: Option<(u64, u64)>) -> Classified {

@@ -12,7 +12,7 @@
 //!
 //! Retained is not lost: a test that starts a pool, installs a logger or builds a table
 //! once leaves memory behind that a second run would not add to. So a test that retains
-//! something is run again in its own process, after its own run ([`crate::rerun`]): in the
+//! something is run again in its own process, after its own run ([`crate::execution::rerun`]): in the
 //! counting pass until one extra run leaves nothing behind, which settles it as clean
 //! without stacks; otherwise its stacks are profiled with extra runs too, and only the
 //! stacks that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
@@ -24,12 +24,14 @@
 //! allocations and a cache of tens of MiB. A test that fails is re-run with the user's
 //! environment, so its failure message keeps the backtrace the user asked for.
 
-use crate::cargo::TestBinary;
-use crate::entry::Entry;
 use crate::errors::Error;
-use crate::protocol::{Mode, ProfileSettings};
-use crate::rerun::{self, Status};
-use crate::runner::{self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase};
+use crate::execution::cargo::TestBinary;
+use crate::execution::entry::Entry;
+use crate::execution::protocol::{Mode, ProfileSettings};
+use crate::execution::rerun::{self, Status};
+use crate::execution::runner::{
+    self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase,
+};
 
 pub use crate::model::Method;
 
@@ -39,7 +41,7 @@ pub struct Outcome {
     pub tests: Vec<TestOutcome>,
     /// Tests matching the filters left out because they are `#[ignore]`d.
     pub ignored: usize,
-    /// Tests an interruption left unjudged (see [`crate::interrupt`]).
+    /// Tests an interruption left unjudged (see [`crate::execution::interrupt`]).
     pub not_finished: Vec<TestCase>,
     /// Binaries whose tests could not be listed, with the reason.
     pub list_errors: Vec<(usize, runner::ListError)>,
@@ -199,7 +201,7 @@ pub fn run(
     stacks_for_all: bool,
 ) -> Result<Outcome, Error> {
     let (tests, ignored, list_errors) = runner::list_all(binaries, config);
-    crate::inspect::binaries(binaries, &tests);
+    crate::execution::inspect::binaries(binaries, &tests);
     let binaries = &*binaries;
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()
@@ -301,7 +303,7 @@ pub fn run(
     }));
     let mut baselines = vec![None; binaries.len()];
     let mut profiled: Vec<Option<ProcessResult>> = vec![None; tests.len()];
-    if !stack_jobs.is_empty() && crate::interrupt::requested().is_none() {
+    if !stack_jobs.is_empty() && crate::execution::interrupt::requested().is_none() {
         let results = runner::run_jobs(binaries, &tests, &stack_jobs, config, "Profiling")?;
         for (job, r) in stack_jobs.iter().zip(results) {
             match job.test {
@@ -379,7 +381,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Record;
+    use crate::execution::protocol::Record;
     use std::path::PathBuf;
     use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! keeps for its lifetime (pure).
 //!
 //! After libtest's `main` returns, the runtime calls the test's entry point again (see the
-//! runtime's `rerun` module and [`crate::entry`]) and measures after each extra run, once
+//! runtime's `rerun` module and [`crate::execution::entry`]) and measures after each extra run, once
 //! the threads the run started are gone:
 //! - **Counting pass**: each extra run's allocations, whichever thread makes them, go to an
 //!   arena of that run, so what the run left behind is counted exactly, however much
@@ -24,9 +24,9 @@
 //! frames, then the runtime's), so stacks are compared cut at the call of the test's entry
 //! point ([`cut_at_entry`]).
 
-use crate::diff::FrameKey;
-use crate::protocol::{ExitCounts, ExtraRun, Record};
-use crate::runner::{signal_name, ProcessEnd};
+use crate::analysis::diff::FrameKey;
+use crate::execution::protocol::{ExitCounts, ExtraRun, Record};
+use crate::execution::runner::{signal_name, ProcessEnd};
 
 /// Extra runs when none are configured: enough that a cache or a deferred free that settles
 /// within a few runs is not taken for a leak, and a stack must keep growing over all of them

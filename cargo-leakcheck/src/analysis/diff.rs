@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::profile::{Counts, HeapProfile, Mapping};
+use crate::analysis::profile::{Counts, HeapProfile, Mapping};
 
 /// A frame identified independently of where the process loaded its objects.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -169,7 +169,7 @@ pub fn diff(after: &NormalizedProfile, before: &NormalizedProfile) -> Vec<StackD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{read_heap_profile, StackSample};
+    use crate::analysis::profile::{read_heap_profile, StackSample};
     use std::path::Path;
 
     const RUNTIME: &str = "/work/main/target/debug/libleakcheck_runtime.so";

@@ -3,19 +3,19 @@
 //!
 //! Pure apart from reading dump files, so it runs the same on captured dumps.
 
-use crate::cargo::TestBinary;
-use crate::classify;
+use crate::analysis::classify;
+use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::profile::{self, Counts};
+use crate::analysis::symbolize::{Frame, Symbolizer};
 use crate::config::{Effective, Suppression};
-use crate::diff::{self, FrameKey, NormalizedProfile};
-use crate::entry::Entry;
+use crate::execution::cargo::TestBinary;
+use crate::execution::entry::Entry;
+use crate::execution::rerun;
+use crate::execution::runner::{ProcessEnd, ProcessResult};
 use crate::model::{
     Allowance, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, RunGrowth,
     StackKind, StackReport, TargetKind, TestReport, Verdict,
 };
-use crate::profile::{self, Counts};
-use crate::rerun;
-use crate::runner::{ProcessEnd, ProcessResult};
-use crate::symbolize::{Frame, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -354,7 +354,7 @@ pub fn analyze_test(
     let mut report = judge_profiled(id, result, bin, policy, reruns, method);
     let counting_run_passed = reruns
         .counting
-        .is_some_and(|c| crate::passes::first_run_end(c) == ProcessEnd::Exited(0));
+        .is_some_and(|c| crate::execution::passes::first_run_end(c) == ProcessEnd::Exited(0));
     mark_profiling_failure(&mut report, counting_run_passed);
     report
 }
@@ -666,7 +666,8 @@ pub fn frame_report(f: &Frame) -> FrameReport {
 /// panic messages (`thread 'x' (1234) panicked`, Rust 1.89+) differ from run to run and
 /// are removed, so the report stays deterministic.
 pub fn stderr_tail(path: &Path) -> String {
-    let text = crate::runner::capture_tail(path, crate::runner::CAPTURE_READ_LIMIT);
+    let text =
+        crate::execution::runner::capture_tail(path, crate::execution::runner::CAPTURE_READ_LIMIT);
     let lines: Vec<String> = text
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -8,7 +8,7 @@
 //! pool that has reached its size rises no further in the last quarter (a plateau) and is
 //! not flagged; a leak that grows with every iteration rises in both.
 
-use crate::diff::{FrameKey, NormalizedProfile};
+use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use std::collections::BTreeMap;
 
 /// One heap snapshot and when it was taken, in seconds since the first.
@@ -103,7 +103,7 @@ pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Counts;
+    use crate::analysis::profile::Counts;
     use std::sync::Arc;
 
     fn key(n: u64) -> Vec<FrameKey> {

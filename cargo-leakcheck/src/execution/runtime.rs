@@ -6,8 +6,8 @@
 //! compiler and make) and reuses the result from then on. The cache key is a hash of the
 //! embedded source, so a new version of the tool never picks up a stale runtime.
 
-use crate::cargo::cargo_program;
 use crate::errors::Error;
+use crate::execution::cargo::cargo_program;
 use crate::fnv::Fnv;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,30 +20,36 @@ pub const CACHE_ENV: &str = "LEAKCHECK_CACHE_DIR";
 
 /// The runtime's source files, as `(file name, text)`.
 const RUNTIME_SOURCES: &[(&str, &str)] = &[
-    ("lib.rs", include_str!("../../leakcheck-runtime/src/lib.rs")),
+    (
+        "lib.rs",
+        include_str!("../../../leakcheck-runtime/src/lib.rs"),
+    ),
     (
         "arenas.rs",
-        include_str!("../../leakcheck-runtime/src/arenas.rs"),
+        include_str!("../../../leakcheck-runtime/src/arenas.rs"),
     ),
     (
         "image.rs",
-        include_str!("../../leakcheck-runtime/src/image.rs"),
+        include_str!("../../../leakcheck-runtime/src/image.rs"),
     ),
     (
         "rerun.rs",
-        include_str!("../../leakcheck-runtime/src/rerun.rs"),
+        include_str!("../../../leakcheck-runtime/src/rerun.rs"),
     ),
-    ("sys.rs", include_str!("../../leakcheck-runtime/src/sys.rs")),
+    (
+        "sys.rs",
+        include_str!("../../../leakcheck-runtime/src/sys.rs"),
+    ),
     (
         "threads.rs",
-        include_str!("../../leakcheck-runtime/src/threads.rs"),
+        include_str!("../../../leakcheck-runtime/src/threads.rs"),
     ),
     (
         "tracker.rs",
-        include_str!("../../leakcheck-runtime/src/tracker.rs"),
+        include_str!("../../../leakcheck-runtime/src/tracker.rs"),
     ),
 ];
-const RUNTIME_LOCK: &str = include_str!("../../Cargo.lock");
+const RUNTIME_LOCK: &str = include_str!("../../../Cargo.lock");
 const RUNTIME_MANIFEST: &str = r#"[package]
 name = "leakcheck-runtime"
 version = "0.1.0"
@@ -193,7 +199,7 @@ fn locate_or_build_quietly(verbose: bool) -> Result<PathBuf, Error> {
     let base = cache_dir().ok_or(RuntimeError::NoCacheDirectory)?;
     let dir = base.join(format!("runtime-{}", source_key()));
     let lib = dir.join(LIB_NAME);
-    let _lock = crate::lock::exclusive(
+    let _lock = crate::execution::lock::exclusive(
         &base.join(format!("runtime-{}.lock", source_key())),
         "another cargo-leakcheck run using the runtime cache",
     )?;
@@ -322,11 +328,12 @@ fn build(dir: &Path, verbose: bool) -> Result<(), Error> {
     if !verbose {
         cmd.arg("--quiet").stderr(Stdio::piped());
     }
-    let output =
-        crate::interrupt::output(&mut cmd).map_err(|source| RuntimeError::CannotStartCargo {
+    let output = crate::execution::interrupt::output(&mut cmd).map_err(|source| {
+        RuntimeError::CannotStartCargo {
             dir: dir.to_path_buf(),
             source,
-        })?;
+        }
+    })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(30).collect();

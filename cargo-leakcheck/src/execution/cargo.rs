@@ -3,7 +3,7 @@
 
 use crate::cli::Selection;
 use crate::errors::Error;
-use crate::inspect::BinaryFacts;
+use crate::execution::inspect::BinaryFacts;
 use crate::model::TargetKind as ModelKind;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
 use std::collections::BTreeMap;
@@ -86,7 +86,7 @@ fn toolchain_libdir(root: &Path) -> Option<PathBuf> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let out = crate::interrupt::output(&mut cmd).ok()?;
+    let out = crate::execution::interrupt::output(&mut cmd).ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     let dir = PathBuf::from(text.trim());
     (out.status.success() && dir.is_dir()).then_some(dir)
@@ -270,7 +270,7 @@ pub struct TestBinary {
     pub path: PathBuf,
     /// Whether the target uses libtest (false for `harness = false`).
     pub harness: bool,
-    /// What one read of the executable said; empty until [`crate::inspect::binaries`] ran.
+    /// What one read of the executable said; empty until [`crate::execution::inspect::binaries`] ran.
     pub facts: BinaryFacts,
 }
 
@@ -421,7 +421,8 @@ fn build(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
-    let registration = crate::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
+    let registration =
+        crate::execution::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
     let stdout = child.stdout.take().expect("stdout was piped");
     let stderr = child.stderr.take().expect("stderr was piped");
     let forward = std::thread::spawn(move || {
@@ -477,7 +478,7 @@ fn build(
             });
         }
     }
-    crate::interrupt::wait_ended(child.id() as libc::pid_t);
+    crate::execution::interrupt::wait_ended(child.id() as libc::pid_t);
     drop(registration);
     let status = child
         .wait()

@@ -1,12 +1,12 @@
 //! The binary-inspection step: each built executable is read once, and what it says is
 //! stored with it ([`TestBinary::facts`]): whether it has its own global allocator, whether
 //! it links criterion, and for libtest binaries each listed test's entry point (see
-//! [`crate::entry`]). Executables can be hundreds of megabytes; nothing else reads them
+//! [`crate::execution::entry`]). Executables can be hundreds of megabytes; nothing else reads them
 //! whole.
 
-use crate::cargo::TestBinary;
-use crate::entry::{self, Inspection, Layout};
-use crate::runner::TestCase;
+use crate::execution::cargo::TestBinary;
+use crate::execution::entry::{self, Inspection, Layout};
+use crate::execution::runner::TestCase;
 use std::collections::BTreeSet;
 
 /// What one read of an executable said.
@@ -137,7 +137,8 @@ mod tests {
 
     #[test]
     fn one_read_gives_symbols_and_entry_points() {
-        let me = "inspect::tests::one_read_gives_symbols_and_entry_points";
+        let here = module_path!().split_once("::").unwrap().1;
+        let me = &format!("{here}::one_read_gives_symbols_and_entry_points");
         let mut bins = vec![this_binary(true)];
         let tests = vec![TestCase {
             binary: 0,

@@ -1,22 +1,22 @@
 //! The `test` command from start to finish: select, build, run, analyse, report.
 
-use crate::analyze::{self, BinaryAnalysis, TestIdentity};
-use crate::cargo::{self, TestBinary};
+use crate::analysis::analyze::{self, BinaryAnalysis, TestIdentity};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
+use crate::execution::cargo::{self, TestBinary};
+use crate::execution::passes::{self, Method};
+use crate::execution::protocol::ProfileSettings;
+use crate::execution::runner::{self, RunConfig, TestFilter};
 use crate::model::{
     Report, ReportSettings, StackKind, TargetKind, TestReport, Verdict, REPORT_VERSION,
 };
-use crate::passes::{self, Method};
-use crate::protocol::ProfileSettings;
 use crate::report::{flamegraph, human};
-use crate::runner::{self, RunConfig, TestFilter};
-use crate::{config, session, suppressions};
+use crate::{analysis::suppressions, commands::session, config};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Runs `cargo leakcheck test`; returns the exit code.
-pub fn run_test_command(args: &TestArgs) -> Result<ExitCode, Error> {
+pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
         v.as_deref()
             .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))

@@ -1,0 +1,13 @@
+//! The analysis, pure so it can be tested on captured dumps: `profile` parses a dump,
+//! `diff` subtracts the harness-only baseline per stack, `symbolize` turns addresses into
+//! functions and lines, `classify` tells leaks from one-time initialisation and harness
+//! memory, `suppressions` applies the configured ones, `analyze` puts a test's verdict
+//! together and `growth` is the bench rule.
+
+pub(crate) mod analyze;
+pub(crate) mod classify;
+pub(crate) mod diff;
+pub(crate) mod growth;
+pub(crate) mod profile;
+pub(crate) mod suppressions;
+pub(crate) mod symbolize;

@@ -1,0 +1,8 @@
+//! The commands: each is a short sequence of named steps over the shared stages.
+//! `session` sets a command up (workspace and selection, configuration, the locked output
+//! directory, the runtime) and finishes it (report.json, the summary); `test` and `bench`
+//! are the steps in between.
+
+pub(crate) mod bench;
+pub(crate) mod session;
+pub(crate) mod test;

@@ -1,0 +1,17 @@
+//! Building and running: `cargo` builds the executables, `inspect` reads each once
+//! (`entry` finds a test's function in libtest's table), `runtime` provides the profiling
+//! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
+//! process with the runtime preloaded (`protocol` is what the runtime writes), `rerun`
+//! holds the rules for extra runs, `interrupt` stops every child on Ctrl-C and `lock` keeps
+//! two runs off one target directory.
+
+pub(crate) mod cargo;
+pub(crate) mod entry;
+pub(crate) mod inspect;
+pub(crate) mod interrupt;
+pub(crate) mod lock;
+pub(crate) mod passes;
+pub(crate) mod protocol;
+pub(crate) mod rerun;
+pub(crate) mod runner;
+pub(crate) mod runtime;
