@@ -159,6 +159,12 @@ pub struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub write_suppressions: Option<PathBuf>,
 
+    /// Check only this share of the suite, to split it across machines: `slice:M/N` deals
+    /// the listed tests round-robin, `hash:M/N` by a hash of binary and test name (shard M
+    /// of N, from 1; nextest's kinds). Merge the shards' reports with `cargo leakcheck merge`.
+    #[arg(long, value_name = "KIND:M/N")]
+    pub partition: Option<crate::execution::partition::Partition>,
+
     /// Profile the stacks of every test, instead of only those the exact counting pass
     /// finds retaining memory (slower; the verdicts are the same).
     #[arg(long)]

@@ -19,11 +19,21 @@ pub struct Report {
     /// Tests matching the filters that were not run because they are `#[ignore]`d (run
     /// them with `-- --include-ignored` or `-- --ignored`).
     pub ignored: usize,
+    /// The shard this run checked (`--partition`), e.g. `slice:1/3`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// Tests left out because they belong to other shards.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub other_shards: usize,
     /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub benches: Vec<BenchReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How a test's verdict was reached.

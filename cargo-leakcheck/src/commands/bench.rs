@@ -167,6 +167,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         },
         tests: Vec::new(),
         ignored: 0,
+        partition: None,
+        other_shards: 0,
         benches,
         notes,
     };
@@ -639,6 +641,8 @@ mod tests {
             },
             tests: Vec::new(),
             ignored: 0,
+            partition: None,
+            other_shards: 0,
             benches: vec![grows, failed, bench("plateau", Verdict::Clean)],
             notes: vec!["a note".into()],
         };

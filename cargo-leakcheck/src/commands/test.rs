@@ -77,7 +77,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let filter = TestFilter::from_args(&args.filters);
+    let filter = TestFilter {
+        partition: args.partition,
+        ..TestFilter::from_args(&args.filters)
+    };
     let settings = ProfileSettings::default();
     let timeout_of = |name: &str| Duration::from_secs(config.effective(name, &cli).timeout);
     let extra_runs_of = |name: &str| config.effective(name, &cli).extra_runs;
@@ -173,6 +176,8 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         },
         tests,
         ignored: results.ignored,
+        partition: args.partition.map(|p| p.to_string()),
+        other_shards: results.other_shards,
         benches: Vec::new(),
         notes,
     };
@@ -485,6 +490,8 @@ mod tests {
             },
             tests: Vec::new(),
             ignored: 0,
+            partition: None,
+            other_shards: 0,
             benches: Vec::new(),
             notes: Vec::new(),
         };

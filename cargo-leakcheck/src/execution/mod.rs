@@ -10,6 +10,7 @@ pub(crate) mod entry;
 pub(crate) mod inspect;
 pub(crate) mod interrupt;
 pub(crate) mod lock;
+pub(crate) mod partition;
 pub(crate) mod passes;
 pub(crate) mod protocol;
 pub(crate) mod rerun;

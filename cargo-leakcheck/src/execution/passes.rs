@@ -41,6 +41,8 @@ pub struct Outcome {
     pub tests: Vec<TestOutcome>,
     /// Tests matching the filters left out because they are `#[ignore]`d.
     pub ignored: usize,
+    /// Tests left out because they belong to another shard of `--partition`.
+    pub other_shards: usize,
     /// Tests an interruption left unjudged (see [`crate::execution::interrupt`]).
     pub not_finished: Vec<TestCase>,
     /// Binaries whose tests could not be listed, with the reason.
@@ -200,7 +202,12 @@ pub fn run(
     config: &RunConfig,
     stacks_for_all: bool,
 ) -> Result<Outcome, Error> {
-    let (tests, ignored, list_errors) = runner::list_all(binaries, config);
+    let runner::Selected {
+        tests,
+        ignored,
+        other_shards,
+        errors: list_errors,
+    } = runner::list_all(binaries, config);
     crate::execution::inspect::binaries(binaries, &tests);
     let binaries = &*binaries;
     let requests: Vec<Result<RerunRequest, Status>> = tests
@@ -372,6 +379,7 @@ pub fn run(
     Ok(Outcome {
         tests: judged,
         ignored,
+        other_shards,
         not_finished,
         list_errors,
         baselines,

@@ -4,6 +4,7 @@
 
 use crate::errors::Error;
 use crate::execution::cargo::{TestBinary, Workspace};
+use crate::execution::partition::Partition;
 use crate::execution::protocol::{self, ProfileSettings};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,8 @@ pub struct TestFilter {
     pub ignored_only: bool,
     /// `--include-ignored`: run ignored tests too.
     pub include_ignored: bool,
+    /// `--partition`: the share of the listed tests this run checks.
+    pub partition: Option<Partition>,
 }
 
 impl TestFilter {
@@ -304,28 +307,54 @@ pub struct RerunRequest {
     pub app_mallctl: Option<u64>,
 }
 
-/// Every binary's tests to run, how many ignored tests were left out, and the binaries
-/// that could not be listed, with the reason.
-pub fn list_all(
-    binaries: &[TestBinary],
-    config: &RunConfig,
-) -> (Vec<TestCase>, usize, Vec<(usize, ListError)>) {
-    let mut tests = Vec::new();
-    let mut ignored = 0;
-    let mut list_errors = Vec::new();
+/// The tests of every binary, as far as the filters and the partition select them.
+pub struct Selected {
+    /// The tests to run, binary by binary.
+    pub tests: Vec<TestCase>,
+    /// Ignored tests left out.
+    pub ignored: usize,
+    /// Tests left out because they belong to another shard of `--partition`.
+    pub other_shards: usize,
+    /// The binaries that could not be listed, with the reason.
+    pub errors: Vec<(usize, ListError)>,
+}
+
+/// Lists every binary's tests and keeps those of this run's shard.
+pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
+    let mut selected = Selected {
+        tests: Vec::new(),
+        ignored: 0,
+        other_shards: 0,
+        errors: Vec::new(),
+    };
     for (i, b) in binaries.iter().enumerate() {
         match list_tests(b, config) {
             Ok(listing) => {
-                ignored += listing.ignored;
-                tests.extend(listing.tests.into_iter().map(|mut c| {
-                    c.binary = i;
-                    c
-                }))
+                selected.ignored += listing.ignored;
+                selected
+                    .tests
+                    .extend(listing.tests.into_iter().map(|mut c| {
+                        c.binary = i;
+                        c
+                    }))
             }
-            Err(e) => list_errors.push((i, e)),
+            Err(e) => selected.errors.push((i, e)),
         }
     }
-    (tests, ignored, list_errors)
+    if let Some(partition) = &config.filter.partition {
+        let ids: Vec<String> = binaries.iter().map(TestBinary::id).collect();
+        let keeps = partition.keeps(
+            selected
+                .tests
+                .iter()
+                .map(|t| (ids[t.binary].as_str(), t.name.as_str())),
+        );
+        let listed = selected.tests.len();
+        let mut keeps = keeps.into_iter();
+        selected.tests.retain(|_| keeps.next().unwrap_or(false));
+        selected.other_shards = listed - selected.tests.len();
+    }
+    selected
 }
 
 /// Runs the jobs, `config.jobs` at a time, and returns one result per job in order.

@@ -259,6 +259,13 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             n => format!("; {n} ignored (not run; `-- --include-ignored` runs them)"),
         }
     );
+    if let Some(partition) = &report.partition {
+        let _ = writeln!(
+            s,
+            " Partition {partition}: {} in other shards, not run here",
+            plural(report.other_shards as u64, "test", "tests")
+        );
+    }
     let leaked: u64 = report
         .tests
         .iter()
@@ -410,6 +417,8 @@ mod tests {
             },
             tests: vec![t],
             ignored: 0,
+            partition: None,
+            other_shards: 0,
             benches: Vec::new(),
             notes: Vec::new(),
         };
@@ -514,6 +523,8 @@ mod tests {
             },
             tests: vec![leak, allowed, failed, hung, kept, clean],
             ignored: 2,
+            partition: None,
+            other_shards: 0,
             benches: Vec::new(),
             notes: vec!["doc-tests are not checked".into()],
         }
@@ -527,6 +538,24 @@ mod tests {
             Path::new("target/leakcheck"),
         );
         crate::report::snapshot::assert_snapshot("test-summary", &text);
+    }
+
+    #[test]
+    fn a_shard_says_which_and_how_many_tests_other_shards_have() {
+        let mut report = varied_report();
+        report.partition = Some("hash:2/3".into());
+        report.other_shards = 11;
+        let text = render(&report, Path::new("/ws"), Path::new("target/leakcheck"));
+        assert!(
+            text.contains(" Partition hash:2/3: 11 tests in other shards, not run here\n"),
+            "{text}"
+        );
+        let whole = render(
+            &varied_report(),
+            Path::new("/ws"),
+            Path::new("target/leakcheck"),
+        );
+        assert!(!whole.contains("Partition"), "{whole}");
     }
 
     #[test]
