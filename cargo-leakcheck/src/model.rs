@@ -2,13 +2,13 @@
 //! output and the flame graphs are drawn from. Field order and sorting are fixed so the
 //! file is deterministic for the same results.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Schema version of `report.json`.
 pub const REPORT_VERSION: u32 = 1;
 
 /// The whole report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Always [`REPORT_VERSION`].
     pub version: u32,
@@ -21,12 +21,15 @@ pub struct Report {
     pub ignored: usize,
     /// The shard this run checked (`--partition`), e.g. `slice:1/3`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub partition: Option<String>,
     /// Tests left out because they belong to other shards.
     #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub other_shards: usize,
     /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub benches: Vec<BenchReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
@@ -37,7 +40,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// How a test's verdict was reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// The counting pass proved it retained nothing, or nothing that extra runs add to.
@@ -50,7 +53,7 @@ pub enum Method {
 }
 
 /// Run-wide settings that decide what the numbers mean.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReportSettings {
     /// jemalloc's sampling period in bytes: 1 means every allocation was recorded exactly.
     pub sample_period: u64,
@@ -62,7 +65,7 @@ pub struct ReportSettings {
 }
 
 /// A test's outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Passed, and retained memory beyond a threshold.
@@ -97,7 +100,7 @@ impl Verdict {
 }
 
 /// What a retained stack is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StackKind {
     /// Memory the test allocated and never freed, reachable or not: counts against thresholds.
@@ -115,23 +118,26 @@ pub enum StackKind {
 }
 
 /// One source frame of a stack.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FrameReport {
     /// Demangled function name without hash, or `object+0xOFFSET` when unresolved.
     pub function: String,
     /// Source file, when debug info has it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub file: Option<String>,
     /// Source line, when debug info has it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub line: Option<u32>,
     /// Whether this frame was inlined into the next one.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub inlined: bool,
 }
 
 /// One allocation stack with memory still live at the end of the test.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StackReport {
     /// Bytes retained (jemalloc size classes: a 100-byte Vec counts 112).
     pub bytes: u64,
@@ -141,11 +147,13 @@ pub struct StackReport {
     pub kind: StackKind,
     /// Why it was given that kind, e.g. the once-initialiser frame that matched.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// Whether this stack makes the test fail (a leak above the threshold, not suppressed).
     pub fails: bool,
     /// For a leak that does not fail: what allowed it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub allowed: Option<Allowance>,
     /// Index into the configuration's suppressions, when one allowed this stack.
     #[serde(skip)]
@@ -153,6 +161,7 @@ pub struct StackReport {
     /// What each extra run of the test added to this stack (present when extra runs were
     /// made): a leak grows in every one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub growth_per_run: Vec<RunGrowth>,
     /// Frames innermost first, allocator frames trimmed.
     pub frames: Vec<FrameReport>,
@@ -166,7 +175,7 @@ impl StackReport {
 }
 
 /// What one extra run added to a stack (negative: freed).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunGrowth {
     /// Objects.
     pub objects: i64,
@@ -175,17 +184,15 @@ pub struct RunGrowth {
 }
 
 /// The extra runs of a test in its own process.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtraRuns {
     /// How many extra runs were made and measured.
     pub made: u32,
-    /// `completed`, or why there were none or fewer (written as its name: `not-needed`,
-    /// `off`, `test-failed`, `exited-early`, `should-panic`, `no-harness`,
-    /// `no-entry-point`, `panicked`, `crashed`, `timed-out`, `failed`, `unavailable`).
-    #[serde(serialize_with = "status_name")]
-    pub status: crate::execution::rerun::Status,
+    /// `completed`, or why there were none or fewer.
+    pub status: ExtraRunsStatus,
     /// The reason in words, when there is more to say.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub detail: Option<String>,
 }
 
@@ -194,21 +201,46 @@ impl ExtraRuns {
     pub fn from_outcome(outcome: &crate::execution::rerun::Outcome) -> ExtraRuns {
         ExtraRuns {
             made: outcome.made,
-            status: outcome.status.clone(),
+            status: outcome.status.in_report(),
             detail: outcome.status.detail(outcome.made),
         }
     }
 }
 
-fn status_name<S: serde::Serializer>(
-    status: &crate::execution::rerun::Status,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.serialize_str(status.as_str())
+/// How a test's extra runs went, as the report says it (the details are in words beside it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExtraRunsStatus {
+    /// Every extra run asked for was made (or the counts settled earlier).
+    Completed,
+    /// The first run retained nothing.
+    NotNeeded,
+    /// Switched off.
+    Off,
+    /// The test failed its own run.
+    TestFailed,
+    /// The test ended the process itself.
+    ExitedEarly,
+    /// A `#[should_panic]` test.
+    ShouldPanic,
+    /// A `harness = false` target.
+    NoHarness,
+    /// No exact entry point.
+    NoEntryPoint,
+    /// An extra run panicked.
+    Panicked,
+    /// The process died in an extra run.
+    Crashed,
+    /// An extra run took too long.
+    TimedOut,
+    /// An extra run returned an error.
+    Failed,
+    /// The runtime could not make them.
+    Unavailable,
 }
 
 /// Exact objects and bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retained {
     /// Objects.
     pub objects: u64,
@@ -216,31 +248,44 @@ pub struct Retained {
     pub bytes: u64,
 }
 
+/// Which rule allowed a leaked stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllowedBy {
+    /// It retained no more than the stack threshold.
+    StackThreshold,
+    /// A `[[suppress]]` entry matched it.
+    Suppression,
+}
+
 /// What allowed a leaked stack: nothing is dropped silently.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allowance {
     /// `stack-threshold` or `suppression`.
-    pub by: &'static str,
+    pub by: AllowedBy,
     /// The rule: `<= 4096 bytes (stack-threshold from …)` or `[[suppress]] #2 frame "…" (file:line)`.
     pub rule: String,
     /// The suppression's reason.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
 }
 
 /// Paths of a test's artifacts, relative to the report's directory.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Artifacts {
     /// Flame graph of the leaked stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub flamegraph: Option<String>,
     /// The folded stacks the flame graph was drawn from.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub folded: Option<String>,
 }
 
 /// What kind of target a test binary was built from; ordered as its name is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TargetKind {
     /// A bench target (`cargo leakcheck bench`).
@@ -272,7 +317,7 @@ impl std::fmt::Display for TargetKind {
 }
 
 /// One test.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TestReport {
     /// Package name.
     pub package: String,
@@ -300,6 +345,7 @@ pub struct TestReport {
     pub method: Method,
     /// Why the verdict is `error`, `crashed`, `timeout`, `failed` or `unanalysable`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// Every retained stack, largest first.
     pub stacks: Vec<StackReport>,
@@ -310,11 +356,13 @@ pub struct TestReport {
     /// Everything the test's own run retained off the harness's main thread, exactly, as
     /// the counting pass measured it (present when it did).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub first_run_retained: Option<Retained>,
     /// The test passed its counting run and failed (crashed, timed out) only when its
     /// stacks were recorded, which slows every allocation: most likely a timing-sensitive
     /// test rather than a plain failure.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub passed_without_profiling: bool,
 }
 
@@ -359,7 +407,7 @@ impl TestReport {
             artifacts: Artifacts::default(),
             extra_runs: ExtraRuns {
                 made: 2,
-                status: crate::execution::rerun::Status::Completed,
+                status: ExtraRunsStatus::Completed,
                 detail: None,
             },
             first_run_retained: None,
@@ -376,7 +424,7 @@ impl TestReport {
 }
 
 /// One stack of a benchmark: its retained bytes over time and its growth.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchStack {
     /// Bytes retained at the last snapshot.
     pub bytes: u64,
@@ -395,21 +443,24 @@ pub struct BenchStack {
 }
 
 /// Paths of a bench's artifacts, relative to the report's directory.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BenchArtifacts {
     /// Flame graph of the growth.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub flamegraph: Option<String>,
     /// The folded stacks it was drawn from.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub folded: Option<String>,
     /// Retained bytes over time of the top stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub plot: Option<String>,
 }
 
 /// One benchmark, in the shape of a test.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchReport {
     /// Package name.
     pub package: String,
@@ -423,6 +474,7 @@ pub struct BenchReport {
     pub exit: String,
     /// Why the verdict is not leak or clean.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// Sampling period in bytes (one sample per this many bytes allocated, on average).
     pub sample_period: u64,

@@ -13,8 +13,8 @@ use crate::execution::entry::Entry;
 use crate::execution::rerun;
 use crate::execution::runner::{ProcessEnd, ProcessResult};
 use crate::model::{
-    Allowance, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, RunGrowth,
-    StackKind, StackReport, TargetKind, TestReport, Verdict,
+    Allowance, AllowedBy, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts,
+    RunGrowth, StackKind, StackReport, TargetKind, TestReport, Verdict,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -589,7 +589,7 @@ pub fn judge_stacks(
             {
                 stack.suppression = Some(*index);
                 stack.allowed = Some(Allowance {
-                    by: "suppression",
+                    by: AllowedBy::Suppression,
                     rule: format!(
                         "[[suppress]] #{} frame \"{}\" (line {})",
                         s.index,
@@ -602,7 +602,7 @@ pub fn judge_stacks(
                 stack.fails = true;
             } else {
                 stack.allowed = Some(Allowance {
-                    by: "stack-threshold",
+                    by: AllowedBy::StackThreshold,
                     rule: format!(
                         "<= {} bytes (stack-threshold set by {})",
                         effective.stack_threshold, effective.stack_threshold_source
@@ -1004,7 +1004,7 @@ mod tests {
             .find(|s| s.kind == StackKind::Leak)
             .unwrap();
         let allowed = stack.allowed.clone().unwrap();
-        assert_eq!(allowed.by, "stack-threshold");
+        assert_eq!(allowed.by, AllowedBy::StackThreshold);
         assert!(
             allowed
                 .rule
@@ -1053,7 +1053,7 @@ mod tests {
         let allowed = stack.allowed.clone().unwrap();
         assert_eq!(
             (allowed.by, allowed.reason.as_deref()),
-            ("suppression", Some("the probe leaks on purpose"))
+            (AllowedBy::Suppression, Some("the probe leaks on purpose"))
         );
     }
 }

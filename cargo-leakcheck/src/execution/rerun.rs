@@ -75,22 +75,23 @@ pub enum Status {
 }
 
 impl Status {
-    /// The name used in the report.
-    pub fn as_str(&self) -> &'static str {
+    /// What the report calls it.
+    pub fn in_report(&self) -> crate::model::ExtraRunsStatus {
+        use crate::model::ExtraRunsStatus as R;
         match self {
-            Status::Completed => "completed",
-            Status::NotNeeded => "not-needed",
-            Status::Off => "off",
-            Status::TestFailed => "test-failed",
-            Status::ExitedEarly => "exited-early",
-            Status::ShouldPanic => "should-panic",
-            Status::NoHarness => "no-harness",
-            Status::NoEntryPoint(_) => "no-entry-point",
-            Status::Panicked(_) => "panicked",
-            Status::Crashed(_) => "crashed",
-            Status::TimedOut => "timed-out",
-            Status::Failed(_) => "failed",
-            Status::Unavailable(_) => "unavailable",
+            Status::Completed => R::Completed,
+            Status::NotNeeded => R::NotNeeded,
+            Status::Off => R::Off,
+            Status::TestFailed => R::TestFailed,
+            Status::ExitedEarly => R::ExitedEarly,
+            Status::ShouldPanic => R::ShouldPanic,
+            Status::NoHarness => R::NoHarness,
+            Status::NoEntryPoint(_) => R::NoEntryPoint,
+            Status::Panicked(_) => R::Panicked,
+            Status::Crashed(_) => R::Crashed,
+            Status::TimedOut => R::TimedOut,
+            Status::Failed(_) => R::Failed,
+            Status::Unavailable(_) => R::Unavailable,
         }
     }
 

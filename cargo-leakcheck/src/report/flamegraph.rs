@@ -169,7 +169,7 @@ mod tests {
             ],
             extra_runs: crate::model::ExtraRuns {
                 made: 0,
-                status: crate::execution::rerun::Status::Off,
+                status: crate::model::ExtraRunsStatus::Off,
                 detail: None,
             },
             ..TestReport::example()

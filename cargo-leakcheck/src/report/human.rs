@@ -1,8 +1,10 @@
 //! The human summary on stderr: each leaking or broken test with its largest stacks and
 //! the first frames of the code under test, then totals and where the artifacts are.
 
-use crate::execution::rerun::Status;
-use crate::model::{FrameReport, Method, Report, StackKind, StackReport, TestReport, Verdict};
+use crate::model::ExtraRunsStatus as Status;
+use crate::model::{
+    AllowedBy, FrameReport, Method, Report, StackKind, StackReport, TestReport, Verdict,
+};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -294,7 +296,10 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
         .filter_map(|st| st.allowed.as_ref())
         .collect();
     if !allowed.is_empty() {
-        let suppressed = allowed.iter().filter(|a| a.by == "suppression").count() as u64;
+        let suppressed = allowed
+            .iter()
+            .filter(|a| a.by == AllowedBy::Suppression)
+            .count() as u64;
         let _ = writeln!(
             s,
             "         {} allowed: {} by suppressions, {} by thresholds (listed in the report)",
@@ -398,7 +403,7 @@ mod tests {
     fn each_rule_that_allowed_stacks_is_named_once() {
         let allow = |rule: &str, bytes| StackReport {
             allowed: Some(crate::model::Allowance {
-                by: "suppression",
+                by: AllowedBy::Suppression,
                 rule: rule.into(),
                 reason: None,
             }),
@@ -475,7 +480,7 @@ mod tests {
         allowed.name = "cache::tests::warm".into();
         allowed.stacks = vec![StackReport {
             allowed: Some(crate::model::Allowance {
-                by: "suppression",
+                by: AllowedBy::Suppression,
                 rule: "[[suppress]] #1 frame \"demo::cache::warm\" (leakcheck.toml:3)".into(),
                 reason: Some("a warm cache on purpose".into()),
             }),
