@@ -2,6 +2,7 @@
 //! output and the flame graphs are drawn from. Field order and sorting are fixed so the
 //! file is deterministic for the same results.
 
+use crate::errors::ExitCode;
 use serde::{Deserialize, Serialize};
 
 /// Schema version of `report.json`.
@@ -27,12 +28,40 @@ pub struct Report {
     #[serde(skip_serializing_if = "is_zero")]
     #[serde(default)]
     pub other_shards: usize,
+    /// Test binaries whose tests could not be listed, so none of them ran (by id); the
+    /// run fails as a failing test would.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub unlisted: Vec<String>,
     /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub benches: Vec<BenchReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
+}
+
+impl Report {
+    /// The documented exit code for a finished run, from its tests and benches. A test
+    /// binary that could not even list its tests ran none of them: as under `cargo test`,
+    /// that fails the run.
+    pub fn exit_code(&self) -> ExitCode {
+        let any = |vs: &[Verdict]| {
+            let mut verdicts = (self.tests.iter().map(|t| t.verdict))
+                .chain(self.benches.iter().map(|b| b.verdict));
+            verdicts.any(|v| vs.contains(&v))
+        };
+        if !self.unlisted.is_empty() || any(&[Verdict::Failed, Verdict::Crashed, Verdict::Timeout])
+        {
+            ExitCode::TestsFailed
+        } else if any(&[Verdict::Leak]) {
+            ExitCode::LeaksFound
+        } else if any(&[Verdict::Error, Verdict::Unanalysable]) {
+            ExitCode::Incomplete
+        } else {
+            ExitCode::Success
+        }
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -386,6 +415,28 @@ impl StackReport {
 }
 
 #[cfg(test)]
+impl Report {
+    /// A report of no tests, with default settings: a starting point for tests to adjust.
+    pub fn example() -> Report {
+        Report {
+            version: REPORT_VERSION,
+            settings: ReportSettings {
+                sample_period: 1,
+                stack_threshold: 0,
+                config: None,
+            },
+            tests: Vec::new(),
+            ignored: 0,
+            partition: None,
+            other_shards: 0,
+            unlisted: Vec::new(),
+            benches: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 impl TestReport {
     /// A clean test `tests::t` of package `p` (lib), nothing retained, profiled with
     /// stacks and run again twice: a starting point for tests to adjust.
@@ -490,4 +541,34 @@ pub struct BenchReport {
     pub stacks: Vec<BenchStack>,
     /// Flame graph and plot (flagged benches only).
     pub artifacts: BenchArtifacts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_is_the_worst_of_tests_benches_and_unlisted_binaries() {
+        let empty = Report::example();
+        assert_eq!(empty.exit_code(), ExitCode::Success);
+        let with = |verdict| Report {
+            tests: vec![TestReport {
+                verdict,
+                ..TestReport::example()
+            }],
+            ..Report::example()
+        };
+        assert_eq!(with(Verdict::Clean).exit_code(), ExitCode::Success);
+        assert_eq!(with(Verdict::Leak).exit_code(), ExitCode::LeaksFound);
+        assert_eq!(with(Verdict::Timeout).exit_code(), ExitCode::TestsFailed);
+        assert_eq!(
+            with(Verdict::Unanalysable).exit_code(),
+            ExitCode::Incomplete
+        );
+        let unlisted = Report {
+            unlisted: vec!["p::broken".into()],
+            ..with(Verdict::Leak)
+        };
+        assert_eq!(unlisted.exit_code(), ExitCode::TestsFailed);
+    }
 }

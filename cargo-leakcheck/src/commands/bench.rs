@@ -169,20 +169,12 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         ignored: 0,
         partition: None,
         other_shards: 0,
+        unlisted: Vec::new(),
         benches,
         notes,
     };
     session::finish(&session, &report, render)?;
-    let any = |vs: &[Verdict]| report.benches.iter().any(|b| vs.contains(&b.verdict));
-    Ok(if any(&[Verdict::Failed, Verdict::Crashed]) {
-        ExitCode::TestsFailed
-    } else if any(&[Verdict::Leak]) {
-        ExitCode::LeaksFound
-    } else if any(&[Verdict::Error]) {
-        ExitCode::Incomplete
-    } else {
-        ExitCode::Success
-    })
+    Ok(report.exit_code())
 }
 
 fn list_cases(
@@ -643,6 +635,7 @@ mod tests {
             ignored: 0,
             partition: None,
             other_shards: 0,
+            unlisted: Vec::new(),
             benches: vec![grows, failed, bench("plateau", Verdict::Clean)],
             notes: vec!["a note".into()],
         };

@@ -7,9 +7,7 @@ use crate::execution::cargo::{self, TestBinary};
 use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
-use crate::model::{
-    Report, ReportSettings, StackKind, TargetKind, TestReport, Verdict, REPORT_VERSION,
-};
+use crate::model::{Report, ReportSettings, StackKind, TargetKind, TestReport, REPORT_VERSION};
 use crate::report::{flamegraph, human};
 use crate::{analysis::suppressions, commands::session, config};
 use std::path::{Path, PathBuf};
@@ -125,8 +123,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     let mut timings = Timings::default();
     let policy = PolicySource { config, cli: &cli };
     let mut tests = analyse(&binaries, &results, &policy, jobs, &mut notes, &mut timings);
-    // A suppression nothing needed is stale: say so, when the whole suite ran.
-    let whole_suite = args.filters.is_empty() && !args.lib && args.tests.is_empty();
+    // A suppression nothing needed is stale: say so, when the whole suite ran (one shard
+    // of a partition is not the whole suite).
+    let whole_suite =
+        args.filters.is_empty() && !args.lib && args.tests.is_empty() && args.partition.is_none();
     if whole_suite {
         for (i, s) in config.suppress.iter().enumerate() {
             let used = tests
@@ -178,6 +178,11 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         ignored: results.ignored,
         partition: args.partition.map(|p| p.to_string()),
         other_shards: results.other_shards,
+        unlisted: results
+            .list_errors
+            .iter()
+            .map(|(b, _)| binaries[*b].id())
+            .collect(),
         benches: Vec::new(),
         notes,
     };
@@ -194,7 +199,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
     session::finish(&session, &report, human::render)?;
-    Ok(exit_code(&report, !results.list_errors.is_empty()))
+    Ok(report.exit_code())
 }
 
 /// What goes to `metrics.json` beside the processes' own times and peak RSS, kept out of
@@ -458,44 +463,4 @@ type TestKey = (String, TargetKind, String, String);
 
 fn test_key(t: &TestReport) -> TestKey {
     (t.package.clone(), t.kind, t.binary.clone(), t.name.clone())
-}
-
-/// The documented exit code for a finished run. A test binary that could not even list
-/// its tests ran none of them: as under `cargo test`, that fails the run.
-pub fn exit_code(report: &Report, binaries_not_run: bool) -> ExitCode {
-    let any = |vs: &[Verdict]| report.tests.iter().any(|t| vs.contains(&t.verdict));
-    if binaries_not_run || any(&[Verdict::Failed, Verdict::Crashed, Verdict::Timeout]) {
-        ExitCode::TestsFailed
-    } else if any(&[Verdict::Leak]) {
-        ExitCode::LeaksFound
-    } else if any(&[Verdict::Error, Verdict::Unanalysable]) {
-        ExitCode::Incomplete
-    } else {
-        ExitCode::Success
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_binary_that_could_not_be_run_fails_the_run_even_when_the_rest_is_clean() {
-        let report = Report {
-            version: REPORT_VERSION,
-            settings: ReportSettings {
-                sample_period: 1,
-                stack_threshold: 0,
-                config: None,
-            },
-            tests: Vec::new(),
-            ignored: 0,
-            partition: None,
-            other_shards: 0,
-            benches: Vec::new(),
-            notes: Vec::new(),
-        };
-        assert_eq!(exit_code(&report, false), ExitCode::Success);
-        assert_eq!(exit_code(&report, true), ExitCode::TestsFailed);
-    }
 }

@@ -424,6 +424,7 @@ mod tests {
             ignored: 0,
             partition: None,
             other_shards: 0,
+            unlisted: Vec::new(),
             benches: Vec::new(),
             notes: Vec::new(),
         };
@@ -530,6 +531,7 @@ mod tests {
             ignored: 2,
             partition: None,
             other_shards: 0,
+            unlisted: Vec::new(),
             benches: Vec::new(),
             notes: vec!["doc-tests are not checked".into()],
         }
