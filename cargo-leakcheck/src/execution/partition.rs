@@ -88,28 +88,51 @@ impl fmt::Display for Partition {
 
 impl Partition {
     /// Which of `tests` (binary id and test name, in run order) belong to this shard.
+    #[cfg(test)]
     pub fn keeps<'a>(&self, tests: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<bool> {
-        let mut seen_in_binary: std::collections::HashMap<&str, u64> = Default::default();
+        let mut dealer = Dealer::new(*self);
         tests
             .into_iter()
-            .enumerate()
-            .map(|(i, (binary, name))| {
-                let index = match self.kind {
-                    Kind::Slice => i as u64,
-                    Kind::Count => {
-                        let n = seen_in_binary.entry(binary).or_default();
-                        *n += 1;
-                        *n - 1
-                    }
-                    Kind::Hash => Fnv::new()
-                        .bytes(binary.as_bytes())
-                        .bytes(&[0])
-                        .bytes(name.as_bytes())
-                        .finish(),
-                };
-                index % self.total == self.shard - 1
-            })
+            .map(|(binary, name)| dealer.keeps(binary, name))
             .collect()
+    }
+}
+
+/// Deals the tests of a run to shards, one at a time in run order.
+#[derive(Clone, Debug)]
+pub struct Dealer {
+    partition: Partition,
+    dealt: u64,
+    in_binary: std::collections::HashMap<String, u64>,
+}
+
+impl Dealer {
+    /// A dealer for `partition` that has dealt nothing yet.
+    pub fn new(partition: Partition) -> Dealer {
+        Dealer {
+            partition,
+            dealt: 0,
+            in_binary: Default::default(),
+        }
+    }
+
+    /// Whether the next test, `name` of the binary `binary`, belongs to this shard.
+    pub fn keeps(&mut self, binary: &str, name: &str) -> bool {
+        let index = match self.partition.kind {
+            Kind::Slice => self.dealt,
+            Kind::Count => {
+                let n = self.in_binary.entry(binary.to_string()).or_default();
+                *n += 1;
+                *n - 1
+            }
+            Kind::Hash => Fnv::new()
+                .bytes(binary.as_bytes())
+                .bytes(&[0])
+                .bytes(name.as_bytes())
+                .finish(),
+        };
+        self.dealt += 1;
+        index % self.partition.total == self.partition.shard - 1
     }
 }
 

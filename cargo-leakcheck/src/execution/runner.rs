@@ -4,7 +4,7 @@
 
 use crate::errors::Error;
 use crate::execution::cargo::{TestBinary, Workspace};
-use crate::execution::partition::Partition;
+use crate::execution::partition::{Dealer, Partition};
 use crate::execution::protocol::{self, ProfileSettings};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -160,8 +160,8 @@ pub struct RunConfig<'a> {
 pub struct Listing {
     /// The tests to run.
     pub tests: Vec<TestCase>,
-    /// Ignored tests left out.
-    pub ignored: usize,
+    /// The ignored tests left out.
+    pub ignored: Vec<String>,
 }
 
 /// Why a binary's tests could not be listed.
@@ -196,7 +196,7 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
                 name: binary.target.clone(),
                 ignored: false,
             }],
-            ignored: 0,
+            ignored: Vec::new(),
         });
     }
     let list = |extra: &[&str]| -> Result<Vec<String>, ListError> {
@@ -230,14 +230,17 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
     } else {
         list(&[])?
     };
-    let mut left_out = 0;
+    let mut left_out = Vec::new();
     let tests = all
         .into_iter()
         .filter_map(|name| {
             let is_ignored = ignored.contains(&name);
             let wanted = config.filter.ignored_only || config.filter.include_ignored || !is_ignored;
-            left_out += usize::from(!wanted);
-            wanted.then_some(TestCase {
+            if !wanted {
+                left_out.push(name);
+                return None;
+            }
+            Some(TestCase {
                 binary: 0,
                 name,
                 ignored: is_ignored,
@@ -327,32 +330,29 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
         other_shards: 0,
         errors: Vec::new(),
     };
+    let mut dealer = config.filter.partition.map(Dealer::new);
     for (i, b) in binaries.iter().enumerate() {
-        match list_tests(b, config) {
-            Ok(listing) => {
-                selected.ignored += listing.ignored;
-                selected
-                    .tests
-                    .extend(listing.tests.into_iter().map(|mut c| {
-                        c.binary = i;
-                        c
-                    }))
+        let listing = match list_tests(b, config) {
+            Ok(listing) => listing,
+            Err(e) => {
+                selected.errors.push((i, e));
+                continue;
             }
-            Err(e) => selected.errors.push((i, e)),
+        };
+        let (mut tests, mut ignored) = (listing.tests, listing.ignored);
+        if let Some(dealer) = dealer.as_mut() {
+            // Ignored tests are dealt too, so the shards' counts add up to the suite's.
+            let id = b.id();
+            let listed = tests.len() + ignored.len();
+            tests.retain(|t| dealer.keeps(&id, &t.name));
+            ignored.retain(|name| dealer.keeps(&id, name));
+            selected.other_shards += listed - tests.len() - ignored.len();
         }
-    }
-    if let Some(partition) = &config.filter.partition {
-        let ids: Vec<String> = binaries.iter().map(TestBinary::id).collect();
-        let keeps = partition.keeps(
-            selected
-                .tests
-                .iter()
-                .map(|t| (ids[t.binary].as_str(), t.name.as_str())),
-        );
-        let listed = selected.tests.len();
-        let mut keeps = keeps.into_iter();
-        selected.tests.retain(|_| keeps.next().unwrap_or(false));
-        selected.other_shards = listed - selected.tests.len();
+        selected.ignored += ignored.len();
+        selected.tests.extend(tests.into_iter().map(|mut c| {
+            c.binary = i;
+            c
+        }));
     }
     selected
 }
