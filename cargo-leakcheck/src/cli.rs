@@ -34,6 +34,23 @@ pub enum Command {
     /// Build the benchmarks, run each with periodic heap snapshots, and report the
     /// allocation stacks that keep growing after warm-up.
     Bench(BenchArgs),
+    /// Combine the report.json of several runs (the shards of a `--partition`ed suite, or
+    /// runs on different machines) into one report, summary and exit code.
+    Merge(MergeArgs),
+}
+
+/// Arguments of `cargo leakcheck merge`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MergeArgs {
+    /// The reports: `report.json` files, or the directories holding them (a run's
+    /// `target/leakcheck`, flame graphs beside it).
+    #[arg(value_name = "REPORT", required = true)]
+    pub reports: Vec<PathBuf>,
+
+    /// Where the merged report.json and the flame graphs go; a new or empty directory, or
+    /// an earlier merge's output (replaced).
+    #[arg(long, value_name = "DIR", default_value = "leakcheck-merged")]
+    pub output_dir: PathBuf,
 }
 
 /// Which packages and features, shared by every command (as cargo's own flags).

@@ -59,6 +59,9 @@ pub enum Error {
         /// Its exit status.
         status: String,
     },
+    /// Reports that cannot be merged (the message names the files and what differs).
+    #[error(transparent)]
+    Merge(#[from] crate::commands::merge::MergeError),
     /// The configuration file is unreadable or invalid (the message names file, key, line).
     #[error(transparent)]
     Config(#[from] crate::config::LoadError),

@@ -53,6 +53,7 @@ pub fn main_impl() -> i32 {
     let result = match &cli.command {
         cli::Command::Test(args) => commands::test::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),
+        cli::Command::Merge(args) => commands::merge::run(args),
     };
     let code = match result {
         Ok(code) => code as i32,

@@ -45,7 +45,8 @@ pub fn copy_fixture(fixture: &str) -> PathBuf {
     dst
 }
 
-fn copy_tree(src: &Path, dst: &Path) {
+/// Copies a directory tree, keeping modification times.
+pub fn copy_tree(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     for entry in std::fs::read_dir(src).unwrap_or_else(|e| panic!("read {}: {e}", src.display())) {
         let entry = entry.unwrap();

@@ -10,4 +10,5 @@ mod bench;
 mod cli_errors;
 mod config;
 mod reruns;
+mod shards;
 mod verdicts;

@@ -446,7 +446,7 @@ fn stack_label(frames: &[FrameReport], flagged: bool, root: &Path) -> String {
 }
 
 /// The human summary of a bench run.
-fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
+pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     let mut s = String::new();
     for b in &report.benches {
         match b.verdict {

@@ -4,5 +4,6 @@
 //! are the steps in between.
 
 pub(crate) mod bench;
+pub(crate) mod merge;
 pub(crate) mod session;
 pub(crate) mod test;
