@@ -91,6 +91,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         extra_runs: &no_extra_runs,
         lifetime_fails: &never,
         filter: &filter,
+        wrapper: &[],
         verbose: args.verbose,
     };
     let mut notes = session.notes.clone();

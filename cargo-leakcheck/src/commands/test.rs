@@ -80,49 +80,29 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         ..TestFilter::from_args(&args.filters)
     };
     let settings = ProfileSettings::default();
-    let timeout_of = |name: &str| Duration::from_secs(config.effective(name, &cli).timeout);
-    let extra_runs_of = |name: &str| config.effective(name, &cli).extra_runs;
-    let lifetime_fails_of = |name: &str| config.effective(name, &cli).one_time_fails;
-    let run_config = RunConfig {
-        workspace: ws,
+    let setup = CheckSetup {
+        ws,
         runtime: &session.runtime,
         work_dir: &session.work_dir,
+        config,
+        cli: &cli,
         jobs,
-        timeout: Duration::from_secs(config.global(&cli).timeout),
-        timeouts: &timeout_of,
-        extra_runs: &extra_runs_of,
-        lifetime_fails: &lifetime_fails_of,
         filter: &filter,
+        wrapper: &[],
+        stacks_for_all: args.stacks_for_all,
         verbose: args.verbose,
     };
-    let n_bins = binaries.len();
     crate::say!(
         "     Running tests of {} with heap profiling ({} at a time)",
-        plural(n_bins, "binary", "binaries"),
+        plural(binaries.len(), "binary", "binaries"),
         jobs
     );
-    let run_started = std::time::Instant::now();
-    let results = passes::run(&mut binaries, &run_config, args.stacks_for_all)?;
-    let run_seconds = run_started.elapsed().as_secs_f64();
-    if !results.not_finished.is_empty() {
-        notes.push(session::interrupted_note(
-            results.not_finished.len(),
-            "test",
-            "tests",
-        ));
-    }
-    for (b, e) in &results.list_errors {
-        let note = format!(
-            "error: could not list the tests of `{}`, so none of them ran: {e}",
-            binaries[*b].id()
-        );
-        crate::say!("{note}");
-        notes.push(note);
-    }
-
-    let mut timings = Timings::default();
-    let policy = PolicySource { config, cli: &cli };
-    let mut tests = analyse(&binaries, &results, &policy, jobs, &mut notes, &mut timings);
+    let Checked {
+        mut tests,
+        results,
+        mut timings,
+        run_seconds,
+    } = check(&mut binaries, &setup, &mut notes)?;
     // A suppression nothing needed is stale: say so, when the whole suite ran (one shard
     // of a partition is not the whole suite).
     let whole_suite =
@@ -150,21 +130,6 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             }
         }
     }
-    // Which harness allocations are still live at a test's exit depends on timing (what
-    // libtest's threads were doing, how many ran at once), so they stay out of report.json,
-    // which must not change with `-j`; metrics.json keeps them for the curious.
-    for t in &mut tests {
-        let (harness, own): (Vec<_>, Vec<_>) = std::mem::take(&mut t.stacks)
-            .into_iter()
-            .partition(|s| s.kind == StackKind::Harness);
-        t.stacks = own;
-        if !harness.is_empty() {
-            timings.harness.insert(test_key(t), harness);
-        }
-    }
-    tests.sort_by(|a, b| {
-        (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
-    });
     write_flamegraphs(&mut tests, out_dir, &mut notes, &mut timings);
 
     let report = Report {
@@ -202,11 +167,107 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     Ok(report.exit_code())
 }
 
+/// What the check step needs besides the binaries.
+pub(crate) struct CheckSetup<'a> {
+    pub ws: &'a cargo::Workspace,
+    pub runtime: &'a Path,
+    /// Where the processes' dumps go.
+    pub work_dir: &'a Path,
+    pub config: &'a config::Config,
+    /// Settings from the command line, over the configuration's.
+    pub cli: &'a config::SettingsLayer,
+    pub jobs: usize,
+    pub filter: &'a TestFilter,
+    /// A target runner the test binaries run under (empty: none).
+    pub wrapper: &'a [String],
+    pub stacks_for_all: bool,
+    pub verbose: bool,
+}
+
+/// What the check step found.
+pub(crate) struct Checked {
+    /// Every judged test, sorted, harness stacks moved to `timings`.
+    pub tests: Vec<TestReport>,
+    /// How the passes went.
+    pub results: passes::Outcome,
+    pub timings: Timings,
+    /// Seconds the passes took.
+    pub run_seconds: f64,
+}
+
+/// The step `test` and the nextest runner share: run the passes over built binaries and
+/// judge every test (notes about interruptions and unlisted binaries go to `notes`).
+pub(crate) fn check(
+    binaries: &mut [TestBinary],
+    setup: &CheckSetup,
+    notes: &mut Vec<String>,
+) -> Result<Checked, Error> {
+    let (config, cli) = (setup.config, setup.cli);
+    let timeout_of = |name: &str| Duration::from_secs(config.effective(name, cli).timeout);
+    let extra_runs_of = |name: &str| config.effective(name, cli).extra_runs;
+    let lifetime_fails_of = |name: &str| config.effective(name, cli).one_time_fails;
+    let run_config = RunConfig {
+        workspace: setup.ws,
+        runtime: setup.runtime,
+        work_dir: setup.work_dir,
+        jobs: setup.jobs,
+        timeout: Duration::from_secs(config.global(cli).timeout),
+        timeouts: &timeout_of,
+        extra_runs: &extra_runs_of,
+        lifetime_fails: &lifetime_fails_of,
+        filter: setup.filter,
+        wrapper: setup.wrapper,
+        verbose: setup.verbose,
+    };
+    let run_started = std::time::Instant::now();
+    let results = passes::run(binaries, &run_config, setup.stacks_for_all)?;
+    let run_seconds = run_started.elapsed().as_secs_f64();
+    if !results.not_finished.is_empty() {
+        notes.push(session::interrupted_note(
+            results.not_finished.len(),
+            "test",
+            "tests",
+        ));
+    }
+    for (b, e) in &results.list_errors {
+        let note = format!(
+            "error: could not list the tests of `{}`, so none of them ran: {e}",
+            binaries[*b].id()
+        );
+        crate::say!("{note}");
+        notes.push(note);
+    }
+    let mut timings = Timings::default();
+    let policy = PolicySource { config, cli };
+    let mut tests = analyse(binaries, &results, &policy, setup.jobs, notes, &mut timings);
+    // Which harness allocations are still live at a test's exit depends on timing (what
+    // libtest's threads were doing, how many ran at once), so they stay out of report.json,
+    // which must not change with `-j`; metrics.json keeps them for the curious.
+    for t in &mut tests {
+        let (harness, own): (Vec<_>, Vec<_>) = std::mem::take(&mut t.stacks)
+            .into_iter()
+            .partition(|s| s.kind == StackKind::Harness);
+        t.stacks = own;
+        if !harness.is_empty() {
+            timings.harness.insert(test_key(t), harness);
+        }
+    }
+    tests.sort_by(|a, b| {
+        (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
+    });
+    Ok(Checked {
+        tests,
+        results,
+        timings,
+        run_seconds,
+    })
+}
+
 /// What goes to `metrics.json` beside the processes' own times and peak RSS, kept out of
 /// `report.json` so that stays deterministic: how long each stage took per test and per
 /// binary, and the harness stacks live at each test's exit.
 #[derive(Default)]
-struct Timings {
+pub(crate) struct Timings {
     /// Seconds spent reading a test's dumps, diffing, symbolizing and judging.
     analysis: std::collections::HashMap<TestKey, f64>,
     /// Seconds spent writing a test's folded stacks and SVG.

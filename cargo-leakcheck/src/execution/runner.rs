@@ -151,6 +151,9 @@ pub struct RunConfig<'a> {
     pub lifetime_fails: &'a (dyn Fn(&str) -> bool + Sync),
     /// Filters from the command line.
     pub filter: &'a TestFilter,
+    /// A target runner every test binary runs under, program first (empty: none): the
+    /// one a user configured for cargo (an emulator, a sandbox), kept under nextest.
+    pub wrapper: &'a [String],
     /// Print commands.
     pub verbose: bool,
 }
@@ -255,7 +258,14 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
 
 /// A command for the binary with cargo's runtime environment, without profiling.
 fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
-    let mut cmd = Command::new(&binary.path);
+    let mut cmd = match config.wrapper {
+        [] => Command::new(&binary.path),
+        [program, args @ ..] => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(&binary.path);
+            cmd
+        }
+    };
     if let Some(member) = config.workspace.members.get(&binary.package) {
         // As under `cargo test`: tests run in their package's directory and see its metadata.
         cmd.current_dir(&member.dir)
