@@ -34,9 +34,60 @@ pub enum Command {
     /// Build the benchmarks, run each with periodic heap snapshots, and report the
     /// allocation stacks that keep growing after warm-up.
     Bench(BenchArgs),
+    /// Run the suite with cargo-nextest (every argument after the options below passes to
+    /// `cargo nextest run`: filtersets, --partition, --archive-file, --profile, --retries…),
+    /// each test process checked as `test` checks it; report as `test` does.
+    Nextest(NextestArgs),
+    /// What nextest runs in place of each test binary (set up by `nextest`).
+    #[command(name = "__nextest-runner", hide = true)]
+    NextestRunner(RunnerArgs),
     /// Combine the report.json of several runs (the shards of a `--partition`ed suite, or
     /// runs on different machines) into one report, summary and exit code.
     Merge(MergeArgs),
+}
+
+/// Arguments of `cargo leakcheck nextest`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct NextestArgs {
+    /// A stack that retains more than this fails its test (overrides leakcheck.toml).
+    #[arg(long, value_name = "SIZE")]
+    pub threshold: Option<String>,
+
+    /// A test whose leaked stacks retain more than this in total fails.
+    #[arg(long, value_name = "SIZE")]
+    pub test_threshold: Option<String>,
+
+    /// How many times a test that retained memory runs again in its own process.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
+    )]
+    pub extra_runs: Option<u32>,
+
+    /// Profile the stacks of every test (slower; the verdicts are the same).
+    #[arg(long)]
+    pub stacks_for_all: bool,
+
+    /// The leakcheck.toml to use [default: at the workspace root].
+    #[arg(long = "leakcheck-config", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Arguments for `cargo nextest run`, passed through unchanged.
+    #[arg(
+        value_name = "NEXTEST ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+/// Arguments of the hidden runner command: the test binary and its arguments.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunnerArgs {
+    /// The binary nextest runs, then its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// Arguments of `cargo leakcheck merge`.

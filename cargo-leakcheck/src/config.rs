@@ -172,7 +172,7 @@ impl Glob {
 
 /// One layer of settings: what `[defaults]`, a `[[tests]]` entry or the command line says;
 /// `None` means "not said here".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SettingsLayer {
     /// `stack-threshold`, bytes.
     pub stack_threshold: Option<u64>,

@@ -54,6 +54,8 @@ pub fn main_impl() -> i32 {
         cli::Command::Test(args) => commands::test::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),
         cli::Command::Merge(args) => commands::merge::run(args),
+        cli::Command::Nextest(args) => commands::nextest::run(args),
+        cli::Command::NextestRunner(args) => return commands::nextest::run_as_runner(args),
     };
     let code = match result {
         Ok(code) => code as i32,

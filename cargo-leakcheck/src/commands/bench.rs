@@ -93,6 +93,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         filter: &filter,
         wrapper: &[],
         verbose: args.verbose,
+        progress: true,
     };
     let mut notes = session.notes.clone();
     let cases = list_cases(&binaries, ws, &args.filters, &mut notes);

@@ -5,5 +5,6 @@
 
 pub(crate) mod bench;
 pub(crate) mod merge;
+pub(crate) mod nextest;
 pub(crate) mod session;
 pub(crate) mod test;

@@ -91,6 +91,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         wrapper: &[],
         stacks_for_all: args.stacks_for_all,
         verbose: args.verbose,
+        progress: true,
     };
     crate::say!(
         "     Running tests of {} with heap profiling ({} at a time)",
@@ -182,6 +183,8 @@ pub(crate) struct CheckSetup<'a> {
     pub wrapper: &'a [String],
     pub stacks_for_all: bool,
     pub verbose: bool,
+    /// Progress lines on stderr.
+    pub progress: bool,
 }
 
 /// What the check step found.
@@ -218,6 +221,7 @@ pub(crate) fn check(
         filter: setup.filter,
         wrapper: setup.wrapper,
         verbose: setup.verbose,
+        progress: setup.progress,
     };
     let run_started = std::time::Instant::now();
     let results = passes::run(binaries, &run_config, setup.stacks_for_all)?;
@@ -472,7 +476,7 @@ fn analyse_binary(
     out
 }
 
-fn write_flamegraphs(
+pub(crate) fn write_flamegraphs(
     tests: &mut [TestReport],
     out_dir: &Path,
     notes: &mut Vec<String>,

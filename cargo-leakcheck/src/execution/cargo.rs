@@ -92,6 +92,24 @@ fn toolchain_libdir(root: &Path) -> Option<PathBuf> {
     (out.status.success() && dir.is_dir()).then_some(dir)
 }
 
+/// The host's target triple, as the toolchain names it (`rustc -vV`): cargo's runner
+/// setting for the host is keyed by it.
+pub fn host_triple() -> Result<String, Error> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut cmd = Command::new(&rustc);
+    cmd.arg("-vV")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = crate::execution::interrupt::output(&mut cmd)
+        .map_err(|e| Error::io(format!("run `{} -vV`", rustc.to_string_lossy()), e))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_string())
+        .ok_or_else(|| Error::Usage("`rustc -vV` names no host triple".into()))
+}
+
 fn metadata_error_text(e: &cargo_metadata::Error) -> String {
     match e {
         cargo_metadata::Error::CargoMetadata { stderr } => stderr

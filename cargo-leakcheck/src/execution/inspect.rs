@@ -6,7 +6,6 @@
 
 use crate::execution::cargo::TestBinary;
 use crate::execution::entry::{self, Inspection, Layout};
-use crate::execution::runner::TestCase;
 use std::collections::BTreeSet;
 
 /// What one read of an executable said.
@@ -78,18 +77,17 @@ pub fn read(binary: &TestBinary, names: &[&str]) -> BinaryFacts {
     }
 }
 
-/// The step: reads every binary once, looking up the tests listed from it (`tests`, by
-/// binary index; empty for commands that need no entry points), then lets a layout of
-/// libtest's table that one binary proved settle the binaries whose own tests left it
-/// open (a single test): the layout belongs to the toolchain, so it is the same in every
-/// binary of one build.
-pub fn binaries(binaries: &mut [TestBinary], tests: &[TestCase]) {
+/// The step: reads every binary once, looking up the tests it has (`names`, by binary
+/// index; empty for commands that need no entry points), then lets a layout of libtest's
+/// table that one binary proved settle the binaries whose own tests left it open (a
+/// single test): the layout belongs to the toolchain, so it is the same in every binary of
+/// one build.
+pub fn binaries(binaries: &mut [TestBinary], names: &[Vec<String>]) {
     let names_of = |b: usize| -> Vec<&str> {
-        tests
-            .iter()
-            .filter(|t| t.binary == b)
-            .map(|t| t.name.as_str())
-            .collect()
+        names
+            .get(b)
+            .map(|n| n.iter().map(String::as_str).collect())
+            .unwrap_or_default()
     };
     for (b, binary) in binaries.iter_mut().enumerate() {
         binary.facts = read(binary, &names_of(b));
@@ -140,11 +138,7 @@ mod tests {
         let here = module_path!().split_once("::").unwrap().1;
         let me = &format!("{here}::one_read_gives_symbols_and_entry_points");
         let mut bins = vec![this_binary(true)];
-        let tests = vec![TestCase {
-            binary: 0,
-            name: me.into(),
-            ignored: false,
-        }];
+        let tests = vec![vec![me.clone()]];
         binaries(&mut bins, &tests);
         let found = bins[0].facts.tests.as_ref().expect("a libtest binary");
         assert_eq!(found.problem, None);

@@ -207,8 +207,9 @@ pub fn run(
         ignored,
         other_shards,
         errors: list_errors,
+        names,
     } = runner::list_all(binaries, config);
-    crate::execution::inspect::binaries(binaries, &tests);
+    crate::execution::inspect::binaries(binaries, &names);
     let binaries = &*binaries;
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()

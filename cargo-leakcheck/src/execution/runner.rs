@@ -156,6 +156,8 @@ pub struct RunConfig<'a> {
     pub wrapper: &'a [String],
     /// Print commands.
     pub verbose: bool,
+    /// Show progress on stderr (off where stderr is a test's own, under nextest).
+    pub progress: bool,
 }
 
 /// The tests of one binary to run, and how many more match the filters but are
@@ -165,6 +167,9 @@ pub struct Listing {
     pub tests: Vec<TestCase>,
     /// The ignored tests left out.
     pub ignored: Vec<String>,
+    /// Every test of the binary, whatever the filters: the entry-point search reads
+    /// libtest's layout from all of them (a lone selected test cannot pin it down).
+    pub names: Vec<String>,
 }
 
 /// Why a binary's tests could not be listed.
@@ -200,12 +205,13 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
                 ignored: false,
             }],
             ignored: Vec::new(),
+            names: Vec::new(),
         });
     }
-    let list = |extra: &[&str]| -> Result<Vec<String>, ListError> {
+    let list = |filters: &[String], extra: &[&str]| -> Result<Vec<String>, ListError> {
         let mut cmd = base_command(binary, config);
         cmd.arg("--list").arg("--format").arg("terse");
-        cmd.args(&config.filter.list_args)
+        cmd.args(filters)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -227,11 +233,18 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
             .map(str::to_string)
             .collect())
     };
-    let ignored = list(&["--ignored"])?;
+    let filters = &config.filter.list_args;
+    let ignored = list(filters, &["--ignored"])?;
     let all = if config.filter.ignored_only {
         ignored.clone()
     } else {
-        list(&[])?
+        list(filters, &[])?
+    };
+    // libtest lists ignored tests too; without filters, `all` is every test already.
+    let names = if filters.is_empty() && !config.filter.ignored_only {
+        all.clone()
+    } else {
+        list(&[], &[])?
     };
     let mut left_out = Vec::new();
     let tests = all
@@ -253,6 +266,7 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
     Ok(Listing {
         tests,
         ignored: left_out,
+        names,
     })
 }
 
@@ -330,6 +344,8 @@ pub struct Selected {
     pub other_shards: usize,
     /// The binaries that could not be listed, with the reason.
     pub errors: Vec<(usize, ListError)>,
+    /// By binary: every test it has, whatever the filters (see [`Listing::names`]).
+    pub names: Vec<Vec<String>>,
 }
 
 /// Lists every binary's tests and keeps those of this run's shard.
@@ -339,6 +355,7 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
         ignored: 0,
         other_shards: 0,
         errors: Vec::new(),
+        names: vec![Vec::new(); binaries.len()],
     };
     let mut dealer = config.filter.partition.map(Dealer::new);
     for (i, b) in binaries.iter().enumerate() {
@@ -350,6 +367,7 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
             }
         };
         let (mut tests, mut ignored) = (listing.tests, listing.ignored);
+        selected.names[i] = listing.names;
         if let Some(dealer) = dealer.as_mut() {
             // Ignored tests are dealt too, so the shards' counts add up to the suite's.
             let id = b.id();
@@ -382,7 +400,7 @@ pub fn run_jobs(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
-    let progress = Progress::new(total, label);
+    let progress = Progress::new(total, label, config.progress);
     let workers = config.jobs.max(1).min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
@@ -737,6 +755,7 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
 /// Progress on stderr: a line per finished test on a terminal is too much for large
 /// suites, so a terminal gets one updating status line and a log gets a line per 10%.
 struct Progress {
+    enabled: bool,
     total: usize,
     label: String,
     terminal: bool,
@@ -744,8 +763,9 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(total: usize, label: &str) -> Self {
+    fn new(total: usize, label: &str, enabled: bool) -> Self {
         Progress {
+            enabled,
             total,
             label: label.to_string(),
             terminal: std::io::stderr().is_terminal(),
@@ -754,6 +774,9 @@ impl Progress {
     }
 
     fn finished(&self, n: usize, binary: &TestBinary, name: &str) {
+        if !self.enabled {
+            return;
+        }
         if self.terminal {
             let line = format!(
                 "{:>12} [{n}/{}] {} {name}",
@@ -773,7 +796,7 @@ impl Progress {
     }
 
     fn clear(&self) {
-        if self.terminal {
+        if self.enabled && self.terminal {
             crate::say_raw!("\r\x1b[2K");
         }
     }

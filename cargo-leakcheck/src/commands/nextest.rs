@@ -1,0 +1,722 @@
+//! `cargo leakcheck nextest [ARGS…]`: cargo-nextest runs the suite, and every test process
+//! it starts goes through cargo-leakcheck, which gives the test what `cargo leakcheck test`
+//! gives it (counting pass, extra runs, exact stacks where needed) and adds its verdict.
+//!
+//! The route is cargo's target runner, which nextest honours for listing and for running:
+//! for the run, `CARGO_TARGET_<HOST>_RUNNER` names this executable's hidden
+//! `__nextest-runner` command. Listing passes straight through (the binary is executed as
+//! asked). A test run is judged in that process, its verdict written to
+//! `<target>/leakcheck/nextest/tests/`, its output forwarded, and the process ends as the
+//! test did, or with exit 3 and a short leak summary on stderr when it leaked, so nextest
+//! (and its JUnit output) show the test as failed. A target runner the user configured
+//! (an emulator, a sandbox) keeps running the binary, inside. When nextest is done, the
+//! verdicts are gathered into the same report.json, flame graphs and summary as `test`.
+
+use crate::analysis::suppressions;
+use crate::cli::{NextestArgs, RunnerArgs, Selection};
+use crate::commands::session;
+use crate::commands::test::{self as test_command, CheckSetup};
+use crate::config::{self, SettingsLayer};
+use crate::errors::{Error, ExitCode};
+use crate::execution::cargo::{self, TestBinary, Workspace};
+use crate::execution::inspect::BinaryFacts;
+use crate::execution::runner::{ProcessEnd, TestFilter};
+use crate::model::{
+    Artifacts, ExtraRuns, ExtraRunsStatus, Method, Report, ReportSettings, TargetKind, TestReport,
+    Verdict, REPORT_VERSION,
+};
+use crate::report::{flamegraph, human};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The environment variable that hands the runner its session.
+const SESSION_ENV: &str = "LEAKCHECK_NEXTEST_SESSION";
+
+/// The exit code of a test process that leaked (as `cargo leakcheck test` exits).
+const LEAK_EXIT: i32 = ExitCode::LeaksFound as i32;
+
+/// What the runner processes need from the command that started nextest.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct RunnerSession {
+    /// The profiling runtime.
+    runtime: PathBuf,
+    /// `<target>/leakcheck/nextest`: verdicts and the processes' dumps.
+    dir: PathBuf,
+    /// The workspace root (for the configuration's relative paths).
+    root: PathBuf,
+    /// The configuration file in force, if any.
+    config: Option<PathBuf>,
+    /// Settings from the command line.
+    cli: SettingsLayer,
+    /// Profile every test's stacks.
+    stacks_for_all: bool,
+    /// The user's own target runner, program first (empty: none).
+    wrapper: Vec<String>,
+}
+
+/// Which test a verdict file is about (also written before the test runs, so a process
+/// that nextest killed is still accounted for).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+struct TestId {
+    package: String,
+    kind: TargetKind,
+    binary: String,
+    name: String,
+}
+
+/// Runs `cargo leakcheck nextest`.
+pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
+    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
+        v.as_deref()
+            .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    let cli = SettingsLayer {
+        stack_threshold: size("--threshold", &args.threshold)?,
+        test_threshold: size("--test-threshold", &args.test_threshold)?,
+        one_time_fails: None,
+        timeout: None,
+        extra_runs: args.extra_runs,
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::io("find the path of cargo-leakcheck itself", e))?;
+    let exe_text = exe.to_string_lossy().into_owned();
+    if exe_text.chars().any(char::is_whitespace) {
+        return Err(Error::Usage(format!(
+            "cargo-leakcheck is installed at `{exe_text}`, whose whitespace cargo's runner setting cannot hold; install it in a directory without spaces"
+        )));
+    }
+    check_nextest_installed()?;
+    let selection = Selection {
+        manifest_path: option_value(&args.args, "--manifest-path").map(PathBuf::from),
+        target_dir: option_value(&args.args, "--target-dir").map(PathBuf::from),
+        ..Selection::default()
+    };
+    let session = session::prepare(&selection, &[], args.config.as_deref(), false)?;
+    let dir = session.out_dir.join("nextest");
+    let host = cargo::host_triple()?;
+    let runner_var = format!(
+        "CARGO_TARGET_{}_RUNNER",
+        host.to_uppercase().replace(['-', '.'], "_")
+    );
+    let wrapper = user_runner(&runner_var, &host, &session.ws.root);
+    let runner_session = RunnerSession {
+        runtime: session.runtime.clone(),
+        dir: dir.clone(),
+        root: session.ws.root.clone(),
+        config: session.config.path.clone(),
+        cli: cli.clone(),
+        stacks_for_all: args.stacks_for_all,
+        wrapper: wrapper.clone(),
+    };
+    std::fs::create_dir_all(dir.join("tests"))
+        .and_then(|()| std::fs::create_dir_all(dir.join("started")))
+        .map_err(|e| Error::io(format!("create `{}`", dir.display()), e))?;
+    let session_path = dir.join("session.json");
+    std::fs::write(
+        &session_path,
+        serde_json::to_string_pretty(&runner_session).expect("the session serializes"),
+    )
+    .map_err(|e| Error::io(format!("write `{}`", session_path.display()), e))?;
+    if !wrapper.is_empty() {
+        crate::say!(
+            "     Runner tests run under your target runner `{}`",
+            wrapper.join(" ")
+        );
+    }
+
+    let program = cargo::cargo_program();
+    let mut cmd = Command::new(&program);
+    cmd.arg("nextest")
+        .arg("run")
+        .args(&args.args)
+        .env(
+            &runner_var,
+            format!("{exe_text} leakcheck __nextest-runner"),
+        )
+        .env(SESSION_ENV, &session_path)
+        .stdin(Stdio::null());
+    let command_text = format!("{} nextest run {}", program.display(), args.args.join(" "));
+    crate::say!("     Running `{command_text}` with heap profiling");
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
+    let registration =
+        crate::execution::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
+    crate::execution::interrupt::wait_ended(child.id() as libc::pid_t);
+    drop(registration);
+    let status = child
+        .wait()
+        .map_err(|e| Error::io(format!("wait for `{command_text}`"), e))?;
+    let seconds = started.elapsed().as_secs_f64();
+
+    let mut notes = session.notes.clone();
+    notes.push("doc-tests are not checked (nextest does not run them)".into());
+    let mut tests = gather(&dir, &mut notes);
+    // nextest's own failures: 100 means tests failed (ours among them), 4 that no test
+    // ran; anything else with nothing judged means nothing ran (a build failure).
+    let code = status.code();
+    if tests.is_empty() && !matches!(code, Some(0 | 4 | 100)) {
+        return Err(Error::Build {
+            command: command_text,
+            status: status.to_string(),
+        });
+    }
+    if !matches!(code, Some(0 | 4 | 100)) && crate::execution::interrupt::requested().is_none() {
+        notes.push(format!(
+            "`cargo nextest run` ended with {status}: not every selected test may have run"
+        ));
+    }
+    let mut timings = test_command::Timings::default();
+    test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
+    let config = &session.config;
+    let report = Report {
+        version: REPORT_VERSION,
+        settings: ReportSettings {
+            sample_period: 1,
+            stack_threshold: config.global(&cli).stack_threshold,
+            config: config.path.as_ref().map(|p| p.display().to_string()),
+        },
+        tests,
+        ignored: 0,
+        partition: None,
+        other_shards: 0,
+        unlisted: Vec::new(),
+        benches: Vec::new(),
+        notes,
+    };
+    let metrics = serde_json::json!({ "nextest_seconds": seconds, "nextest_exit": code });
+    let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
+    session::finish(&session, &report, human::render)?;
+    let mut exit = report.exit_code();
+    if code == Some(100) && exit < ExitCode::LeaksFound {
+        // nextest saw a failure no verdict here explains (a runner that could not judge):
+        // the run fails as nextest's did.
+        exit = ExitCode::TestsFailed;
+    }
+    Ok(exit)
+}
+
+/// `--flag VALUE` or `--flag=VALUE` among nextest's arguments.
+fn option_value(args: &[String], flag: &str) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            return None;
+        }
+        if a == flag {
+            return it.next().cloned();
+        }
+        if let Some(v) = a.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+            return Some(v.to_string());
+        }
+    }
+    None
+}
+
+fn check_nextest_installed() -> Result<(), Error> {
+    let ok = Command::new(cargo::cargo_program())
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage(
+            "cargo-nextest is not installed (`cargo nextest --version` failed); install it with `cargo install cargo-nextest --locked`".into(),
+        ))
+    }
+}
+
+/// The target runner the user configured for the host, which must keep running the
+/// binaries: `CARGO_TARGET_<HOST>_RUNNER`, else `target.<host>.runner` in cargo's
+/// configuration files (the project's, up the directory tree, then `$CARGO_HOME`'s).
+fn user_runner(var: &str, host: &str, root: &Path) -> Vec<String> {
+    let ours = |words: &[String]| words.iter().any(|w| w == "__nextest-runner");
+    if let Ok(value) = std::env::var(var) {
+        let words: Vec<String> = value.split_whitespace().map(str::to_string).collect();
+        return if ours(&words) { Vec::new() } else { words };
+    }
+    let mut files = Vec::new();
+    let start = std::env::current_dir().unwrap_or_else(|_| root.to_path_buf());
+    for dir in start.ancestors() {
+        files.push(dir.join(".cargo/config.toml"));
+        files.push(dir.join(".cargo/config"));
+    }
+    if let Some(home) = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+    {
+        files.push(home.join("config.toml"));
+        files.push(home.join("config"));
+    }
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let Ok(table) = text.parse::<toml::Table>() else {
+            continue;
+        };
+        let runner = table
+            .get("target")
+            .and_then(|t| t.get(host))
+            .and_then(|t| t.get("runner"));
+        let words: Vec<String> = match runner {
+            Some(toml::Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => continue,
+        };
+        if !words.is_empty() && !ours(&words) {
+            return words;
+        }
+    }
+    Vec::new()
+}
+
+/// Reads the verdicts the runners wrote, the last attempt of each test; a test that
+/// started and left no verdict (nextest killed it, or its runner crashed) is an `error`.
+fn gather(dir: &Path, notes: &mut Vec<String>) -> Vec<TestReport> {
+    let read_all = |sub: &str| -> Vec<(PathBuf, String)> {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            return Vec::new();
+        };
+        let mut files: Vec<(PathBuf, String)> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
+            .collect();
+        files.sort();
+        files
+    };
+    let mut judged: BTreeMap<TestId, (u32, TestReport)> = BTreeMap::new();
+    for (path, text) in read_all("tests") {
+        match serde_json::from_str::<RunnerVerdict>(&text) {
+            Ok(v) => {
+                let id = TestId {
+                    package: v.report.package.clone(),
+                    kind: v.report.kind,
+                    binary: v.report.binary.clone(),
+                    name: v.report.name.clone(),
+                };
+                for note in v.notes {
+                    if !notes.contains(&note) {
+                        notes.push(note);
+                    }
+                }
+                if judged.get(&id).is_none_or(|(a, _)| *a <= v.attempt) {
+                    judged.insert(id, (v.attempt, v.report));
+                }
+            }
+            Err(e) => notes.push(format!(
+                "a verdict file could not be read, so its test is missing: `{}`: {e}",
+                path.display()
+            )),
+        }
+    }
+    for (_, text) in read_all("started") {
+        let Ok(id) = serde_json::from_str::<TestId>(&text) else {
+            continue;
+        };
+        judged
+            .entry(id.clone())
+            .or_insert_with(|| (0, unjudged(&id)));
+    }
+    judged.into_values().map(|(_, r)| r).collect()
+}
+
+/// The entry of a test whose process ended before its verdict was written.
+fn unjudged(id: &TestId) -> TestReport {
+    TestReport {
+        package: id.package.clone(),
+        binary: id.binary.clone(),
+        kind: id.kind,
+        name: id.name.clone(),
+        verdict: Verdict::Error,
+        retained_bytes: 0,
+        retained_objects: 0,
+        stack_threshold: 0,
+        test_threshold: None,
+        exit: "killed".into(),
+        method: Method::Stacks,
+        message: Some(
+            "the test's process ended before cargo-leakcheck could judge it (nextest's slow-timeout terminated it, or it was signalled); see nextest's output for the test"
+                .into(),
+        ),
+        stacks: Vec::new(),
+        artifacts: Artifacts::default(),
+        extra_runs: ExtraRuns {
+            made: 0,
+            status: ExtraRunsStatus::Unavailable,
+            detail: None,
+        },
+        first_run_retained: None,
+        passed_without_profiling: false,
+    }
+}
+
+/// What one runner process wrote about its test.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunnerVerdict {
+    /// nextest's attempt number (retries count up from 1).
+    attempt: u32,
+    /// The verdict.
+    report: TestReport,
+    /// Run-wide remarks the runner made.
+    notes: Vec<String>,
+}
+
+/// `package`, kind and target of a nextest binary id (`pkg`, `pkg::target`,
+/// `pkg::bin/name`) and the executable's file name (`<target>-<hash>`).
+fn identify(binary_id: &str, exe: &Path) -> (String, TargetKind, String) {
+    let file = exe
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let from_file = file.rsplit_once('-').map_or(file.as_str(), |(t, _)| t);
+    match binary_id.split_once("::") {
+        None => (
+            binary_id.to_string(),
+            TargetKind::Lib,
+            from_file.to_string(),
+        ),
+        Some((package, rest)) => match rest.split_once('/') {
+            Some((_, name)) => (package.to_string(), TargetKind::Bin, name.to_string()),
+            None => (package.to_string(), TargetKind::Test, rest.to_string()),
+        },
+    }
+}
+
+/// The runner: what nextest executes in place of each test binary. Returns the exit code.
+pub fn run_as_runner(args: &RunnerArgs) -> i32 {
+    let Some((binary, rest)) = args.command.split_first() else {
+        crate::say!("error: __nextest-runner needs the test binary to run");
+        return ExitCode::CouldNotRun as i32;
+    };
+    let session: Option<RunnerSession> = std::env::var_os(SESSION_ENV)
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let Some(session) = session else {
+        crate::say!(
+            "warning: cargo-leakcheck runs `{}` unchecked: no session ({SESSION_ENV} unset or unreadable)",
+            Path::new(binary).display()
+        );
+        return pass_through(&[], binary, rest);
+    };
+    let words: Vec<String> = rest
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let listing = words.iter().any(|a| a == "--list")
+        || std::env::var("NEXTEST_TEST_PHASE").is_ok_and(|p| p == "list");
+    let name = words
+        .iter()
+        .position(|a| a == "--exact")
+        .and_then(|i| words.get(i + 1));
+    let (Some(name), false) = (name, listing) else {
+        return pass_through(&session.wrapper, binary, rest);
+    };
+    match judge(&session, Path::new(binary), name, &words) {
+        Ok(code) => code,
+        // nextest stopped the test (a slow-timeout, Ctrl-C): end as asked, not run it again.
+        Err(_) if crate::execution::interrupt::requested().is_some() => {
+            crate::execution::interrupt::requested()
+                .map_or(1, crate::execution::interrupt::exit_code)
+        }
+        Err(e) => {
+            // The test still runs as nextest asked: a broken check never hides its result.
+            crate::say!(
+                "error: cargo-leakcheck could not check `{name}`: {e}; running it unchecked"
+            );
+            pass_through(&session.wrapper, binary, rest)
+        }
+    }
+}
+
+/// Runs the binary as asked (through the user's runner), as if we were not there.
+fn pass_through(wrapper: &[String], binary: &OsString, args: &[OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = match wrapper {
+        [] => Command::new(binary),
+        [program, rest @ ..] => {
+            let mut cmd = Command::new(program);
+            cmd.args(rest).arg(binary);
+            cmd
+        }
+    };
+    let e = cmd.args(args).exec();
+    crate::say!(
+        "error: could not run `{}`: {e}",
+        Path::new(binary).display()
+    );
+    127
+}
+
+/// Checks one test as `cargo leakcheck test` would, writes its verdict, forwards its
+/// output, and returns the exit code the test process should end with.
+fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Result<i32, Error> {
+    let binary_id = std::env::var("NEXTEST_BINARY_ID").unwrap_or_default();
+    let attempt: u32 = std::env::var("NEXTEST_ATTEMPT")
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1);
+    let (package, kind, target) = identify(&binary_id, exe);
+    let id = TestId {
+        package: package.clone(),
+        kind,
+        binary: target.clone(),
+        name: name.to_string(),
+    };
+    let stem = flamegraph::file_stem(&format!("{package}-{kind}-{target}~{name}"));
+    let started = session.dir.join("started").join(format!("{stem}.json"));
+    std::fs::write(&started, serde_json::to_string(&id).expect("ids serialize"))
+        .map_err(|e| Error::io(format!("write `{}`", started.display()), e))?;
+    let work_dir = session.dir.join("work").join(format!("{stem}~{attempt}"));
+    let _ = std::fs::remove_dir_all(&work_dir);
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+
+    let (config, _warnings) = config::load(session.config.as_deref(), &session.root)?;
+    // nextest has set the test's directory and environment already: nothing to add.
+    let ws = Workspace {
+        root: session.root.clone(),
+        target_dir: session.dir.clone(),
+        members: BTreeMap::new(),
+        toolchain_libdir: None,
+    };
+    let filter = TestFilter {
+        list_args: vec!["--exact".into(), name.to_string()],
+        ignored_only: args.iter().any(|a| a == "--ignored"),
+        include_ignored: args.iter().any(|a| a == "--include-ignored"),
+        partition: None,
+    };
+    let mut binaries = vec![TestBinary {
+        package,
+        target,
+        kind,
+        path: exe.to_path_buf(),
+        harness: true,
+        facts: BinaryFacts::default(),
+    }];
+    let setup = CheckSetup {
+        ws: &ws,
+        runtime: &session.runtime,
+        work_dir: &work_dir,
+        config: &config,
+        cli: &session.cli,
+        jobs: 1,
+        filter: &filter,
+        wrapper: &session.wrapper,
+        stacks_for_all: session.stacks_for_all,
+        verbose: false,
+        progress: false,
+    };
+    let mut notes = Vec::new();
+    let checked = test_command::check(&mut binaries, &setup, &mut notes)?;
+    let Some(report) = checked.tests.into_iter().find(|t| t.name == name) else {
+        return Err(Error::Usage(format!(
+            "`{name}` is not among the tests `{}` lists{}",
+            exe.display(),
+            notes.first().map(|n| format!(" ({n})")).unwrap_or_default()
+        )));
+    };
+    if let Some(outcome) = checked.results.tests.iter().find(|t| t.case.name == name) {
+        forward(&outcome.result.stdout, &mut std::io::stdout());
+        forward(&outcome.result.stderr, &mut std::io::stderr());
+    }
+    let code = exit_code_for(&report, &checked.results, name);
+    if report.verdict == Verdict::Leak {
+        crate::say!("{}", leak_summary(&report, &session.root));
+    }
+    let verdict = RunnerVerdict {
+        attempt,
+        report,
+        notes,
+    };
+    let path = session
+        .dir
+        .join("tests")
+        .join(format!("{stem}~{attempt}.json"));
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_string(&verdict).expect("verdicts serialize"),
+    )
+    .and_then(|()| std::fs::rename(&tmp, &path))
+    .map_err(|e| Error::io(format!("write `{}`", path.display()), e))?;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    Ok(code)
+}
+
+/// Copies a captured output file to ours.
+fn forward(path: &Path, out: &mut dyn std::io::Write) {
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = std::io::copy(&mut f, out);
+        let _ = out.flush();
+    }
+}
+
+/// How the test process ends: as the test did when it failed; 3 when it leaked; 0 else.
+fn exit_code_for(
+    report: &TestReport,
+    results: &crate::execution::passes::Outcome,
+    name: &str,
+) -> i32 {
+    match report.verdict {
+        Verdict::Leak => LEAK_EXIT,
+        Verdict::Failed | Verdict::Crashed | Verdict::Timeout => {
+            let end = results
+                .tests
+                .iter()
+                .find(|t| t.case.name == name)
+                .map(|t| crate::execution::passes::first_run_end(&t.result));
+            match end {
+                Some(ProcessEnd::Exited(c)) if c != 0 => c,
+                Some(ProcessEnd::Signaled(sig)) => {
+                    // Die of the same signal, so nextest reports it as the test's.
+                    // SAFETY: resetting a handler and raising a signal in our own process.
+                    unsafe {
+                        libc::signal(sig, libc::SIG_DFL);
+                        libc::raise(sig);
+                    }
+                    128 + sig
+                }
+                _ => 101,
+            }
+        }
+        Verdict::Clean | Verdict::Error | Verdict::Unanalysable => 0,
+    }
+}
+
+/// A few lines on stderr for nextest's output and JUnit: what leaked and where.
+fn leak_summary(report: &TestReport, root: &Path) -> String {
+    let failing: Vec<_> = report.failing_stacks().collect();
+    let mut s = format!(
+        "cargo-leakcheck: LEAK: `{}` retained {} in {} object(s), {} stack(s) over the threshold of {} B",
+        report.name,
+        human::human_bytes(report.retained_bytes),
+        report.retained_objects,
+        failing.len(),
+        report.stack_threshold
+    );
+    for st in failing.iter().take(3) {
+        if let Some(f) = suppressions::identifying_frame(&st.frames, root) {
+            let at = match (&f.file, f.line) {
+                (Some(file), Some(line)) => format!(" ({file}:{line})"),
+                _ => String::new(),
+            };
+            s.push_str(&format!(
+                "\n  {} allocated at {}{at}",
+                human::human_bytes(st.bytes),
+                f.function
+            ));
+        }
+    }
+    s.push_str("\n  the full report is written when `cargo leakcheck nextest` finishes");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_ids_name_package_kind_and_target() {
+        let exe = Path::new("/t/debug/deps/my_lib-0123abcd");
+        assert_eq!(
+            identify("my-lib", exe),
+            ("my-lib".into(), TargetKind::Lib, "my_lib".into())
+        );
+        assert_eq!(
+            identify("my-lib::integration", Path::new("/t/integration-99")),
+            ("my-lib".into(), TargetKind::Test, "integration".into())
+        );
+        assert_eq!(
+            identify("my-lib::bin/tool", Path::new("/t/tool-99")),
+            ("my-lib".into(), TargetKind::Bin, "tool".into())
+        );
+    }
+
+    #[test]
+    fn nextest_options_we_need_are_found_in_any_spelling() {
+        let args: Vec<String> = [
+            "-E",
+            "test(x)",
+            "--target-dir",
+            "/t",
+            "--manifest-path=/m/Cargo.toml",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(option_value(&args, "--target-dir").as_deref(), Some("/t"));
+        assert_eq!(
+            option_value(&args, "--manifest-path").as_deref(),
+            Some("/m/Cargo.toml")
+        );
+        let after: Vec<String> = ["--", "--target-dir", "/x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(option_value(&after, "--target-dir"), None);
+    }
+
+    #[test]
+    fn the_last_attempt_wins_and_a_killed_test_is_not_lost() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-nextest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::create_dir_all(dir.join("started")).unwrap();
+        let verdict = |attempt, v| RunnerVerdict {
+            attempt,
+            report: TestReport {
+                verdict: v,
+                ..TestReport::example()
+            },
+            notes: vec!["a note".into()],
+        };
+        for (file, attempt, v) in [("a~1", 1, Verdict::Failed), ("a~2", 2, Verdict::Clean)] {
+            std::fs::write(
+                dir.join("tests").join(format!("{file}.json")),
+                serde_json::to_string(&verdict(attempt, v)).unwrap(),
+            )
+            .unwrap();
+        }
+        let killed = TestId {
+            package: "p".into(),
+            kind: TargetKind::Lib,
+            binary: "p".into(),
+            name: "tests::hangs".into(),
+        };
+        std::fs::write(
+            dir.join("started/k.json"),
+            serde_json::to_string(&killed).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(dir.join("tests/broken.json"), "{").unwrap();
+        let mut notes = Vec::new();
+        let tests = gather(&dir, &mut notes);
+        let got: Vec<(&str, Verdict)> =
+            tests.iter().map(|t| (t.name.as_str(), t.verdict)).collect();
+        assert_eq!(
+            got,
+            [
+                ("tests::hangs", Verdict::Error),
+                ("tests::t", Verdict::Clean)
+            ]
+        );
+        assert_eq!(notes.iter().filter(|n| *n == "a note").count(), 1);
+        assert!(notes.iter().any(|n| n.contains("broken.json")), "{notes:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
