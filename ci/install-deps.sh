@@ -16,3 +16,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
+
+# cargo-nextest: the end-to-end tests check `cargo leakcheck nextest`, which drives it.
+# Installed from crates.io when missing (a few minutes, once).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "ci/install-deps.sh: installing cargo-nextest"
+  cargo install cargo-nextest --locked
+fi

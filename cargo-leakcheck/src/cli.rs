@@ -69,6 +69,11 @@ pub struct NextestArgs {
     #[arg(long)]
     pub stacks_for_all: bool,
 
+    /// Kill a test's process after this many seconds; it is reported as `timeout`
+    /// [default: 300, or `timeout` in leakcheck.toml]. nextest's slow-timeout also applies.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+
     /// The leakcheck.toml to use [default: at the workspace root].
     #[arg(long = "leakcheck-config", value_name = "PATH")]
     pub config: Option<PathBuf>,

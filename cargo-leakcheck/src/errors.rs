@@ -62,6 +62,14 @@ pub enum Error {
     /// Reports that cannot be merged (the message names the files and what differs).
     #[error(transparent)]
     Merge(#[from] crate::commands::merge::MergeError),
+    /// `cargo nextest run` failed before any test ran (bad arguments, a build failure).
+    #[error("`{command}` failed ({status}) before any test ran; its messages are above")]
+    Nextest {
+        /// The command.
+        command: String,
+        /// Its exit status.
+        status: String,
+    },
     /// The configuration file is unreadable or invalid (the message names file, key, line).
     #[error(transparent)]
     Config(#[from] crate::config::LoadError),

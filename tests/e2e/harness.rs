@@ -159,14 +159,35 @@ pub fn run_fresh(fixture: &str, args: &[&str], name: &str) -> Run {
 }
 
 fn run_in(fixture: &str, args: &[&str], target: &Path) -> Run {
+    run_command("test", fixture, args, target)
+}
+
+/// Runs `cargo leakcheck nextest` on a fixture with its own target directory `name`; the
+/// arguments go after the fixture's manifest path and target directory.
+pub fn run_nextest(fixture: &str, args: &[&str], name: &str) -> Run {
+    run_command(
+        "nextest",
+        fixture,
+        args,
+        &scratch().join("targets").join(name),
+    )
+}
+
+fn run_command(command: &str, fixture: &str, args: &[&str], target: &Path) -> Run {
     let project = copy_fixture(fixture);
+    // `nextest` takes its own options before nextest's: `[OWN…] -- [NEXTEST…]`.
+    let (own, rest) = match (command, args.iter().position(|a| *a == "--")) {
+        ("nextest", Some(split)) => (&args[..split], &args[split + 1..]),
+        _ => (&[][..], args),
+    };
     let output = tool()
-        .arg("test")
+        .arg(command)
+        .args(own)
         .arg("--manifest-path")
         .arg(project.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(target)
-        .args(args)
+        .args(rest)
         .output()
         .expect("cargo-leakcheck runs");
     let out_dir = target.join("leakcheck");

@@ -9,6 +9,7 @@ mod harness;
 mod bench;
 mod cli_errors;
 mod config;
+mod nextest;
 mod reruns;
 mod shards;
 mod verdicts;

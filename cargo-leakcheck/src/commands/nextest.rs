@@ -78,9 +78,12 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         stack_threshold: size("--threshold", &args.threshold)?,
         test_threshold: size("--test-threshold", &args.test_threshold)?,
         one_time_fails: None,
-        timeout: None,
+        timeout: args.timeout,
         extra_runs: args.extra_runs,
     };
+    if args.timeout == Some(0) {
+        return Err(Error::Usage("--timeout must be at least 1 second".into()));
+    }
     let exe = std::env::current_exe()
         .map_err(|e| Error::io("find the path of cargo-leakcheck itself", e))?;
     let exe_text = exe.to_string_lossy().into_owned();
@@ -90,8 +93,16 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         )));
     }
     check_nextest_installed()?;
+    // An archive run names its workspace with --workspace-remap (nextest refuses
+    // --manifest-path and --target-dir then): the report goes to that workspace's target.
+    let manifest_path = option_value(&args.args, "--manifest-path")
+        .map(PathBuf::from)
+        .or_else(|| {
+            option_value(&args.args, "--workspace-remap")
+                .map(|d| PathBuf::from(d).join("Cargo.toml"))
+        });
     let selection = Selection {
-        manifest_path: option_value(&args.args, "--manifest-path").map(PathBuf::from),
+        manifest_path,
         target_dir: option_value(&args.args, "--target-dir").map(PathBuf::from),
         ..Selection::default()
     };
@@ -128,18 +139,30 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         );
     }
 
+    // As `test` builds: a crate whose global allocator is tikv-jemallocator gets that
+    // jemalloc's profiling turned on (an archive was built already, as it was built).
+    let mut nextest_args: Vec<String> = Vec::new();
+    let archived = option_value(&args.args, "--archive-file").is_some();
+    if !archived && session.selected().iter().any(|m| m.uses_tikv_jemallocator) {
+        nextest_args.extend(["--features".into(), "tikv-jemallocator/profiling".into()]);
+    }
+    nextest_args.extend(args.args.iter().cloned());
     let program = cargo::cargo_program();
     let mut cmd = Command::new(&program);
     cmd.arg("nextest")
         .arg("run")
-        .args(&args.args)
+        .args(&nextest_args)
         .env(
             &runner_var,
             format!("{exe_text} leakcheck __nextest-runner"),
         )
         .env(SESSION_ENV, &session_path)
         .stdin(Stdio::null());
-    let command_text = format!("{} nextest run {}", program.display(), args.args.join(" "));
+    let command_text = format!(
+        "{} nextest run {}",
+        program.display(),
+        nextest_args.join(" ")
+    );
     crate::say!("     Running `{command_text}` with heap profiling");
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let started = std::time::Instant::now();
@@ -162,7 +185,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     // ran; anything else with nothing judged means nothing ran (a build failure).
     let code = status.code();
     if tests.is_empty() && !matches!(code, Some(0 | 4 | 100)) {
-        return Err(Error::Build {
+        return Err(Error::Nextest {
             command: command_text,
             status: status.to_string(),
         });
@@ -534,7 +557,6 @@ fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Re
         forward(&outcome.result.stdout, &mut std::io::stdout());
         forward(&outcome.result.stderr, &mut std::io::stderr());
     }
-    let code = exit_code_for(&report, &checked.results, name);
     if report.verdict == Verdict::Leak {
         crate::say!("{}", leak_summary(&report, &session.root));
     }
@@ -555,7 +577,8 @@ fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Re
     .and_then(|()| std::fs::rename(&tmp, &path))
     .map_err(|e| Error::io(format!("write `{}`", path.display()), e))?;
     let _ = std::fs::remove_dir_all(&work_dir);
-    Ok(code)
+    // Last: a crashed test's process ends by its signal, here.
+    Ok(exit_code_for(&verdict.report, &checked.results, name))
 }
 
 /// Copies a captured output file to ours.

@@ -211,10 +211,9 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
     let list = |filters: &[String], extra: &[&str]| -> Result<Vec<String>, ListError> {
         let mut cmd = base_command(binary, config);
         cmd.arg("--list").arg("--format").arg("terse");
-        cmd.args(filters)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(filters).args(extra);
+        let mut cmd = through_wrapper(cmd, config.wrapper);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let out =
             crate::execution::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
                 path: binary.path.clone(),
@@ -272,14 +271,7 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
 
 /// A command for the binary with cargo's runtime environment, without profiling.
 fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
-    let mut cmd = match config.wrapper {
-        [] => Command::new(&binary.path),
-        [program, args @ ..] => {
-            let mut cmd = Command::new(program);
-            cmd.args(args).arg(&binary.path);
-            cmd
-        }
-    };
+    let mut cmd = Command::new(&binary.path);
     if let Some(member) = config.workspace.members.get(&binary.package) {
         // As under `cargo test`: tests run in their package's directory and see its metadata.
         cmd.current_dir(&member.dir)
@@ -302,6 +294,38 @@ fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
     }
     cmd.stdin(Stdio::null());
     cmd
+}
+
+/// The same command run by the user's target runner, when there is one:
+/// `RUNNER… env [-u K]… [K=V]… BINARY ARGS…`. The variables this tool set go through `env`
+/// as arguments rather than in the runner's environment, so they reach the test binary
+/// and not the runner (the runtime would otherwise load into the runner and, as it does
+/// in any process, keep its settings from the processes that one starts).
+fn through_wrapper(cmd: Command, wrapper: &[String]) -> Command {
+    let [program, runner_args @ ..] = wrapper else {
+        return cmd;
+    };
+    let mut out = Command::new(program);
+    out.args(runner_args).arg("env");
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => {
+                let mut pair = key.to_os_string();
+                pair.push("=");
+                pair.push(value);
+                out.arg(pair);
+            }
+            None => {
+                out.arg("-u").arg(key);
+            }
+        }
+    }
+    out.arg(cmd.get_program()).args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        out.current_dir(dir);
+    }
+    out.stdin(Stdio::null());
+    out
 }
 
 /// One process to run.
@@ -553,6 +577,7 @@ pub fn run_process(
             protocol::RUNTIME_PREFIX_ENV,
             protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
         );
+    let mut cmd = through_wrapper(cmd, config.wrapper);
     // Its own process group, so a timeout kills whatever the test spawned too.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let files =

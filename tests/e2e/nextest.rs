@@ -1,0 +1,277 @@
+//! `cargo leakcheck nextest`: cargo-nextest runs the fixtures, each test through
+//! cargo-leakcheck, and the verdicts are the table's, as under `cargo leakcheck test`.
+//! nextest cannot list a `harness = false` target that does not speak libtest's
+//! arguments (leaky's `no_harness`), so leaky runs its libtest targets only.
+
+use crate::expected::{EXPECTED, IGNORED};
+use crate::harness::{copy_fixture, run_nextest, scratch, tool, Run};
+use std::collections::BTreeMap;
+
+/// (binary, test) -> verdict of the table's rows for a fixture that nextest can run.
+fn table(fixture: &str) -> BTreeMap<(String, String), String> {
+    EXPECTED
+        .iter()
+        .filter(|e| e.fixture == fixture && !e.bench && e.verdict != IGNORED)
+        .filter(|e| e.binary != "no_harness")
+        .map(|e| {
+            (
+                (e.binary.to_string(), e.test.to_string()),
+                e.verdict.to_string(),
+            )
+        })
+        .collect()
+}
+
+fn verdicts(run: &Run) -> BTreeMap<(String, String), String> {
+    run.report()["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                (
+                    t["binary"].as_str().unwrap().to_string(),
+                    t["name"].as_str().unwrap().to_string(),
+                ),
+                t["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Runs a fixture under nextest and checks verdicts, exit code and flame graphs.
+fn check(fixture: &str, own: &[&str], nextest: &[&str], code: i32) -> Run {
+    let mut args: Vec<&str> = own.to_vec();
+    args.push("--");
+    args.push("--no-fail-fast");
+    args.extend_from_slice(nextest);
+    let name = format!("{}--nextest", fixture.replace('/', "_"));
+    let run = run_nextest(fixture, &args, &name);
+    assert_eq!(verdicts(&run), table(fixture), "{fixture}:\n{}", run.stderr);
+    assert_eq!(run.code, code, "{fixture}: exit code\n{}", run.stderr);
+    for t in run.report()["tests"].as_array().unwrap() {
+        if t["verdict"] == "leak" {
+            let svg = t["artifacts"]["flamegraph"]
+                .as_str()
+                .expect("a flame graph");
+            assert!(run.out_dir.join(svg).is_file(), "{svg}");
+        }
+    }
+    run
+}
+
+#[test]
+fn leaky_under_nextest_matches_the_table_and_junit_carries_the_leak() {
+    // A nextest profile with JUnit output, as a user would configure it.
+    let project = copy_fixture("tests/fixtures/leaky");
+    std::fs::create_dir_all(project.join(".config")).unwrap();
+    std::fs::write(
+        project.join(".config/nextest.toml"),
+        "[profile.ci.junit]\npath = \"junit.xml\"\n",
+    )
+    .unwrap();
+    let run = check(
+        "tests/fixtures/leaky",
+        &[],
+        &["--profile", "ci", "--lib", "--test", "integration"],
+        3,
+    );
+    // nextest showed the leaking tests as failed, with the leak named on their stderr.
+    assert!(
+        run.stderr
+            .contains("cargo-leakcheck: LEAK: `tests::forget_vec` retained 8.0 KiB"),
+        "{}",
+        run.stderr
+    );
+    let junit = std::fs::read_to_string(project.join("target/nextest/ci/junit.xml"))
+        .expect("nextest wrote JUnit");
+    let case = junit
+        .split("<testcase ")
+        .find(|c| c.contains("name=\"tests::forget_vec\""))
+        .expect("the leaking test is in the JUnit report");
+    assert!(case.contains("<failure"), "{case}");
+    assert!(case.contains("cargo-leakcheck: LEAK"), "{case}");
+    let clean = junit
+        .split("<testcase ")
+        .find(|c| c.contains("name=\"tests::plain_alloc_and_drop\""))
+        .unwrap();
+    assert!(!clean.contains("<failure"), "{clean}");
+}
+
+#[test]
+fn threaded_and_allocator_fixtures_under_nextest_match_the_table() {
+    check("tests/fixtures/lifetime", &[], &[], 3);
+    check("tests/fixtures/jemalloc-global", &[], &[], 3);
+    check("tests/fixtures/custom-alloc", &[], &[], 5);
+    check("tests/fixtures/counting-alloc", &[], &[], 3);
+}
+
+#[test]
+fn other_fixtures_under_nextest_match_the_table() {
+    check("tests/fixtures/token-macros", &[], &[], 3);
+    check("tests/fixtures/names", &[], &[], 3);
+    check("tests/fixtures/configured", &[], &[], 4);
+    check("examples/demo", &[], &[], 3);
+}
+
+#[test]
+fn failing_crashing_and_hanging_tests_under_nextest_match_the_table() {
+    let run = check("tests/fixtures/misbehaving", &["--timeout", "20"], &[], 4);
+    let seg = run.report()["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "tests::segfaults")
+        .unwrap()
+        .clone();
+    assert!(seg["exit"].as_str().unwrap().contains("SIGSEGV"), "{seg}");
+    // nextest saw the test die of the signal, as without cargo-leakcheck.
+    assert!(run.stderr.contains("SIGSEGV"), "{}", run.stderr);
+}
+
+/// A target runner the user configured still runs the test binaries, inside.
+#[test]
+fn a_users_target_runner_still_runs_the_tests() {
+    let dir = scratch().join("user-runner");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("log");
+    let _ = std::fs::remove_file(&log);
+    let script = dir.join("runner.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let project = copy_fixture("tests/fixtures/leaky");
+    let target = scratch().join("targets/tests_fixtures_leaky--nextest-runner");
+    let output = tool()
+        .arg("nextest")
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .args([
+            "--lib",
+            "-E",
+            "test(=tests::forget_vec) | test(=tests::plain_alloc_and_drop)",
+        ])
+        .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER", &script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("tests run under your target runner"),
+        "{stderr}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.contains("--list"),
+        "listing went through the user's runner: {logged}"
+    );
+    assert!(
+        logged.contains("--exact tests::forget_vec"),
+        "the test ran through the user's runner: {logged}"
+    );
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(target.join("leakcheck/report.json")).unwrap(),
+    )
+    .unwrap();
+    let verdict = |name: &str| {
+        report["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["verdict"].clone())
+    };
+    assert_eq!(verdict("tests::forget_vec"), Some("leak".into()));
+    assert_eq!(verdict("tests::plain_alloc_and_drop"), Some("clean".into()));
+}
+
+/// A build archived with `cargo nextest archive` and run with `--archive-file` is checked.
+#[test]
+fn an_archived_build_is_checked() {
+    let project = copy_fixture("tests/fixtures/leaky");
+    let target = scratch().join("targets/tests_fixtures_leaky--nextest-archive");
+    let archive = scratch().join("leaky-archive.tar.zst");
+    let _ = std::fs::remove_file(&archive);
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["nextest", "archive", "--lib", "--manifest-path"])
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .arg("--archive-file")
+        .arg(&archive)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    // As on another machine: only the archive and the sources (nextest refuses
+    // --manifest-path and --target-dir beside --archive-file).
+    let output = tool()
+        .current_dir(scratch())
+        .arg("nextest")
+        .arg("--archive-file")
+        .arg(&archive)
+        .arg("--workspace-remap")
+        .arg(&project)
+        .args([
+            "-E",
+            "test(=tests::box_leak) | test(=tests::once_lock_init)",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join("target/leakcheck/report.json")).unwrap(),
+    )
+    .unwrap();
+    let got: Vec<(String, String)> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().into(),
+                t["verdict"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("tests::box_leak".to_string(), "leak".to_string()),
+            ("tests::once_lock_init".to_string(), "clean".to_string())
+        ],
+        "{stderr}"
+    );
+}
+
+/// Without cargo-nextest, or with arguments nextest refuses, the run stops with exit 2.
+#[test]
+fn nextest_failing_before_any_test_is_exit_2() {
+    let project = copy_fixture("tests/fixtures/leaky");
+    let output = tool()
+        .arg("nextest")
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(scratch().join("targets/tests_fixtures_leaky--nextest-bad"))
+        .arg("--no-such-nextest-flag")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("before any test ran"), "{stderr}");
+}
