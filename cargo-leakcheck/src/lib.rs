@@ -5,6 +5,8 @@
 //! - `commands`: `test` and `bench`, each a short sequence of named steps over shared
 //!   stages; `session` sets a command up (workspace and selection, the `config`, the
 //!   output directory under a lock, the runtime) and finishes it (report.json, summary).
+//!   `nextest` runs the suite on cargo-nextest with each test process checked by the step
+//!   `test` uses; `merge` combines the reports of shards (`execution::partition`).
 //! - `execution`: `cargo` builds the executables, `inspect` reads each once (custom
 //!   allocator, criterion, each test's entry point in libtest's table), `passes` runs an
 //!   exact counting pass first and profiles stacks only where needed, `runner` runs every
