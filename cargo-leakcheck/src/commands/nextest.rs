@@ -180,7 +180,8 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
 
     let mut notes = session.notes.clone();
     notes.push("doc-tests are not checked (nextest does not run them)".into());
-    let mut tests = gather(&dir, &mut notes);
+    let interrupted = crate::execution::interrupt::requested().is_some();
+    let mut tests = gather(&dir, &mut notes, !interrupted);
     // nextest's own failures: 100 means tests failed (ours among them), 4 that no test
     // ran; anything else with nothing judged means nothing ran (a build failure).
     let code = status.code();
@@ -308,7 +309,7 @@ fn user_runner(var: &str, host: &str, root: &Path) -> Vec<String> {
 
 /// Reads the verdicts the runners wrote, the last attempt of each test; a test that
 /// started and left no verdict (nextest killed it, or its runner crashed) is an `error`.
-fn gather(dir: &Path, notes: &mut Vec<String>) -> Vec<TestReport> {
+fn gather(dir: &Path, notes: &mut Vec<String>, keep_unjudged: bool) -> Vec<TestReport> {
     let read_all = |sub: &str| -> Vec<(PathBuf, String)> {
         let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
             return Vec::new();
@@ -347,13 +348,23 @@ fn gather(dir: &Path, notes: &mut Vec<String>) -> Vec<TestReport> {
             )),
         }
     }
+    // After an interruption, what did not finish is left out and counted, as `test` does.
+    let mut unfinished = 0;
     for (_, text) in read_all("started") {
         let Ok(id) = serde_json::from_str::<TestId>(&text) else {
             continue;
         };
-        judged
-            .entry(id.clone())
-            .or_insert_with(|| (0, unjudged(&id)));
+        if judged.contains_key(&id) {
+            continue;
+        }
+        if keep_unjudged {
+            judged.insert(id.clone(), (0, unjudged(&id)));
+        } else {
+            unfinished += 1;
+        }
+    }
+    if unfinished > 0 {
+        notes.push(session::interrupted_note(unfinished, "test", "tests"));
     }
     judged.into_values().map(|(_, r)| r).collect()
 }
@@ -461,6 +472,17 @@ pub fn run_as_runner(args: &RunnerArgs) -> i32 {
             crate::say!(
                 "error: cargo-leakcheck could not check `{name}`: {e}; running it unchecked"
             );
+            let (id, stem, attempt) = identity(Path::new(binary), name);
+            let verdict = RunnerVerdict {
+                attempt,
+                report: TestReport {
+                    message: Some(format!("cargo-leakcheck could not check it: {e}")),
+                    exit: "not checked".into(),
+                    ..unjudged(&id)
+                },
+                notes: Vec::new(),
+            };
+            let _ = write_verdict(&session, &stem, &verdict);
             pass_through(&session.wrapper, binary, rest)
         }
     }
@@ -487,20 +509,46 @@ fn pass_through(wrapper: &[String], binary: &OsString, args: &[OsString]) -> i32
 
 /// Checks one test as `cargo leakcheck test` would, writes its verdict, forwards its
 /// output, and returns the exit code the test process should end with.
-fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Result<i32, Error> {
+/// The test nextest asked for, the file stem of its verdict and nextest's attempt number.
+fn identity(exe: &Path, name: &str) -> (TestId, String, u32) {
     let binary_id = std::env::var("NEXTEST_BINARY_ID").unwrap_or_default();
     let attempt: u32 = std::env::var("NEXTEST_ATTEMPT")
         .ok()
         .and_then(|a| a.parse().ok())
         .unwrap_or(1);
-    let (package, kind, target) = identify(&binary_id, exe);
+    let (package, kind, binary) = identify(&binary_id, exe);
+    let stem = flamegraph::file_stem(&format!("{package}-{kind}-{binary}~{name}"));
     let id = TestId {
-        package: package.clone(),
+        package,
         kind,
-        binary: target.clone(),
+        binary,
         name: name.to_string(),
     };
-    let stem = flamegraph::file_stem(&format!("{package}-{kind}-{target}~{name}"));
+    (id, stem, attempt)
+}
+
+/// Writes a verdict where the command that started nextest gathers them (atomically).
+fn write_verdict(
+    session: &RunnerSession,
+    stem: &str,
+    verdict: &RunnerVerdict,
+) -> Result<(), Error> {
+    let path = session
+        .dir
+        .join("tests")
+        .join(format!("{stem}~{}.json", verdict.attempt));
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_string(verdict).expect("verdicts serialize"),
+    )
+    .and_then(|()| std::fs::rename(&tmp, &path))
+    .map_err(|e| Error::io(format!("write `{}`", path.display()), e))
+}
+
+fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Result<i32, Error> {
+    let (id, stem, attempt) = identity(exe, name);
+    let (package, kind, target) = (id.package.clone(), id.kind, id.binary.clone());
     let started = session.dir.join("started").join(format!("{stem}.json"));
     std::fs::write(&started, serde_json::to_string(&id).expect("ids serialize"))
         .map_err(|e| Error::io(format!("write `{}`", started.display()), e))?;
@@ -565,17 +613,7 @@ fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Re
         report,
         notes,
     };
-    let path = session
-        .dir
-        .join("tests")
-        .join(format!("{stem}~{attempt}.json"));
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_string(&verdict).expect("verdicts serialize"),
-    )
-    .and_then(|()| std::fs::rename(&tmp, &path))
-    .map_err(|e| Error::io(format!("write `{}`", path.display()), e))?;
+    write_verdict(session, &stem, &verdict)?;
     let _ = std::fs::remove_dir_all(&work_dir);
     // Last: a crashed test's process ends by its signal, here.
     Ok(exit_code_for(&verdict.report, &checked.results, name))
@@ -728,7 +766,7 @@ mod tests {
         .unwrap();
         std::fs::write(dir.join("tests/broken.json"), "{").unwrap();
         let mut notes = Vec::new();
-        let tests = gather(&dir, &mut notes);
+        let tests = gather(&dir, &mut notes, true);
         let got: Vec<(&str, Verdict)> =
             tests.iter().map(|t| (t.name.as_str(), t.verdict)).collect();
         assert_eq!(
@@ -740,6 +778,14 @@ mod tests {
         );
         assert_eq!(notes.iter().filter(|n| *n == "a note").count(), 1);
         assert!(notes.iter().any(|n| n.contains("broken.json")), "{notes:?}");
+        // After an interruption, what did not finish is counted, not reported as an error.
+        let mut notes = Vec::new();
+        let tests = gather(&dir, &mut notes, false);
+        assert_eq!(tests.len(), 1);
+        assert!(
+            notes.iter().any(|n| n.contains("1 test did not finish")),
+            "{notes:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
