@@ -104,6 +104,7 @@ fn threaded_and_allocator_fixtures_under_nextest_match_the_table() {
     check("tests/fixtures/jemalloc-global", &[], &[], 3);
     check("tests/fixtures/custom-alloc", &[], &[], 5);
     check("tests/fixtures/counting-alloc", &[], &[], 3);
+    check("tests/fixtures/many-live", &[], &[], 3);
 }
 
 #[test]
