@@ -73,7 +73,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         args.verbose,
     )?;
     // Benches need no entry points: the step reads their symbols only.
-    crate::execution::inspect::binaries(&mut binaries, &[]);
+    crate::execution::inspect::binaries(&mut binaries, &[], None);
     let binaries = binaries;
 
     let filter = TestFilter::default();
@@ -94,6 +94,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         wrapper: &[],
         verbose: args.verbose,
         progress: true,
+        known_layout: None,
     };
     let mut notes = session.notes.clone();
     let cases = list_cases(&binaries, ws, &args.filters, &mut notes);

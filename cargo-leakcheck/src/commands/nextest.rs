@@ -19,6 +19,7 @@ use crate::commands::test::{self as test_command, CheckSetup};
 use crate::config::{self, SettingsLayer};
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, TestBinary, Workspace};
+use crate::execution::entry::Layout;
 use crate::execution::inspect::BinaryFacts;
 use crate::execution::runner::{ProcessEnd, TestFilter};
 use crate::model::{
@@ -591,9 +592,18 @@ fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Re
         stacks_for_all: session.stacks_for_all,
         verbose: false,
         progress: false,
+        known_layout: shared_layout(session, exe),
     };
     let mut notes = Vec::new();
     let checked = test_command::check(&mut binaries, &setup, &mut notes)?;
+    if let Some(layout) = binaries[0]
+        .facts
+        .tests
+        .as_ref()
+        .and_then(|t| t.proven_layout)
+    {
+        share_layout(session, layout);
+    }
     let Some(report) = checked.tests.into_iter().find(|t| t.name == name) else {
         return Err(Error::Usage(format!(
             "`{name}` is not among the tests `{}` lists{}",
@@ -617,6 +627,102 @@ fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Re
     let _ = std::fs::remove_dir_all(&work_dir);
     // Last: a crashed test's process ends by its signal, here.
     Ok(exit_code_for(&verdict.report, &checked.results, name))
+}
+
+/// Where runners share the layout of libtest's table that one of them proved.
+fn layout_file(session: &RunnerSession) -> PathBuf {
+    session.dir.join("libtest-layout.json")
+}
+
+fn share_layout(session: &RunnerSession, layout: Layout) {
+    let path = layout_file(session);
+    if path.exists() {
+        return;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let text = serde_json::to_string(&layout).expect("layouts serialize");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// libtest's layout as another test binary of this build proved it. Each runner sees one
+/// binary, and a binary with one test cannot prove it alone: the first runner that needs
+/// it reads a sibling test binary (the newest few in the same directory that link
+/// libtest) and shares what it proved. A layout only settles a binary it fits (see
+/// [`crate::execution::entry::Inspection::settle`]).
+fn shared_layout(session: &RunnerSession, exe: &Path) -> Option<Layout> {
+    if let Some(layout) = std::fs::read_to_string(layout_file(session))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+    {
+        return Some(layout);
+    }
+    let dir = exe.parent()?;
+    let mut siblings: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let meta = e.metadata().ok()?;
+            use std::os::unix::fs::PermissionsExt;
+            let executable = meta.is_file() && meta.permissions().mode() & 0o111 != 0;
+            let hashed = path
+                .file_name()?
+                .to_str()?
+                .rsplit_once('-')
+                .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            let modified = meta.modified().ok()?;
+            (executable && hashed && path != exe).then_some((modified, path))
+        })
+        .collect();
+    siblings.sort_by_key(|s| std::cmp::Reverse(s.0));
+    for (_, path) in siblings.into_iter().take(6) {
+        let Ok(data) = std::fs::read(&path) else {
+            continue;
+        };
+        // Only a libtest harness is asked to list its tests.
+        if !links_libtest(&data) {
+            continue;
+        }
+        let mut cmd = match session.wrapper.as_slice() {
+            [] => Command::new(&path),
+            [program, rest @ ..] => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&path);
+                cmd
+            }
+        };
+        cmd.args(["--list", "--format", "terse"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let Ok(out) = crate::execution::interrupt::output(&mut cmd) else {
+            continue;
+        };
+        let listed = String::from_utf8_lossy(&out.stdout);
+        let names: Vec<&str> = listed
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .collect();
+        if names.len() < 2 {
+            continue;
+        }
+        if let Some(layout) = crate::execution::entry::inspect(&data, &names).proven_layout {
+            share_layout(session, layout);
+            return Some(layout);
+        }
+    }
+    None
+}
+
+/// Whether an executable contains libtest's entry point (a test harness).
+fn links_libtest(data: &[u8]) -> bool {
+    use object::{Object, ObjectSymbol};
+    object::File::parse(data).is_ok_and(|f| {
+        f.symbols()
+            .any(|s| s.name().is_ok_and(|n| n.contains("test_main_static")))
+    })
 }
 
 /// Copies a captured output file to ours.

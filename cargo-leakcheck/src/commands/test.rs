@@ -92,6 +92,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         stacks_for_all: args.stacks_for_all,
         verbose: args.verbose,
         progress: true,
+        known_layout: None,
     };
     crate::say!(
         "     Running tests of {} with heap profiling ({} at a time)",
@@ -185,6 +186,8 @@ pub(crate) struct CheckSetup<'a> {
     pub verbose: bool,
     /// Progress lines on stderr.
     pub progress: bool,
+    /// libtest's layout as a binary outside this run proved it.
+    pub known_layout: Option<crate::execution::entry::Layout>,
 }
 
 /// What the check step found.
@@ -222,6 +225,7 @@ pub(crate) fn check(
         wrapper: setup.wrapper,
         verbose: setup.verbose,
         progress: setup.progress,
+        known_layout: setup.known_layout,
     };
     let run_started = std::time::Instant::now();
     let results = passes::run(binaries, &run_config, setup.stacks_for_all)?;

@@ -40,7 +40,9 @@ pub struct Entry {
 
 /// Where the name and the function pointer sit in libtest's struct of a test, as offsets
 /// from the struct's start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Layout {
     /// Offset of the name's pointer.
     pub name: u64,

@@ -81,8 +81,9 @@ pub fn read(binary: &TestBinary, names: &[&str]) -> BinaryFacts {
 /// index; empty for commands that need no entry points), then lets a layout of libtest's
 /// table that one binary proved settle the binaries whose own tests left it open (a
 /// single test): the layout belongs to the toolchain, so it is the same in every binary of
-/// one build.
-pub fn binaries(binaries: &mut [TestBinary], names: &[Vec<String>]) {
+/// one build. `known` is a layout proven by a binary of the same build outside this set
+/// (under nextest, each process sees one binary), used when none here proves one.
+pub fn binaries(binaries: &mut [TestBinary], names: &[Vec<String>], known: Option<Layout>) {
     let names_of = |b: usize| -> Vec<&str> {
         names
             .get(b)
@@ -96,10 +97,15 @@ pub fn binaries(binaries: &mut [TestBinary], names: &[Vec<String>]) {
         .iter()
         .filter_map(|b| b.facts.tests.as_ref()?.proven_layout)
         .collect();
-    if let [known] = proven.iter().copied().collect::<Vec<_>>().as_slice() {
+    let known = match proven.iter().copied().collect::<Vec<_>>().as_slice() {
+        [one] => Some(*one),
+        [] => known,
+        _ => None,
+    };
+    if let Some(known) = known {
         for (b, binary) in binaries.iter_mut().enumerate() {
             if let Some(inspection) = binary.facts.tests.as_mut() {
-                inspection.settle(*known, &names_of(b));
+                inspection.settle(known, &names_of(b));
             }
         }
     }
@@ -139,13 +145,13 @@ mod tests {
         let me = &format!("{here}::one_read_gives_symbols_and_entry_points");
         let mut bins = vec![this_binary(true)];
         let tests = vec![vec![me.clone()]];
-        binaries(&mut bins, &tests);
+        binaries(&mut bins, &tests, None);
         let found = bins[0].facts.tests.as_ref().expect("a libtest binary");
         assert_eq!(found.problem, None);
         assert!(found.entries.contains_key(me));
         // Without libtest there is no table to read.
         let mut plain = vec![this_binary(false)];
-        binaries(&mut plain, &tests);
+        binaries(&mut plain, &tests, None);
         assert!(plain[0].facts.tests.is_none());
     }
 

@@ -209,7 +209,7 @@ pub fn run(
         errors: list_errors,
         names,
     } = runner::list_all(binaries, config);
-    crate::execution::inspect::binaries(binaries, &names);
+    crate::execution::inspect::binaries(binaries, &names, config.known_layout);
     let binaries = &*binaries;
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()

@@ -158,6 +158,9 @@ pub struct RunConfig<'a> {
     pub verbose: bool,
     /// Show progress on stderr (off where stderr is a test's own, under nextest).
     pub progress: bool,
+    /// libtest's layout as another binary of the build proved it (see
+    /// [`crate::execution::inspect::binaries`]).
+    pub known_layout: Option<crate::execution::entry::Layout>,
 }
 
 /// The tests of one binary to run, and how many more match the filters but are
