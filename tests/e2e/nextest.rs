@@ -48,6 +48,28 @@ fn check(fixture: &str, own: &[&str], nextest: &[&str], code: i32) -> Run {
     let name = format!("{}--nextest", fixture.replace('/', "_"));
     let run = run_nextest(fixture, &args, &name);
     assert_eq!(verdicts(&run), table(fixture), "{fixture}:\n{}", run.stderr);
+    // How each verdict was reached is the table's too: the extra runs made (which need
+    // the test's entry point, found per binary under nextest) and the method.
+    for row in EXPECTED.iter().filter(|e| e.fixture == fixture && !e.bench) {
+        let Some(t) = run.report()["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["binary"] == row.binary && t["name"] == row.test)
+        else {
+            continue;
+        };
+        if let Some(status) = row.extra_runs {
+            assert_eq!(
+                t["extra_runs"]["status"], status,
+                "{fixture} {}: {}",
+                row.test, t["extra_runs"]
+            );
+        }
+        if let Some(method) = row.method {
+            assert_eq!(t["method"], method, "{fixture} {}", row.test);
+        }
+    }
     assert_eq!(run.code, code, "{fixture}: exit code\n{}", run.stderr);
     for t in run.report()["tests"].as_array().unwrap() {
         if t["verdict"] == "leak" {
