@@ -107,6 +107,12 @@ const LEAKY_INTEGRATION: Target = Target {
     package: "leaky",
     binary: "integration",
 };
+/// `tests/single_test.rs`: one test alone in its binary.
+const LEAKY_SINGLE: Target = Target {
+    fixture: "tests/fixtures/leaky",
+    package: "leaky",
+    binary: "single_test",
+};
 /// `tests/no_harness.rs`, declared with `harness = false`: run as one test named after it.
 const LEAKY_NO_HARNESS: Target = Target {
     fixture: "tests/fixtures/leaky",
@@ -325,6 +331,8 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("completed"),
     clean(LEAKY_INTEGRATION, "checksum_integration_clean").runs("not-needed"),
+    // Alone in its binary: its entry point is found with the layout another binary proved.
+    leak(LEAKY_SINGLE, "leaks_alone", "leaks_alone").runs("completed"),
     // A `harness = false` target: no libtest, no baseline to subtract, no entry point.
     leak(LEAKY_NO_HARNESS, "no_harness", "no_harness").runs("no-harness"),
     // --- tests/fixtures/lifetime: state kept for the process lifetime ---

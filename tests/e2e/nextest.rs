@@ -95,7 +95,15 @@ fn leaky_under_nextest_matches_the_table_and_junit_carries_the_leak() {
     let run = check(
         "tests/fixtures/leaky",
         &[],
-        &["--profile", "ci", "--lib", "--test", "integration"],
+        &[
+            "--profile",
+            "ci",
+            "--lib",
+            "--test",
+            "integration",
+            "--test",
+            "single_test",
+        ],
         3,
     );
     // nextest showed the leaking tests as failed, with the leak named on their stderr.
