@@ -46,33 +46,47 @@ pub enum Command {
     Merge(MergeArgs),
 }
 
-/// Arguments of `cargo leakcheck nextest`.
+/// How tests are checked, shared by `test` and `nextest`.
 #[derive(Debug, Args, Clone, Default)]
-pub struct NextestArgs {
-    /// A stack that retains more than this fails its test (overrides leakcheck.toml).
+pub struct Checking {
+    /// Kill a test that runs longer than this many seconds; it is reported as `timeout`
+    /// [default: 300, or `timeout` in leakcheck.toml].
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+
+    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`,
+    /// `1MiB`); overrides leakcheck.toml for every test [default: 0B].
     #[arg(long, value_name = "SIZE")]
     pub threshold: Option<String>,
 
-    /// A test whose leaked stacks retain more than this in total fails.
+    /// A test whose leaked stacks retain more than this in total fails; overrides
+    /// leakcheck.toml for every test [default: none].
     #[arg(long, value_name = "SIZE")]
     pub test_threshold: Option<String>,
 
-    /// How many times a test that retained memory runs again in its own process.
-    #[arg(
-        long,
-        value_name = "N",
-        value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
-    )]
-    pub extra_runs: Option<u32>,
-
-    /// Profile the stacks of every test (slower; the verdicts are the same).
+    /// Profile the stacks of every test, instead of only those the exact counting pass
+    /// finds retaining memory (slower; the verdicts are the same).
     #[arg(long)]
     pub stacks_for_all: bool,
 
-    /// Kill a test's process after this many seconds; it is reported as `timeout`
-    /// [default: 300, or `timeout` in leakcheck.toml]. nextest's slow-timeout also applies.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// How many times a test that retained memory runs again in its own process, to tell
+    /// what grows on every run (a leak) from what the process keeps (0 turns it off)
+    /// [default: 5, or `extra-runs` in leakcheck.toml].
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
+    )]
+    pub extra_runs: Option<u32>,
+}
+
+/// Arguments of `cargo leakcheck nextest`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct NextestArgs {
+    /// Thresholds, timeout, extra runs.
+    #[command(flatten)]
+    pub checking: Checking,
 
     /// The leakcheck.toml to use [default: at the workspace root].
     #[arg(long = "leakcheck-config", value_name = "PATH")]
@@ -203,24 +217,13 @@ pub struct TestArgs {
     #[arg(long, short = 'r')]
     pub release: bool,
 
+    /// Thresholds, timeout, extra runs.
+    #[command(flatten)]
+    pub checking: Checking,
+
     /// Number of test processes to run at once (default: number of cores).
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
-
-    /// Kill a test that runs longer than this many seconds; it is reported as `timeout`
-    /// [default: 300, or `timeout` in leakcheck.toml].
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
-
-    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`,
-    /// `1MiB`); overrides leakcheck.toml for every test [default: 0B].
-    #[arg(long, value_name = "SIZE")]
-    pub threshold: Option<String>,
-
-    /// A test whose leaked stacks retain more than this in total fails; overrides
-    /// leakcheck.toml for every test [default: none].
-    #[arg(long, value_name = "SIZE")]
-    pub test_threshold: Option<String>,
 
     /// The configuration file [default: leakcheck.toml or .config/leakcheck.toml at the
     /// workspace root].
@@ -237,22 +240,6 @@ pub struct TestArgs {
     /// of N, from 1; nextest's kinds). Merge the shards' reports with `cargo leakcheck merge`.
     #[arg(long, value_name = "KIND:M/N")]
     pub partition: Option<crate::execution::partition::Partition>,
-
-    /// Profile the stacks of every test, instead of only those the exact counting pass
-    /// finds retaining memory (slower; the verdicts are the same).
-    #[arg(long)]
-    pub stacks_for_all: bool,
-
-    /// How many times a test that retained memory runs again in its own process, to tell
-    /// what grows on every run (a leak) from what the process keeps (0 turns it off)
-    /// [default: 5, or `extra-runs` in leakcheck.toml].
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
-    )]
-    pub extra_runs: Option<u32>,
 
     /// Print the commands being run.
     #[arg(short, long)]

@@ -186,39 +186,13 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         }
         for t in &r.tests {
             let key = (t.package.clone(), t.kind, t.binary.clone(), t.name.clone());
-            match tests.get(&key) {
-                Some((j, seen)) if seen.verdict != t.verdict => {
-                    return Err(MergeError::Conflict {
-                        test: format!("{} {} {}", t.package, t.binary, t.name),
-                        path: input.path.clone(),
-                        verdict: t.verdict,
-                        first_path: inputs[*j].path.clone(),
-                        first_verdict: seen.verdict,
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    tests.insert(key, (i, t.clone()));
-                }
-            }
+            let name = || format!("{} {} {}", t.package, t.binary, t.name);
+            add_once(&mut tests, key, (i, t), name, inputs)?;
         }
         for b in &r.benches {
             let key = (b.package.clone(), b.binary.clone(), b.name.clone());
-            match benches.get(&key) {
-                Some((j, seen)) if seen.verdict != b.verdict => {
-                    return Err(MergeError::Conflict {
-                        test: format!("{} {} {}", b.package, b.binary, b.name),
-                        path: input.path.clone(),
-                        verdict: b.verdict,
-                        first_path: inputs[*j].path.clone(),
-                        first_verdict: seen.verdict,
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    benches.insert(key, (i, b.clone()));
-                }
-            }
+            let name = || format!("{} {} {}", b.package, b.binary, b.name);
+            add_once(&mut benches, key, (i, b), name, inputs)?;
         }
     }
     let mut artifact = |from: usize, rel: &mut Option<String>, what: &str, name: &str| {
@@ -288,6 +262,49 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         notes,
     };
     Ok((report, copies))
+}
+
+/// Keeps the first report of a test (`item`: from which input, and the entry); the same
+/// test again must have the same verdict.
+fn add_once<K: Ord, T: Clone + HasVerdict>(
+    seen: &mut BTreeMap<K, (usize, T)>,
+    key: K,
+    (from, item): (usize, &T),
+    name: impl FnOnce() -> String,
+    inputs: &[Input],
+) -> Result<(), MergeError> {
+    let verdict = item.verdict();
+    match seen.get(&key) {
+        Some((first, earlier)) if earlier.verdict() != verdict => Err(MergeError::Conflict {
+            test: name(),
+            path: inputs[from].path.clone(),
+            verdict,
+            first_path: inputs[*first].path.clone(),
+            first_verdict: earlier.verdict(),
+        }),
+        Some(_) => Ok(()),
+        None => {
+            seen.insert(key, (from, item.clone()));
+            Ok(())
+        }
+    }
+}
+
+/// What a test or a bench was judged.
+trait HasVerdict {
+    fn verdict(&self) -> Verdict;
+}
+
+impl HasVerdict for crate::model::TestReport {
+    fn verdict(&self) -> Verdict {
+        self.verdict
+    }
+}
+
+impl HasVerdict for crate::model::BenchReport {
+    fn verdict(&self) -> Verdict {
+        self.verdict
+    }
 }
 
 /// `slice:1+3/4` for shards 1 and 3 of a four-way slice split.

@@ -70,21 +70,7 @@ struct TestId {
 
 /// Runs `cargo leakcheck nextest`.
 pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
-    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
-        v.as_deref()
-            .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
-            .transpose()
-    };
-    let cli = SettingsLayer {
-        stack_threshold: size("--threshold", &args.threshold)?,
-        test_threshold: size("--test-threshold", &args.test_threshold)?,
-        one_time_fails: None,
-        timeout: args.timeout,
-        extra_runs: args.extra_runs,
-    };
-    if args.timeout == Some(0) {
-        return Err(Error::Usage("--timeout must be at least 1 second".into()));
-    }
+    let cli = session::cli_settings(&args.checking)?;
     let exe = std::env::current_exe()
         .map_err(|e| Error::io("find the path of cargo-leakcheck itself", e))?;
     let exe_text = exe.to_string_lossy().into_owned();
@@ -121,7 +107,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         root: session.ws.root.clone(),
         config: session.config.path.clone(),
         cli: cli.clone(),
-        stacks_for_all: args.stacks_for_all,
+        stacks_for_all: args.checking.stacks_for_all,
         wrapper: wrapper.clone(),
     };
     std::fs::create_dir_all(dir.join("tests"))

@@ -118,6 +118,26 @@ pub fn finish(
     Ok(())
 }
 
+/// The settings given on the command line (`--threshold`, `--test-threshold`,
+/// `--timeout`, `--extra-runs`), which win over the configuration file's.
+pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLayer, Error> {
+    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
+        v.as_deref()
+            .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    if flags.timeout == Some(0) {
+        return Err(Error::Usage("--timeout must be at least 1 second".into()));
+    }
+    Ok(config::SettingsLayer {
+        stack_threshold: size("--threshold", &flags.threshold)?,
+        test_threshold: size("--test-threshold", &flags.test_threshold)?,
+        one_time_fails: None,
+        timeout: flags.timeout,
+        extra_runs: flags.extra_runs,
+    })
+}
+
 /// The note a report gets when an interruption left `n` items unjudged.
 pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
     let signal = crate::execution::interrupt::requested()

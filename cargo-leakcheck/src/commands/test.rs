@@ -15,24 +15,9 @@ use std::time::Duration;
 
 /// Runs `cargo leakcheck test`; returns the exit code.
 pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
-    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
-        v.as_deref()
-            .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
-            .transpose()
-    };
-    // Command-line settings win over the configuration file.
-    let cli = config::SettingsLayer {
-        stack_threshold: size("--threshold", &args.threshold)?,
-        test_threshold: size("--test-threshold", &args.test_threshold)?,
-        one_time_fails: None,
-        timeout: args.timeout,
-        extra_runs: args.extra_runs,
-    };
+    let cli = session::cli_settings(&args.checking)?;
     if args.jobs == Some(0) {
         return Err(Error::Usage("-j/--jobs must be at least 1".into()));
-    }
-    if args.timeout == Some(0) {
-        return Err(Error::Usage("--timeout must be at least 1 second".into()));
     }
     if let Some(path) = &args.write_suppressions {
         let parent = path
@@ -89,7 +74,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         jobs,
         filter: &filter,
         wrapper: &[],
-        stacks_for_all: args.stacks_for_all,
+        stacks_for_all: args.checking.stacks_for_all,
         verbose: args.verbose,
         progress: true,
         known_layout: None,
