@@ -86,7 +86,7 @@ fn unknown_test_target_is_named() {
     assert_eq!(code, COULD_NOT_RUN, "{err}");
     assert!(
         err.contains(
-            "no integration test target named `nope` (available: integration, no_harness)"
+            "no integration test target named `nope` (available: integration, no_harness, single_test)"
         ),
         "{err}"
     );
