@@ -337,13 +337,22 @@ fn metrics_json(
     text
 }
 
-/// This process's peak resident set size so far, KiB.
+/// This process's peak resident set size so far, KiB: `VmHWM` of /proc/self/status.
+/// Not getrusage's `ru_maxrss`, which Linux carries over `exec` and so includes whatever
+/// the parent held when it forked us (a test harness holding captured output, say).
 fn own_peak_rss_kib() -> Option<u64> {
-    // SAFETY: rusage is plain old data; getrusage fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid out-pointer.
-    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    (r == 0).then(|| u64::try_from(usage.ru_maxrss).unwrap_or(0))
+    peak_from_status(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+fn peak_from_status(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -517,4 +526,18 @@ type TestKey = (String, TargetKind, String, String);
 
 fn test_key(t: &TestReport) -> TestKey {
     (t.package.clone(), t.kind, t.binary.clone(), t.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peak_is_this_images_high_water_mark() {
+        let status = "Name:\tcargo-leakcheck\nVmPeak:\t  300000 kB\nVmHWM:\t   91392 kB\nVmRSS:\t 80000 kB\n";
+        assert_eq!(peak_from_status(status), Some(91392));
+        assert_eq!(peak_from_status("Name:\tx\n"), None);
+        let own = own_peak_rss_kib().expect("Linux has /proc/self/status");
+        assert!(own > 0);
+    }
 }
