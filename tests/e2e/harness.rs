@@ -111,6 +111,24 @@ impl Run {
     }
 }
 
+/// (binary, test) -> verdict, for every test of a report.
+pub fn verdicts_of(report: &Value) -> std::collections::BTreeMap<(String, String), String> {
+    report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                (
+                    t["binary"].as_str().unwrap().to_string(),
+                    t["name"].as_str().unwrap().to_string(),
+                ),
+                t["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 type RunKey = (String, Vec<String>);
 /// Each distinct run is computed once; later callers wait for it and share it.
 type RunCache = Mutex<HashMap<RunKey, Arc<OnceLock<Arc<Run>>>>>;

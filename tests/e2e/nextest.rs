@@ -23,20 +23,7 @@ fn table(fixture: &str) -> BTreeMap<(String, String), String> {
 }
 
 fn verdicts(run: &Run) -> BTreeMap<(String, String), String> {
-    run.report()["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                (
-                    t["binary"].as_str().unwrap().to_string(),
-                    t["name"].as_str().unwrap().to_string(),
-                ),
-                t["verdict"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    crate::harness::verdicts_of(run.report())
 }
 
 /// Runs a fixture under nextest and checks verdicts, exit code and flame graphs.

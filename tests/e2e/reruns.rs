@@ -19,20 +19,7 @@ fn rows(fixture: &str) -> Vec<&'static Expected> {
 
 /// (binary, test) -> verdict, for every test of a run.
 fn verdicts(run: &Run) -> BTreeMap<(String, String), String> {
-    run.report()["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                (
-                    t["binary"].as_str().unwrap().to_string(),
-                    t["name"].as_str().unwrap().to_string(),
-                ),
-                t["verdict"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    crate::harness::verdicts_of(run.report())
 }
 
 fn table_verdicts(fixture: &str) -> BTreeMap<(String, String), String> {

@@ -14,17 +14,7 @@ const LIFETIME: &str = "tests/fixtures/lifetime";
 
 /// (binary, test) of every test in a report.
 fn names(report: &Value) -> BTreeSet<(String, String)> {
-    report["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["binary"].as_str().unwrap().to_string(),
-                t["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    crate::harness::verdicts_of(report).into_keys().collect()
 }
 
 /// Runs every shard of `split` (e.g. `slice` and 2) on a fixture, one after another in
@@ -150,17 +140,9 @@ fn three_shards_of_a_threaded_suite_give_the_table_verdicts() {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(output.join("report.json")).unwrap())
             .unwrap();
-    let got: BTreeSet<(String, String, String)> = report["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["binary"].as_str().unwrap().to_string(),
-                t["name"].as_str().unwrap().to_string(),
-                t["verdict"].as_str().unwrap().to_string(),
-            )
-        })
+    let got: BTreeSet<(String, String, String)> = crate::harness::verdicts_of(&report)
+        .into_iter()
+        .map(|((binary, name), verdict)| (binary, name, verdict))
         .collect();
     assert_eq!(got, expected, "{}", text(&merged));
     assert!(report.get("partition").is_none());
