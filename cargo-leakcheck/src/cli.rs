@@ -230,6 +230,11 @@ pub struct TestArgs {
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
+    /// Also write the results as JUnit XML to this file (one testcase per test; leaks are
+    /// failures) [default: `[output] junit` in leakcheck.toml, else none].
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+
     /// After the run, append a `[[suppress]]` entry for every failing stack to FILE (with a
     /// placeholder reason), so a legacy codebase can turn the check on today.
     #[arg(long, value_name = "FILE")]

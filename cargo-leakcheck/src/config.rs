@@ -239,6 +239,9 @@ pub struct Config {
     pub bench_growth_threshold: Option<u64>,
     /// `[[benches]]`, in file order.
     pub benches: Vec<BenchRule>,
+    /// `[output] junit`: where to write a JUnit XML report (relative paths are relative to
+    /// the workspace root).
+    pub junit: Option<PathBuf>,
 }
 
 /// A `[[benches]]` entry.
@@ -677,10 +680,24 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
                     }
                 }
             }
+            "output" => match v.get_ref().as_table() {
+                Some(t) => {
+                    for (k, v) in t.iter() {
+                        let key = format!("output.{}", k.get_ref().as_ref());
+                        match k.get_ref().as_ref() {
+                            "junit" => config.junit = r.string(&key, v).map(PathBuf::from),
+                            _ => r.unknown(k.span().start, &key, &["junit"]),
+                        }
+                    }
+                }
+                None => r.error(v.span().start, "output", "expected a table ([output])"),
+            },
             other => r.unknown(
                 k.span().start,
                 other,
-                &["defaults", "tests", "suppress", "bench", "benches"],
+                &[
+                    "defaults", "tests", "suppress", "bench", "benches", "output",
+                ],
             ),
         }
     }
@@ -911,6 +928,20 @@ mod tests {
         parse(text, Path::new("leakcheck.toml"))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn output_junit_names_a_path_and_nothing_else() {
+        let (c, _) = parse_ok("[output]\njunit = \"target/junit.xml\"\n");
+        assert_eq!(c.junit, Some(PathBuf::from("target/junit.xml")));
+        assert_eq!(parse_ok("").0.junit, None);
+        let e = parse_err("[output]\njunit = 3\n");
+        assert!(e.contains("output.junit"), "{e}");
+        let (_, warnings) = parse_ok("[output]\nhtml = \"x\"\n");
+        assert!(
+            warnings[0].contains("output.html") && warnings[0].contains("junit"),
+            "{warnings:?}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod bench;
 mod cli_errors;
 mod config;
 mod nextest;
+mod outputs;
 mod reruns;
 mod shards;
 mod verdicts;

@@ -8,7 +8,7 @@ use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
 use crate::model::{Report, ReportSettings, StackKind, TargetKind, TestReport, REPORT_VERSION};
-use crate::report::{flamegraph, human};
+use crate::report::{flamegraph, human, junit};
 use crate::{analysis::suppressions, commands::session, config};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -127,7 +127,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests,
-        ignored: results.ignored,
+        ignored: results.ignored.len(),
         partition: args.partition.map(|p| p.to_string()),
         other_shards: results.other_shards,
         unlisted: results
@@ -150,8 +150,54 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
+    let junit = args
+        .junit
+        .clone()
+        .or_else(|| config.junit.as_ref().map(|p| ws.root.join(p)));
+    if let Some(path) = junit {
+        let durations = results
+            .tests
+            .iter()
+            .map(|t| {
+                let b = &binaries[t.case.binary];
+                let seconds = t
+                    .counted
+                    .as_ref()
+                    .unwrap_or(&t.result)
+                    .duration
+                    .as_secs_f64();
+                (
+                    (b.package.clone(), b.target.clone(), t.case.name.clone()),
+                    seconds,
+                )
+            })
+            .collect();
+        let skipped: Vec<junit::Skipped> = results
+            .ignored
+            .iter()
+            .map(|(b, name)| {
+                (
+                    binaries[*b].package.clone(),
+                    binaries[*b].target.clone(),
+                    name.clone(),
+                )
+            })
+            .collect();
+        let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
+        write_file(&path, &xml)?;
+        crate::say!("       Wrote JUnit XML to `{}`", path.display());
+    }
     session::finish(&session, &report, human::render)?;
     Ok(report.exit_code())
+}
+
+/// Writes an output file, creating its directory.
+fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("create `{}`", dir.display()), e))?;
+    }
+    std::fs::write(path, text).map_err(|e| Error::io(format!("write `{}`", path.display()), e))
 }
 
 /// What the check step needs besides the binaries.

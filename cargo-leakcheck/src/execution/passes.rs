@@ -39,8 +39,8 @@ pub use crate::model::Method;
 pub struct Outcome {
     /// Every selected test that was judged, with how.
     pub tests: Vec<TestOutcome>,
-    /// Tests matching the filters left out because they are `#[ignore]`d.
-    pub ignored: usize,
+    /// Tests matching the filters left out because they are `#[ignore]`d (binary, name).
+    pub ignored: Vec<(usize, String)>,
     /// Tests left out because they belong to another shard of `--partition`.
     pub other_shards: usize,
     /// Tests an interruption left unjudged (see [`crate::execution::interrupt`]).

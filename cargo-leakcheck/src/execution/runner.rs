@@ -365,8 +365,8 @@ pub struct RerunRequest {
 pub struct Selected {
     /// The tests to run, binary by binary.
     pub tests: Vec<TestCase>,
-    /// Ignored tests left out.
-    pub ignored: usize,
+    /// Ignored tests left out, by binary index and name.
+    pub ignored: Vec<(usize, String)>,
     /// Tests left out because they belong to another shard of `--partition`.
     pub other_shards: usize,
     /// The binaries that could not be listed, with the reason.
@@ -379,7 +379,7 @@ pub struct Selected {
 pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
     let mut selected = Selected {
         tests: Vec::new(),
-        ignored: 0,
+        ignored: Vec::new(),
         other_shards: 0,
         errors: Vec::new(),
         names: vec![Vec::new(); binaries.len()],
@@ -403,7 +403,9 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
             ignored.retain(|name| dealer.keeps(&id, name));
             selected.other_shards += listed - tests.len() - ignored.len();
         }
-        selected.ignored += ignored.len();
+        selected
+            .ignored
+            .extend(ignored.into_iter().map(|name| (i, name)));
         selected.tests.extend(tests.into_iter().map(|mut c| {
             c.binary = i;
             c

@@ -1,8 +1,10 @@
-//! Writers of the run's results: the JSON report, flame graphs, and the human summary.
+//! Writers of the run's results: the JSON report, JUnit XML, flame graphs, and the human
+//! summary.
 
 pub mod flamegraph;
 pub mod human;
 pub mod json;
+pub mod junit;
 pub mod plot;
 #[cfg(test)]
 pub mod snapshot;

@@ -1,0 +1,295 @@
+//! JUnit XML, in the shape nextest and Jenkins write: one `<testsuite>` per test binary
+//! (`package::binary`), one `<testcase>` per test. A leak is a `<failure type="leak">` whose
+//! message is the retained size and whose text holds the failing stacks and the flame
+//! graph; a failed test is a `<failure>`, a crashed or timed-out one an `<error>`, a test the
+//! tool could not analyse an `<error>`, an ignored one `<skipped/>`.
+
+use crate::model::{Report, TestReport, Verdict};
+use crate::report::human::human_bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::path::Path;
+
+/// A test that was listed but not run (`#[ignore]`d): package, binary, name.
+pub type Skipped = (String, String, String);
+
+/// How long each test's process ran, seconds, by (package, binary, name).
+pub type Durations = HashMap<(String, String, String), f64>;
+
+/// The JUnit document for a report. `out_dir` is where the flame graphs are (as shown to the
+/// user), `root` the workspace root (file paths in stacks are shown relative to it).
+pub fn render(
+    report: &Report,
+    durations: &Durations,
+    skipped: &[Skipped],
+    out_dir: &Path,
+    root: &Path,
+) -> String {
+    enum Case<'a> {
+        Judged(&'a TestReport),
+        Skipped(&'a str),
+    }
+    let mut suites: BTreeMap<(String, String), Vec<Case>> = BTreeMap::new();
+    for t in &report.tests {
+        suites
+            .entry((t.package.clone(), t.binary.clone()))
+            .or_default()
+            .push(Case::Judged(t));
+    }
+    for (package, binary, name) in skipped {
+        suites
+            .entry((package.clone(), binary.clone()))
+            .or_default()
+            .push(Case::Skipped(name));
+    }
+    let time_of = |t: &TestReport| {
+        durations
+            .get(&(t.package.clone(), t.binary.clone(), t.name.clone()))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let count = |cases: &[Case], f: &dyn Fn(&TestReport) -> bool| {
+        cases
+            .iter()
+            .filter(|c| matches!(c, Case::Judged(t) if f(t)))
+            .count()
+    };
+    let is_failure = |t: &TestReport| matches!(t.verdict, Verdict::Leak | Verdict::Failed);
+    let is_error = |t: &TestReport| {
+        matches!(
+            t.verdict,
+            Verdict::Crashed | Verdict::Timeout | Verdict::Error | Verdict::Unanalysable
+        )
+    };
+    let all: Vec<Case> = report.tests.iter().map(Case::Judged).collect();
+    let total_time: f64 = report.tests.iter().map(time_of).sum();
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        x,
+        "<testsuites name=\"cargo-leakcheck\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
+        report.tests.len() + skipped.len(),
+        count(&all, &is_failure),
+        count(&all, &is_error),
+        skipped.len(),
+        total_time
+    );
+    for ((package, binary), cases) in &suites {
+        let suite = format!("{package}::{binary}");
+        let time: f64 = cases
+            .iter()
+            .map(|c| match c {
+                Case::Judged(t) => time_of(t),
+                Case::Skipped(_) => 0.0,
+            })
+            .sum();
+        let _ = writeln!(
+            x,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{time:.3}\">",
+            escape(&suite),
+            cases.len(),
+            count(cases, &is_failure),
+            count(cases, &is_error),
+            cases.iter().filter(|c| matches!(c, Case::Skipped(_))).count()
+        );
+        for case in cases {
+            match case {
+                Case::Skipped(name) => {
+                    let _ = writeln!(
+                        x,
+                        "    <testcase name=\"{}\" classname=\"{}\" time=\"0.000\">\n      <skipped message=\"ignored\"/>\n    </testcase>",
+                        escape(name),
+                        escape(&suite)
+                    );
+                }
+                Case::Judged(t) => {
+                    let _ = write!(
+                        x,
+                        "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\"",
+                        escape(&t.name),
+                        escape(&suite),
+                        time_of(t)
+                    );
+                    match outcome(t, out_dir, root) {
+                        None => x.push_str("/>\n"),
+                        Some((element, kind, message, text)) => {
+                            let _ = writeln!(
+                                x,
+                                ">\n      <{element} type=\"{kind}\" message=\"{}\">{}</{element}>\n    </testcase>",
+                                escape(&message),
+                                escape(&text)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        x.push_str("  </testsuite>\n");
+    }
+    x.push_str("</testsuites>\n");
+    x
+}
+
+/// The element (`failure` or `error`), its type, message and text, for a test that did not
+/// pass clean.
+fn outcome(
+    t: &TestReport,
+    out_dir: &Path,
+    root: &Path,
+) -> Option<(&'static str, &'static str, String, String)> {
+    let detail = t.message.clone().unwrap_or_default();
+    match t.verdict {
+        Verdict::Clean => None,
+        Verdict::Leak => {
+            let failing: Vec<_> = t.failing_stacks().collect();
+            let message = format!(
+                "leaked {} in {} object(s): {} stack(s) over the threshold of {} B",
+                human_bytes(t.retained_bytes),
+                t.retained_objects,
+                failing.len(),
+                t.stack_threshold
+            );
+            let mut text = String::new();
+            for st in &failing {
+                let _ = writeln!(
+                    text,
+                    "{} in {} object(s), allocated at:",
+                    human_bytes(st.bytes),
+                    st.objects
+                );
+                // From the first frame of the user's code (std's allocation frames above it
+                // say nothing about where the leak is).
+                let first = crate::analysis::suppressions::identifying_frame(&st.frames, root)
+                    .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
+                    .unwrap_or(0);
+                for f in st.frames.iter().skip(first).take(6) {
+                    let at = match (&f.file, f.line) {
+                        (Some(file), Some(line)) => {
+                            let file = Path::new(file);
+                            let shown = file.strip_prefix(root).unwrap_or(file);
+                            format!(" ({}:{line})", shown.display())
+                        }
+                        _ => String::new(),
+                    };
+                    let _ = writeln!(text, "    {}{at}", f.function);
+                }
+            }
+            if let Some(svg) = &t.artifacts.flamegraph {
+                let _ = writeln!(text, "flame graph: {}", out_dir.join(svg).display());
+            }
+            Some(("failure", "leak", message, text))
+        }
+        Verdict::Failed => Some((
+            "failure",
+            "failed",
+            format!("test failed: {}", t.exit),
+            detail,
+        )),
+        Verdict::Crashed => Some((
+            "error",
+            "crashed",
+            format!("test crashed: {}", t.exit),
+            detail,
+        )),
+        Verdict::Timeout => Some(("error", "timeout", "test timed out".into(), detail)),
+        Verdict::Error => Some((
+            "error",
+            "not-analysed",
+            "cargo-leakcheck could not analyse this test".into(),
+            detail,
+        )),
+        Verdict::Unanalysable => Some((
+            "error",
+            "unanalysable",
+            "this test's allocations are invisible to cargo-leakcheck".into(),
+            detail,
+        )),
+    }
+}
+
+/// Text as XML character data or an attribute value: markup escaped, and the characters
+/// XML 1.0 cannot hold (most control characters) replaced, so any test output loads.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{FrameReport, StackKind, StackReport};
+
+    #[test]
+    fn verdicts_become_testcases_failures_errors_and_skips() {
+        let mut leak = TestReport {
+            name: "tests::leaks<T>".into(),
+            verdict: Verdict::Leak,
+            retained_bytes: 8192,
+            retained_objects: 1,
+            ..TestReport::example()
+        };
+        let mut stack = StackReport::example(StackKind::Leak, 8192);
+        stack.frames = vec![FrameReport {
+            function: "p::tests::leaks".into(),
+            file: Some("/ws/src/lib.rs".into()),
+            line: Some(39),
+            inlined: false,
+        }];
+        leak.stacks = vec![stack];
+        leak.artifacts.flamegraph = Some("p-lib-p/tests.leaks.svg".into());
+        let failed = TestReport {
+            name: "tests::fails".into(),
+            verdict: Verdict::Failed,
+            exit: "exit code 101".into(),
+            message: Some("assertion failed: \u{1b}[31mred\u{1b}[0m & <b>".into()),
+            ..TestReport::example()
+        };
+        let crashed = TestReport {
+            name: "tests::crashes".into(),
+            verdict: Verdict::Crashed,
+            exit: "signal 11 (SIGSEGV)".into(),
+            ..TestReport::example()
+        };
+        let clean = TestReport::example();
+        let report = Report {
+            tests: vec![clean, crashed, failed, leak],
+            ..Report::example()
+        };
+        let durations: Durations = [(("p".into(), "p".into(), "tests::t".into()), 0.25)].into();
+        let skipped = vec![("p".to_string(), "p".to_string(), "tests::slow".to_string())];
+        let xml = render(
+            &report,
+            &durations,
+            &skipped,
+            Path::new("target/leakcheck"),
+            Path::new("/ws"),
+        );
+        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cargo-leakcheck\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
+        assert!(xml.contains("<testsuite name=\"p::p\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
+        assert!(
+            xml.contains("<testcase name=\"tests::t\" classname=\"p::p\" time=\"0.250\"/>"),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase name=\"tests::leaks&lt;T&gt;\" classname=\"p::p\" time=\"0.000\">\n      <failure type=\"leak\" message=\"leaked 8.0 KiB in 1 object(s): 1 stack(s) over the threshold of 0 B\">8.0 KiB in 1 object(s), allocated at:\n    p::tests::leaks (src/lib.rs:39)\nflame graph: target/leakcheck/p-lib-p/tests.leaks.svg\n</failure>"), "{xml}");
+        assert!(xml.contains("<failure type=\"failed\" message=\"test failed: exit code 101\">assertion failed: \u{fffd}[31mred\u{fffd}[0m &amp; &lt;b&gt;</failure>"), "{xml}");
+        assert!(
+            xml.contains(
+                "<error type=\"crashed\" message=\"test crashed: signal 11 (SIGSEGV)\"></error>"
+            ),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase name=\"tests::slow\" classname=\"p::p\" time=\"0.000\">\n      <skipped message=\"ignored\"/>"), "{xml}");
+        assert!(xml.ends_with("  </testsuite>\n</testsuites>\n"));
+    }
+}
