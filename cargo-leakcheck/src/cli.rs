@@ -79,6 +79,11 @@ pub struct Checking {
         value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
     )]
     pub extra_runs: Option<u32>,
+
+    /// GitHub Actions annotations at each leak's allocating line and a job summary:
+    /// `github` or `none` [default: on when GITHUB_ACTIONS=true].
+    #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
+    pub annotations: Option<String>,
 }
 
 /// Arguments of `cargo leakcheck nextest`.
@@ -121,6 +126,11 @@ pub struct MergeArgs {
     /// an earlier merge's output (replaced).
     #[arg(long, value_name = "DIR", default_value = "leakcheck-merged")]
     pub output_dir: PathBuf,
+
+    /// GitHub Actions annotations and job summary for the merged report: `github` or
+    /// `none` [default: on when GITHUB_ACTIONS=true].
+    #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
+    pub annotations: Option<String>,
 }
 
 /// Which packages and features, shared by every command (as cargo's own flags).

@@ -32,7 +32,10 @@ pub fn tool() -> Command {
         .env("LEAKCHECK_CACHE_DIR", runtime_cache())
         .env_remove("LEAKCHECK_RUNTIME")
         .env_remove("CARGO_TARGET_DIR")
-        .env_remove("RUSTFLAGS");
+        .env_remove("RUSTFLAGS")
+        // The suite may itself run in GitHub Actions; annotations are tested on purpose.
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_STEP_SUMMARY");
     cmd
 }
 

@@ -146,3 +146,97 @@ fn junit_lists_every_test_of_leaky_with_its_verdict_and_leak_site() {
 fn junit_marks_ignored_tests_skipped() {
     check_junit("tests/fixtures/token-macros", "token-macros");
 }
+
+/// In GitHub Actions: an `::error` per failing stack at the leak's line (at most 10, then a
+/// notice), and a job summary appended to `$GITHUB_STEP_SUMMARY`.
+#[test]
+fn github_actions_get_annotations_at_the_leak_sites_and_a_job_summary() {
+    let fixture = "tests/fixtures/leaky";
+    let project = crate::harness::copy_fixture(fixture);
+    let summary = scratch().join("github").join("summary.md");
+    std::fs::create_dir_all(summary.parent().unwrap()).unwrap();
+    std::fs::write(&summary, "earlier step's summary\n").unwrap();
+    let output = crate::harness::tool()
+        .arg("test")
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(scratch().join("targets/tests_fixtures_leaky--github"))
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_WORKSPACE", &project)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let errors: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("::error "))
+        .collect();
+    assert_eq!(errors.len(), 10, "GitHub shows 10 per step:\n{stdout}");
+    for line in &errors {
+        // ::error file=F,line=N,title=leak in NAME::MESSAGE
+        let props = line["::error ".len()..].split("::").next().unwrap();
+        let get = |key: &str| {
+            props
+                .split(',')
+                .find_map(|p| p.strip_prefix(&format!("{key}=")))
+                .unwrap()
+                .to_string()
+        };
+        let name = get("title")
+            .strip_prefix("leak in ")
+            .unwrap()
+            .replace("%3A", ":");
+        let row = EXPECTED
+            .iter()
+            .find(|e| e.fixture == fixture && e.test == name)
+            .unwrap_or_else(|| panic!("{name} is in the table"));
+        let (file, site) = leak_site(fixture, row.site.expect("leaks have a site"));
+        let line_no: u32 = get("line").parse().unwrap();
+        assert_eq!(get("file"), file, "{line}");
+        // A test's other failing stacks allocate a line or two from its marked site.
+        assert!(line_no.abs_diff(site) <= 3, "{line}: site at {file}:{site}");
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("::notice title=cargo-leakcheck::")
+                && l.contains("more leaking allocation site(s)")),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        text.starts_with("earlier step's summary\n## cargo-leakcheck\n"),
+        "appended:\n{text}"
+    );
+    let (file, line) = leak_site(fixture, "forget_vec");
+    assert!(
+        text.contains(&format!("| leak | `leaky tests::forget_vec` | 8.0 KiB | `leaky::tests::forget_vec` ({file}:{line}) |")),
+        "{text}"
+    );
+    // Outside GitHub, none of it; and `--annotations github` asks for it anywhere.
+    let run = |extra: &[&str]| {
+        crate::harness::tool()
+            .arg("test")
+            .arg("--manifest-path")
+            .arg(project.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(scratch().join("targets/tests_fixtures_leaky--github"))
+            .args(extra)
+            .args(["--lib", "--", "tests::forget_vec"])
+            .output()
+            .unwrap()
+    };
+    let plain = run(&[]);
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("::error"));
+    let asked = run(&["--annotations", "github"]);
+    assert!(
+        String::from_utf8_lossy(&asked.stdout)
+            .lines()
+            .any(|l| l.starts_with(&format!("::error file={file},line={line},"))),
+        "{}",
+        String::from_utf8_lossy(&asked.stdout)
+    );
+}

@@ -452,6 +452,9 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
         ));
     }
     crate::say_raw!("{summary}");
+    if crate::report::github::enabled(args.annotations.as_deref()) {
+        crate::report::github::emit(&report, &root, &args.output_dir);
+    }
     Ok(report.exit_code())
 }
 

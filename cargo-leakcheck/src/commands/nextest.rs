@@ -93,7 +93,8 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         target_dir: option_value(&args.args, "--target-dir").map(PathBuf::from),
         ..Selection::default()
     };
-    let session = session::prepare(&selection, &[], args.config.as_deref(), false)?;
+    let mut session = session::prepare(&selection, &[], args.config.as_deref(), false)?;
+    session.annotations = args.checking.annotations.clone();
     let dir = session.out_dir.join("nextest");
     let host = cargo::host_triple()?;
     let runner_var = format!(

@@ -28,6 +28,8 @@ pub struct Session {
     pub work_dir: PathBuf,
     /// The profiling runtime.
     pub runtime: PathBuf,
+    /// `--annotations`, when given (see [`crate::report::github::enabled`]).
+    pub annotations: Option<String>,
     /// Held for the whole command: a second run on the same target directory waits.
     _lock: FileLock,
 }
@@ -73,6 +75,7 @@ pub fn prepare(
         out_dir,
         work_dir,
         runtime,
+        annotations: None,
         _lock: lock,
     })
 }
@@ -115,6 +118,9 @@ pub fn finish(
         })
         .unwrap_or_else(|| session.out_dir.clone());
     crate::say_raw!("{}", render(report, &session.ws.root, &shown));
+    if crate::report::github::enabled(session.annotations.as_deref()) {
+        crate::report::github::emit(report, &session.ws.root, &shown);
+    }
     Ok(())
 }
 

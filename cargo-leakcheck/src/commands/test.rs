@@ -31,12 +31,13 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             )));
         }
     }
-    let session = session::prepare(
+    let mut session = session::prepare(
         &args.selection,
         &args.tests,
         args.config.as_deref(),
         args.verbose,
     )?;
+    session.annotations = args.checking.annotations.clone();
     let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
     let selected = session.selected();
     let targets = cargo::Targets {

@@ -2,6 +2,7 @@
 //! summary.
 
 pub mod flamegraph;
+pub mod github;
 pub mod human;
 pub mod json;
 pub mod junit;

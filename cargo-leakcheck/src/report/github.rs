@@ -1,0 +1,281 @@
+//! GitHub Actions: an `::error` workflow command per failing stack, at the allocating line
+//! of the user's code (GitHub shows it on the pull request's diff), and a Markdown job
+//! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
+
+use crate::analysis::suppressions::identifying_frame;
+use crate::model::{Report, Verdict};
+use crate::report::human::human_bytes;
+use std::fmt::Write;
+use std::path::Path;
+
+/// GitHub displays at most this many error annotations of a step; more are dropped.
+pub const MAX_ANNOTATIONS: usize = 10;
+
+/// Rows of the job summary's table at most (the summary must stay well under GitHub's
+/// 1 MiB per step).
+const MAX_SUMMARY_ROWS: usize = 200;
+
+/// Whether to write GitHub's annotations and summary: `--annotations github|none`, else
+/// when running in GitHub Actions.
+pub fn enabled(flag: Option<&str>) -> bool {
+    match flag {
+        Some(mode) => mode == "github",
+        None => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
+    }
+}
+
+/// The workflow commands: one `::error` per failing stack of a leaking test, at its first
+/// frame in the repository (`repo_root`; paths are relative to it), at most
+/// [`MAX_ANNOTATIONS`], then a `::notice` with how many were left out.
+pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    for t in report.tests.iter().filter(|t| t.verdict == Verdict::Leak) {
+        for st in t.failing_stacks() {
+            let Some(frame) = identifying_frame(&st.frames, repo_root) else {
+                continue;
+            };
+            let (Some(file), Some(line)) = (&frame.file, frame.line) else {
+                continue;
+            };
+            let Ok(relative) = Path::new(file).strip_prefix(repo_root) else {
+                continue;
+            };
+            all.push(format!(
+                "::error file={},line={line},title={}::{}",
+                property(&relative.display().to_string()),
+                property(&format!("leak in {}", t.name)),
+                data(&format!(
+                    "{} in {} object(s) allocated here by {} {} and never freed (cargo-leakcheck)",
+                    human_bytes(st.bytes),
+                    st.objects,
+                    t.binary,
+                    t.name
+                ))
+            ));
+        }
+    }
+    let left_out = all.len().saturating_sub(MAX_ANNOTATIONS);
+    all.truncate(MAX_ANNOTATIONS);
+    if left_out > 0 {
+        all.push(format!(
+            "::notice title=cargo-leakcheck::{}",
+            data(&format!(
+                "{left_out} more leaking allocation site(s) are not annotated (GitHub shows {MAX_ANNOTATIONS}); see the job summary and report.json"
+            ))
+        ));
+    }
+    all
+}
+
+/// The job summary: the tests that leaked or failed, with size, allocation site and flame
+/// graph, and the totals.
+pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
+    let count = |v: Verdict| report.tests.iter().filter(|t| t.verdict == v).count();
+    let mut s = String::from("## cargo-leakcheck\n\n");
+    let _ = writeln!(
+        s,
+        "{} tests: {} clean, {} leak, {} failed, {} crashed, {} timed out, {} not analysed\n",
+        report.tests.len(),
+        count(Verdict::Clean),
+        count(Verdict::Leak),
+        count(Verdict::Failed),
+        count(Verdict::Crashed),
+        count(Verdict::Timeout),
+        count(Verdict::Error) + count(Verdict::Unanalysable)
+    );
+    let bad: Vec<_> = report
+        .tests
+        .iter()
+        .filter(|t| t.verdict != Verdict::Clean)
+        .collect();
+    if bad.is_empty() {
+        s.push_str("Nothing leaked.\n");
+        return s;
+    }
+    s.push_str(
+        "| verdict | test | retained | allocated at | flame graph |\n|---|---|---|---|---|\n",
+    );
+    for t in bad.iter().take(MAX_SUMMARY_ROWS) {
+        let site = t
+            .failing_stacks()
+            .next()
+            .and_then(|st| identifying_frame(&st.frames, repo_root))
+            .map(|f| match (&f.file, f.line) {
+                (Some(file), Some(line)) => {
+                    let file = Path::new(file);
+                    let shown = file.strip_prefix(repo_root).unwrap_or(file);
+                    format!("`{}` ({}:{line})", f.function, shown.display())
+                }
+                _ => format!("`{}`", f.function),
+            })
+            .unwrap_or_default();
+        let retained = if t.verdict == Verdict::Leak {
+            human_bytes(t.retained_bytes)
+        } else {
+            String::new()
+        };
+        let graph = t
+            .artifacts
+            .flamegraph
+            .as_ref()
+            .map(|g| format!("`{}`", out_dir.join(g).display()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {} | `{} {}` | {retained} | {} | {graph} |",
+            t.verdict.as_str(),
+            cell(&t.binary),
+            cell(&t.name),
+            cell(&site)
+        );
+    }
+    if bad.len() > MAX_SUMMARY_ROWS {
+        let _ = writeln!(
+            s,
+            "\n… and {} more in report.json.",
+            bad.len() - MAX_SUMMARY_ROWS
+        );
+    }
+    let leaked: u64 = report
+        .tests
+        .iter()
+        .filter(|t| t.verdict == Verdict::Leak)
+        .map(|t| t.retained_bytes)
+        .sum();
+    let _ = writeln!(
+        s,
+        "\n{} retained by leaking tests. The flame graphs are in the run's `target/leakcheck` directory (upload it as an artifact to keep them).",
+        human_bytes(leaked)
+    );
+    s
+}
+
+/// Writes the annotations to stdout (where the runner reads workflow commands) and appends
+/// the summary to `$GITHUB_STEP_SUMMARY` when it is set. Nothing here fails the run.
+pub fn emit(report: &Report, workspace_root: &Path, out_dir: &Path) {
+    let repo_root = std::env::var_os("GITHUB_WORKSPACE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root.to_path_buf());
+    let repo_root = repo_root.canonicalize().unwrap_or(repo_root);
+    let mut out = std::io::stdout().lock();
+    for line in annotations(report, &repo_root) {
+        let _ = std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes());
+    }
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+        let text = summary(report, &repo_root, out_dir);
+        let appended = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+        if let Err(e) = appended {
+            crate::say!(
+                "warning: could not append the job summary to `{}`: {e}",
+                Path::new(&path).display()
+            );
+        }
+    }
+}
+
+/// A workflow command's message: `%`, CR and LF escaped.
+fn data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// A workflow command's property value: as data, and `:` and `,` too.
+fn property(text: &str) -> String {
+    data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// A Markdown table cell: no `|` or line break.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{FrameReport, StackKind, StackReport, TestReport};
+
+    fn leak(name: &str, stacks: usize) -> TestReport {
+        let frame = |line| FrameReport {
+            function: "p::tests::leaks".into(),
+            file: Some("/repo/src/lib.rs".into()),
+            line: Some(line),
+            inlined: false,
+        };
+        let std_frame = FrameReport {
+            function: "alloc::raw_vec::RawVec::grow".into(),
+            file: Some("/rustc/abc/library/alloc/src/raw_vec.rs".into()),
+            line: Some(9),
+            inlined: false,
+        };
+        TestReport {
+            name: name.into(),
+            verdict: Verdict::Leak,
+            retained_bytes: 100 * stacks as u64,
+            stacks: (0..stacks)
+                .map(|i| StackReport {
+                    frames: vec![std_frame.clone(), frame(10 + i as u32)],
+                    ..StackReport::example(StackKind::Leak, 100)
+                })
+                .collect(),
+            ..TestReport::example()
+        }
+    }
+
+    #[test]
+    fn one_error_per_failing_stack_at_the_users_line_capped_with_a_notice() {
+        let report = Report {
+            tests: vec![leak("tests::a, b: c", 1), TestReport::example()],
+            ..Report::example()
+        };
+        let lines = annotations(&report, Path::new("/repo"));
+        assert_eq!(
+            lines,
+            ["::error file=src/lib.rs,line=10,title=leak in tests%3A%3Aa%2C b%3A c::100 B in 1 object(s) allocated here by p tests::a, b: c and never freed (cargo-leakcheck)"]
+        );
+        let many = Report {
+            tests: vec![leak("tests::many", 13)],
+            ..Report::example()
+        };
+        let lines = annotations(&many, Path::new("/repo"));
+        assert_eq!(lines.len(), MAX_ANNOTATIONS + 1);
+        assert!(lines[MAX_ANNOTATIONS]
+            .starts_with("::notice title=cargo-leakcheck::3 more leaking allocation site(s)"));
+        // A site outside the repository is not annotated.
+        assert!(annotations(&report, Path::new("/elsewhere")).is_empty());
+    }
+
+    #[test]
+    fn the_summary_tables_what_did_not_pass() {
+        let mut l = leak("tests::a|b", 1);
+        l.artifacts.flamegraph = Some("p-lib-p/tests.a.svg".into());
+        let failed = TestReport {
+            name: "tests::fails".into(),
+            verdict: Verdict::Failed,
+            ..TestReport::example()
+        };
+        let report = Report {
+            tests: vec![l, failed, TestReport::example()],
+            ..Report::example()
+        };
+        let s = summary(&report, Path::new("/repo"), Path::new("target/leakcheck"));
+        assert!(s.starts_with("## cargo-leakcheck\n\n3 tests: 1 clean, 1 leak, 1 failed, 0 crashed, 0 timed out, 0 not analysed\n"), "{s}");
+        assert!(s.contains("| leak | `p tests::a\\|b` | 100 B | `p::tests::leaks` (src/lib.rs:10) | `target/leakcheck/p-lib-p/tests.a.svg` |"), "{s}");
+        assert!(s.contains("| failed | `p tests::fails` |  |  |  |"), "{s}");
+        let clean = Report {
+            tests: vec![TestReport::example()],
+            ..Report::example()
+        };
+        assert!(summary(&clean, Path::new("/repo"), Path::new("t")).ends_with("Nothing leaked.\n"));
+    }
+
+    #[test]
+    fn on_in_github_actions_or_when_asked() {
+        assert!(enabled(Some("github")));
+        assert!(!enabled(Some("none")));
+    }
+}
