@@ -317,6 +317,10 @@ pub struct Artifacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub folded: Option<String>,
+    /// The same stacks as a gzipped pprof profile (`go tool pprof`, Pyroscope, speedscope).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub pprof: Option<String>,
 }
 
 /// What kind of target a test binary was built from; ordered as its name is.
@@ -514,6 +518,10 @@ pub struct BenchArtifacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub plot: Option<String>,
+    /// The growth as a gzipped pprof profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub pprof: Option<String>,
 }
 
 /// One benchmark, in the shape of a test.

@@ -78,6 +78,17 @@ fn bench_fixture_matches_the_table() {
                     .join(b["artifacts"]["plot"].as_str().unwrap()),
             )
             .unwrap();
+            // The growth as a pprof profile: its total is the flagged stacks' growth.
+            let profile = target
+                .join("leakcheck")
+                .join(b["artifacts"]["pprof"].as_str().expect("a pprof profile"));
+            let total = crate::outputs::pprof_total_bytes(&profile);
+            let growth: i64 = flagged
+                .iter()
+                .map(|s| s["growth_bytes"].as_i64().unwrap())
+                .filter(|g| *g > 0)
+                .sum();
+            assert_eq!(total, growth, "{}", profile.display());
             assert!(
                 plot.contains("<polyline") && plot.contains("GROWS: grows::handle_request"),
                 "the plot names the growing stack"

@@ -240,3 +240,83 @@ fn github_actions_get_annotations_at_the_leak_sites_and_a_job_summary() {
         String::from_utf8_lossy(&asked.stdout)
     );
 }
+
+/// google/pprof's profile messages, for decoding with prost.
+mod proto {
+    include!("pprof_proto.rs");
+}
+
+/// Reads a gzipped pprof profile.
+fn read_profile(path: &std::path::Path) -> proto::Profile {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut bytes)
+        .expect("gzip");
+    <proto::Profile as prost::Message>::decode(bytes.as_slice()).expect("a pprof profile")
+}
+
+/// The `inuse_space` total of a gzipped pprof profile.
+pub fn pprof_total_bytes(path: &std::path::Path) -> i64 {
+    read_profile(path).sample.iter().map(|s| s.value[1]).sum()
+}
+
+/// Beside each flame graph, a gzipped pprof profile of the same stacks: it decodes with a
+/// protobuf library, its totals are the test's in report.json and in the folded stacks, and
+/// its frames are symbolized down to the leak site.
+#[test]
+fn pprof_profiles_decode_and_add_up_to_the_report() {
+    let fixture = "tests/fixtures/leaky";
+    let run = run_fixture(fixture, &[]);
+    let mut checked = 0;
+    for t in run.report()["tests"].as_array().unwrap() {
+        if t["verdict"] != "leak" {
+            assert!(t["artifacts"]["pprof"].is_null(), "{}", t["name"]);
+            continue;
+        }
+        let path = run
+            .out_dir
+            .join(t["artifacts"]["pprof"].as_str().expect("a profile"));
+        let p = read_profile(&path);
+        let name = |i: i64| p.string_table[i as usize].clone();
+        assert_eq!(name(p.sample_type[1].r#type), "inuse_space");
+        assert_eq!(name(p.sample_type[0].r#type), "inuse_objects");
+        let bytes_total: i64 = p.sample.iter().map(|s| s.value[1]).sum();
+        let folded =
+            std::fs::read_to_string(run.out_dir.join(t["artifacts"]["folded"].as_str().unwrap()))
+                .unwrap();
+        let folded_total: i64 = folded
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+            .sum();
+        assert_eq!(bytes_total, folded_total, "{}", t["name"]);
+        let stacks: Vec<&serde_json::Value> = t["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["kind"] == "leak")
+            .collect();
+        // Where every leaked stack was retained by the test's own run, the totals are the
+        // report's retained bytes and objects.
+        if stacks.iter().all(|s| s["bytes"].as_u64().unwrap() > 0) {
+            assert_eq!(bytes_total as u64, t["retained_bytes"].as_u64().unwrap());
+            let objects: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+            assert_eq!(objects as u64, t["retained_objects"].as_u64().unwrap());
+        }
+        // The leak site is among the profile's lines.
+        let row = EXPECTED
+            .iter()
+            .find(|e| e.fixture == fixture && e.test == t["name"] && e.binary == t["binary"])
+            .unwrap();
+        if let Some(site) = row.site {
+            let (file, line) = leak_site(fixture, site);
+            let found = p.location.iter().flat_map(|l| &l.line).any(|l| {
+                let f = p.function.iter().find(|f| f.id == l.function_id).unwrap();
+                name(f.filename).ends_with(&file) && l.line == i64::from(line)
+            });
+            assert!(found, "{}: {file}:{line} is in the profile", t["name"]);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} profiles checked");
+}

@@ -24,7 +24,7 @@ use crate::model::{
     BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, ReportSettings, StackKind,
     Verdict, REPORT_VERSION,
 };
-use crate::report::{flamegraph, human::human_bytes, plot};
+use crate::report::{flamegraph, human::human_bytes, plot, pprof};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -404,6 +404,25 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut
                 &folded,
                 std::io::BufWriter::new(file),
             )
+        })
+        .and_then(|_| {
+            // The growth, as a profile: objects are not counted per snapshot, so 0.
+            let samples: Vec<pprof::Sample> = b
+                .stacks
+                .iter()
+                .filter(|s| s.flagged && s.growth_bytes > 0)
+                .map(|s| pprof::Sample {
+                    frames: &s.frames,
+                    objects: 0,
+                    bytes: s.growth_bytes as u64,
+                })
+                .collect();
+            let profile = pprof::encode(
+                &samples,
+                &b.binary,
+                &format!("memory {} kept growing by (cargo-leakcheck bench)", b.name),
+            );
+            pprof::write_gz(&out_dir.join(rel("pb.gz")), &profile)
         });
     match result {
         Ok(()) => {
@@ -411,6 +430,7 @@ fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut
                 flamegraph: Some(rel("svg").display().to_string()),
                 folded: Some(rel("folded").display().to_string()),
                 plot: Some(rel("plot.svg").display().to_string()),
+                pprof: Some(rel("pb.gz").display().to_string()),
             };
         }
         Err(e) => notes.push(format!(
@@ -624,6 +644,7 @@ mod tests {
             flamegraph: Some("benches-bench-grows/grows.svg".into()),
             folded: Some("benches-bench-grows/grows.folded".into()),
             plot: Some("benches-bench-grows/grows.plot.svg".into()),
+            pprof: Some("benches-bench-grows/grows.pb.gz".into()),
         };
         let mut failed = bench("crashes", Verdict::Crashed);
         failed.message = Some("killed by signal 11 (SIGSEGV)".into());

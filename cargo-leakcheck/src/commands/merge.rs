@@ -215,6 +215,7 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         .map(|(from, mut t)| {
             artifact(from, &mut t.artifacts.flamegraph, "flame graph", &t.name);
             artifact(from, &mut t.artifacts.folded, "folded stacks", &t.name);
+            artifact(from, &mut t.artifacts.pprof, "pprof profile", &t.name);
             t
         })
         .collect();
@@ -224,6 +225,7 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
             artifact(from, &mut b.artifacts.flamegraph, "flame graph", &b.name);
             artifact(from, &mut b.artifacts.folded, "folded stacks", &b.name);
             artifact(from, &mut b.artifacts.plot, "plot", &b.name);
+            artifact(from, &mut b.artifacts.pprof, "pprof profile", &b.name);
             b
         })
         .collect();
@@ -417,7 +419,8 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
                 copy.from.display()
             ));
             for t in &mut report.tests {
-                for a in [&mut t.artifacts.flamegraph, &mut t.artifacts.folded] {
+                let a = &mut t.artifacts;
+                for a in [&mut a.flamegraph, &mut a.folded, &mut a.pprof] {
                     if a.as_deref() == Some(copy.to.as_str()) {
                         *a = None;
                     }
@@ -425,7 +428,7 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
             }
             for b in &mut report.benches {
                 let a = &mut b.artifacts;
-                for a in [&mut a.flamegraph, &mut a.folded, &mut a.plot] {
+                for a in [&mut a.flamegraph, &mut a.folded, &mut a.plot, &mut a.pprof] {
                     if a.as_deref() == Some(copy.to.as_str()) {
                         *a = None;
                     }

@@ -8,7 +8,7 @@ use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
 use crate::model::{Report, ReportSettings, StackKind, TargetKind, TestReport, REPORT_VERSION};
-use crate::report::{flamegraph, human, junit};
+use crate::report::{flamegraph, human, junit, pprof};
 use crate::{analysis::suppressions, commands::session, config};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -538,6 +538,7 @@ pub(crate) fn write_flamegraphs(
         let stem = flamegraph::file_stem(&t.name);
         let folded_rel = PathBuf::from(&dir_name).join(format!("{stem}.folded"));
         let svg_rel = PathBuf::from(&dir_name).join(format!("{stem}.svg"));
+        let pprof_rel = PathBuf::from(&dir_name).join(format!("{stem}.pb.gz"));
         let result = std::fs::create_dir_all(&dir)
             .and_then(|_| {
                 let mut text = lines.join("\n");
@@ -551,11 +552,28 @@ pub(crate) fn write_flamegraphs(
                     &lines,
                     std::io::BufWriter::new(file),
                 )
+            })
+            .and_then(|_| {
+                let samples: Vec<pprof::Sample> = flamegraph::graphed_stacks(t)
+                    .into_iter()
+                    .map(|g| pprof::Sample {
+                        frames: g.frames,
+                        objects: g.objects,
+                        bytes: g.bytes,
+                    })
+                    .collect();
+                let profile = pprof::encode(
+                    &samples,
+                    &t.binary,
+                    &format!("memory {} retained at its end (cargo-leakcheck)", t.name),
+                );
+                pprof::write_gz(&out_dir.join(&pprof_rel), &profile)
             });
         match result {
             Ok(()) => {
                 t.artifacts.folded = Some(folded_rel.display().to_string());
                 t.artifacts.flamegraph = Some(svg_rel.display().to_string());
+                t.artifacts.pprof = Some(pprof_rel.display().to_string());
             }
             Err(e) => notes.push(format!(
                 "could not write the flame graph of `{}`: {e}",

@@ -11,16 +11,38 @@ use std::io::Write;
 /// narrow the user's code (report.json keeps the whole stack). Sorted so the same results
 /// give the same file.
 pub fn folded_lines(test: &TestReport) -> Vec<String> {
-    let weight =
-        |s: &crate::model::StackReport| s.bytes.max(s.min_growth().unwrap_or(0).max(0) as u64);
-    let mut lines: Vec<String> = test
-        .stacks
-        .iter()
-        .filter(|s| s.kind == StackKind::Leak && weight(s) > 0 && s.suppression.is_none())
-        .map(|s| folded_line(from_the_test(&s.frames, &test.name), weight(s)))
+    let mut lines: Vec<String> = graphed_stacks(test)
+        .into_iter()
+        .map(|g| folded_line(g.frames, g.bytes))
         .collect();
     lines.sort();
     lines
+}
+
+/// One stack as the graphs show it.
+pub struct Graphed<'a> {
+    /// Frames innermost first, from the allocation up to the test's own function.
+    pub frames: &'a [crate::model::FrameReport],
+    /// Its weight: the bytes the test's run retained there, or, for a stack that grew only
+    /// in extra runs, what each run added.
+    pub bytes: u64,
+    /// Objects retained there.
+    pub objects: u64,
+}
+
+/// The leaked stacks the flame graph and the pprof profile show (see [`folded_lines`]).
+pub fn graphed_stacks(test: &TestReport) -> Vec<Graphed<'_>> {
+    let weight =
+        |s: &crate::model::StackReport| s.bytes.max(s.min_growth().unwrap_or(0).max(0) as u64);
+    test.stacks
+        .iter()
+        .filter(|s| s.kind == StackKind::Leak && weight(s) > 0 && s.suppression.is_none())
+        .map(|s| Graphed {
+            frames: from_the_test(&s.frames, &test.name),
+            bytes: weight(s),
+            objects: s.objects,
+        })
+        .collect()
 }
 
 /// `frames` (innermost first) up to and including the outermost frame of the test function

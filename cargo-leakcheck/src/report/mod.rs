@@ -7,5 +7,6 @@ pub mod human;
 pub mod json;
 pub mod junit;
 pub mod plot;
+pub mod pprof;
 #[cfg(test)]
 pub mod snapshot;
