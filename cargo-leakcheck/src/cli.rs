@@ -199,9 +199,13 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
-    /// Print the commands being run.
-    #[arg(short, long)]
+    /// Print the commands being run, and a line for every test as it ends.
+    #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
+
+    /// Print only errors, warnings and the summary's totals: no progress, no per-test lines.
+    #[arg(short, long)]
+    pub quiet: bool,
 
     /// Benchmark-name filters (criterion benches): substrings to match.
     #[arg(last = true, value_name = "FILTERS")]
@@ -256,9 +260,13 @@ pub struct TestArgs {
     #[arg(long, value_name = "KIND:M/N")]
     pub partition: Option<crate::execution::partition::Partition>,
 
-    /// Print the commands being run.
-    #[arg(short, long)]
+    /// Print the commands being run, and a line for every test as it ends.
+    #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
+
+    /// Print only errors, warnings and the summary's totals: no progress, no per-test lines.
+    #[arg(short, long)]
+    pub quiet: bool,
 
     /// Test-name filters and libtest options after `--`: substrings to match (`--exact` to
     /// match whole names), `--skip PATTERN`, `--ignored`, `--include-ignored`.

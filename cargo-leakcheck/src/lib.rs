@@ -52,6 +52,16 @@ pub fn main_impl() -> i32 {
     if let Err(e) = interrupt::install() {
         say!("warning: cannot handle Ctrl-C; an interrupted run may leave tests running: {e}");
     }
+    let (quiet, verbose) = match &cli.command {
+        cli::Command::Test(a) => (a.quiet, a.verbose),
+        cli::Command::Bench(a) => (a.quiet, a.verbose),
+        _ => (false, false),
+    };
+    console::set_level(match (quiet, verbose) {
+        (true, _) => console::Level::Quiet,
+        (_, true) => console::Level::Verbose,
+        _ => console::Level::Normal,
+    });
     let result = match &cli.command {
         cli::Command::Test(args) => commands::test::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),

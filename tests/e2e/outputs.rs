@@ -320,3 +320,53 @@ fn pprof_profiles_decode_and_add_up_to_the_report() {
     }
     assert!(checked >= 10, "{checked} profiles checked");
 }
+
+/// Logs that scale: without a terminal, a line per test whose process did not pass as it
+/// ends (as nextest prints it) and progress at most every few seconds; `--quiet` leaves
+/// the totals only.
+#[test]
+fn logs_name_failing_tests_as_they_end_and_quiet_keeps_the_totals() {
+    let run = run_fixture("tests/fixtures/misbehaving", &["--timeout", "20"]);
+    for (status, name, why) in [
+        ("FAIL", "tests::fails_after_leaking", "exit code 101"),
+        ("CRASH", "tests::segfaults", "SIGSEGV"),
+        ("CRASH", "tests::aborts", "SIGABRT"),
+        ("TIMEOUT", "tests::hangs", "timed out"),
+    ] {
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.trim_start().starts_with(status)
+                    && l.contains(&format!("s] misbehaving {name}: "))
+                    && l.contains(why)),
+            "{status} {name}:\n{}",
+            run.stderr
+        );
+    }
+    // Passing tests get no line of their own, and progress is not a line per test.
+    assert!(!run.stderr.contains("PASS ["), "{}", run.stderr);
+    let progress = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("tests done"))
+        .count();
+    assert!(progress <= 6, "{progress} progress lines:\n{}", run.stderr);
+
+    let quiet = run_fixture("tests/fixtures/leaky", &["--quiet"]);
+    assert_eq!(quiet.code, 3);
+    assert!(
+        quiet.stderr.contains(" Summary 27 tests: "),
+        "{}",
+        quiet.stderr
+    );
+    for noise in ["tests done", "Running", "LEAK ", "Compiling", "Finished"] {
+        assert!(!quiet.stderr.contains(noise), "{noise}:\n{}", quiet.stderr);
+    }
+    let verbose = run_fixture("tests/fixtures/leaky", &["-v", "--lib"]);
+    assert!(
+        verbose.stderr.contains("PASS [")
+            && verbose.stderr.contains("leaky tests::plain_alloc_and_drop"),
+        "{}",
+        verbose.stderr
+    );
+}

@@ -117,7 +117,15 @@ pub fn finish(
                 .map(Path::to_path_buf)
         })
         .unwrap_or_else(|| session.out_dir.clone());
-    crate::say_raw!("{}", render(report, &session.ws.root, &shown));
+    let text = render(report, &session.ws.root, &shown);
+    // Quiet: the totals only (from the summary line on).
+    let text = match crate::console::level() {
+        crate::console::Level::Quiet => text
+            .find("\n Summary")
+            .map_or(text.as_str(), |i| &text[i + 1..]),
+        _ => text.as_str(),
+    };
+    crate::say_raw!("{text}");
     if crate::report::github::enabled(session.annotations.as_deref()) {
         crate::report::github::emit(report, &session.ws.root, &shown);
     }

@@ -54,7 +54,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
                 .to_string(),
         );
-        crate::say!("    Note doc-tests are skipped");
+        crate::info!("    Note doc-tests are skipped");
     }
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -80,7 +80,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         progress: true,
         known_layout: None,
     };
-    crate::say!(
+    crate::info!(
         "     Running tests of {} with heap profiling ({} at a time)",
         plural(binaries.len(), "binary", "binaries"),
         jobs
@@ -186,7 +186,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             .collect();
         let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
         write_file(&path, &xml)?;
-        crate::say!("       Wrote JUnit XML to `{}`", path.display());
+        crate::info!("       Wrote JUnit XML to `{}`", path.display());
     }
     session::finish(&session, &report, human::render)?;
     Ok(report.exit_code())

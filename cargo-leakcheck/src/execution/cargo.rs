@@ -420,6 +420,10 @@ fn build(
     verbose: bool,
 ) -> Result<Vec<TestBinary>, Error> {
     let program = cargo_program();
+    let mut cargo_args = cargo_args;
+    if crate::console::level() == crate::console::Level::Quiet {
+        cargo_args.push("--quiet".into());
+    }
     let command_text = format!("{} {}", program.display(), cargo_args.join(" "));
     if verbose {
         crate::say!("     Running `{command_text}`");

@@ -30,7 +30,7 @@ pub fn exclusive(path: &Path, holder: &str) -> Result<FileLock, Error> {
         .open(path)
         .map_err(|e| Error::io(format!("open the lock file `{}`", path.display()), e))?;
     if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-        crate::say!(
+        crate::info!(
             "    Blocking waiting for {holder} to finish (lock `{}`)",
             path.display()
         );

@@ -246,6 +246,7 @@ pub fn run(
                 runs: r.runs.saturating_mul(rerun::COUNTING_RUNS_FACTOR),
                 ..r
             }),
+            first: true,
         })
         .collect();
     let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
@@ -294,6 +295,7 @@ pub fn run(
                 settings: exact,
                 quiet_backtraces: true,
                 rerun: None,
+                first: false,
             });
         }
     }
@@ -307,6 +309,7 @@ pub fn run(
             settings: exact,
             quiet_backtraces: !failed,
             rerun: request.as_ref().ok().cloned(),
+            first: counted[*t].is_none(),
         }
     }));
     let mut baselines = vec![None; binaries.len()];

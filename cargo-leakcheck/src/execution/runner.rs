@@ -346,6 +346,9 @@ pub struct Job {
     pub quiet_backtraces: bool,
     /// Extra runs of the test in its process, when wanted and possible.
     pub rerun: Option<RerunRequest>,
+    /// This is the test's first process of the run: how it ends is news worth a log line
+    /// (a later pass running it again would only repeat it).
+    pub first: bool,
 }
 
 /// What the runtime needs to run a test again after its own run.
@@ -453,7 +456,7 @@ pub fn run_jobs(
                 let result = run_one(binary, test, &key, config, job);
                 if let Some(t) = test {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress.finished(n, binary, &t.name);
+                    progress.finished(n, binary, &t.name, &result, job.first);
                 }
                 slots
                     .lock()
@@ -782,30 +785,66 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
     }
 }
 
-/// Progress on stderr: a line per finished test on a terminal is too much for large
-/// suites, so a terminal gets one updating status line and a log gets a line per 10%.
+/// Progress on stderr, at a size that scales: a terminal gets one updating status line; a
+/// log (CI) gets a progress line at most every few seconds. Either gets a line, as nextest
+/// prints it, for each test whose process failed, crashed or timed out (every test with
+/// `-v`); `--quiet` gets none of it.
 struct Progress {
     enabled: bool,
     total: usize,
     label: String,
     terminal: bool,
-    last_decile: Mutex<usize>,
+    last_line: Mutex<Option<Instant>>,
 }
+
+/// A log gets a progress line at most this often.
+const LOG_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 impl Progress {
     fn new(total: usize, label: &str, enabled: bool) -> Self {
         Progress {
-            enabled,
+            enabled: enabled && crate::console::level() > crate::console::Level::Quiet,
             total,
             label: label.to_string(),
             terminal: std::io::stderr().is_terminal(),
-            last_decile: Mutex::new(0),
+            last_line: Mutex::new(None),
         }
     }
 
-    fn finished(&self, n: usize, binary: &TestBinary, name: &str) {
+    fn finished(
+        &self,
+        n: usize,
+        binary: &TestBinary,
+        name: &str,
+        result: &ProcessResult,
+        first: bool,
+    ) {
         if !self.enabled {
             return;
+        }
+        let verbose = crate::console::level() == crate::console::Level::Verbose;
+        let status = match &result.end {
+            ProcessEnd::Exited(0) => "PASS",
+            ProcessEnd::Exited(_) => "FAIL",
+            ProcessEnd::Signaled(_) => "CRASH",
+            ProcessEnd::TimedOut => "TIMEOUT",
+            ProcessEnd::SpawnFailed(_) => "ERROR",
+            ProcessEnd::Interrupted => "STOPPED",
+        };
+        if (first && status != "PASS") || verbose {
+            let line = format!(
+                "{status:>12} [{:>8.3}s] {} {name}",
+                result.duration.as_secs_f64(),
+                binary.id()
+            );
+            let detail = match status {
+                "PASS" => String::new(),
+                _ => format!(": {}", result.end.describe()),
+            };
+            if self.terminal {
+                crate::say_raw!("\r\x1b[2K");
+            }
+            crate::say!("{line}{detail}");
         }
         if self.terminal {
             let line = format!(
@@ -816,10 +855,10 @@ impl Progress {
             );
             crate::say_raw!("\r\x1b[2K{}", cut_to_width(&line, 100));
         } else {
-            let decile = n * 10 / self.total.max(1);
-            let mut last = self.last_decile.lock().expect("progress lock");
-            if decile > *last || n == self.total {
-                *last = decile;
+            let mut last = self.last_line.lock().expect("progress lock");
+            let due = last.is_none_or(|t| t.elapsed() >= LOG_PROGRESS_EVERY);
+            if due || n == self.total {
+                *last = Some(Instant::now());
                 crate::say!("{:>12} {n}/{} tests done", self.label, self.total);
             }
         }
