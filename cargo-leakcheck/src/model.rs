@@ -42,6 +42,15 @@ pub struct Report {
 }
 
 impl Report {
+    /// Bytes retained by the tests that leaked, together.
+    pub fn leaked_bytes(&self) -> u64 {
+        self.tests
+            .iter()
+            .filter(|t| t.verdict == Verdict::Leak)
+            .map(|t| t.retained_bytes)
+            .fold(0, u64::saturating_add)
+    }
+
     /// The documented exit code for a finished run, from its tests and benches. A test
     /// binary that could not even list its tests ran none of them: as under `cargo test`,
     /// that fails the run.

@@ -136,12 +136,7 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
             bad.len() - MAX_SUMMARY_ROWS
         );
     }
-    let leaked: u64 = report
-        .tests
-        .iter()
-        .filter(|t| t.verdict == Verdict::Leak)
-        .map(|t| t.retained_bytes)
-        .sum();
+    let leaked = report.leaked_bytes();
     let _ = writeln!(
         s,
         "\n{} retained by leaking tests. The flame graphs are in the run's `target/leakcheck` directory (upload it as an artifact to keep them).",

@@ -268,12 +268,7 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             plural(report.other_shards as u64, "test", "tests")
         );
     }
-    let leaked: u64 = report
-        .tests
-        .iter()
-        .filter(|t| t.verdict == Verdict::Leak)
-        .map(|t| t.retained_bytes)
-        .sum();
+    let leaked = report.leaked_bytes();
     if leaked > 0 {
         let _ = writeln!(
             s,
