@@ -127,6 +127,11 @@ pub struct MergeArgs {
     #[arg(long, value_name = "DIR", default_value = "leakcheck-merged")]
     pub output_dir: PathBuf,
 
+    /// Also write the merged results as JUnit XML to this file (test times are not in
+    /// report.json: 0).
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+
     /// GitHub Actions annotations and job summary for the merged report: `github` or
     /// `none` [default: on when GITHUB_ACTIONS=true].
     #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]

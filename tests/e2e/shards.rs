@@ -38,11 +38,16 @@ fn run_shards(fixture: &str, kind: &str, total: u32) -> Vec<(Run, PathBuf)> {
 }
 
 fn merge(inputs: &[&Path], output: &Path) -> Output {
+    merge_with(inputs, output, &[])
+}
+
+fn merge_with(inputs: &[&Path], output: &Path, extra: &[&str]) -> Output {
     tool()
         .arg("merge")
         .args(inputs)
         .arg("--output-dir")
         .arg(output)
+        .args(extra)
         .output()
         .expect("cargo-leakcheck runs")
 }
@@ -93,8 +98,22 @@ fn two_shards_merged_back_equal_the_unsplit_run() {
         let output = scratch().join("merged").join(kind);
         let _ = std::fs::remove_dir_all(&output);
         let dirs: Vec<&Path> = shards.iter().map(|(_, d)| d.as_path()).collect();
-        let merged = merge(&dirs, &output);
+        let junit = scratch().join("merged").join(format!("{kind}-junit.xml"));
+        let merged = merge_with(&dirs, &output, &["--junit", junit.to_str().unwrap()]);
         assert_eq!(merged.status.code(), Some(whole.code), "{}", text(&merged));
+        // The merged JUnit has a testcase per test, leaks as failures.
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        let leaks = whole.report()["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["verdict"] == "leak")
+            .count();
+        assert_eq!(
+            xml.matches("<testcase ").count(),
+            names(whole.report()).len()
+        );
+        assert_eq!(xml.matches("<failure type=\"leak\"").count(), leaks);
         let merged_text = std::fs::read_to_string(output.join("report.json")).unwrap();
         assert!(
             merged_text == whole_text,

@@ -437,6 +437,18 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
         }
     }
     json::write(&report, &out.join("report.json"))?;
+    if let Some(path) = &args.junit {
+        let root = std::env::current_dir().unwrap_or_default();
+        let xml = crate::report::junit::render(
+            &report,
+            &Default::default(),
+            &[],
+            &args.output_dir,
+            &root,
+        );
+        std::fs::write(path, xml)
+            .map_err(|e| Error::io(format!("write `{}`", path.display()), e))?;
+    }
     let root = std::env::current_dir().unwrap_or_default();
     crate::say!(
         "      Merged {} report(s) into `{}`",
