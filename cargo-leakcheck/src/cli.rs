@@ -5,7 +5,13 @@ use std::path::PathBuf;
 
 /// cargo invokes us as `cargo-leakcheck leakcheck <args>`.
 #[derive(Debug, Parser)]
-#[command(bin_name = "cargo", version, about = None, long_about = None)]
+#[command(
+    bin_name = "cargo",
+    version,
+    long_version = crate::execution::runtime::LONG_VERSION,
+    about = None,
+    long_about = None
+)]
 pub enum CargoCli {
     /// Find memory leaks in tests, per test and per allocation stack.
     Leakcheck(Cli),
@@ -17,7 +23,9 @@ pub enum CargoCli {
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo-leakcheck",
+    display_name = "cargo-leakcheck",
     version,
+    long_version = crate::execution::runtime::LONG_VERSION,
     after_long_help = "EXIT CODES:\n  0  every test passed and nothing leaked beyond its threshold\n  2  could not run (bad arguments, not a cargo project, build failure, runtime unavailable)\n  3  leaks found\n  4  a test failed, crashed or timed out (takes precedence over 3)\n  5  nothing leaked or failed, but some test could not be analysed\n\nArtifacts go to <target-dir>/leakcheck/: report.json, and for every leaking test an SVG\nflame graph and the folded stacks it was drawn from."
 )]
 pub struct Cli {

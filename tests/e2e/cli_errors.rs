@@ -13,6 +13,31 @@ fn run(args: &[&str]) -> (i32, String) {
 }
 
 #[test]
+fn version_names_the_embedded_runtime_and_jemalloc() {
+    let out = tool().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        concat!("cargo-leakcheck ", env!("CARGO_PKG_VERSION")),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("runtime: leakcheck-runtime ") && lines[1].contains(", embedded ("),
+        "{text}"
+    );
+    // The jemalloc version comes from the header of the jemalloc actually built.
+    let jemalloc = lines[2]
+        .strip_prefix("jemalloc: ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        jemalloc.starts_with("5.") && jemalloc.contains("(tikv-jemalloc-sys 0."),
+        "{text}"
+    );
+}
+
+#[test]
 fn help_documents_flags_and_exit_codes() {
     let out = tool().args(["test", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));

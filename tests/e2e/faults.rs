@@ -261,9 +261,8 @@ fn cached_runtime() -> PathBuf {
     PathBuf::from(line.trim_end_matches('`'))
 }
 
-/// A cache directory holding a copy of the runtime's directory with its library truncated;
-/// with `keep_build_output`, the build directory's intact copy too.
-fn damaged_cache(name: &str, keep_build_output: bool) -> (PathBuf, PathBuf) {
+/// A cache directory holding the runtime's directory with its library truncated.
+fn damaged_cache(name: &str) -> (PathBuf, PathBuf) {
     let lib = cached_runtime();
     let runtime_dir = lib.parent().unwrap();
     let cache = scratch().join(name);
@@ -271,21 +270,14 @@ fn damaged_cache(name: &str, keep_build_output: bool) -> (PathBuf, PathBuf) {
     let copy = cache.join(runtime_dir.file_name().unwrap());
     std::fs::create_dir_all(&copy).unwrap();
     let data = std::fs::read(&lib).unwrap();
-    let sum = "libleakcheck_runtime.so.sum";
-    std::fs::copy(runtime_dir.join(sum), copy.join(sum)).unwrap();
     std::fs::write(copy.join(lib.file_name().unwrap()), &data[..data.len() / 3]).unwrap();
-    if keep_build_output {
-        let release = copy.join("target/release");
-        std::fs::create_dir_all(&release).unwrap();
-        std::fs::write(release.join(lib.file_name().unwrap()), &data).unwrap();
-    }
     (cache, copy.join(lib.file_name().unwrap()))
 }
 
 #[test]
 fn a_damaged_cached_runtime_is_replaced_not_used() {
     let original = std::fs::read(cached_runtime()).unwrap();
-    let (cache, lib) = damaged_cache("damaged-runtime-cache", true);
+    let (cache, lib) = damaged_cache("damaged-runtime-cache");
     let (mut cmd, target) = command(
         "tests/fixtures/leaky",
         "faults-damaged-runtime",
@@ -317,24 +309,24 @@ fn a_damaged_cached_runtime_is_replaced_not_used() {
 }
 
 #[test]
-fn a_damaged_cached_runtime_that_cannot_be_rebuilt_stops_the_run_naming_it() {
-    let (cache, lib) = damaged_cache("unbuildable-runtime-cache", false);
-    // cargo works for the project, but building the runtime fails.
-    let wrapper = cache.join("cargo-without-a-compiler");
+fn a_first_run_builds_nothing_but_the_tests() {
+    // An empty cache, as on a fresh machine or CI runner, and a cargo that logs each call.
+    let cache = scratch().join("first-run-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).unwrap();
+    let log = cache.join("cargo-calls.log");
+    let wrapper = scratch().join("logging-cargo");
     std::fs::write(
         &wrapper,
-        "#!/bin/sh\ncase \"$*\" in *runtime-*) echo 'no C compiler here' >&2; exit 1;; esac\nexec \"$REAL_CARGO\" \"$@\"\n",
+        "#!/bin/sh\necho \"$*\" >> \"$CARGO_CALL_LOG\"\nexec \"$REAL_CARGO\" \"$@\"\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (mut cmd, _) = command(
-        "tests/fixtures/leaky",
-        "faults-unbuildable-runtime",
-        SMALL_LEAKY,
-    );
+    let (mut cmd, target) = command("tests/fixtures/leaky", "faults-first-run", SMALL_LEAKY);
     let out = cmd
         .env("LEAKCHECK_CACHE_DIR", &cache)
+        .env("CARGO_CALL_LOG", &log)
         .env(
             "REAL_CARGO",
             std::env::var_os("CARGO").unwrap_or("cargo".into()),
@@ -344,8 +336,58 @@ fn a_damaged_cached_runtime_that_cannot_be_rebuilt_stops_the_run_naming_it() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(report(&target)["tests"].as_array().unwrap().len(), 2);
+    // Only the project's own metadata and test build; nothing else is compiled.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    for call in calls.lines() {
+        assert!(
+            call.starts_with("metadata ") || call.starts_with("test "),
+            "an unexpected cargo call on a first run: {call}\n{calls}"
+        );
+        assert!(!call.contains("runtime"), "{call}");
+    }
+    assert!(calls.lines().any(|c| c.starts_with("test ")), "{calls}");
+    assert!(
+        !stderr.contains("Building the leakcheck runtime"),
+        "{stderr}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let lib = written[0].join("libleakcheck_runtime.so");
+    assert_eq!(
+        std::fs::read(&lib).unwrap(),
+        std::fs::read(cached_runtime()).unwrap(),
+        "the runtime written out is the one every run uses"
+    );
+}
+
+#[test]
+fn an_unwritable_runtime_cache_stops_the_run_naming_it() {
+    // A file where the cache directory should be.
+    let blocker = scratch().join("cache-is-a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let (mut cmd, _) = command(
+        "tests/fixtures/leaky",
+        "faults-unwritable-cache",
+        SMALL_LEAKY,
+    );
+    let out = cmd
+        .env("LEAKCHECK_CACHE_DIR", &blocker)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains(&lib.display().to_string()), "{stderr}");
-    assert!(stderr.contains("no C compiler here"), "{stderr}");
-    assert!(!lib.exists(), "the damaged file is not left to be used");
+    assert!(
+        stderr.contains(&format!(
+            "could not write the runtime to `{}/runtime-",
+            blocker.display()
+        )),
+        "{stderr}"
+    );
 }

@@ -99,7 +99,8 @@ fn function(f: &Frame) -> &str {
     f.function.as_deref().unwrap_or("")
 }
 
-fn is_runtime_object(object: &str) -> bool {
+/// Whether an object path is the preloaded runtime (its frames are the allocator's).
+pub(crate) fn is_runtime_object(object: &str) -> bool {
     object
         .rsplit('/')
         .next()

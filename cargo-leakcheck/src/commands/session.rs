@@ -66,7 +66,7 @@ pub fn prepare(
     }
     // The output directory before the long work, so a bad path fails fast.
     let (out_dir, work_dir, lock) = prepare_output(&ws.target_dir)?;
-    let runtime = runtime::locate_or_build(verbose)?;
+    let runtime = runtime::locate(verbose)?;
     Ok(Session {
         ws,
         selected,
