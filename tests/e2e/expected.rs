@@ -177,6 +177,12 @@ const CONFIGURED: Target = Target {
     package: "configured",
     binary: "configured",
 };
+const HEALTHY: Target = Target {
+    fixture: "tests/fixtures/healthy",
+    package: "healthy",
+    binary: "healthy",
+};
+
 const DEMO: Target = Target {
     fixture: "examples/demo",
     package: "leakcheck-demo",
@@ -561,6 +567,18 @@ pub const EXPECTED: &[Expected] = &[
     leak(CONFIGURED, "tests::real_leak", "real_leak").runs("completed"),
     clean(CONFIGURED, "tests::plain_clean"),
     outcome(CONFIGURED, "tests::hangs_forever", "timeout", None, false),
+    // --- tests/fixtures/healthy: a suite that must pass (exit 0) ---
+    // A worker thread started by the first call, never joined.
+    clean_kept(HEALTHY, "tests::worker_squares")
+        .runs("completed")
+        .by_counting(),
+    // A registry filled once; registering again adds nothing.
+    clean_kept(HEALTHY, "tests::names_register_once")
+        .runs("completed")
+        .by_counting(),
+    clean(HEALTHY, "tests::words_are_sorted_and_unique").runs("not-needed"),
+    // What glibc keeps of joined threads depends on timing: no kept memory is required.
+    clean(HEALTHY, "tests::threads_join_with_their_results").by_counting(),
 ];
 
 /// Checks the table against the fixtures' sources: the same test functions, one marker per

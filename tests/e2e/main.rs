@@ -7,6 +7,8 @@ mod faults;
 mod harness;
 
 mod bench;
+mod ci_examples;
+mod ci_sim;
 mod cli_errors;
 mod config;
 mod nextest;

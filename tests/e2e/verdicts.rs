@@ -18,6 +18,8 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/counting-alloc"
         | "tests/fixtures/many-live"
         | "examples/demo" => (&[], 3),
+        // A healthy suite: nothing leaked, the run passes.
+        "tests/fixtures/healthy" => (&[], 0),
         // Nothing leaked or failed, but nothing could be analysed.
         "tests/fixtures/custom-alloc" => (&[], 5),
         // Failing, crashing and hanging tests: "tests failed" wins over "leaks found".
@@ -247,6 +249,11 @@ fn leaky_fixture_matches_the_table() {
 #[test]
 fn lifetime_fixture_matches_the_table() {
     check_fixture("tests/fixtures/lifetime");
+}
+
+#[test]
+fn healthy_fixture_passes_and_matches_the_table() {
+    check_fixture("tests/fixtures/healthy");
 }
 
 #[test]

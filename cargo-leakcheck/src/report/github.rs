@@ -145,8 +145,22 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
     s
 }
 
-/// Writes the annotations to stdout (where the runner reads workflow commands) and appends
-/// the summary to `$GITHUB_STEP_SUMMARY` when it is set. Nothing here fails the run.
+/// The step outputs a workflow can use after the run: where the report and its artifacts are
+/// (`steps.<id>.outputs.report-dir`, for an artifact upload), as absolute paths.
+pub fn step_outputs(out_dir: &Path) -> String {
+    let dir = std::env::current_dir()
+        .map(|cwd| cwd.join(out_dir))
+        .unwrap_or_else(|_| out_dir.to_path_buf());
+    format!(
+        "report-dir={}\nreport={}\n",
+        dir.display(),
+        dir.join("report.json").display()
+    )
+}
+
+/// Writes the annotations to stdout (where the runner reads workflow commands), appends
+/// the summary to `$GITHUB_STEP_SUMMARY` and the report's location to `$GITHUB_OUTPUT` when
+/// they are set. Nothing here fails the run.
 pub fn emit(report: &Report, workspace_root: &Path, out_dir: &Path) {
     let repo_root = std::env::var_os("GITHUB_WORKSPACE")
         .map(std::path::PathBuf::from)
@@ -157,18 +171,28 @@ pub fn emit(report: &Report, workspace_root: &Path, out_dir: &Path) {
         let _ = std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes());
     }
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") {
-        let text = summary(report, &repo_root, out_dir);
-        let appended = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
-        if let Err(e) = appended {
-            crate::say!(
-                "warning: could not append the job summary to `{}`: {e}",
-                Path::new(&path).display()
-            );
-        }
+        append(
+            &path,
+            &summary(report, &repo_root, out_dir),
+            "the job summary",
+        );
+    }
+    if let Some(path) = std::env::var_os("GITHUB_OUTPUT") {
+        append(&path, &step_outputs(out_dir), "the step outputs");
+    }
+}
+
+fn append(path: &std::ffi::OsStr, text: &str, what: &str) {
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+    if let Err(e) = appended {
+        crate::say!(
+            "warning: could not append {what} to `{}`: {e}",
+            Path::new(path).display()
+        );
     }
 }
 
@@ -266,6 +290,25 @@ mod tests {
             ..Report::example()
         };
         assert!(summary(&clean, Path::new("/repo"), Path::new("t")).ends_with("Nothing leaked.\n"));
+    }
+
+    #[test]
+    fn step_outputs_name_the_report_by_absolute_path() {
+        let cwd = std::env::current_dir().unwrap();
+        let text = step_outputs(Path::new("target/leakcheck"));
+        let dir = cwd.join("target/leakcheck");
+        assert_eq!(
+            text,
+            format!(
+                "report-dir={}\nreport={}/report.json\n",
+                dir.display(),
+                dir.display()
+            )
+        );
+        assert_eq!(
+            step_outputs(Path::new("/abs/out")),
+            "report-dir=/abs/out\nreport=/abs/out/report.json\n"
+        );
     }
 
     #[test]

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The action's check step. Runs cargo-leakcheck and records, as step outputs, its exit code,
+# the report's location (written by cargo-leakcheck itself to $GITHUB_OUTPUT) and the
+# artifact name. It never fails itself, so that the upload step can run; the action's last
+# step fails the job with the recorded code.
+set -uo pipefail
+
+command="${LEAKCHECK_COMMAND:-test}"
+output="${GITHUB_OUTPUT:-/dev/null}"
+
+case "$command" in
+  test | nextest | merge) ;;
+  *)
+    echo "::error title=cargo-leakcheck::the action's command must be test, nextest or merge, not '$command'"
+    echo "exit-code=2" >>"$output"
+    exit 0
+    ;;
+esac
+
+# Split the arguments as a shell would, so quoted filters stay whole.
+if ! eval "args=(${LEAKCHECK_ARGS:-})"; then
+  echo "::error title=cargo-leakcheck::cannot split the args input: ${LEAKCHECK_ARGS:-}"
+  echo "exit-code=2" >>"$output"
+  exit 0
+fi
+
+# A name unique per job, shard and attempt: artifact names must be unique in a run.
+name="${LEAKCHECK_ARTIFACT_NAME:-}"
+if [ -z "$name" ]; then
+  name="leakcheck-${GITHUB_JOB:-job}"
+  prev=""
+  for arg in "${args[@]}"; do
+    part=""
+    case "$arg" in
+      --partition=*) part="${arg#--partition=}" ;;
+      *) if [ "$prev" = "--partition" ]; then part="$arg"; fi ;;
+    esac
+    if [ -n "$part" ]; then
+      # hash:2/3 -> shard-2-of-3
+      shard="${part#*:}"
+      name="$name-shard-${shard%/*}-of-${shard#*/}"
+    fi
+    prev="$arg"
+  done
+  if [ "${GITHUB_RUN_ATTEMPT:-1}" != "1" ]; then
+    name="$name-attempt-$GITHUB_RUN_ATTEMPT"
+  fi
+fi
+echo "artifact-name=$name" >>"$output"
+
+echo "cargo leakcheck $command --annotations github ${args[*]}"
+cargo leakcheck "$command" --annotations github "${args[@]}"
+code=$?
+echo "exit-code=$code" >>"$output"
+exit 0
