@@ -42,6 +42,7 @@
 
 mod arenas;
 mod image;
+mod reach;
 mod rerun;
 mod sys;
 mod threads;
@@ -378,6 +379,7 @@ extern "C" fn leakcheck_init() {
     }
     if track {
         start_tracking(prefix);
+        threads::start_registry();
     }
     threads::resolve();
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads

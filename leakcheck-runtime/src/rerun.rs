@@ -141,6 +141,11 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
         let pid = unsafe { libc::getpid() } as u64;
         if path.push(prefix) && path.push(b".") && path.push_u64(pid) && path.push(b".0.f.heap") {
             crate::tracker::dump(&path);
+            // Without a dump of the test's own run before extra runs, this one stands for
+            // it: say which of its objects are lost (see `crate::reach`).
+            if !FIRST_DUMPED.load(std::sync::atomic::Ordering::Relaxed) {
+                dump_unreached(&mut path);
+            }
         }
     }
 }
@@ -347,6 +352,10 @@ fn dump(k: u32) {
     if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
         if crate::tracker::enabled() {
             crate::tracker::dump(&path);
+            if k == 0 {
+                FIRST_DUMPED.store(true, std::sync::atomic::Ordering::Relaxed);
+                dump_unreached(&mut path);
+            }
         } else {
             // SAFETY: "prof.dump" is a `const char *` file name, NUL-terminated, that
             // outlives the call.
@@ -379,6 +388,16 @@ fn dump(k: u32) {
                 std::mem::size_of::<*const c_char>(),
             );
         }
+    }
+}
+
+/// Whether the dump of the test's own run (`r0`) was written.
+static FIRST_DUMPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes `<dump>.unreached` beside the dump at `path`: its lost objects, by stack.
+fn dump_unreached(path: &mut FixedPath) {
+    if path.push(b".unreached") {
+        crate::tracker::dump_unreached(path);
     }
 }
 

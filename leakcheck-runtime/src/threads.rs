@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 type PthreadCreate = unsafe extern "C" fn(
     *mut libc::pthread_t,
@@ -60,8 +60,232 @@ pub unsafe extern "C" fn pthread_create(
     // SAFETY: `real` is libc's pthread_create, whose signature this is.
     let real: PthreadCreate = unsafe { std::mem::transmute::<usize, PthreadCreate>(real) };
     let was = CREATING.with(|c| c.replace(true));
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let r = unsafe { real(thread, attr, start, arg) };
+    // The new thread starts in the trampoline, which records it and then calls `start`;
+    // when every start slot is taken it starts directly, unrecorded.
+    let claimed = (KEY.load(Ordering::Acquire) != usize::MAX)
+        .then(|| claim_start(start as usize, arg as usize))
+        .flatten();
+    // SAFETY: the caller's arguments, passed on unchanged, or the trampoline with the slot
+    // holding them.
+    let r = unsafe {
+        match claimed {
+            Some(i) => real(thread, attr, trampoline, i as *mut c_void),
+            None => real(thread, attr, start, arg),
+        }
+    };
+    if let Some(i) = claimed {
+        // `pthread_create` returns only once the new thread is recorded: until then, what
+        // it was handed (its closure, its handle) is reachable only through its own stack
+        // and descriptor, which a scan must not miss.
+        if r == 0 {
+            while !STARTS[i].recorded.load(Ordering::Acquire) {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+        STARTS[i].used.store(false, Ordering::Release);
+    }
     CREATING.with(|c| c.set(was));
     r
+}
+
+// ---------------------------------------------------------------------------------------
+// Live threads and their stacks, for the reachability scan (see `crate::reach`).
+//
+// Every thread started through `pthread_create` runs a trampoline first that records its
+// kernel id and the bounds of its stack block (which, in glibc, also holds its static
+// thread-local storage); a thread-specific key's destructor takes the entry out as the
+// thread ends, after its thread-local destructors ran and before its stack is released.
+// The scanner holds `REGISTRY_LOCK` while it reads the stacks, so no registered thread can
+// get past its destructor, and its stack stays mapped, meanwhile.
+
+/// Most threads recorded at once; threads beyond are not scanned (their memory then only
+/// looks unreachable, which is what every stack was judged as before this scan existed).
+pub const MAX_THREADS: usize = 2048;
+
+/// One live thread: kernel id (0: free slot) and its stack block `[lo, hi)`.
+pub struct ThreadEntry {
+    pub tid: AtomicUsize,
+    pub lo: AtomicUsize,
+    pub hi: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE_ENTRY: ThreadEntry = ThreadEntry {
+    tid: AtomicUsize::new(0),
+    lo: AtomicUsize::new(0),
+    hi: AtomicUsize::new(0),
+};
+
+pub static REGISTRY: [ThreadEntry; MAX_THREADS] = [FREE_ENTRY; MAX_THREADS];
+static REGISTRY_LOCK: AtomicBool = AtomicBool::new(false);
+
+/// The key whose destructor unregisters a thread (`usize::MAX`: none).
+static KEY: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// A start routine and its argument, handed from `pthread_create` to the trampoline, which
+/// says when the new thread is recorded.
+struct Start {
+    used: AtomicBool,
+    start: AtomicUsize,
+    arg: AtomicUsize,
+    recorded: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE_START: Start = Start {
+    used: AtomicBool::new(false),
+    start: AtomicUsize::new(0),
+    arg: AtomicUsize::new(0),
+    recorded: AtomicBool::new(false),
+};
+
+static STARTS: [Start; MAX_THREADS] = [FREE_START; MAX_THREADS];
+
+/// Holds the registry still; taken by the scanner and by a thread leaving it.
+pub struct RegistryGuard;
+
+impl RegistryGuard {
+    pub fn lock() -> RegistryGuard {
+        while REGISTRY_LOCK
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+        RegistryGuard
+    }
+}
+
+impl Drop for RegistryGuard {
+    fn drop(&mut self) {
+        REGISTRY_LOCK.store(false, Ordering::Release);
+    }
+}
+
+/// Creates the key that unregisters threads; called by the constructor.
+pub fn start_registry() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: creates a key with a destructor that lives as long as the library.
+    if unsafe { libc::pthread_key_create(&mut key, Some(unregister)) } == 0 {
+        KEY.store(key as usize, Ordering::Release);
+    }
+}
+
+fn gettid() -> usize {
+    // SAFETY: the gettid system call has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as usize }
+}
+
+/// Records the calling thread; its slot index is kept in the key, for the destructor.
+fn register() {
+    let key = KEY.load(Ordering::Acquire);
+    if key == usize::MAX {
+        return;
+    }
+    let Some((lo, hi)) = own_stack() else { return };
+    let tid = gettid();
+    let _guard = RegistryGuard::lock();
+    for (i, e) in REGISTRY.iter().enumerate() {
+        if e.tid.load(Ordering::Relaxed) == 0 {
+            e.lo.store(lo, Ordering::Relaxed);
+            e.hi.store(hi, Ordering::Relaxed);
+            e.tid.store(tid, Ordering::Release);
+            // SAFETY: a key created by `start_registry`; the value is a small integer.
+            unsafe {
+                libc::pthread_setspecific(key as libc::pthread_key_t, (i + 1) as *mut c_void)
+            };
+            return;
+        }
+    }
+}
+
+extern "C" fn unregister(value: *mut c_void) {
+    let i = value as usize;
+    if i == 0 || i > MAX_THREADS {
+        return;
+    }
+    let _guard = RegistryGuard::lock();
+    REGISTRY[i - 1].tid.store(0, Ordering::Release);
+}
+
+/// The calling thread's stack block, from glibc's own record of it.
+fn own_stack() -> Option<(usize, usize)> {
+    // SAFETY: plain pthread calls on an attribute object we own and destroy.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size: usize = 0;
+        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        if r != 0 || addr.is_null() || size == 0 {
+            return None;
+        }
+        Some((addr as usize, addr as usize + size))
+    }
+}
+
+extern "C" fn trampoline(arg: *mut c_void) -> *mut c_void {
+    let slot = &STARTS[arg as usize];
+    let start = slot.start.load(Ordering::Acquire);
+    let real_arg = slot.arg.load(Ordering::Acquire);
+    register();
+    // From here the creator may reuse the slot.
+    slot.recorded.store(true, Ordering::Release);
+    // SAFETY: `start` is the routine the caller of `pthread_create` passed, with its own
+    // argument.
+    let f: extern "C" fn(*mut c_void) -> *mut c_void = unsafe { std::mem::transmute(start) };
+    f(real_arg as *mut c_void)
+}
+
+/// A start slot for a new thread (its index), or None when all are in use.
+fn claim_start(start: usize, arg: usize) -> Option<usize> {
+    for (i, s) in STARTS.iter().enumerate() {
+        if s.used
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            s.start.store(start, Ordering::Release);
+            s.arg.store(arg, Ordering::Release);
+            s.recorded.store(false, Ordering::Release);
+            return Some(i);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_s_recorded_stack_holds_its_frames_and_its_thread_local_storage() {
+        thread_local! {
+            static MARK: Cell<u64> = const { Cell::new(7) };
+        }
+        std::thread::spawn(|| {
+            let (lo, hi) = own_stack().expect("glibc knows a thread's stack");
+            let local = 0u8;
+            let on_stack = &raw const local as usize;
+            let tls = MARK.with(|m| m as *const Cell<u64> as usize);
+            // SAFETY: pthread_self has no preconditions.
+            let descriptor = unsafe { libc::pthread_self() } as usize;
+            for (what, at) in [
+                ("a local", on_stack),
+                ("a thread-local", tls),
+                ("the descriptor", descriptor),
+            ] {
+                assert!(
+                    (lo..hi).contains(&at),
+                    "{what} at {at:#x} is outside {lo:#x}..{hi:#x}"
+                );
+            }
+        })
+        .join()
+        .unwrap();
+    }
 }

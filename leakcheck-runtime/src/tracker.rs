@@ -15,6 +15,7 @@
 //! (there should be none) untracked rather than recursive.
 
 use crate::sys::{self, FixedPath};
+use crate::{reach, threads};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -622,6 +623,142 @@ pub fn dump(path: &FixedPath) -> bool {
     let Some(_busy) = Busy::enter() else {
         return false;
     };
+    write_dump(path, |out| {
+        with_state(|s| {
+            let arena: &[u64] = s.stacks.arena.words();
+            let ids = || entry_ids(arena, s.stacks.used);
+            let (mut lo, mut lb, mut ao, mut ab) = (0, 0, 0, 0);
+            for id in ids() {
+                lo += arena[id + E_LIVE_OBJS];
+                lb += arena[id + E_LIVE_BYTES];
+                ao += arena[id + E_ACCUM_OBJS];
+                ab += arena[id + E_ACCUM_BYTES];
+            }
+            out.bytes(b"heap_v2/1\n");
+            out.counts(lo, lb, ao, ab);
+            for id in ids() {
+                write_stack(out, arena, id);
+                out.counts(
+                    arena[id + E_LIVE_OBJS],
+                    arena[id + E_LIVE_BYTES],
+                    arena[id + E_ACCUM_OBJS],
+                    arena[id + E_ACCUM_BYTES],
+                );
+            }
+            true
+        })
+    })
+}
+
+/// Writes, in the same format as [`dump`], only the live allocations no root reaches
+/// (see [`crate::reach`]): per stack, how many of its live objects are lost. False when it
+/// could not (then nothing is known about reachability, and no file is left).
+pub fn dump_unreached(path: &FixedPath) -> bool {
+    if !enabled() {
+        return false;
+    }
+    let Some(_busy) = Busy::enter() else {
+        return false;
+    };
+    let mut roots = reach::Roots::new();
+    reach::add_image_roots(&mut roots);
+    let held = threads::RegistryGuard::lock();
+    reach::add_thread_roots(&mut roots, &held);
+    write_dump(path, |out| with_state(|s| write_unreached(out, s, &roots)))
+}
+
+fn write_unreached(out: &mut Out, s: &mut State, roots: &reach::Roots) -> bool {
+    let n = s.live.count;
+    let obj_words = std::mem::size_of::<reach::Obj>() / 8;
+    let (Some(mut objs_mem), Some(mut work_mem)) = (
+        Region::map((n * obj_words).max(1)),
+        Region::map((n / 2 + 1).max(1)),
+    ) else {
+        return false;
+    };
+    // SAFETY: the regions are fresh, zeroed, 8-byte aligned and large enough; `Obj` is
+    // plain data for which all-zero bytes are valid.
+    let (objs, work) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(objs_mem.ptr.cast::<reach::Obj>(), n),
+            std::slice::from_raw_parts_mut(work_mem.ptr.cast::<u32>(), n),
+        )
+    };
+    let mut k = 0;
+    for pair in s.live.table.words().chunks_exact(2) {
+        if pair[0] == 0 || k == n {
+            continue;
+        }
+        let size = match pair[1] & SIZE_UNKNOWN {
+            SIZE_UNKNOWN => usable_size(pair[0] as *mut c_void),
+            size => size,
+        };
+        objs[k] = reach::Obj {
+            start: pair[0] as usize,
+            end: (pair[0] + size) as usize,
+            id: (pair[1] >> 32) as u32,
+            marked: false,
+        };
+        k += 1;
+    }
+    let objs = &mut objs[..k];
+    objs.sort_unstable_by_key(|o| o.start);
+    // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
+    // end meanwhile (registry held); the objects are live (the lock keeps them from being
+    // freed: `forget` takes it before the allocator gets an object back).
+    unsafe { reach::mark(objs, roots.ranges(), work) };
+    // The lost objects, grouped by stack.
+    let mut lost = 0;
+    for i in 0..objs.len() {
+        if !objs[i].marked {
+            objs.swap(lost, i);
+            lost += 1;
+        }
+    }
+    let lost = &mut objs[..lost];
+    lost.sort_unstable_by_key(|o| o.id);
+    let bytes_of = |o: &reach::Obj| (o.end - o.start) as u64;
+    out.bytes(b"heap_v2/1\n");
+    let total: u64 = lost.iter().map(bytes_of).sum();
+    out.counts(lost.len() as u64, total, lost.len() as u64, total);
+    let arena: &[u64] = s.stacks.arena.words();
+    for group in lost.chunk_by(|a, b| a.id == b.id) {
+        let bytes: u64 = group.iter().map(bytes_of).sum();
+        write_stack(out, arena, group[0].id as usize);
+        let objects = group.len() as u64;
+        out.counts(objects, bytes, objects, bytes);
+    }
+    objs_mem.unmap();
+    work_mem.unmap();
+    true
+}
+
+/// The ids (arena offsets) of the stored stacks, in order.
+fn entry_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        (at < used).then(|| {
+            let id = at;
+            at += E_FRAMES + arena[id + E_DEPTH] as usize;
+            id
+        })
+    })
+}
+
+/// A stack's `@ pc pc …` line.
+fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
+    let depth = arena[id + E_DEPTH] as usize;
+    out.bytes(b"@");
+    for &pc in &arena[id + E_FRAMES..id + E_FRAMES + depth] {
+        out.bytes(b" ");
+        out.hex(pc);
+    }
+    out.bytes(b"\n");
+}
+
+/// Writes a dump whose body `body` produces (false: give up), then the mappings, to a
+/// temporary name renamed to `path` when all went well.
+fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) -> bool {
     let mut tmp = FixedPath::new();
     // SAFETY: the path holds len() initialised bytes before its NUL.
     let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
@@ -638,75 +775,45 @@ pub fn dump(path: &FixedPath) -> bool {
         len: 0,
         ok: true,
     };
-    with_state(|s| {
-        let used = s.stacks.used;
-        let arena: &[u64] = s.stacks.arena.words();
-        let entries = || {
-            let mut at = 0;
-            std::iter::from_fn(move || {
-                (at < used).then(|| {
-                    let id = at;
-                    at += E_FRAMES + arena[id + E_DEPTH] as usize;
-                    id
-                })
-            })
+    let complete = body(&mut out);
+    out.ok &= complete;
+    if out.ok {
+        out.bytes(b"\nMAPPED_LIBRARIES:\n");
+        // SAFETY: a NUL-terminated path.
+        let maps = unsafe {
+            libc::open(
+                c"/proc/self/maps".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
         };
-        let (mut lo, mut lb, mut ao, mut ab) = (0, 0, 0, 0);
-        for id in entries() {
-            lo += arena[id + E_LIVE_OBJS];
-            lb += arena[id + E_LIVE_BYTES];
-            ao += arena[id + E_ACCUM_OBJS];
-            ab += arena[id + E_ACCUM_BYTES];
-        }
-        out.bytes(b"heap_v2/1\n");
-        out.counts(lo, lb, ao, ab);
-        for id in entries() {
-            let depth = arena[id + E_DEPTH] as usize;
-            out.bytes(b"@");
-            for &pc in &arena[id + E_FRAMES..id + E_FRAMES + depth] {
-                out.bytes(b" ");
-                out.hex(pc);
+        if maps >= 0 {
+            let mut chunk = [0u8; 4096];
+            loop {
+                // SAFETY: reading into our own buffer.
+                let n = unsafe { libc::read(maps, chunk.as_mut_ptr().cast(), chunk.len()) };
+                if n < 0 && sys::interrupted() {
+                    continue;
+                }
+                if n <= 0 {
+                    break;
+                }
+                out.bytes(&chunk[..n as usize]);
             }
-            out.bytes(b"\n");
-            out.counts(
-                arena[id + E_LIVE_OBJS],
-                arena[id + E_LIVE_BYTES],
-                arena[id + E_ACCUM_OBJS],
-                arena[id + E_ACCUM_BYTES],
-            );
+            // SAFETY: closing the descriptor opened above.
+            unsafe { libc::close(maps) };
+        } else {
+            out.ok = false;
         }
-    });
-    out.bytes(b"\nMAPPED_LIBRARIES:\n");
-    // SAFETY: a NUL-terminated path.
-    let maps = unsafe {
-        libc::open(
-            c"/proc/self/maps".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if maps >= 0 {
-        let mut chunk = [0u8; 4096];
-        loop {
-            // SAFETY: reading into our own buffer.
-            let n = unsafe { libc::read(maps, chunk.as_mut_ptr().cast(), chunk.len()) };
-            if n < 0 && sys::interrupted() {
-                continue;
-            }
-            if n <= 0 {
-                break;
-            }
-            out.bytes(&chunk[..n as usize]);
-        }
-        // SAFETY: closing the descriptor opened above.
-        unsafe { libc::close(maps) };
-    } else {
-        out.ok = false;
+        out.flush();
     }
-    out.flush();
     // SAFETY: closing the descriptor opened above; both paths are NUL-terminated.
     unsafe {
         libc::close(fd);
-        out.ok && libc::rename(tmp.as_ptr(), path.as_ptr()) == 0
+        if out.ok && libc::rename(tmp.as_ptr(), path.as_ptr()) == 0 {
+            return true;
+        }
+        libc::unlink(tmp.as_ptr());
+        false
     }
 }
 

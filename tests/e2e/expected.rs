@@ -400,20 +400,30 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("completed")
     .by_stacks(),
-    // Cannot run twice in a process: judged on their own run, with the reason.
+    // Cannot run twice in a process: judged on their own run, with the reason, by whether
+    // what they retained is still reachable at exit.
+    clean_kept(LIFETIME, "tests::panics_when_run_again")
+        .runs("panicked")
+        .by_stacks(),
+    clean_kept(LIFETIME, "tests::should_panic_after_filling_a_buffer")
+        .runs("should-panic")
+        .by_stacks(),
+    clean_kept(LIFETIME, "tests::should_panic_with_the_pool_running")
+        .runs("should-panic")
+        .by_stacks(),
     leak(
         LIFETIME,
-        "tests::panics_when_run_again",
-        "panics_when_run_again",
+        "tests::should_panic_after_losing_a_buffer",
+        "should_panic_after_losing_a_buffer",
     )
-    .runs("panicked")
+    .runs("should-panic")
     .by_stacks(),
     leak(
         LIFETIME,
-        "tests::should_panic_after_filling_a_buffer",
-        "should_panic_after_filling_a_buffer",
+        "tests::runs_once_and_loses_a_box_on_a_thread",
+        "runs_once_and_loses_a_box_on_a_thread",
     )
-    .runs("should-panic")
+    .runs("panicked")
     .by_stacks(),
     // --- tests/fixtures/jemalloc-global: tikv-jemallocator as #[global_allocator] ---
     // Its own jemalloc is dumped between runs too.

@@ -77,7 +77,7 @@ fn a_leak_grows_by_what_it_loses_on_every_extra_run() {
 #[test]
 fn process_lifetime_state_is_settled_by_counting_without_stacks() {
     let run = run_fixture(LIFETIME, &[]);
-    // Exact stack profiling ran only for the tests that really grow (or cannot run again).
+    // Exact stack profiling ran only for the tests that really grow or cannot run again.
     let mut profiled: Vec<&str> = run.report()["tests"]
         .as_array()
         .unwrap()
@@ -85,14 +85,16 @@ fn process_lifetime_state_is_settled_by_counting_without_stacks() {
         .filter(|t| t["method"] == "stacks")
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    let mut leaking: Vec<&str> = rows(LIFETIME)
+    let mut leaking_or_single_run: Vec<&str> = rows(LIFETIME)
         .iter()
-        .filter(|r| r.verdict == "leak")
+        .filter(|r| {
+            r.verdict == "leak" || matches!(r.extra_runs, Some("panicked" | "should-panic"))
+        })
         .map(|r| r.test)
         .collect();
     profiled.sort();
-    leaking.sort();
-    assert_eq!(profiled, leaking);
+    leaking_or_single_run.sort();
+    assert_eq!(profiled, leaking_or_single_run);
     // What a settled test retained is still reported (the pool and its workers' buffers, as
     // many of them as had started when the test ended), with how many runs settled it.
     let pool = run.test("lifetime", "tests::pool_sums_on_workers");
@@ -109,8 +111,9 @@ fn process_lifetime_state_is_settled_by_counting_without_stacks() {
 }
 
 #[test]
-fn tests_that_cannot_run_again_keep_their_single_run_verdict_and_say_why() {
+fn tests_that_cannot_run_again_are_judged_by_what_is_still_reachable_and_say_why() {
     let run = run_fixture(LIFETIME, &[]);
+    let stacks_of = |t: &Value| -> Vec<Value> { t["stacks"].as_array().unwrap().clone() };
     let sp = run.test("lifetime", "tests::should_panic_after_filling_a_buffer");
     assert_eq!(sp["extra_runs"]["made"], 0);
     assert!(
@@ -126,16 +129,54 @@ fn tests_that_cannot_run_again_keep_their_single_run_verdict_and_say_why() {
         "the 1st extra run panicked: runs once per process"
     );
     assert_eq!(again["exit"], "exit code 0", "the test's own run passed");
-    // Without extra runs, a stack of the test body is judged as it always was: a leak.
-    assert!(leak_stacks(again)
-        .iter()
-        .all(|s| s["growth_per_run"].is_null()));
+    // What they keep in a static (or on a live pool's workers) is still reachable at exit:
+    // kept, not leaked, and the report says on what grounds.
+    for t in [
+        sp,
+        again,
+        run.test("lifetime", "tests::should_panic_with_the_pool_running"),
+    ] {
+        let kept: Vec<Value> = stacks_of(t)
+            .into_iter()
+            .filter(|s| {
+                s["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("still reachable at exit"))
+            })
+            .collect();
+        assert!(!kept.is_empty(), "{t}");
+        assert!(
+            kept.iter()
+                .all(|s| s["kind"] == "process-lifetime" && s["growth_per_run"].is_null()),
+            "{t}"
+        );
+        assert!(leak_stacks(t).is_empty(), "{t}");
+    }
+    // What nothing points to any more is lost: a leak, on the evidence of one run.
+    for name in [
+        "tests::should_panic_after_losing_a_buffer",
+        "tests::runs_once_and_loses_a_box_on_a_thread",
+    ] {
+        let t = run.test("lifetime", name);
+        let leaks = leak_stacks(t);
+        assert_eq!(leaks.len(), 1, "{t}");
+        assert!(
+            leaks[0]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("unreachable at exit"),
+            "{t}"
+        );
+        assert!(leaks[0]["growth_per_run"].is_null(), "{t}");
+    }
     assert!(
         run.stderr
             .contains("judged on its own run: the 1st extra run panicked: runs once per process"),
         "{}",
         run.stderr
     );
+    // The progress lines judge the test's own run: an extra run that aborts is not a crash.
+    assert!(!run.stderr.contains("CRASH"), "{}", run.stderr);
 }
 
 #[test]
@@ -189,16 +230,34 @@ fn release_builds_run_again_and_give_the_same_verdicts() {
 }
 
 #[test]
-fn without_extra_runs_every_retained_stack_of_the_test_is_judged_as_before() {
+fn without_extra_runs_what_is_still_reachable_is_kept_and_what_is_lost_leaks() {
     let run = run_fixture(LIFETIME, &["--extra-runs", "0"]);
     for name in [
         "tests::static_buffer_refilled_to_same_size",
         "tests::table_installed_by_compare_and_swap",
     ] {
         let t = run.test("lifetime", name);
-        assert_eq!(t["verdict"], "leak", "{t}");
+        assert_eq!(t["verdict"], "clean", "{t}");
         assert_eq!(t["extra_runs"]["status"], "off");
+        assert!(
+            t["stacks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["kind"] == "process-lifetime"
+                    && s["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.starts_with("still reachable at exit"))),
+            "{t}"
+        );
     }
+    // The test's thread is gone: what it leaked on it is lost whatever ran before.
+    let lost = run.test("lifetime", "tests::closures_in_the_body_leak_each_run");
+    assert_eq!(lost["verdict"], "leak", "{lost}");
+    assert!(leak_stacks(lost).iter().all(|s| s["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("unreachable at exit")));
     assert_eq!(
         run.test("lifetime", "tests::joins_eight_threads")["verdict"],
         "clean",

@@ -25,6 +25,8 @@ pub struct BinaryAnalysis {
     pub exe: String,
     /// The harness-only baseline, when it could be taken.
     pub baseline: Option<NormalizedProfile>,
+    /// The objects of the baseline nothing pointed to at its exit (see [`load_unreached`]).
+    pub baseline_unreached: Option<NormalizedProfile>,
     /// Whether the binary's Rust allocations reach malloc (or a profiled jemalloc of its
     /// own): false for a custom `#[global_allocator]` with no evidence of that.
     pub rust_allocations_visible: bool,
@@ -55,6 +57,7 @@ impl BinaryAnalysis {
                 }
             },
         };
+        let baseline_unreached = baseline_result.and_then(load_unreached);
         let mut symbolizer = Symbolizer::new();
         let rust_allocations_visible = !binary.facts.symbols.custom_global_allocator
             || baseline_result.is_some_and(|r| {
@@ -64,6 +67,7 @@ impl BinaryAnalysis {
             BinaryAnalysis {
                 exe,
                 baseline,
+                baseline_unreached,
                 rust_allocations_visible,
                 symbolizer,
             },
@@ -128,6 +132,85 @@ pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, DumpError
     load_paths(&result.preload_dumps, &result.app_dumps)
 }
 
+/// Where the runtime writes which objects of a dump no pointer reached any more.
+pub fn unreached_path(dump: &Path) -> PathBuf {
+    let mut name = dump.as_os_str().to_owned();
+    name.push(".unreached");
+    PathBuf::from(name)
+}
+
+/// Per stack, the objects of the process's dump of its own run that nothing pointed to at
+/// that moment (the runtime's reachability scan, written beside each dump). None when a
+/// dump has no such file, or when the binary's own jemalloc holds objects the scan did not
+/// see (tikv-jemallocator): then reachability is unknown.
+pub fn load_unreached(result: &ProcessResult) -> Option<NormalizedProfile> {
+    if result.preload_dumps.is_empty() || !result.app_dumps.is_empty() {
+        return None;
+    }
+    let paths: Vec<PathBuf> = result
+        .preload_dumps
+        .iter()
+        .map(|p| unreached_path(p))
+        .collect();
+    if !paths.iter().all(|p| p.is_file()) {
+        return None;
+    }
+    load_paths(&paths, &[]).ok()
+}
+
+/// Splits each retained stack into what is still reachable and what is lost, when the
+/// test has no extra runs to judge it by and its dump says which objects were reached.
+pub fn with_reachability(
+    retained: Vec<Retained>,
+    lost: Option<&NormalizedProfile>,
+    baseline_lost: Option<&NormalizedProfile>,
+) -> Vec<Retained> {
+    let Some(lost) = lost else {
+        return retained;
+    };
+    let mut out = Vec::with_capacity(retained.len());
+    for r in retained {
+        if r.growth.is_some() {
+            out.push(r);
+            continue;
+        }
+        let of = |p: Option<&NormalizedProfile>| {
+            p.and_then(|p| p.stacks.get(&r.frames))
+                .copied()
+                .unwrap_or_default()
+        };
+        let (test, harness) = (of(Some(lost)), of(baseline_lost));
+        let gone = Counts {
+            objects: test
+                .objects
+                .saturating_sub(harness.objects)
+                .min(r.live.objects),
+            bytes: test.bytes.saturating_sub(harness.bytes).min(r.live.bytes),
+        };
+        let kept = Counts {
+            objects: r.live.objects - gone.objects,
+            bytes: r.live.bytes - gone.bytes,
+        };
+        if gone.bytes > 0 {
+            out.push(Retained {
+                frames: r.frames.clone(),
+                live: gone,
+                growth: None,
+                reach: Some(Reach::Lost),
+            });
+        }
+        if kept.bytes > 0 {
+            out.push(Retained {
+                frames: r.frames,
+                live: kept,
+                growth: None,
+                reach: Some(Reach::Reachable),
+            });
+        }
+    }
+    out
+}
+
 /// Reads the runtime's dump of one moment of one process and the binary's own (if any), and
 /// merges them.
 fn load_paths(preload: &[PathBuf], app: &[PathBuf]) -> Result<NormalizedProfile, DumpError> {
@@ -190,6 +273,18 @@ pub struct Retained {
     pub live: Counts,
     /// Added by each extra run.
     pub growth: Option<Vec<RunGrowth>>,
+    /// Whether these objects were still reachable at exit, when that decides (no extra runs).
+    pub reach: Option<Reach>,
+}
+
+/// What the runtime's reachability scan found for a retained stack's objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Some pointer in a global, a live thread's stack or thread-local storage, or in
+    /// memory reachable from those, still led to them.
+    Reachable,
+    /// Nothing pointed to them any more: they can never be freed.
+    Lost,
 }
 
 /// Pairs each retained stack with its growth over the extra runs; adds the stacks that
@@ -207,6 +302,7 @@ pub fn with_growth(
                 frames: d.frames,
                 live: d.live,
                 growth: None,
+                reach: None,
             })
             .collect();
     };
@@ -229,6 +325,7 @@ pub fn with_growth(
                 frames: d.frames,
                 live: d.live,
                 growth,
+                reach: None,
             }
         })
         .collect();
@@ -244,6 +341,7 @@ pub fn with_growth(
         frames: cut.clone(),
         live: Counts::default(),
         growth: Some(growth_of(s)),
+        reach: None,
     }));
     out
 }
@@ -445,6 +543,12 @@ fn judge_profiled(
         _ => None,
     };
     let retained = with_growth(deltas, series.as_ref(), &bin.exe, reruns.entry);
+    // Without extra runs, reachability at exit tells what is kept from what is lost.
+    let lost = match (&series, code) {
+        (None, 0) => load_unreached(result),
+        _ => None,
+    };
+    let retained = with_reachability(retained, lost.as_ref(), bin.baseline_unreached.as_ref());
     report.stacks = judge_stacks(&retained, bin, policy, reruns.entry.map(|e| e.file_range));
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
@@ -522,6 +626,27 @@ pub fn kind_with_growth(
     }
 }
 
+/// The kind of a stack of a test that could not be run again, once the runtime's scan at
+/// exit said whether its objects were still reachable. A reachable object is kept on
+/// purpose (a pool's queues, a registry, a table built once), as far as one run can tell; a
+/// lost one stays a leak, now with the proof that nothing can free it. What the frames show
+/// to be one-time initialisation or the harness's stays so either way.
+pub fn kind_with_reach(class: &classify::Classified, reach: Reach) -> (StackKind, Option<String>) {
+    match (class.kind, reach) {
+        (StackKind::Leak, Reach::Reachable) => {
+            (StackKind::ProcessLifetime, Some(REACHABLE_REASON.into()))
+        }
+        (StackKind::Leak, Reach::Lost) => (StackKind::Leak, Some(LOST_REASON.into())),
+        (kind, _) => (kind, class.reason.clone()),
+    }
+}
+
+/// Why a reachable stack of a test without extra runs is not a leak.
+pub const REACHABLE_REASON: &str = "still reachable at exit (from a global, a live thread's stack or thread-local storage); the test cannot run again in its process to show whether it grows";
+
+/// Why a lost stack of a test without extra runs is a leak.
+pub const LOST_REASON: &str = "unreachable at exit: no global, live thread or reachable object points to it any more, so it can never be freed";
+
 /// Symbolizes, trims, classifies and judges the retained stacks (thresholds,
 /// suppressions), merging stacks that symbolize identically; largest first.
 pub fn judge_stacks(
@@ -541,7 +666,10 @@ pub fn judge_stacks(
         let frames = resolve_stack(&r.frames, &mut bin.symbolizer);
         let trimmed = &frames[..];
         let classified = classify::classify_test(trimmed, &bin.exe, entry_range);
-        let (kind, reason) = kind_with_growth(&classified, r.growth.as_deref());
+        let (kind, reason) = match r.reach {
+            Some(reach) if r.growth.is_none() => kind_with_reach(&classified, reach),
+            _ => kind_with_growth(&classified, r.growth.as_deref()),
+        };
         let shown: Vec<FrameReport> = trimmed.iter().map(frame_report).collect();
         let e = merged.entry((kind, shown)).or_insert(Merged {
             bytes: 0,
@@ -636,10 +764,18 @@ pub fn never_ran(end: &ProcessEnd, what: &str) -> Option<String> {
 }
 
 /// A stack as reports show it: each return address symbolized (inlined frames included),
-/// the allocator's own frames at the top cut off.
+/// the allocator's own frames at the top cut off, and the runtime's thread trampoline (the
+/// frame every thread starts in under the preload) left out wherever it is.
 pub fn resolve_stack(keys: &[FrameKey], symbolizer: &mut Symbolizer) -> Vec<Frame> {
     let mut frames: Vec<Frame> = Vec::new();
-    for key in keys {
+    let innermost_runtime = keys
+        .iter()
+        .take_while(|k| classify::is_runtime_object(&k.object))
+        .count();
+    for (i, key) in keys.iter().enumerate() {
+        if i >= innermost_runtime && classify::is_runtime_object(&key.object) {
+            continue;
+        }
         frames.extend(
             symbolizer
                 .symbolize(&key.object, key.file_offset)
@@ -806,9 +942,128 @@ mod tests {
         BinaryAnalysis {
             exe: MISSING_EXE.into(),
             baseline: Some(diff::normalize(&clean.unbiased())),
+            baseline_unreached: None,
             rust_allocations_visible: true,
             symbolizer: Symbolizer::new(),
         }
+    }
+
+    #[test]
+    fn without_extra_runs_reachability_at_exit_splits_kept_from_lost() {
+        let dump = testdata("leaks.heap");
+        let policy_eff = eff(0);
+        let policy = Policy::threshold(&policy_eff);
+        let judge = |dump: &PathBuf| {
+            analyze_single(
+                &id("tests::leaks"),
+                &exited(0, dump.clone()),
+                &mut probe_binary(),
+                &policy,
+            )
+        };
+        // No scan written: the frames decide, as before.
+        let unknown = judge(&dump);
+        assert_eq!(unknown.verdict, Verdict::Leak);
+        let leaked: Vec<&StackReport> = unknown
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::Leak)
+            .collect();
+        assert!(!leaked.is_empty());
+        // Every object reached: kept for the process lifetime, with the reason, and clean.
+        let text = std::fs::read_to_string(&dump).unwrap();
+        let maps = &text[text.find("\nMAPPED_LIBRARIES:").unwrap()..];
+        std::fs::write(
+            unreached_path(&dump),
+            format!("heap_v2/1\n  t*: 0: 0 [0: 0]{maps}"),
+        )
+        .unwrap();
+        let reached = judge(&dump);
+        assert_eq!(reached.verdict, Verdict::Clean, "{:?}", reached.stacks);
+        for s in &leaked {
+            let kept = reached
+                .stacks
+                .iter()
+                .find(|r| r.frames == s.frames)
+                .expect("the same stack, kept");
+            assert_eq!(kept.kind, StackKind::ProcessLifetime);
+            assert_eq!(kept.reason.as_deref(), Some(REACHABLE_REASON));
+            assert_eq!((kept.bytes, kept.objects), (s.bytes, s.objects));
+        }
+        // Nothing reached: the same leaks, now with the proof that they are lost.
+        std::fs::write(unreached_path(&dump), &text).unwrap();
+        let lost = judge(&dump);
+        assert_eq!(lost.verdict, Verdict::Leak);
+        let lost_leaks: Vec<&StackReport> = lost
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::Leak)
+            .collect();
+        assert_eq!(lost_leaks.len(), leaked.len());
+        for s in lost_leaks {
+            assert_eq!(s.reason.as_deref(), Some(LOST_REASON));
+        }
+        // A scan beside the dump of a binary with its own jemalloc (whose objects it did
+        // not see) is not used.
+        let mut with_app = exited(0, dump.clone());
+        with_app.app_dumps = vec![dump.clone()];
+        assert!(load_unreached(&with_app).is_none());
+    }
+
+    #[test]
+    fn a_partly_reached_stack_is_split_into_its_kept_and_lost_objects() {
+        let frames = vec![FrameKey {
+            object: "/x".into(),
+            file_offset: 0x10,
+        }];
+        let retained = vec![Retained {
+            frames: frames.clone(),
+            live: Counts {
+                objects: 5,
+                bytes: 500,
+            },
+            growth: None,
+            reach: None,
+        }];
+        let profile = |objects, bytes| NormalizedProfile {
+            stacks: HashMap::from([(frames.clone(), Counts { objects, bytes })]),
+            sample_period: 1,
+        };
+        // The test lost 3 objects there, the harness's own run 1 of them.
+        let split = with_reachability(retained, Some(&profile(3, 300)), Some(&profile(1, 100)));
+        let got: Vec<(Option<Reach>, u64, u64)> = split
+            .iter()
+            .map(|r| (r.reach, r.live.objects, r.live.bytes))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(Reach::Lost), 2, 200),
+                (Some(Reach::Reachable), 3, 300)
+            ]
+        );
+        let growth = classify::Classified {
+            kind: StackKind::OneTime,
+            reason: Some("once".into()),
+            thread_cache: false,
+        };
+        // A stack with growth over extra runs is judged by it, whatever the scan says.
+        let grown = vec![Retained {
+            frames: frames.clone(),
+            live: Counts {
+                objects: 5,
+                bytes: 500,
+            },
+            growth: Some(vec![RunGrowth {
+                objects: 1,
+                bytes: 100,
+            }]),
+            reach: None,
+        }];
+        let kept = with_reachability(grown, Some(&profile(5, 500)), None);
+        assert_eq!((kept.len(), kept[0].reach), (1, None));
+        // What the frames show as one-time initialisation stays so either way.
+        assert_eq!(kind_with_reach(&growth, Reach::Lost).0, StackKind::OneTime);
     }
 
     fn id(name: &str) -> TestIdentity<'_> {

@@ -83,10 +83,7 @@ pub fn needs_stacks(result: &ProcessResult) -> bool {
 /// How the test's own run ended: the record's exit status when the runtime's exit handler
 /// ran (an extra run may have killed the process afterwards), else how the process ended.
 pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
-    match result.record.as_ref().and_then(|r| r.first) {
-        Some(first) => ProcessEnd::Exited(first.status),
-        None => result.end.clone(),
-    }
+    result.first_run_end()
 }
 
 /// Whether the counting pass can judge this binary's tests.

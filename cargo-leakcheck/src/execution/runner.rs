@@ -130,6 +130,18 @@ pub struct ProcessResult {
     pub stderr: PathBuf,
 }
 
+impl ProcessResult {
+    /// How the test's own run ended: the record's exit status when the runtime's exit
+    /// handler ran (an extra run may have killed the process afterwards), else how the
+    /// process ended.
+    pub fn first_run_end(&self) -> ProcessEnd {
+        match self.record.as_ref().and_then(|r| r.first) {
+            Some(first) => ProcessEnd::Exited(first.status),
+            None => self.end.clone(),
+        }
+    }
+}
+
 /// Settings for running.
 pub struct RunConfig<'a> {
     /// The workspace (for package directories).
@@ -823,7 +835,10 @@ impl Progress {
             return;
         }
         let verbose = crate::console::level() == crate::console::Level::Verbose;
-        let status = match &result.end {
+        // An extra run that panics or crashes after the test passed is the extra run's
+        // business (the report says so), not the test's.
+        let end = result.first_run_end();
+        let status = match &end {
             ProcessEnd::Exited(0) => "PASS",
             ProcessEnd::Exited(_) => "FAIL",
             ProcessEnd::Signaled(_) => "CRASH",
@@ -839,7 +854,7 @@ impl Progress {
             );
             let detail = match status {
                 "PASS" => String::new(),
-                _ => format!(": {}", result.end.describe()),
+                _ => format!(": {}", end.describe()),
             };
             if self.terminal {
                 crate::say_raw!("\r\x1b[2K");
