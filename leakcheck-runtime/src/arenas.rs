@@ -4,39 +4,93 @@
 //! libtest runs each test on a thread of its own and keeps the main thread for its
 //! bookkeeping, whose allocations depend on timing (whether the main thread blocked before
 //! the test finished). So the constructor binds the main thread to an arena of its own, and
-//! the count sums every other arena. With `tcache:false` the statistics see every
-//! allocation and free as it happens, and a free is charged to the arena that allocated,
+//! the count sums every other arena. A free is charged to the arena that allocated,
 //! whichever thread frees.
-
+//!
+//! Thread caches stay on while the test runs (without them every small allocation takes
+//! its arena's bin lock: an allocation-heavy test ran twice as slow). An object sitting in a
+//! thread cache counts as allocated in its arena's statistics, so a cache can only make the
+//! count larger than what is really live, never smaller: a count of zero still proves that
+//! nothing was retained. At the measuring points the caches are taken out of the count: the
+//! test's thread has ended (which flushes its cache), the main thread flushes its own, and
+//! from the exit handler on ([`exact_from_now`]) every allocation and free of the process
+//! bypasses the caches, so that what each extra run leaves in its arena is exact. Only the
+//! caches of threads still alive at exit (a pool's workers) stay, frozen, in the count of
+//! the test's own run: such a test is run again rather than passed on its count.
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, Ordering::Relaxed};
 use tikv_jemalloc_sys as je;
 
 /// The arena the main thread allocates from (u32::MAX: none).
 static MAIN_ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
 
-/// During an extra run (counting mode), every allocation of the process, whichever thread
-/// makes it, goes to the run's own arena, so that arena's live count afterwards is exactly
-/// what the run left behind. u32::MAX: no run under way, allocations go where jemalloc puts
-/// them.
-static RUN_ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
+/// The `mallocx` flags every allocation of the process carries: 0 while the test runs
+/// (plain jemalloc, thread caches and all); from the exit handler on, no thread cache; during
+/// an extra run (counting mode), also the run's own arena, so that arena's live count
+/// afterwards is exactly what the run left behind, whichever thread allocated.
+static FLAGS: AtomicI32 = AtomicI32::new(0);
 
-/// The `mallocx` flags that send an allocation to the current run's arena, bypassing the
-/// thread caches; None outside runs, and for what glibc allocates for a thread it is
-/// creating (see [`crate::threads`]).
+/// The `mallocx` flags for an allocation now: None on the plain path. What glibc allocates
+/// for a thread it is creating stays out of a run's arena (see [`crate::threads`]).
 #[inline]
 pub fn run_flags() -> Option<c_int> {
-    match RUN_ARENA.load(Relaxed) {
-        u32::MAX => None,
-        _ if crate::threads::creating() => None,
-        a => Some(je::MALLOCX_ARENA(a as usize) | je::MALLOCX_TCACHE_NONE),
+    match FLAGS.load(Relaxed) {
+        0 => None,
+        f if crate::threads::creating() => Some(f & !ARENA_BITS),
+        f => Some(f),
     }
 }
 
-/// Sends every allocation from now on to `arena` (None: stop).
-pub fn route_to(arena: Option<u32>) {
-    RUN_ARENA.store(arena.unwrap_or(u32::MAX), Relaxed);
+/// The `dallocx` flags for a free now: None on the plain path.
+#[inline]
+pub fn free_flags() -> Option<c_int> {
+    match FLAGS.load(Relaxed) {
+        0 => None,
+        _ => Some(je::MALLOCX_TCACHE_NONE),
+    }
 }
+
+/// The bits of `MALLOCX_ARENA` in a flags word (jemalloc: arena index + 1, from bit 20).
+const ARENA_BITS: c_int = !((1 << 20) - 1);
+
+/// From now on every allocation and free bypasses the thread caches, so arena statistics
+/// change exactly as objects are allocated and freed. Also flushes the calling thread's
+/// cache.
+pub fn exact_from_now() {
+    EXACT.store(true, Relaxed);
+    FLAGS.store(je::MALLOCX_TCACHE_NONE, Relaxed);
+    flush_own_cache();
+}
+
+/// Returns what the calling thread's cache holds to the arenas it came from.
+pub fn flush_own_cache() {
+    // SAFETY: "thread.tcache.flush" takes and returns nothing (jemalloc manual, MALLCTL
+    // NAMESPACE); it fails harmlessly when the thread has no cache.
+    unsafe {
+        je::mallctl(
+            c"thread.tcache.flush".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
+    }
+}
+
+/// Sends every allocation from now on to `arena`, with no thread cache; None: back to the
+/// default arenas, with thread caches only if [`exact_from_now`] was never called (stacks
+/// mode, where the tracker counts).
+pub fn route_to(arena: Option<u32>) {
+    let flags = match arena {
+        Some(a) => je::MALLOCX_ARENA(a as usize) | je::MALLOCX_TCACHE_NONE,
+        None if EXACT.load(Relaxed) => je::MALLOCX_TCACHE_NONE,
+        None => 0,
+    };
+    FLAGS.store(flags, Relaxed);
+}
+
+/// Whether [`exact_from_now`] was called.
+static EXACT: AtomicBool = AtomicBool::new(false);
 
 /// A new arena, or None when jemalloc refuses.
 pub fn create() -> Option<u32> {
@@ -130,8 +184,21 @@ fn live_in(i: u32) -> Live {
     live
 }
 
-/// Live objects and bytes in every arena but the main thread's.
+/// What was live outside the main thread's arena when the constructor had finished: jemalloc's
+/// own bookkeeping, such as the main thread's cache, which it keeps in arena 0 (objects, bytes).
+static BASELINE: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];
+
+/// Live objects and bytes in every arena but the main thread's, less what was live there
+/// before the test binary's own code started.
 pub fn live_outside_main_arena() -> Live {
+    let raw = live_outside_main_arena_raw();
+    Live {
+        objects: raw.objects - BASELINE[0].load(Relaxed),
+        bytes: raw.bytes - BASELINE[1].load(Relaxed),
+    }
+}
+
+fn live_outside_main_arena_raw() -> Live {
     refresh();
     let main = MAIN_ARENA.load(Relaxed);
     let narenas: u32 = stat(b"arenas.narenas\0").unwrap_or(0);
@@ -162,4 +229,11 @@ pub fn bind_main_thread_to_own_arena() {
     if unsafe { crate::mallctl_write(c"thread.arena", arena) } {
         MAIN_ARENA.store(arena, Relaxed);
     }
+    // The main thread's cache is made now, by an allocation, so that its bookkeeping is in
+    // the baseline rather than in the test's count.
+    // SAFETY: a plain allocation, freed at once.
+    unsafe { je::free(je::malloc(1)) };
+    let before = live_outside_main_arena_raw();
+    BASELINE[0].store(before.objects, Relaxed);
+    BASELINE[1].store(before.bytes, Relaxed);
 }

@@ -166,9 +166,14 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, n: usize, size: usize) -
 #[no_mangle]
 pub unsafe extern "C" fn free(ptr: *mut c_void) {
     let _ = tracker::forget(ptr);
-    // SAFETY: see realloc; free(NULL) is a no-op in jemalloc. A routed object goes back to
-    // the arena it came from, whichever thread frees it.
-    unsafe { je::free(ptr) }
+    match arenas::free_flags() {
+        // SAFETY: see realloc; free(NULL) is a no-op in jemalloc. An object goes back to the
+        // arena it came from, whichever thread frees it.
+        None => unsafe { je::free(ptr) },
+        // SAFETY: as above; dallocx takes no NULL, and its flags only choose the cache.
+        Some(f) if !ptr.is_null() => unsafe { je::dallocx(ptr, f) },
+        Some(_) => {}
+    }
 }
 
 #[no_mangle]

@@ -158,6 +158,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         return;
     }
     let first = if s.counting {
+        arenas::exact_from_now();
         let arena = arenas::main_arena().map_or(-1, i64::from);
         Line::new("arena").num(arena).write_to(fd);
         arenas::live_outside_main_arena()

@@ -108,9 +108,9 @@ impl ProfileSettings {
             );
         }
         if self.mode == Mode::Count {
-            // No thread caches: the per-arena statistics the count is read from then see
-            // every allocation and free as it happens.
-            return "prof:false,tcache:false".into();
+            // Thread caches on: the runtime takes them out of the count where it measures
+            // (see the runtime's `arenas` module).
+            return "prof:false".into();
         }
         format!(
             "prof:true,prof_active:true,prof_accum:true,lg_prof_sample:{},prof_final:true,prof_prefix:{}",
@@ -341,15 +341,12 @@ mod tests {
     }
 
     #[test]
-    fn counting_turns_profiling_and_thread_caches_off() {
+    fn counting_turns_profiling_off_and_keeps_thread_caches() {
         let count = ProfileSettings {
             mode: Mode::Count,
             lg_sample: 0,
         };
-        assert_eq!(
-            count.malloc_conf(Path::new("/d"), "j"),
-            "prof:false,tcache:false"
-        );
+        assert_eq!(count.malloc_conf(Path::new("/d"), "j"), "prof:false");
         let stacks = ProfileSettings::default();
         let conf = stacks.malloc_conf(Path::new("/d"), "j");
         assert!(
