@@ -39,14 +39,14 @@ fi
 # (crossbeam-channel's select7 leaks only when its select strands a thread, so it may be either.)
 expected_leaks() {
   case "$1" in
-    rayon-core) echo "join::test::use_current_thread_basic" ;;
-    crossbeam-channel) echo "chan1 sieve1" ;;
+    rayon-core) echo "use_current_thread_basic" ;;
+    crossbeam-channel) echo "chan1::main sieve1::main" ;;
     *) echo "" ;;
   esac
 }
 maybe_leaks() {
   case "$1" in
-    crossbeam-channel) echo "select7" ;;
+    crossbeam-channel) echo "select7::main" ;;
     *) echo "" ;;
   esac
 }
@@ -93,7 +93,7 @@ prepare() {
     fi
     touch "$dest/.prepared"
   fi
-  (cd "$dest" && cargo nextest run --no-run -q $(features "$name") >/dev/null 2>&1) ||
+  (cd "$dest" && cargo nextest run --no-run --cargo-quiet $(features "$name") >/dev/null 2>&1) ||
     { echo "$name $version: the tests do not build" >&2; return 1; }
   # Builds what cargo leakcheck builds (the same profile as cargo test) without running any test.
   (cd "$dest" && cargo leakcheck test -q $(features "$name") -- --exact leakcheck-bench-no-such-test \
@@ -136,13 +136,10 @@ report = json.load(open(sys.argv[1]))
 expected, maybe = set(sys.argv[2].split()), set(sys.argv[3].split())
 tests = report["tests"]
 bad = [t for t in tests if t["verdict"] != "clean"]
-def short(name):
-    return name.rsplit("::", 1)[-1] if "::" in name else name
 def known(t):
-    return t["verdict"] == "leak" and (t["name"] in expected or short(t["name"]) in expected
-                                       or t["name"] in maybe or short(t["name"]) in maybe)
+    return t["verdict"] == "leak" and (t["name"] in expected or t["name"] in maybe)
 found = {t["name"] for t in bad if known(t)}
-missing = [e for e in sorted(expected) if not any(f == e or short(f) == e for f in found)]
+missing = sorted(expected - found)
 unexpected = [t for t in bad if not known(t)]
 words = [f"{len(tests)} judged, {len(bad)} not clean"]
 words += [f"missing leak {m}" for m in missing]

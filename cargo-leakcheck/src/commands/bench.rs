@@ -95,6 +95,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         verbose: args.verbose,
         progress: true,
         known_layout: None,
+        history: &crate::execution::history::History::default(),
     };
     let mut notes = session.notes.clone();
     let cases = list_cases(&binaries, ws, &args.filters, &mut notes);
@@ -140,6 +141,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
                 cap
             },
             extra_env: &[(protocol::INTERVAL_ENV, args.snapshot_interval.to_string())],
+            place: None,
         };
         let result = runner::run_process(binary, &key, &run_config, &spec);
         if result.end == ProcessEnd::Interrupted {

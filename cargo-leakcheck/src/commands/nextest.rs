@@ -20,6 +20,7 @@ use crate::config::{self, SettingsLayer};
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, TestBinary, Workspace};
 use crate::execution::entry::Layout;
+use crate::execution::history::History;
 use crate::execution::inspect::BinaryFacts;
 use crate::execution::runner::{ProcessEnd, TestFilter};
 use crate::model::{
@@ -580,6 +581,7 @@ fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Re
         verbose: false,
         progress: false,
         known_layout: shared_layout(session, exe),
+        history: &History::default(),
     };
     let mut notes = Vec::new();
     let checked = test_command::check(&mut binaries, &setup, &mut notes)?;

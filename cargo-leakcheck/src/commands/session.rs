@@ -6,6 +6,7 @@ use crate::cli::Selection;
 use crate::config::{self, Config};
 use crate::errors::Error;
 use crate::execution::cargo::{self, Member, Workspace};
+use crate::execution::history::History;
 use crate::execution::lock::FileLock;
 use crate::execution::runtime;
 use crate::model::Report;
@@ -30,6 +31,8 @@ pub struct Session {
     pub runtime: PathBuf,
     /// `--annotations`, when given (see [`crate::report::github::enabled`]).
     pub annotations: Option<String>,
+    /// How long each test took in the previous run on this target directory.
+    pub history: History,
     /// Held for the whole command: a second run on the same target directory waits.
     _lock: FileLock,
 }
@@ -65,7 +68,7 @@ pub fn prepare(
         crate::say!("warning: {w}");
     }
     // The output directory before the long work, so a bad path fails fast.
-    let (out_dir, work_dir, lock) = prepare_output(&ws.target_dir)?;
+    let (out_dir, work_dir, lock, history) = prepare_output(&ws.target_dir)?;
     let runtime = runtime::locate(verbose)?;
     Ok(Session {
         ws,
@@ -76,19 +79,21 @@ pub fn prepare(
         work_dir,
         runtime,
         annotations: None,
+        history,
         _lock: lock,
     })
 }
 
-/// Takes `<target>/leakcheck.lock` (waiting for another run that holds it), then empties
-/// `<target>/leakcheck` (a stale artifact must never pass for a new one) and creates its
-/// `dumps` directory.
-fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf, FileLock), Error> {
+/// Takes `<target>/leakcheck.lock` (waiting for another run that holds it), reads how long
+/// the previous run's tests took, then empties `<target>/leakcheck` (a stale artifact must
+/// never pass for a new one) and creates its `dumps` directory.
+fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf, FileLock, History), Error> {
     let lock = crate::execution::lock::exclusive(
         &target_dir.join("leakcheck.lock"),
         "another cargo-leakcheck run on this target directory",
     )?;
     let out_dir = target_dir.join("leakcheck");
+    let history = History::read(&out_dir.join("metrics.json"));
     if out_dir.exists() {
         std::fs::remove_dir_all(&out_dir)
             .map_err(|e| Error::io(format!("clear `{}`", out_dir.display()), e))?;
@@ -96,7 +101,7 @@ fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf, FileLock), Err
     let work_dir = out_dir.join("dumps");
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
-    Ok((out_dir, work_dir, lock))
+    Ok((out_dir, work_dir, lock, history))
 }
 
 /// Writes report.json and prints the summary `render` makes of it, with the output

@@ -79,6 +79,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         verbose: args.verbose,
         progress: true,
         known_layout: None,
+        history: &session.history,
     };
     crate::info!(
         "     Running tests of {} with heap profiling ({} at a time)",
@@ -220,6 +221,8 @@ pub(crate) struct CheckSetup<'a> {
     pub progress: bool,
     /// libtest's layout as a binary outside this run proved it.
     pub known_layout: Option<crate::execution::entry::Layout>,
+    /// How long each test took in the previous run.
+    pub history: &'a crate::execution::history::History,
 }
 
 /// What the check step found.
@@ -258,6 +261,7 @@ pub(crate) fn check(
         verbose: setup.verbose,
         progress: setup.progress,
         known_layout: setup.known_layout,
+        history: setup.history,
     };
     let run_started = std::time::Instant::now();
     let results = passes::run(binaries, &run_config, setup.stacks_for_all)?;

@@ -1,12 +1,14 @@
 //! Building and running: `cargo` builds the executables, `inspect` reads each once
 //! (`entry` finds a test's function in libtest's table), `runtime` provides the profiling
 //! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
-//! process with the runtime preloaded (`protocol` is what the runtime writes), `rerun`
+//! process with the runtime preloaded (`protocol` is what the runtime writes; `slots` decides
+//! how many run at once, `history` which start first), `rerun`
 //! holds the rules for extra runs, `interrupt` stops every child on Ctrl-C and `lock` keeps
 //! two runs off one target directory.
 
 pub(crate) mod cargo;
 pub(crate) mod entry;
+pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod interrupt;
 pub(crate) mod lock;
@@ -16,3 +18,4 @@ pub(crate) mod protocol;
 pub(crate) mod rerun;
 pub(crate) mod runner;
 pub(crate) mod runtime;
+pub(crate) mod slots;

@@ -222,6 +222,10 @@ pub fn run(
                 .and_then(|i| i.entries.get(&t.name).copied())
         })
         .collect();
+    let expected: Vec<Option<f64>> = tests
+        .iter()
+        .map(|t| config.history.expected(&binaries[t.binary].id(), &t.name))
+        .collect();
     let count_mode = ProfileSettings {
         mode: Mode::Count,
         lg_sample: 0,
@@ -244,6 +248,7 @@ pub fn run(
                 ..r
             }),
             first: true,
+            expected: expected[t],
         })
         .collect();
     let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
@@ -293,6 +298,7 @@ pub fn run(
                 quiet_backtraces: true,
                 rerun: None,
                 first: false,
+                expected: None,
             });
         }
     }
@@ -307,6 +313,7 @@ pub fn run(
             quiet_backtraces: !failed,
             rerun: request.as_ref().ok().cloned(),
             first: counted[*t].is_none(),
+            expected: expected[*t],
         }
     }));
     let mut baselines = vec![None; binaries.len()];

@@ -6,6 +6,7 @@ use crate::errors::Error;
 use crate::execution::cargo::{TestBinary, Workspace};
 use crate::execution::partition::{Dealer, Partition};
 use crate::execution::protocol::{self, ProfileSettings};
+use crate::execution::slots::{Slots, Ticket};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -173,6 +174,8 @@ pub struct RunConfig<'a> {
     /// libtest's layout as another binary of the build proved it (see
     /// [`crate::execution::inspect::binaries`]).
     pub known_layout: Option<crate::execution::entry::Layout>,
+    /// How long each test took in the previous run.
+    pub history: &'a crate::execution::history::History,
 }
 
 /// The tests of one binary to run, and how many more match the filters but are
@@ -361,6 +364,8 @@ pub struct Job {
     /// This is the test's first process of the run: how it ends is news worth a log line
     /// (a later pass running it again would only repeat it).
     pub first: bool,
+    /// Seconds the test took in the previous run, if known: the longest start first.
+    pub expected: Option<f64>,
 }
 
 /// What the runtime needs to run a test again after its own run.
@@ -441,19 +446,26 @@ pub fn run_jobs(
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
     let total = jobs.iter().filter(|j| j.test.is_some()).count();
+    let order = crate::execution::history::longest_first(
+        &jobs.iter().map(|j| j.expected).collect::<Vec<_>>(),
+    );
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let results: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
     let progress = Progress::new(total, label, config.progress);
-    let workers = config.jobs.max(1).min(jobs.len().max(1));
+    let places = Slots::new(config.jobs);
+    let workers = places.most().min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
                 if crate::execution::interrupt::requested().is_some() {
                     break;
                 }
-                let j = next.fetch_add(1, Ordering::SeqCst);
-                let Some(job) = jobs.get(j) else { break };
+                let place = places.acquire();
+                let Some(&j) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                    break;
+                };
+                let job = &jobs[j];
                 let binary = &binaries[job.binary];
                 let test = job.test.map(|t| &tests[t]);
                 let mode = match job.settings.mode {
@@ -465,19 +477,20 @@ pub fn run_jobs(
                     Some(t) => format!("b{}-t{t}-{mode}", job.binary),
                     None => format!("b{}-baseline-{mode}", job.binary),
                 };
-                let result = run_one(binary, test, &key, config, job);
+                let result = run_one(binary, test, &key, config, job, &place);
+                drop(place);
                 if let Some(t) = test {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     progress.finished(n, binary, &t.name, &result, job.first);
                 }
-                slots
+                results
                     .lock()
                     .expect("no worker panics while holding the lock")[j] = Some(result);
             });
         }
     });
     progress.clear();
-    Ok(slots
+    Ok(results
         .into_inner()
         .expect("workers ended")
         .into_iter()
@@ -496,6 +509,7 @@ fn run_one(
     key: &str,
     config: &RunConfig,
     job: &Job,
+    place: &Ticket,
 ) -> ProcessResult {
     let mut args: Vec<String> = Vec::new();
     if binary.harness {
@@ -536,6 +550,7 @@ fn run_one(
         quiet_backtraces: job.quiet_backtraces,
         timeout,
         extra_env: &env,
+        place: Some(place),
     };
     run_process(binary, key, config, &spec)
 }
@@ -552,6 +567,9 @@ pub struct ProcessSpec<'a> {
     pub timeout: Duration,
     /// More environment.
     pub extra_env: &'a [(&'a str, String)],
+    /// The place among the processes running at once this one takes, if any (see
+    /// [`crate::execution::slots`]).
+    pub place: Option<&'a Ticket<'a>>,
 }
 
 /// Runs one process of `binary` with the runtime preloaded; `key` names its files in the
@@ -630,6 +648,9 @@ pub fn run_process(
         }
     };
     let pid = child.id() as libc::pid_t;
+    if let Some(place) = spec.place {
+        place.started(pid);
+    }
     let registration = crate::execution::interrupt::register(pid, libc::SIGKILL);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
