@@ -88,6 +88,12 @@ pub struct Checking {
     )]
     pub extra_runs: Option<u32>,
 
+    /// Run every test that retained memory again as often as it takes, however long its
+    /// runs are (by default a test's extra runs may cost half the CPU time of its own run,
+    /// at least 1 s; `full-repetition = true` in leakcheck.toml does this per test).
+    #[arg(long)]
+    pub full_repetition: bool,
+
     /// GitHub Actions annotations at each leak's allocating line and a job summary:
     /// `github` or `none` [default: on when GITHUB_ACTIONS=true].
     #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]

@@ -184,6 +184,9 @@ pub struct SettingsLayer {
     pub timeout: Option<u64>,
     /// `extra-runs`: how many times a retaining test runs again in its process.
     pub extra_runs: Option<u32>,
+    /// `full-repetition`: extra runs as often as they take, whatever they cost (no budget).
+    #[serde(default)]
+    pub full_repetition: Option<bool>,
 }
 
 /// A `[[tests]]` entry.
@@ -474,12 +477,13 @@ impl Reader<'_> {
 
     /// Reads the setting keys of a table; `extra` lists further keys the caller handles.
     fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> SettingsLayer {
-        const KEYS: [&str; 5] = [
+        const KEYS: [&str; 6] = [
             "stack-threshold",
             "test-threshold",
             "one-time-fails",
             "timeout",
             "extra-runs",
+            "full-repetition",
         ];
         let mut s = SettingsLayer::default();
         for (k, v) in table.iter() {
@@ -491,6 +495,7 @@ impl Reader<'_> {
                 "one-time-fails" => s.one_time_fails = self.boolean(&key, v),
                 "timeout" => s.timeout = self.seconds(&key, v),
                 "extra-runs" => s.extra_runs = self.extra_runs(&key, v),
+                "full-repetition" => s.full_repetition = self.boolean(&key, v),
                 n if extra.contains(&n) => {}
                 _ => {
                     let known: Vec<&str> = KEYS.iter().chain(extra).copied().collect();
@@ -829,6 +834,8 @@ pub struct Effective {
     pub timeout: u64,
     /// How many times a test that retained memory runs again in its process (0: never).
     pub extra_runs: u32,
+    /// Extra runs as often as they take, with no cost budget.
+    pub full_repetition: bool,
     /// Where `stack_threshold` was set: `built-in default`, `[defaults]`,
     /// `[[tests]] #2 (filter "cache::*")` or `command line`.
     pub stack_threshold_source: String,
@@ -857,6 +864,7 @@ impl Config {
             one_time_fails: false,
             timeout: DEFAULT_TIMEOUT_SECS,
             extra_runs: crate::execution::rerun::DEFAULT_EXTRA_RUNS,
+            full_repetition: false,
             stack_threshold_source: "built-in default".into(),
             test_threshold_source: "built-in default".into(),
         };
@@ -899,6 +907,9 @@ impl Config {
             }
             if let Some(v) = s.extra_runs {
                 e.extra_runs = v;
+            }
+            if let Some(v) = s.full_repetition {
+                e.full_repetition = v;
             }
         }
         e
@@ -1344,7 +1355,7 @@ reason = "no frame"
         assert_eq!(
             w,
             vec![
-                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs)",
+                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, full-repetition)",
                 "leakcheck.toml:7: `suppress[1].reasn`: unknown key, ignored (known here: frame, reason, filter)",
                 "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress, bench, benches, output)",
             ]

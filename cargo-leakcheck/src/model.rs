@@ -77,6 +77,21 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+/// Renders sizes as `512 B`, `4.0 KiB`, `1.5 MiB` (the report's messages and every renderer).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 /// How a test's verdict was reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -120,6 +135,9 @@ pub enum Verdict {
     Error,
     /// Its allocations are invisible to the profiler (e.g. a custom global allocator).
     Unanalysable,
+    /// Passed, and retained memory that it was not run again to tell apart (over the cost
+    /// budget, or its extra runs did not finish): not shown to leak, not shown to settle.
+    Unsettled,
 }
 
 impl Verdict {
@@ -133,6 +151,7 @@ impl Verdict {
             Verdict::Timeout => "timeout",
             Verdict::Error => "error",
             Verdict::Unanalysable => "unanalysable",
+            Verdict::Unsettled => "unsettled",
         }
     }
 }
@@ -277,6 +296,8 @@ pub enum ExtraRunsStatus {
     Crashed,
     /// An extra run took too long.
     TimedOut,
+    /// The next extra run would have cost more than the budget allows.
+    OverBudget,
     /// An extra run returned an error.
     Failed,
     /// The runtime could not make them.

@@ -35,7 +35,8 @@
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
 //! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
-//! end <why>                                  why: settled, kept, done, exited-early, …
+//! budget <own-ms> <allowed-ms> <run-ms>       the next run would cost more CPU than allowed
+//! end <why>                                  why: settled, kept, done, budget, exited-early, …
 //! ```
 //! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
 //! `<prefix>.r<k>.heap` is written after the first run (k = 0) and after each extra run.
@@ -59,6 +60,8 @@ pub struct Settings {
     pub max_runs: u32,
     /// No extra run may go on past this many milliseconds after the process started.
     pub deadline_ms: u64,
+    /// What the extra runs may cost in CPU time, when limited (see [`Budget`]).
+    pub budget: Option<Budget>,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
     /// Stack size of the thread each extra run runs on.
@@ -81,6 +84,7 @@ static mut SETTINGS: Settings = Settings {
     build_id: "",
     max_runs: 0,
     deadline_ms: u64::MAX,
+    budget: None,
     settle_ms: 500,
     stack_size: 2 << 20,
     dump_prefix: FixedPath::new(),
@@ -157,6 +161,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     if fd < 0 {
         return;
     }
+    wind_down();
     let first = if s.counting {
         arenas::exact_from_now();
         let arena = arenas::main_arena().map_or(-1, i64::from);
@@ -204,10 +209,28 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // threads that never end (started on every run: a leak, which the counts show anyway);
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
+    let first_cpu_ms = cpu_ms();
+    let mut costliest_ms = first_cpu_ms;
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
         if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
             return end(fd, "deadline");
+        }
+        let run_started_cpu = cpu_ms();
+        if let Some(budget) = s.budget {
+            let spent = run_started_cpu.saturating_sub(first_cpu_ms);
+            let allowed = budget.allowed_ms(first_cpu_ms);
+            if spent.saturating_add(costliest_ms) > allowed {
+                Line::new("budget")
+                    .num(first_cpu_ms as i64)
+                    .num(allowed as i64)
+                    .num(costliest_ms as i64)
+                    .write_to(fd);
+                if s.counting {
+                    write_left(fd, &left[..i]);
+                }
+                return end(fd, "budget");
+            }
         }
         let route = if s.counting {
             match arenas::create() {
@@ -253,6 +276,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         }
         // What the run's threads free or allocate on their way out is still the run's.
         let settled = settle(before, settle_ms);
+        costliest_ms = costliest_ms.max(cpu_ms().saturating_sub(run_started_cpu));
         if !settled {
             settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
         }
@@ -291,6 +315,36 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     end(fd, "done")
 }
 
+/// What a test's extra runs may cost, in CPU time of the whole process: `percent` of what
+/// its own run cost, and at least `floor_ms`. A run that would go past it (judged by the
+/// costliest run so far, the test's own included) is not started: a test whose every run
+/// takes seconds of computing cannot run five more times within a plain run's cost. A
+/// run that only waits (sleeps, timeouts) costs little CPU and goes on.
+#[derive(Clone, Copy)]
+pub struct Budget {
+    pub floor_ms: u64,
+    pub percent: u64,
+}
+
+impl Budget {
+    /// What the extra runs may cost, for a test whose own run cost `first_ms`.
+    fn allowed_ms(self, first_ms: u64) -> u64 {
+        (first_ms.saturating_mul(self.percent) / 100).max(self.floor_ms)
+    }
+}
+
+/// CPU time the process has used so far, all threads, in milliseconds.
+fn cpu_ms() -> u64 {
+    // SAFETY: getrusage fills the struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    let ms = |t: libc::timeval| (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
+}
+
 /// The most extra runs one process makes.
 const MAX_RUNS: usize = 256;
 
@@ -324,6 +378,39 @@ fn write_left(fd: c_int, left: &[Live]) {
 fn threads() -> i64 {
     sys::thread_count().map_or(-1, |n| n as i64)
 }
+
+/// Threads the test left that are on their way out (a pool dropped at the end of the test,
+/// whose workers wake up and exit) hold memory only for the moment they take to end: waits
+/// while the thread count keeps going down, until only this thread is left, no thread has
+/// ended for [`WIND_DOWN_QUIET_MS`], or [`WIND_DOWN_MAX_MS`] passed. Threads that stay (a
+/// global pool, a thread blocked for good) cost the quiet time once.
+fn wind_down() {
+    let Some(mut count) = sys::thread_count() else {
+        return;
+    };
+    let start = sys::now_ms();
+    let mut last_change = start;
+    while count > 1 {
+        let now = sys::now_ms();
+        if now - last_change >= WIND_DOWN_QUIET_MS || now - start >= WIND_DOWN_MAX_MS {
+            return;
+        }
+        sys::pause_briefly();
+        match sys::thread_count() {
+            Some(n) if n < count => {
+                count = n;
+                last_change = sys::now_ms();
+            }
+            Some(n) => count = n,
+            None => return,
+        }
+    }
+}
+
+/// See [`wind_down`]: how long no thread may have ended before the test's own run is
+/// measured, and the longest wait, in milliseconds.
+const WIND_DOWN_QUIET_MS: u64 = 20;
+const WIND_DOWN_MAX_MS: u64 = 500;
 
 /// Waits until the process has no more threads than `before` (threads a run started have
 /// exited, and freed what they held on the way out), or `limit_ms` passed.

@@ -27,7 +27,7 @@ pub struct Expected {
     pub binary: &'static str,
     /// The full libtest name, module path included, e.g. "tests::forget_vec".
     pub test: &'static str,
-    /// "leak" | "clean" | "failed" | "crashed" | "timeout" | "unanalysable", or
+    /// "leak" | "clean" | "failed" | "crashed" | "timeout" | "unanalysable" | "unsettled", or
     /// [`IGNORED`].
     pub verdict: &'static str,
     /// `Some(name)` when the line marked `// leak-site: name` in the fixture's sources must
@@ -84,6 +84,7 @@ pub const VERDICTS: &[&str] = &[
     "crashed",
     "timeout",
     "unanalysable",
+    "unsettled",
 ];
 
 /// Not a verdict: an `#[ignore]`d test, absent from the report and counted in its
@@ -577,6 +578,15 @@ pub const EXPECTED: &[Expected] = &[
     leak(CONFIGURED, "tests::real_leak", "real_leak").runs("completed"),
     clean(CONFIGURED, "tests::plain_clean"),
     outcome(CONFIGURED, "tests::hangs_forever", "timeout", None, false),
+    outcome(CONFIGURED, "tests::slow_registry_grows", "unsettled", None, false)
+        .runs("over-budget")
+        .by_counting(),
+    leak(
+        CONFIGURED,
+        "tests::slow_registry_repeated",
+        "slow_registry_repeated",
+    )
+    .runs("completed"),
     // --- tests/fixtures/healthy: a suite that must pass (exit 0) ---
     // A worker thread started by the first call, never joined.
     clean_kept(HEALTHY, "tests::worker_squares")

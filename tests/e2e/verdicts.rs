@@ -479,6 +479,7 @@ fn report_schema_is_complete_and_sorted() {
         "timeout",
         "error",
         "unanalysable",
+        "unsettled",
     ];
     let kinds = ["leak", "one-time", "process-lifetime", "harness"];
     let statuses = [
@@ -494,6 +495,7 @@ fn report_schema_is_complete_and_sorted() {
         "timed-out",
         "failed",
         "unavailable",
+        "over-budget",
     ];
     let tests = r["tests"].as_array().unwrap();
     let keys: Vec<(String, String, String, String)> = tests

@@ -388,7 +388,42 @@ pub fn proven_clean(
     reruns: &rerun::Outcome,
     method: Method,
 ) -> TestReport {
-    clean_report(id, result, policy, method, reruns)
+    let mut report = clean_report(id, result, policy, method, reruns);
+    if let rerun::Status::OverBudget(_) = reruns.status {
+        // Retained something, and not run again as often as it would take to tell a leak
+        // from state kept for the process lifetime.
+        let retained = report.first_run_retained.unwrap_or_default();
+        report.verdict = Verdict::Unsettled;
+        report.message = Some(format!(
+            "retained {} in {} by its own run, {}",
+            crate::model::human_bytes(retained.bytes),
+            plural_objects(retained.objects),
+            report
+                .extra_runs
+                .detail
+                .as_deref()
+                .unwrap_or("not run again")
+        ));
+    }
+    report
+}
+
+fn plural_objects(n: u64) -> String {
+    format!("{n} object{}", if n == 1 { "" } else { "s" })
+}
+
+/// Whether a test judged clean on what was reachable at exit stays unsettled: its extra
+/// runs were cut short (by the cost budget or by time), so the growth a reachable registry
+/// shows over runs was never looked for, and it kept memory for the process lifetime.
+pub fn unsettled_without_repetition(report: &TestReport, status: &rerun::Status) -> bool {
+    matches!(
+        status,
+        rerun::Status::OverBudget(_) | rerun::Status::TimedOut
+    ) && report.verdict == Verdict::Clean
+        && report
+            .stacks
+            .iter()
+            .any(|s| s.kind == StackKind::ProcessLifetime)
 }
 
 /// A clean report with nothing retained, to be filled in.
@@ -592,6 +627,20 @@ fn judge_profiled(
     } else {
         Verdict::Clean
     };
+    if unsettled_without_repetition(&report, &reruns.outcome.status) {
+        let kept: u64 = report
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::ProcessLifetime)
+            .map(|s| s.bytes)
+            .sum();
+        report.verdict = Verdict::Unsettled;
+        report.message = Some(format!(
+            "kept {} still reachable at exit, and its extra runs could not show whether that grows: {}",
+            crate::model::human_bytes(kept),
+            report.extra_runs.detail.as_deref().unwrap_or("not run again")
+        ));
+    }
     report
 }
 
@@ -845,6 +894,47 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use std::time::Duration;
+
+    #[test]
+    fn reachable_memory_of_a_test_whose_runs_were_cut_short_is_unsettled_not_clean() {
+        let mut report = crate::model::TestReport::example();
+        report.stacks = vec![crate::model::StackReport::example(
+            StackKind::ProcessLifetime,
+            4096,
+        )];
+        let budget = rerun::Status::OverBudget(crate::execution::protocol::BudgetStop {
+            own_ms: 3000,
+            allowed_ms: 1500,
+            run_ms: 3000,
+        });
+        assert!(unsettled_without_repetition(
+            &report,
+            &rerun::Status::TimedOut
+        ));
+        assert!(unsettled_without_repetition(&report, &budget));
+        // Completed runs, or a test that cannot run again at all: reachability decides.
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::Completed
+        ));
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::ShouldPanic
+        ));
+        // Only kept memory is in doubt: one-time initialisation is not.
+        report.stacks[0].kind = StackKind::OneTime;
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::TimedOut
+        ));
+        // A leak stays a leak.
+        report.stacks[0].kind = StackKind::ProcessLifetime;
+        report.verdict = Verdict::Leak;
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::TimedOut
+        ));
+    }
 
     #[test]
     fn a_profiled_failure_after_a_passing_counting_run_is_marked_as_such() {

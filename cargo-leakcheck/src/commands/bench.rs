@@ -89,6 +89,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         timeout: cap,
         timeouts: &no_timeout,
         extra_runs: &no_extra_runs,
+        budgeted: &never,
         lifetime_fails: &never,
         filter: &filter,
         wrapper: &[],

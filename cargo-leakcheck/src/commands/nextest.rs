@@ -750,7 +750,7 @@ fn exit_code_for(
                 _ => 101,
             }
         }
-        Verdict::Clean | Verdict::Error | Verdict::Unanalysable => 0,
+        Verdict::Clean | Verdict::Error | Verdict::Unanalysable | Verdict::Unsettled => 0,
     }
 }
 

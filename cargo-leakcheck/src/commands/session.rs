@@ -154,6 +154,7 @@ pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLaye
         one_time_fails: None,
         timeout: flags.timeout,
         extra_runs: flags.extra_runs,
+        full_repetition: flags.full_repetition.then_some(true),
     })
 }
 

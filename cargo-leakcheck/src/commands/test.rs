@@ -246,6 +246,7 @@ pub(crate) fn check(
     let (config, cli) = (setup.config, setup.cli);
     let timeout_of = |name: &str| Duration::from_secs(config.effective(name, cli).timeout);
     let extra_runs_of = |name: &str| config.effective(name, cli).extra_runs;
+    let budgeted = |name: &str| !config.effective(name, cli).full_repetition;
     let lifetime_fails_of = |name: &str| config.effective(name, cli).one_time_fails;
     let run_config = RunConfig {
         workspace: setup.ws,
@@ -255,6 +256,7 @@ pub(crate) fn check(
         timeout: Duration::from_secs(config.global(cli).timeout),
         timeouts: &timeout_of,
         extra_runs: &extra_runs_of,
+        budgeted: &budgeted,
         lifetime_fails: &lifetime_fails_of,
         filter: setup.filter,
         wrapper: setup.wrapper,

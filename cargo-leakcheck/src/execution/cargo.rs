@@ -44,8 +44,9 @@ pub struct Member {
     pub dir: PathBuf,
     /// Integration-test target names.
     pub test_targets: Vec<String>,
-    /// Targets declared with `harness = false`: these are run as a single test each.
-    pub no_harness: Vec<String>,
+    /// Targets declared with `harness = false`, by kind (a test and a bench may share a
+    /// name): these are run as a single test each.
+    pub no_harness: Vec<(ModelKind, String)>,
     /// Whether a library target has doc-tests (we skip them and say so).
     pub has_doctests: bool,
     /// Whether the package depends directly on tikv-jemallocator.
@@ -178,24 +179,41 @@ fn is_lib_kind(k: &TargetKind) -> bool {
 }
 
 /// `cargo metadata` does not report `harness = false`, so read it from the manifest.
-fn no_harness_targets(manifest: &Path) -> Vec<String> {
+fn no_harness_targets(manifest: &Path) -> Vec<(ModelKind, String)> {
     let Ok(text) = std::fs::read_to_string(manifest) else {
         return Vec::new();
     };
-    let Ok(value) = text.parse::<toml::Table>() else {
+    no_harness_in(&text)
+}
+
+fn no_harness_in(manifest: &str) -> Vec<(ModelKind, String)> {
+    let Ok(value) = manifest.parse::<toml::Table>() else {
         return Vec::new();
     };
+    let no_harness =
+        |item: &toml::Value| item.get("harness").and_then(|h| h.as_bool()) == Some(false);
     let mut out = Vec::new();
-    for section in ["test", "bin", "bench"] {
+    for (section, kind) in [
+        ("test", ModelKind::Test),
+        ("bin", ModelKind::Bin),
+        ("bench", ModelKind::Bench),
+    ] {
         if let Some(toml::Value::Array(items)) = value.get(section) {
-            for item in items {
-                let harness = item.get("harness").and_then(|h| h.as_bool());
-                if harness == Some(false) {
-                    if let Some(name) = item.get("name").and_then(|n| n.as_str()) {
-                        out.push(name.to_string());
-                    }
+            for item in items.iter().filter(|i| no_harness(i)) {
+                if let Some(name) = item.get("name").and_then(|n| n.as_str()) {
+                    out.push((kind, name.to_string()));
                 }
             }
+        }
+    }
+    if let Some(lib) = value.get("lib").filter(|l| no_harness(l)) {
+        let package = value
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str());
+        let name = lib.get("name").and_then(|n| n.as_str()).map(str::to_string);
+        if let Some(name) = name.or_else(|| package.map(|p| p.replace('-', "_"))) {
+            out.push((ModelKind::Lib, name));
         }
     }
     out
@@ -488,7 +506,7 @@ fn build(
             let harness = !ws
                 .members
                 .get(&package)
-                .is_some_and(|m| m.no_harness.contains(&artifact.target.name));
+                .is_some_and(|m| m.no_harness.contains(&(kind, artifact.target.name.clone())));
             let path = exe.into_std_path_buf();
             binaries.push(TestBinary {
                 facts: BinaryFacts::default(),
@@ -532,6 +550,34 @@ mod tests {
             uses_tikv_jemallocator: jemalloc,
             uses_criterion: false,
         }
+    }
+
+    #[test]
+    fn harness_false_belongs_to_its_own_kind_of_target() {
+        // flume 0.11.1 has a test and a bench both named `basic`, only the bench without
+        // libtest: its 20 integration tests must still be run one by one.
+        let manifest = r#"
+            [package]
+            name = "my-crate"
+            [lib]
+            harness = false
+            [[test]]
+            name = "basic"
+            [[bench]]
+            name = "basic"
+            harness = false
+            [[bin]]
+            name = "tool"
+            harness = true
+        "#;
+        assert_eq!(
+            no_harness_in(manifest),
+            vec![
+                (ModelKind::Bench, "basic".to_string()),
+                (ModelKind::Lib, "my_crate".to_string())
+            ]
+        );
+        assert!(no_harness_in("not toml [").is_empty());
     }
 
     #[test]

@@ -92,7 +92,12 @@ pub fn countable(binary: &TestBinary) -> bool {
 }
 
 /// The extra runs a test can have, or why it can have none.
-fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRequest, Status> {
+fn rerun_request(
+    t: &TestCase,
+    binary: &TestBinary,
+    runs: u32,
+    budgeted: bool,
+) -> Result<RerunRequest, Status> {
     if runs == 0 {
         return Err(Status::Off);
     }
@@ -117,6 +122,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         build_id: inspection.build_id.clone(),
         runs,
         app_mallctl: inspection.app_mallctl,
+        budgeted,
     })
 }
 
@@ -155,6 +161,10 @@ enum Counted {
     },
     /// Crashed or timed out while counting.
     Over(rerun::Outcome),
+    /// Retained something and not run again as often as it takes, for the cost budget:
+    /// judged on its counts, without the stacks pass (a tracked run of a test this costly
+    /// would cost several times more).
+    Unsettled(rerun::Outcome),
 }
 
 fn judge_count(
@@ -179,6 +189,7 @@ fn judge_count(
         .is_some_and(|r| counts.is_some_and(|first| rerun::settled(first, &r.runs, &r.left)));
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
+        Some(_) if matches!(outcome.status, Status::OverBudget(_)) => Counted::Unsettled(outcome),
         // Every extra run left something behind: the stacks say what grows.
         _ if outcome.usable() => Counted::Stacks {
             rerun: true,
@@ -210,7 +221,14 @@ pub fn run(
     let binaries = &*binaries;
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()
-        .map(|t| rerun_request(t, &binaries[t.binary], (config.extra_runs)(&t.name)))
+        .map(|t| {
+            rerun_request(
+                t,
+                &binaries[t.binary],
+                (config.extra_runs)(&t.name),
+                (config.budgeted)(&t.name),
+            )
+        })
         .collect();
     let entries: Vec<Option<Entry>> = tests
         .iter()
@@ -276,7 +294,7 @@ pub fn run(
     let mut profile: Vec<(usize, Result<RerunRequest, Status>)> = Vec::new();
     for t in 0..tests.len() {
         match &settled[t] {
-            Some(Counted::Clean(_)) | Some(Counted::Over(_)) => {}
+            Some(Counted::Clean(_)) | Some(Counted::Over(_)) | Some(Counted::Unsettled(_)) => {}
             Some(Counted::Stacks { rerun, outcome }) => {
                 let request = match (rerun, &requests[t]) {
                     (true, Ok(r)) => Ok(r.clone()),
@@ -367,7 +385,7 @@ pub fn run(
         }
         let (result, method, reruns) = match (profiled[t].take(), &counted, settled[t].take()) {
             (Some(r), _, Some(Counted::Stacks { outcome, .. })) => (r, Method::Stacks, outcome),
-            (None, Some(c), Some(Counted::Clean(outcome))) => {
+            (None, Some(c), Some(Counted::Clean(outcome) | Counted::Unsettled(outcome))) => {
                 (c.clone(), Method::Counters, outcome)
             }
             (None, Some(c), Some(Counted::Over(outcome))) => {

@@ -37,6 +37,10 @@ pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
 pub const RERUN_DEADLINE_ENV: &str = "LEAKCHECK_RERUN_DEADLINE_MS";
 /// How long to wait after a run for its threads to be gone, milliseconds.
 pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
+/// The extra runs' CPU budget: at least this many milliseconds (absent: no budget)…
+pub const RERUN_BUDGET_ENV: &str = "LEAKCHECK_RERUN_BUDGET_MS";
+/// …or this percentage of the CPU time the test's own run took, whichever is more.
+pub const RERUN_BUDGET_PERCENT_ENV: &str = "LEAKCHECK_RERUN_BUDGET_PERCENT";
 /// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.
 pub const APP_MALLCTL_ENV: &str = "LEAKCHECK_APP_MALLCTL";
 /// Where that jemalloc's dumps between runs go (a prefix, like `prof_prefix`).
@@ -204,6 +208,19 @@ pub struct Record {
     pub left: Vec<ExitCounts>,
     /// Why the runtime stopped (`steady`, `done`, `nothing-retained`, `no-entry`, …).
     pub end: Option<String>,
+    /// The next extra run would have cost more CPU time than the budget allowed.
+    pub budget: Option<BudgetStop>,
+}
+
+/// Why the runtime made no more extra runs: CPU milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetStop {
+    /// What the test's own run cost.
+    pub own_ms: u64,
+    /// What all its extra runs were allowed to cost.
+    pub allowed_ms: u64,
+    /// What the costliest run so far cost (the estimate for the next).
+    pub run_ms: u64,
 }
 
 impl Record {
@@ -253,6 +270,15 @@ impl Record {
                     }
                 }
                 ["end", why] => r.end = Some((*why).to_string()),
+                ["budget", ..] => {
+                    if let (Some(own), Some(allowed), Some(run)) = (int(1), int(2), int(3)) {
+                        r.budget = Some(BudgetStop {
+                            own_ms: own.max(0) as u64,
+                            allowed_ms: allowed.max(0) as u64,
+                            run_ms: run.max(0) as u64,
+                        });
+                    }
+                }
                 _ => {}
             }
         }
@@ -270,6 +296,20 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budget_stop_parses() {
+        let r = Record::parse("arena 9\nfirst 0 2 208 1\nbudget 2500 1250 2500\nend budget\n");
+        assert_eq!(
+            r.budget,
+            Some(BudgetStop {
+                own_ms: 2500,
+                allowed_ms: 1250,
+                run_ms: 2500
+            })
+        );
+        assert_eq!(r.end.as_deref(), Some("budget"));
+    }
 
     #[test]
     fn a_complete_record_parses() {

@@ -37,6 +37,12 @@ pub const DEFAULT_EXTRA_RUNS: u32 = 5;
 /// run's threads did not all end in that time, later runs wait 20 ms).
 pub const SETTLE_MS: u64 = 200;
 
+/// The extra runs of a test may cost this share of the CPU time its own run cost…
+pub const BUDGET_PERCENT: u64 = 50;
+/// …or this many milliseconds of CPU, whichever is more, unless the test is to be repeated
+/// in full (`full-repetition`).
+pub const BUDGET_FLOOR_MS: u64 = 1000;
+
 /// The counting pass may make this many times the configured extra runs, to let state that
 /// warms up over several runs (a pool whose workers each allocate on their first job) settle.
 pub const COUNTING_RUNS_FACTOR: u32 = 2;
@@ -68,6 +74,9 @@ pub enum Status {
     /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
     /// did not fit in the test's timeout.
     TimedOut,
+    /// The next extra run would have cost more CPU time than the budget allows (see the
+    /// runtime's `Budget`): the test was judged without it.
+    OverBudget(crate::execution::protocol::BudgetStop),
     /// An extra run returned an error (its message).
     Failed(String),
     /// The runtime could not make them (why).
@@ -90,6 +99,7 @@ impl Status {
             Status::Panicked(_) => R::Panicked,
             Status::Crashed(_) => R::Crashed,
             Status::TimedOut => R::TimedOut,
+            Status::OverBudget(_) => R::OverBudget,
             Status::Failed(_) => R::Failed,
             Status::Unavailable(_) => R::Unavailable,
         }
@@ -118,9 +128,25 @@ impl Status {
                 "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s, within its timeout)"
             )),
             Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
+            Status::OverBudget(b) => Some(format!(
+                "not run again{after}: a run costs {} s of CPU and the extra runs may cost {} s ({}% of the test's own run, at least {} s); `full-repetition = true` for it in leakcheck.toml, or --full-repetition, runs it again as often as it takes",
+                secs(b.run_ms),
+                secs(b.allowed_ms),
+                BUDGET_PERCENT,
+                secs(BUDGET_FLOOR_MS),
+                after = match made {
+                    0 => String::new(),
+                    1 => " after 1 extra run".into(),
+                    n => format!(" after {n} extra runs"),
+                },
+            )),
             Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
         }
     }
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1}", ms as f64 / 1000.0)
 }
 
 fn ordinal(n: u32) -> String {
@@ -203,6 +229,11 @@ pub fn interpret(
         why.clone()
     } else if let Some(message) = &record.failed {
         Status::Failed(message.clone())
+    } else if let Some(stop) = record
+        .budget
+        .filter(|_| record.end.as_deref() == Some("budget"))
+    {
+        Status::OverBudget(stop)
     } else if record.timed_out
         || matches!(record.end.as_deref(), Some("deadline" | "timeout"))
         || (*evidence.end == ProcessEnd::TimedOut && record.started > made)

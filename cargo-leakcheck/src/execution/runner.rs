@@ -159,6 +159,9 @@ pub struct RunConfig<'a> {
     pub timeouts: &'a (dyn Fn(&str) -> Duration + Sync),
     /// How many extra runs a test may have, by name.
     pub extra_runs: &'a (dyn Fn(&str) -> u32 + Sync),
+    /// Whether a test's extra runs are held to the cost budget, by name (not when it is
+    /// to be repeated in full).
+    pub budgeted: &'a (dyn Fn(&str) -> bool + Sync),
     /// Whether memory kept for the process lifetime fails a test, by name: then a test
     /// that keeps any cannot be settled by counts, its stacks must be shown.
     pub lifetime_fails: &'a (dyn Fn(&str) -> bool + Sync),
@@ -379,6 +382,8 @@ pub struct RerunRequest {
     pub runs: u32,
     /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
     pub app_mallctl: Option<u64>,
+    /// Held to the cost budget (see [`crate::execution::rerun::BUDGET_PERCENT`]).
+    pub budgeted: bool,
 }
 
 /// The tests of every binary, as far as the filters and the partition select them.
@@ -534,6 +539,14 @@ fn run_one(
             protocol::RERUN_SETTLE_ENV,
             crate::execution::rerun::SETTLE_MS.to_string(),
         ));
+        if r.budgeted {
+            use crate::execution::rerun::{BUDGET_FLOOR_MS, BUDGET_PERCENT};
+            env.push((protocol::RERUN_BUDGET_ENV, BUDGET_FLOOR_MS.to_string()));
+            env.push((
+                protocol::RERUN_BUDGET_PERCENT_ENV,
+                BUDGET_PERCENT.to_string(),
+            ));
+        }
         if let Some(m) = r.app_mallctl {
             env.push((protocol::APP_MALLCTL_ENV, format!("{m:x}")));
             env.push((

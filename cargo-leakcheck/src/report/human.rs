@@ -12,20 +12,7 @@ use std::path::Path;
 const STACKS_SHOWN: usize = 3;
 const FRAMES_SHOWN: usize = 4;
 
-/// Renders sizes as `512 B`, `4.0 KiB`, `1.5 MiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
-}
+pub use crate::model::human_bytes;
 
 fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -111,6 +98,40 @@ fn kept_bytes(t: &TestReport) -> u64 {
         (Method::Counters, Status::Completed, Some(r)) => r.bytes,
         _ => stacks,
     }
+}
+
+/// How the tests that passed were judged, for the summary: what each way costs and how
+/// sure it is differ, and a user should see which their suite got.
+fn judged_line(report: &Report) -> Option<String> {
+    let mut nothing = 0;
+    let mut settled = 0;
+    let mut repeated = 0;
+    let mut reachability = 0;
+    let mut unsettled = 0;
+    for t in report.tests.iter() {
+        match (t.verdict, t.method, &t.extra_runs.status) {
+            (Verdict::Unsettled, ..) => unsettled += 1,
+            (Verdict::Clean | Verdict::Leak, Method::Counters, Status::NotNeeded) => nothing += 1,
+            (Verdict::Clean | Verdict::Leak, Method::Counters, _) => settled += 1,
+            (Verdict::Clean | Verdict::Leak, Method::Stacks, _) if t.extra_runs.made > 0 => {
+                repeated += 1
+            }
+            (Verdict::Clean | Verdict::Leak, Method::Stacks, _) => reachability += 1,
+            _ => {}
+        }
+    }
+    let parts: Vec<String> = [
+        (nothing, "retained nothing"),
+        (settled, "settled by running again"),
+        (repeated, "by their stacks over extra runs"),
+        (reachability, "by reachability after one run"),
+        (unsettled, "not run again enough to tell (see each)"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 fn test_header(t: &TestReport) -> String {
@@ -241,6 +262,7 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
         Verdict::Timeout,
         Verdict::Error,
         Verdict::Unanalysable,
+        Verdict::Unsettled,
     ] {
         let n = count(v);
         if n > 0 {
@@ -261,6 +283,9 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             n => format!("; {n} ignored (not run; `-- --include-ignored` runs them)"),
         }
     );
+    if let Some(line) = judged_line(report) {
+        let _ = writeln!(s, "  Judged {line}");
+    }
     if let Some(partition) = &report.partition {
         let _ = writeln!(
             s,
@@ -515,6 +540,20 @@ mod tests {
         clean.name = "tree::tests::root".into();
         clean.extra_runs.status = Status::NotNeeded;
 
+        let mut slow = test_report();
+        slow.name = "pool::tests::slow_sums".into();
+        slow.method = Method::Counters;
+        slow.verdict = Verdict::Unsettled;
+        slow.extra_runs = crate::model::ExtraRuns {
+            made: 0,
+            status: Status::OverBudget,
+            detail: Some("not run again after 0 extra runs: …".into()),
+        };
+        slow.message = Some(
+            "retained 4.0 KiB in 4 objects by its own run, not run again after 0 extra runs: …"
+                .into(),
+        );
+
         Report {
             version: 1,
             settings: crate::model::ReportSettings {
@@ -522,7 +561,7 @@ mod tests {
                 stack_threshold: 0,
                 config: Some("/ws/leakcheck.toml".into()),
             },
-            tests: vec![leak, allowed, failed, hung, kept, clean],
+            tests: vec![leak, allowed, failed, hung, kept, clean, slow],
             ignored: 2,
             partition: None,
             other_shards: 0,
