@@ -90,6 +90,8 @@ prepare() {
     if [ "$name" = tokio ]; then
       # tokio-test and friends depend on tokio from crates.io: make them use this copy.
       printf '\n[patch.crates-io]\ntokio = { path = "." }\n' >> "$dest/Cargo.toml"
+      # The published lock file pins crates.io's tokio for them: resolve again.
+      rm -f "$dest/Cargo.lock"
     fi
     touch "$dest/.prepared"
   fi

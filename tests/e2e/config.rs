@@ -211,7 +211,7 @@ fn unknown_keys_warn_and_the_run_goes_on() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let warning = format!(
-        "warning: {file}:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs)"
+        "warning: {file}:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, full-repetition)"
     );
     assert!(run.stderr.contains(&warning), "{}", run.stderr);
 }

@@ -329,7 +329,13 @@ pub fn run(
             test: Some(*t),
             settings: exact,
             quiet_backtraces: !failed,
-            rerun: request.as_ref().ok().cloned(),
+            // Only tests every counted run of which left memory behind come here (or every
+            // test, with --stacks-for-all): their runs are what shows the growing stacks, so
+            // they are made in full.
+            rerun: request.as_ref().ok().map(|r| RerunRequest {
+                budgeted: false,
+                ..r.clone()
+            }),
             first: counted[*t].is_none(),
             expected: expected[*t],
         }

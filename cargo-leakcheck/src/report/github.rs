@@ -72,9 +72,13 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
 pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
     let count = |v: Verdict| report.tests.iter().filter(|t| t.verdict == v).count();
     let mut s = String::from("## cargo-leakcheck\n\n");
+    let unsettled = match count(Verdict::Unsettled) {
+        0 => String::new(),
+        n => format!(", {n} unsettled"),
+    };
     let _ = writeln!(
         s,
-        "{} tests: {} clean, {} leak, {} failed, {} crashed, {} timed out, {} not analysed\n",
+        "{} tests: {} clean, {} leak, {} failed, {} crashed, {} timed out, {} not analysed{unsettled}\n",
         report.tests.len(),
         count(Verdict::Clean),
         count(Verdict::Leak),
@@ -109,10 +113,10 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
                 _ => format!("`{}`", f.function),
             })
             .unwrap_or_default();
-        let retained = if t.verdict == Verdict::Leak {
-            human_bytes(t.retained_bytes)
-        } else {
-            String::new()
+        let retained = match (t.verdict, &t.first_run_retained) {
+            (Verdict::Leak, _) => human_bytes(t.retained_bytes),
+            (Verdict::Unsettled, Some(r)) => human_bytes(r.bytes),
+            _ => String::new(),
         };
         let graph = t
             .artifacts
