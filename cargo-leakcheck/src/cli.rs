@@ -90,7 +90,8 @@ pub struct Checking {
 
     /// Run every test that retained memory again as often as it takes, however long its
     /// runs are (by default a test's extra runs may cost half the CPU time of its own run,
-    /// at least 1 s; `full-repetition = true` in leakcheck.toml does this per test).
+    /// at least 1 s, and twice its wall time, at least 10 s; `full-repetition = true` in
+    /// leakcheck.toml does this per test).
     #[arg(long)]
     pub full_repetition: bool,
 

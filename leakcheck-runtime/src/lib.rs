@@ -338,11 +338,7 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_SETTLE_MS").and_then(sys::parse_u64) {
         s.settle_ms = ms;
     }
-    let floor = sys::env(c"LEAKCHECK_RERUN_BUDGET_MS").and_then(sys::parse_u64);
-    let percent = sys::env(c"LEAKCHECK_RERUN_BUDGET_PERCENT").and_then(sys::parse_u64);
-    if let (Some(floor_ms), Some(percent)) = (floor, percent) {
-        s.budget = Some(rerun::Budget { floor_ms, percent });
-    }
+    s.budget = sys::env(c"LEAKCHECK_RERUN_BUDGET").and_then(rerun::Budget::parse);
     // The same stack std gives a spawned thread, as libtest's test thread had.
     if let Some(size) = sys::env(c"RUST_MIN_STACK").and_then(sys::parse_u64) {
         s.stack_size = size as usize;

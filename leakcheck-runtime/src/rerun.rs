@@ -30,12 +30,13 @@
 //! ```text
 //! arena <n>                                   counting mode: the main thread's arena (-1: none)
 //! first <status> <objects> <bytes> <threads>  at exit of the test's run
+//! cost <cpu-ms> <wall-ms>                    what the test's own run cost
 //! run <k> start
 //! run <k> ok <objects> <bytes> <threads> <settled>
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
 //! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
-//! budget <own-ms> <allowed-ms> <run-ms>       the next run would cost more CPU than allowed
+//! budget <cpu|wall> <own-ms> <allowed-ms> <run-ms> <floor-ms>   the next run would cost more than allowed
 //! end <why>                                  why: settled, kept, done, budget, exited-early, …
 //! ```
 //! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
@@ -176,6 +177,10 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         .num(first.bytes)
         .num(threads())
         .write_to(fd);
+    Line::new("cost")
+        .num(cpu_ms() as i64)
+        .num(first_run_ms() as i64)
+        .write_to(fd);
     if status != 0 {
         return end(fd, "test-failed");
     }
@@ -209,28 +214,25 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // threads that never end (started on every run: a leak, which the counts show anyway);
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
-    let first_cpu_ms = cpu_ms();
-    let mut costliest_ms = first_cpu_ms;
+    let mut meter = Meter::start();
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
         if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
             return end(fd, "deadline");
         }
-        let run_started_cpu = cpu_ms();
-        if let Some(budget) = s.budget {
-            let spent = run_started_cpu.saturating_sub(first_cpu_ms);
-            let allowed = budget.allowed_ms(first_cpu_ms);
-            if spent.saturating_add(costliest_ms) > allowed {
-                Line::new("budget")
-                    .num(first_cpu_ms as i64)
-                    .num(allowed as i64)
-                    .num(costliest_ms as i64)
-                    .write_to(fd);
-                if s.counting {
-                    write_left(fd, &left[..i]);
-                }
-                return end(fd, "budget");
+        meter.run_starts();
+        if let Some((what, own, allowed, run, floor)) = s.budget.and_then(|b| meter.over(b)) {
+            Line::new("budget")
+                .word(what)
+                .num(own as i64)
+                .num(allowed as i64)
+                .num(run as i64)
+                .num(floor as i64)
+                .write_to(fd);
+            if s.counting {
+                write_left(fd, &left[..i]);
             }
+            return end(fd, "budget");
         }
         let route = if s.counting {
             match arenas::create() {
@@ -276,7 +278,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         }
         // What the run's threads free or allocate on their way out is still the run's.
         let settled = settle(before, settle_ms);
-        costliest_ms = costliest_ms.max(cpu_ms().saturating_sub(run_started_cpu));
+        meter.run_ended();
         if !settled {
             settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
         }
@@ -315,21 +317,104 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     end(fd, "done")
 }
 
-/// What a test's extra runs may cost, in CPU time of the whole process: `percent` of what
-/// its own run cost, and at least `floor_ms`. A run that would go past it (judged by the
-/// costliest run so far, the test's own included) is not started: a test whose every run
-/// takes seconds of computing cannot run five more times within a plain run's cost. A
-/// run that only waits (sleeps, timeouts) costs little CPU and goes on.
+/// What a test's extra runs may cost, in CPU time of the whole process and in wall time,
+/// each as a share of what its own run cost with a floor. A run that would go past either
+/// (judged by the costliest run so far, the test's own included) is not started: a test
+/// whose every run takes seconds of computing cannot run five more times within a plain
+/// run's cost. Waiting costs little CPU, and a waiting process gives its place to another
+/// test, so the wall-time limit is the looser one: it only stops a test whose runs wait
+/// for long (a timeout of several seconds in every run).
 #[derive(Clone, Copy)]
 pub struct Budget {
+    pub cpu: Limit,
+    pub wall: Limit,
+}
+
+/// One side of the [`Budget`]: `percent` of the test's own run, at least `floor_ms`.
+#[derive(Clone, Copy)]
+pub struct Limit {
     pub floor_ms: u64,
     pub percent: u64,
 }
 
+impl Limit {
+    /// What the extra runs may cost, for a test whose own run cost `own_ms`.
+    fn allowed_ms(self, own_ms: u64) -> u64 {
+        (own_ms.saturating_mul(self.percent) / 100).max(self.floor_ms)
+    }
+}
+
 impl Budget {
-    /// What the extra runs may cost, for a test whose own run cost `first_ms`.
-    fn allowed_ms(self, first_ms: u64) -> u64 {
-        (first_ms.saturating_mul(self.percent) / 100).max(self.floor_ms)
+    /// `cpu_floor:cpu_percent:wall_floor:wall_percent`, milliseconds and percentages.
+    pub fn parse(text: &str) -> Option<Budget> {
+        let mut n = text.split(':').map(sys::parse_u64);
+        let mut next = || n.next().flatten();
+        let budget = Budget {
+            cpu: Limit {
+                floor_ms: next()?,
+                percent: next()?,
+            },
+            wall: Limit {
+                floor_ms: next()?,
+                percent: next()?,
+            },
+        };
+        Some(budget)
+    }
+}
+
+/// What the test's own run and its extra runs have cost: CPU time, wall time (ms).
+struct Meter {
+    own: [u64; 2],
+    costliest: [u64; 2],
+    runs_began: [u64; 2],
+    run_began: [u64; 2],
+}
+
+impl Meter {
+    fn now() -> [u64; 2] {
+        [cpu_ms(), sys::now_ms()]
+    }
+
+    /// At the end of the test's own run.
+    fn start() -> Meter {
+        let now = Meter::now();
+        let own = [now[0], first_run_ms()];
+        Meter {
+            own,
+            costliest: own,
+            runs_began: now,
+            run_began: now,
+        }
+    }
+
+    fn run_starts(&mut self) {
+        self.run_began = Meter::now();
+    }
+
+    fn run_ended(&mut self) {
+        let now = Meter::now();
+        for d in 0..2 {
+            self.costliest[d] = self.costliest[d].max(now[d].saturating_sub(self.run_began[d]));
+        }
+    }
+
+    /// Which side of the budget the next run would go past, if any: its name, what the
+    /// test's own run cost, what the runs may cost, what the costliest run cost, the floor.
+    fn over(&self, budget: Budget) -> Option<(&'static str, u64, u64, u64, u64)> {
+        let sides = [("cpu", budget.cpu), ("wall", budget.wall)];
+        (0..2).find_map(|d| {
+            let (name, limit) = sides[d];
+            let spent = self.run_began[d].saturating_sub(self.runs_began[d]);
+            let allowed = limit.allowed_ms(self.own[d]);
+            (spent.saturating_add(self.costliest[d]) > allowed).then_some((
+                name,
+                self.own[d],
+                allowed,
+                self.costliest[d],
+                limit.floor_ms,
+            ))
+        })
     }
 }
 

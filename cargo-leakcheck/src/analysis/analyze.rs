@@ -903,9 +903,11 @@ mod tests {
             4096,
         )];
         let budget = rerun::Status::OverBudget(crate::execution::protocol::BudgetStop {
+            wall: false,
             own_ms: 3000,
             allowed_ms: 1500,
             run_ms: 3000,
+            floor_ms: 1000,
         });
         assert!(unsettled_without_repetition(
             &report,

@@ -339,6 +339,7 @@ fn metrics_json(
             "exit": r.end.describe(),
             "executable": b.path,
             "dumps": r.preload_dumps.iter().chain(&r.app_dumps).collect::<Vec<_>>(),
+            "own_seconds": r.record.as_ref().and_then(|rec| rec.own_cost).map(|(_, wall)| wall as f64 / 1000.0),
             "extra_runs": r.record.as_ref().map(|rec| serde_json::json!({
                 "made": rec.runs.len(),
                 "end": rec.end,

@@ -96,7 +96,7 @@ fn rerun_request(
     t: &TestCase,
     binary: &TestBinary,
     runs: u32,
-    budgeted: bool,
+    budget: Option<rerun::Budget>,
 ) -> Result<RerunRequest, Status> {
     if runs == 0 {
         return Err(Status::Off);
@@ -122,7 +122,7 @@ fn rerun_request(
         build_id: inspection.build_id.clone(),
         runs,
         app_mallctl: inspection.app_mallctl,
-        budgeted,
+        budget,
     })
 }
 
@@ -219,6 +219,7 @@ pub fn run(
     } = runner::list_all(binaries, config);
     crate::execution::inspect::binaries(binaries, &names, config.known_layout);
     let binaries = &*binaries;
+    let budget = rerun::budget_for(config.history.suite_seconds(config.jobs));
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()
         .map(|t| {
@@ -226,7 +227,7 @@ pub fn run(
                 t,
                 &binaries[t.binary],
                 (config.extra_runs)(&t.name),
-                (config.budgeted)(&t.name),
+                (config.budgeted)(&t.name).then_some(budget),
             )
         })
         .collect();
@@ -333,7 +334,7 @@ pub fn run(
             // test, with --stacks-for-all): their runs are what shows the growing stacks, so
             // they are made in full.
             rerun: request.as_ref().ok().map(|r| RerunRequest {
-                budgeted: false,
+                budget: None,
                 ..r.clone()
             }),
             first: counted[*t].is_none(),

@@ -37,10 +37,10 @@ pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
 pub const RERUN_DEADLINE_ENV: &str = "LEAKCHECK_RERUN_DEADLINE_MS";
 /// How long to wait after a run for its threads to be gone, milliseconds.
 pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
-/// The extra runs' CPU budget: at least this many milliseconds (absent: no budget)…
-pub const RERUN_BUDGET_ENV: &str = "LEAKCHECK_RERUN_BUDGET_MS";
-/// …or this percentage of the CPU time the test's own run took, whichever is more.
-pub const RERUN_BUDGET_PERCENT_ENV: &str = "LEAKCHECK_RERUN_BUDGET_PERCENT";
+/// What the extra runs may cost (absent: no budget), as
+/// `cpu_floor_ms:cpu_percent:wall_floor_ms:wall_percent`: at least the floor, or that
+/// percentage of what the test's own run cost, whichever is more, in CPU and in wall time.
+pub const RERUN_BUDGET_ENV: &str = "LEAKCHECK_RERUN_BUDGET";
 /// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.
 pub const APP_MALLCTL_ENV: &str = "LEAKCHECK_APP_MALLCTL";
 /// Where that jemalloc's dumps between runs go (a prefix, like `prof_prefix`).
@@ -210,17 +210,23 @@ pub struct Record {
     pub end: Option<String>,
     /// The next extra run would have cost more CPU time than the budget allowed.
     pub budget: Option<BudgetStop>,
+    /// What the test's own run cost: CPU and wall milliseconds.
+    pub own_cost: Option<(u64, u64)>,
 }
 
-/// Why the runtime made no more extra runs: CPU milliseconds.
+/// Why the runtime made no more extra runs, in milliseconds of CPU or of wall time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetStop {
+    /// The wall-time side of the budget stopped them (else the CPU side).
+    pub wall: bool,
     /// What the test's own run cost.
     pub own_ms: u64,
     /// What all its extra runs were allowed to cost.
     pub allowed_ms: u64,
     /// What the costliest run so far cost (the estimate for the next).
     pub run_ms: u64,
+    /// The least the runs were allowed, whatever the test's own run cost.
+    pub floor_ms: u64,
 }
 
 impl Record {
@@ -270,12 +276,21 @@ impl Record {
                     }
                 }
                 ["end", why] => r.end = Some((*why).to_string()),
-                ["budget", ..] => {
-                    if let (Some(own), Some(allowed), Some(run)) = (int(1), int(2), int(3)) {
+                ["cost", ..] => {
+                    if let (Some(cpu), Some(wall)) = (int(1), int(2)) {
+                        r.own_cost = Some((cpu.max(0) as u64, wall.max(0) as u64));
+                    }
+                }
+                ["budget", side @ ("cpu" | "wall"), ..] => {
+                    if let (Some(own), Some(allowed), Some(run), Some(floor)) =
+                        (int(2), int(3), int(4), int(5))
+                    {
                         r.budget = Some(BudgetStop {
+                            wall: *side == "wall",
                             own_ms: own.max(0) as u64,
                             allowed_ms: allowed.max(0) as u64,
                             run_ms: run.max(0) as u64,
+                            floor_ms: floor.max(0) as u64,
                         });
                     }
                 }
@@ -299,13 +314,18 @@ mod tests {
 
     #[test]
     fn a_budget_stop_parses() {
-        let r = Record::parse("arena 9\nfirst 0 2 208 1\nbudget 2500 1250 2500\nend budget\n");
+        let r = Record::parse(
+            "arena 9\nfirst 0 2 208 1\ncost 2500 1300\nbudget cpu 2500 1250 2500 1000\nend budget\n",
+        );
+        assert_eq!(r.own_cost, Some((2500, 1300)));
         assert_eq!(
             r.budget,
             Some(BudgetStop {
+                wall: false,
                 own_ms: 2500,
                 allowed_ms: 1250,
-                run_ms: 2500
+                run_ms: 2500,
+                floor_ms: 1000
             })
         );
         assert_eq!(r.end.as_deref(), Some("budget"));

@@ -37,11 +37,69 @@ pub const DEFAULT_EXTRA_RUNS: u32 = 5;
 /// run's threads did not all end in that time, later runs wait 20 ms).
 pub const SETTLE_MS: u64 = 200;
 
-/// The extra runs of a test may cost this share of the CPU time its own run cost…
-pub const BUDGET_PERCENT: u64 = 50;
-/// …or this many milliseconds of CPU, whichever is more, unless the test is to be repeated
-/// in full (`full-repetition`).
-pub const BUDGET_FLOOR_MS: u64 = 1000;
+/// What the counting pass's extra runs of a test may cost, unless it is to be repeated in
+/// full (`full-repetition`): half the CPU time of its own run (at least 1 s, or 5% of the
+/// suite, see [`budget_for`]), and twice its wall time (at least 10 s). The runtime does not
+/// start a run that would go past either.
+pub const BUDGET: Budget = Budget {
+    cpu: Limit {
+        floor_ms: 1000,
+        percent: 50,
+    },
+    wall: Limit {
+        floor_ms: 10_000,
+        percent: 200,
+    },
+};
+
+/// What the extra runs may cost (see [`BUDGET`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// CPU time of the whole process.
+    pub cpu: Limit,
+    /// Wall time.
+    pub wall: Limit,
+}
+
+/// One side of a [`Budget`]: this share of the test's own run, and at least the floor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// Milliseconds.
+    pub floor_ms: u64,
+    /// Percent of what the test's own run cost.
+    pub percent: u64,
+}
+
+/// The budget for a suite a plain run of which takes `suite_seconds` (known from the
+/// previous run): the CPU floor is 5% of the suite, between 0.1 s and 1 s, so a test of a
+/// suite that takes two seconds cannot double it by running again; without a previous run,
+/// 1 s.
+pub fn budget_for(suite_seconds: Option<f64>) -> Budget {
+    let floor_ms = suite_seconds.map_or(BUDGET.cpu.floor_ms, |s| {
+        ((s * 1000.0 * SUITE_SHARE) as u64).clamp(MIN_CPU_FLOOR_MS, BUDGET.cpu.floor_ms)
+    });
+    Budget {
+        cpu: Limit {
+            floor_ms,
+            ..BUDGET.cpu
+        },
+        ..BUDGET
+    }
+}
+
+/// See [`budget_for`].
+const SUITE_SHARE: f64 = 0.05;
+const MIN_CPU_FLOOR_MS: u64 = 100;
+
+impl Budget {
+    /// The runtime's form (see [`crate::execution::protocol::RERUN_BUDGET_ENV`]).
+    pub fn to_env(self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.cpu.floor_ms, self.cpu.percent, self.wall.floor_ms, self.wall.percent
+        )
+    }
+}
 
 /// The counting pass may make this many times the configured extra runs, to let state that
 /// warms up over several runs (a pool whose workers each allocate on their first job) settle.
@@ -129,11 +187,12 @@ impl Status {
             )),
             Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
             Status::OverBudget(b) => Some(format!(
-                "not run again{after}: a run costs {} s of CPU and the extra runs may cost {} s ({}% of the test's own run, at least {} s); `full-repetition = true` for it in leakcheck.toml, or --full-repetition, runs it again as often as it takes",
+                "not run again{after}: a run takes {} s {what} and the extra runs may take {} s ({}% of the test's own run, at least {} s); `full-repetition = true` for it in leakcheck.toml, or --full-repetition, runs it again as often as it takes",
                 secs(b.run_ms),
                 secs(b.allowed_ms),
-                BUDGET_PERCENT,
-                secs(BUDGET_FLOOR_MS),
+                if b.wall { BUDGET.wall.percent } else { BUDGET.cpu.percent },
+                secs(b.floor_ms),
+                what = if b.wall { "of wall time" } else { "of CPU" },
                 after = match made {
                     0 => String::new(),
                     1 => " after 1 extra run".into(),

@@ -382,8 +382,9 @@ pub struct RerunRequest {
     pub runs: u32,
     /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
     pub app_mallctl: Option<u64>,
-    /// Held to the cost budget (see [`crate::execution::rerun::BUDGET_PERCENT`]).
-    pub budgeted: bool,
+    /// The cost budget its extra runs are held to, if any (see
+    /// [`crate::execution::rerun::BUDGET`]).
+    pub budget: Option<crate::execution::rerun::Budget>,
 }
 
 /// The tests of every binary, as far as the filters and the partition select them.
@@ -539,13 +540,8 @@ fn run_one(
             protocol::RERUN_SETTLE_ENV,
             crate::execution::rerun::SETTLE_MS.to_string(),
         ));
-        if r.budgeted {
-            use crate::execution::rerun::{BUDGET_FLOOR_MS, BUDGET_PERCENT};
-            env.push((protocol::RERUN_BUDGET_ENV, BUDGET_FLOOR_MS.to_string()));
-            env.push((
-                protocol::RERUN_BUDGET_PERCENT_ENV,
-                BUDGET_PERCENT.to_string(),
-            ));
+        if let Some(budget) = r.budget {
+            env.push((protocol::RERUN_BUDGET_ENV, budget.to_env()));
         }
         if let Some(m) = r.app_mallctl {
             env.push((protocol::APP_MALLCTL_ENV, format!("{m:x}")));
