@@ -10,8 +10,9 @@
 //! - `execution`: `cargo` builds the executables, `inspect` reads each once (custom
 //!   allocator, criterion, each test's entry point in libtest's table), `passes` runs an
 //!   exact counting pass first and profiles stacks only where needed, `runner` runs every
-//!   test in its own process with the runtime preloaded (`interrupt` stops them all on
-//!   Ctrl-C), and `rerun` holds the rules that tell process-lifetime state from leaks.
+//!   test in its own process with the runtime preloaded (`slots` decides how many run at
+//!   once, `history` which start first, `interrupt` stops them all on Ctrl-C), and `rerun`
+//!   holds the rules that tell process-lifetime state from leaks and the extra runs' budget.
 //! - `analysis`, pure so it can be tested on captured dumps: `profile` parses a dump,
 //!   `diff` subtracts the harness-only baseline, `symbolize` names frames, `classify` tells
 //!   leaks from one-time initialisation and harness memory, `analyze` puts a verdict

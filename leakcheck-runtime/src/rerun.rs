@@ -394,8 +394,8 @@ impl Meter {
 
     fn run_ended(&mut self) {
         let now = Meter::now();
-        for d in 0..2 {
-            self.costliest[d] = self.costliest[d].max(now[d].saturating_sub(self.run_began[d]));
+        for ((costliest, now), began) in self.costliest.iter_mut().zip(now).zip(self.run_began) {
+            *costliest = (*costliest).max(now.saturating_sub(began));
         }
     }
 
