@@ -61,7 +61,7 @@ pub struct Settings {
     pub max_runs: u32,
     /// No extra run may go on past this many milliseconds after the process started.
     pub deadline_ms: u64,
-    /// What the extra runs may cost in CPU time, when limited (see [`Budget`]).
+    /// What the extra runs may cost in CPU and wall time, when limited (see [`Budget`]).
     pub budget: Option<Budget>,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
@@ -694,5 +694,49 @@ fn run_once(entry: usize, s: &Settings, message: &mut Message, route: Option<u32
         Outcome::Passed
     } else {
         Outcome::Failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meter(own: [u64; 2], costliest: [u64; 2], spent: [u64; 2]) -> Meter {
+        Meter {
+            own,
+            costliest,
+            runs_began: [0, 0],
+            run_began: spent,
+        }
+    }
+
+    const BUDGET: &str = "1000:50:10000:200";
+
+    #[test]
+    fn the_budget_is_read_whole_or_not_at_all() {
+        let b = Budget::parse(BUDGET).expect("four numbers");
+        assert_eq!((b.cpu.floor_ms, b.cpu.percent), (1000, 50));
+        assert_eq!((b.wall.floor_ms, b.wall.percent), (10_000, 200));
+        assert!(Budget::parse("1000:50:10000").is_none());
+        assert!(Budget::parse("1000:x:10000:200").is_none());
+    }
+
+    #[test]
+    fn a_run_that_would_go_past_either_side_is_not_started() {
+        let b = Budget::parse(BUDGET).unwrap();
+        // A quick test: its runs fit under the floors many times over.
+        assert!(meter([20, 30], [20, 30], [200, 300]).over(b).is_none());
+        // 3 s of computing a run: half of it is 1.5 s, and one more run is 3 s.
+        assert_eq!(
+            meter([3000, 3000], [3000, 3000], [0, 0]).over(b),
+            Some(("cpu", 3000, 1500, 3000, 1000))
+        );
+        // Waiting 8 s a run: two runs fit in 16 s of wall time, a third does not.
+        let waiting = |spent| meter([10, 8000], [10, 8000], [20, spent]);
+        assert!(waiting(8000).over(b).is_none());
+        assert_eq!(
+            waiting(8001).over(b),
+            Some(("wall", 8000, 16_000, 8000, 10_000))
+        );
     }
 }

@@ -378,6 +378,16 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    #[test]
+    fn the_cpu_floor_is_five_percent_of_the_suite_between_a_tenth_and_one_second() {
+        assert_eq!(budget_for(None), BUDGET);
+        assert_eq!(budget_for(Some(1.8)).cpu.floor_ms, 100, "a 2 s suite");
+        assert_eq!(budget_for(Some(10.0)).cpu.floor_ms, 500);
+        assert_eq!(budget_for(Some(100.0)).cpu.floor_ms, 1000);
+        assert_eq!(budget_for(Some(100.0)).wall, BUDGET.wall);
+        assert_eq!(BUDGET.to_env(), "1000:50:10000:200");
+    }
+
     fn live(objects: i64, bytes: i64) -> ExitCounts {
         ExitCounts { objects, bytes }
     }
