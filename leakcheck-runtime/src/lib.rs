@@ -391,17 +391,18 @@ extern "C" fn leakcheck_init() {
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads
     // the settings while they are written.
     read_rerun_settings(unsafe { rerun::settings_mut() }, prefix);
+    // Child processes the test spawns (compilers, helpers, other binaries) are not what is
+    // being measured: stop the preload from spreading to them.
+    // SAFETY: a NUL-terminated name; no other thread reads the environment yet (the test
+    // binary's own code has not started, and the dump thread below is started after this).
+    unsafe {
+        libc::unsetenv(c"LD_PRELOAD".as_ptr());
+    }
     if let Some(ms) = sys::env(c"LEAKCHECK_DUMP_INTERVAL_MS")
         .and_then(sys::parse_u64)
         .filter(|&ms| ms > 0)
     {
         start_periodic_dumps(ms);
-    }
-    // Child processes the test spawns (compilers, helpers, other binaries) are not what is
-    // being measured: stop the preload from spreading to them.
-    // SAFETY: single-threaded at this point, NUL-terminated name.
-    unsafe {
-        libc::unsetenv(c"LD_PRELOAD".as_ptr());
     }
 }
 

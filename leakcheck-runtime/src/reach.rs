@@ -93,8 +93,11 @@ unsafe fn scan(lo: usize, hi: usize, objs: &mut [Obj], work: &mut [u32], pending
     let word = std::mem::size_of::<usize>();
     let mut at = lo.next_multiple_of(word);
     while at + word <= hi {
-        // SAFETY: an aligned word inside a range the caller guarantees readable. Volatile:
-        // another thread may be writing it, and only its value at some moment matters.
+        // SAFETY: `at` is an aligned word inside a range the caller guarantees readable.
+        // Another thread may be writing it meanwhile, which Rust's memory model leaves
+        // undefined; the volatile load stops the compiler from assuming anything about the
+        // value, and on x86-64 an aligned word load reads one whole value, old or new. The
+        // scan does not stop other threads yet, so this race is real.
         let value = unsafe { std::ptr::read_volatile(at as *const usize) };
         at += word;
         if value < min || value >= max {

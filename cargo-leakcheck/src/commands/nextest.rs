@@ -135,6 +135,11 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     if !archived && session.selected().iter().any(|m| m.uses_tikv_jemallocator) {
         nextest_args.extend(["--features".into(), "tikv-jemallocator/profiling".into()]);
     }
+    // A leak check looks at every test: nextest's default stops at the first failure, and a
+    // leak is one. The user's own choice stands.
+    if !fail_fast_chosen(&args.args) {
+        nextest_args.push("--no-fail-fast".into());
+    }
     nextest_args.extend(args.args.iter().cloned());
     let program = cargo::cargo_program();
     let mut cmd = Command::new(&program);
@@ -213,6 +218,15 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         exit = ExitCode::TestsFailed;
     }
     Ok(exit)
+}
+
+/// Whether nextest's arguments say how to treat failures (`--fail-fast`, `--no-fail-fast`,
+/// `--max-fail N`); what comes after `--` goes to the test binaries, not to nextest.
+fn fail_fast_chosen(args: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        matches!(a.as_str(), "--fail-fast" | "--no-fail-fast" | "--max-fail")
+            || a.starts_with("--max-fail=")
+    })
 }
 
 /// `--flag VALUE` or `--flag=VALUE` among nextest's arguments.
@@ -785,6 +799,22 @@ fn leak_summary(report: &TestReport, root: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nextest_runs_every_test_unless_told_how_to_treat_failures() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(!fail_fast_chosen(&args(&[])));
+        assert!(!fail_fast_chosen(&args(&[
+            "-E",
+            "test(a)",
+            "--",
+            "--fail-fast"
+        ])));
+        assert!(fail_fast_chosen(&args(&["--fail-fast"])));
+        assert!(fail_fast_chosen(&args(&["--no-fail-fast"])));
+        assert!(fail_fast_chosen(&args(&["--max-fail", "3"])));
+        assert!(fail_fast_chosen(&args(&["-p", "x", "--max-fail=3"])));
+    }
 
     #[test]
     fn binary_ids_name_package_kind_and_target() {

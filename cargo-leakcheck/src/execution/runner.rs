@@ -661,22 +661,37 @@ pub fn run_process(
         place.started(pid);
     }
     let registration = crate::execution::interrupt::register(pid, libc::SIGKILL);
+    // Set, under its lock, when the waiter reaps the child: until then the id (a zombie's at
+    // worst) is ours, afterwards it may be another process's. The timeout's kill holds the
+    // lock, so it never signals an id that was reaped meanwhile.
+    let reaped = std::sync::Arc::new(Mutex::new(false));
     let (tx, rx) = mpsc::channel();
+    let reaped_by_waiter = std::sync::Arc::clone(&reaped);
     std::thread::spawn(move || {
         crate::execution::interrupt::wait_ended(pid);
         drop(registration);
-        let _ = tx.send(wait_with_usage(pid));
-        // Dropped only once reaped: the id stays ours until then.
+        let status = {
+            let mut reaped = reaped_by_waiter.lock().unwrap_or_else(|e| e.into_inner());
+            let status = wait_with_usage(pid);
+            *reaped = true;
+            status
+        };
+        let _ = tx.send(status);
         drop(child);
     });
     let waited = match rx.recv_timeout(spec.timeout) {
         Ok(s) => Some(s),
         Err(_) => {
-            // SAFETY: kill(2) on the process group we created for this child; the waiter
-            // thread has not reaped it yet (it is still running), so the id is ours.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
+            let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
+            if !*reaped {
+                // SAFETY: kill(2) on the process group we created for this child, whose
+                // leader is not reaped (checked under the lock the waiter reaps under), so
+                // the group id is still ours.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
             }
+            drop(reaped);
             let _ = rx.recv();
             None
         }

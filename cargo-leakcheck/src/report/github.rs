@@ -1,4 +1,4 @@
-//! GitHub Actions: an `::error` workflow command per failing stack, at the allocating line
+//! GitHub Actions: an `::error` workflow command per allocating line of failing stacks
 //! of the user's code (GitHub shows it on the pull request's diff), and a Markdown job
 //! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
 
@@ -24,11 +24,20 @@ pub fn enabled(flag: Option<&str>) -> bool {
     }
 }
 
-/// The workflow commands: one `::error` per failing stack of a leaking test, at its first
-/// frame in the repository (`repo_root`; paths are relative to it), at most
-/// [`MAX_ANNOTATIONS`], then a `::notice` with how many were left out.
+/// The workflow commands: one `::error` per allocating line in the repository (`repo_root`;
+/// paths are relative to it) that failing stacks of leaking tests start from, naming every
+/// test that leaked there and the total, at most [`MAX_ANNOTATIONS`], then a `::notice` with
+/// how many were left out. One per line, because GitHub shows only ten per step and a line
+/// several tests or stacks leak through is one place to fix.
 pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
-    let mut all = Vec::new();
+    struct Site {
+        file: String,
+        line: u32,
+        tests: Vec<String>,
+        bytes: u64,
+        objects: u64,
+    }
+    let mut sites: Vec<Site> = Vec::new();
     for t in report.tests.iter().filter(|t| t.verdict == Verdict::Leak) {
         for st in t.failing_stacks() {
             let Some(frame) = identifying_frame(&st.frames, repo_root) else {
@@ -40,20 +49,54 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let Ok(relative) = Path::new(file).strip_prefix(repo_root) else {
                 continue;
             };
-            all.push(format!(
-                "::error file={},line={line},title={}::{}",
-                property(&relative.display().to_string()),
-                property(&format!("leak in {}", t.name)),
-                data(&format!(
-                    "{} in {} object(s) allocated here by {} {} and never freed (cargo-leakcheck)",
-                    human_bytes(st.bytes),
-                    st.objects,
-                    t.binary,
-                    t.name
-                ))
-            ));
+            let file = relative.display().to_string();
+            let test = format!("{} {}", t.binary, t.name);
+            let at = sites.iter().position(|s| s.file == file && s.line == line);
+            let site = match at {
+                Some(i) => &mut sites[i],
+                None => {
+                    sites.push(Site {
+                        file,
+                        line,
+                        tests: Vec::new(),
+                        bytes: 0,
+                        objects: 0,
+                    });
+                    sites.last_mut().expect("just pushed")
+                }
+            };
+            site.bytes = site.bytes.saturating_add(st.bytes);
+            site.objects = site.objects.saturating_add(st.objects);
+            if !site.tests.contains(&test) {
+                site.tests.push(test);
+            }
         }
     }
+    let mut all: Vec<String> = sites
+        .iter()
+        .map(|s| {
+            let first = s.tests[0].split_once(' ').map_or("", |(_, name)| name);
+            let title = match s.tests.len() {
+                1 => format!("leak in {first}"),
+                n => format!("leak in {first} and {} more", n - 1),
+            };
+            let by = match s.tests.len() {
+                1 => s.tests[0].clone(),
+                n => format!("{n} tests: {}", s.tests.join(", ")),
+            };
+            format!(
+                "::error file={},line={},title={}::{}",
+                property(&s.file),
+                s.line,
+                property(&title),
+                data(&format!(
+                    "{} in {} object(s) allocated here by {by} and never freed (cargo-leakcheck)",
+                    human_bytes(s.bytes),
+                    s.objects,
+                ))
+            )
+        })
+        .collect();
     let left_out = all.len().saturating_sub(MAX_ANNOTATIONS);
     all.truncate(MAX_ANNOTATIONS);
     if left_out > 0 {
@@ -270,6 +313,24 @@ mod tests {
             .starts_with("::notice title=cargo-leakcheck::3 more leaking allocation site(s)"));
         // A site outside the repository is not annotated.
         assert!(annotations(&report, Path::new("/elsewhere")).is_empty());
+    }
+
+    #[test]
+    fn a_line_several_tests_and_stacks_leak_through_is_annotated_once() {
+        let mut twice = leak("tests::b", 2);
+        twice.stacks[1].frames = twice.stacks[0].frames.clone();
+        let report = Report {
+            tests: vec![leak("tests::a", 1), twice, leak("tests::c", 2)],
+            ..Report::example()
+        };
+        let lines = annotations(&report, Path::new("/repo"));
+        assert_eq!(
+            lines,
+            [
+                "::error file=src/lib.rs,line=10,title=leak in tests%3A%3Aa and 2 more::400 B in 4 object(s) allocated here by 3 tests: p tests::a, p tests::b, p tests::c and never freed (cargo-leakcheck)",
+                "::error file=src/lib.rs,line=11,title=leak in tests%3A%3Ac::100 B in 1 object(s) allocated here by p tests::c and never freed (cargo-leakcheck)",
+            ]
+        );
     }
 
     #[test]
