@@ -275,8 +275,9 @@ pub struct TestArgs {
     pub write_suppressions: Option<PathBuf>,
 
     /// Check only this share of the suite, to split it across machines: `slice:M/N` deals
-    /// the listed tests round-robin, `hash:M/N` by a hash of binary and test name (shard M
-    /// of N, from 1; nextest's kinds). Merge the shards' reports with `cargo leakcheck merge`.
+    /// the listed tests round-robin, `hash:M/N` by a hash of binary and test name,
+    /// `count:M/N` round-robin within each binary (shard M of N, from 1; nextest's kinds).
+    /// Merge the shards' reports with `cargo leakcheck merge`.
     #[arg(long, value_name = "KIND:M/N")]
     pub partition: Option<crate::execution::partition::Partition>,
 

@@ -35,6 +35,31 @@ fn version_names_the_embedded_runtime_and_jemalloc() {
         jemalloc.starts_with("5.") && jemalloc.contains("(tikv-jemalloc-sys 0."),
         "{text}"
     );
+    // The README shows the same output, with the runtime's size and hash (which change
+    // with every build) left as placeholders rather than numbers that go stale.
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .unwrap();
+    assert!(readme.contains(lines[0]), "README shows `{}`", lines[0]);
+    assert!(readme.contains(lines[2]), "README shows `{}`", lines[2]);
+    let shown = lines[1].split(", embedded (").next().unwrap();
+    assert!(
+        readme.contains(&format!(
+            "{shown}, embedded (<size> bytes, fnv <hash of the library>)"
+        )),
+        "README shows the runtime line of `{}` with placeholders",
+        lines[1]
+    );
+}
+
+#[test]
+fn partition_help_names_every_kind_it_accepts() {
+    let out = tool().args(["test", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for kind in ["slice:M/N", "hash:M/N", "count:M/N"] {
+        assert!(text.contains(kind), "--partition help names {kind}:\n{text}");
+    }
 }
 
 #[test]
