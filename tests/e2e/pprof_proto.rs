@@ -50,6 +50,8 @@ pub struct Function {
     pub id: u64,
     #[prost(int64, tag = "2")]
     pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
     #[prost(int64, tag = "4")]
     pub filename: i64,
 }

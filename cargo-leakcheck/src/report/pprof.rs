@@ -137,7 +137,9 @@ pub fn encode(samples: &[Sample], binary: &str, comment: &str) -> Vec<u8> {
                     let mut m = Message::default();
                     m.uint(1, id);
                     m.uint(2, strings.id(&frame.function));
-                    m.uint(3, strings.id(&frame.function));
+                    // No system_name: the name is demangled already, and pprof demangles
+                    // (and strips `<…>` from) every name equal to its system_name, which
+                    // turns `alloc::slice::<impl [T]>::to_vec` into `alloc::slice::::to_vec`.
                     m.uint(4, strings.id(&file));
                     function_msgs.push(m);
                     functions.insert(key, id);
@@ -305,6 +307,43 @@ mod tests {
         // The test's own frame is one location for both samples.
         assert_eq!(p.sample[0].location_id[1], p.sample[1].location_id[1]);
         assert_eq!(p.function.len(), 3);
+    }
+
+    #[test]
+    fn pprof_keeps_generic_names_whole() {
+        let frames = [
+            frame("alloc::slice::<impl [T]>::to_vec", 10, false),
+            frame("<alloc::string::String as core::convert::From<&str>>::from", 20, false),
+        ];
+        let samples = [Sample {
+            frames: &frames,
+            objects: 1,
+            bytes: 8,
+        }];
+        let bytes = encode(&samples, "p", "leaked");
+        let p = <decoded::Profile as prost::Message>::decode(bytes.as_slice()).unwrap();
+        for f in &p.function {
+            let (name, system) = (
+                &p.string_table[f.name as usize],
+                &p.string_table[f.system_name as usize],
+            );
+            // pprof (internal/symbolizer, Demangle) leaves a function alone when its name is
+            // set and differs from its system name; otherwise it demangles the system name
+            // and, failing that, strips `(…)` and `<…>` from anything that looks like C++.
+            assert!(!name.is_empty() && system != name, "{name:?} / {system:?}");
+        }
+        let names: Vec<&str> = p
+            .function
+            .iter()
+            .map(|f| p.string_table[f.name as usize].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "alloc::slice::<impl [T]>::to_vec",
+                "<alloc::string::String as core::convert::From<&str>>::from"
+            ]
+        );
     }
 
     /// The parts of google/pprof's profile.proto the tests read, for prost (shared with
