@@ -507,7 +507,23 @@ impl TestReport {
     }
 }
 
+/// A test binary's id as nextest writes it (and so its JUnit `classname`): `package` for the
+/// library's unit tests, `package::target` for an integration test, `package::kind/target`
+/// for a binary's or a bench's.
+pub fn binary_id(package: &str, kind: TargetKind, target: &str) -> String {
+    match kind {
+        TargetKind::Lib => package.to_string(),
+        TargetKind::Test => format!("{package}::{target}"),
+        other => format!("{package}::{other}/{target}"),
+    }
+}
+
 impl TestReport {
+    /// Its binary's id, as nextest writes it (see [`binary_id`]).
+    pub fn binary_id(&self) -> String {
+        binary_id(&self.package, self.kind, &self.binary)
+    }
+
     /// The stacks that make this test fail.
     pub fn failing_stacks(&self) -> impl Iterator<Item = &StackReport> {
         self.stacks.iter().filter(|s| s.fails)

@@ -58,7 +58,10 @@ fn partition_help_names_every_kind_it_accepts() {
     let out = tool().args(["test", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     for kind in ["slice:M/N", "hash:M/N", "count:M/N"] {
-        assert!(text.contains(kind), "--partition help names {kind}:\n{text}");
+        assert!(
+            text.contains(kind),
+            "--partition help names {kind}:\n{text}"
+        );
     }
 }
 

@@ -177,13 +177,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         let skipped: Vec<junit::Skipped> = results
             .ignored
             .iter()
-            .map(|(b, name)| {
-                (
-                    binaries[*b].package.clone(),
-                    binaries[*b].target.clone(),
-                    name.clone(),
-                )
-            })
+            .map(|(b, name)| (binaries[*b].id(), name.clone()))
             .collect();
         let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
         write_file(&path, &xml)?;

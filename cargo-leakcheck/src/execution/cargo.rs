@@ -325,11 +325,7 @@ impl TestBinary {
     /// A stable, unique id: `package` for unit tests of the lib, `package::target` for
     /// integration tests, `package::bin/target` for unit tests of a binary.
     pub fn id(&self) -> String {
-        match self.kind {
-            ModelKind::Lib => self.package.clone(),
-            ModelKind::Test => format!("{}::{}", self.package, self.target),
-            other => format!("{}::{}/{}", self.package, other, self.target),
-        }
+        crate::model::binary_id(&self.package, self.kind, &self.target)
     }
 }
 

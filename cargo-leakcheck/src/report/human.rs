@@ -20,7 +20,7 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 
 /// A frame as `function (file:line)`, with paths shown relative to the workspace, and the
 /// standard library's `/rustc/<commit>/library/` prefix dropped.
-fn frame_text(f: &FrameReport, root: &Path) -> String {
+pub(crate) fn frame_text(f: &FrameReport, root: &Path) -> String {
     match (&f.file, f.line) {
         (Some(file), Some(line)) => format!("{} ({}:{line})", f.function, short_path(file, root)),
         _ => f.function.clone(),
@@ -35,6 +35,19 @@ fn short_path(file: &str, root: &Path) -> String {
     }
     let p = Path::new(file);
     p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+/// A frame of what runs a test rather than of the test: libtest, the `FnOnce` shim that
+/// calls the closure libtest stores, std's panic catching and thread start.
+pub(crate) fn is_harness_frame(f: &FrameReport) -> bool {
+    const HARNESS: [&str; 5] = [
+        "test::",
+        "core::ops::function::FnOnce::call_once",
+        "<fn() -> core::result::Result<(), alloc::string::String> as core::ops::function::FnOnce<()>>",
+        "std::panicking::",
+        "std::sys::backtrace::__rust_begin_short_backtrace",
+    ];
+    HARNESS.iter().any(|h| f.function.starts_with(h))
 }
 
 /// Frames worth showing: from the first frame whose source is in the workspace onwards,

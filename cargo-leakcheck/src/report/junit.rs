@@ -1,5 +1,6 @@
-//! JUnit XML, in the shape nextest and Jenkins write: one `<testsuite>` per test binary
-//! (`package::binary`), one `<testcase>` per test. A leak is a `<failure type="leak">` whose
+//! JUnit XML, in the shape nextest and Jenkins write: one `<testsuite>` per test binary,
+//! named and classed by nextest's binary id (`package`, `package::test`, `package::bin/name`,
+//! so a CI's test history does not change with the runner), one `<testcase>` per test. A leak is a `<failure type="leak">` whose
 //! message is the retained size and whose text holds the failing stacks and the flame
 //! graph; a failed test is a `<failure>`, a crashed or timed-out one an `<error>`, a test the
 //! tool could not analyse an `<error>`, an ignored one `<skipped/>`.
@@ -10,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
-/// A test that was listed but not run (`#[ignore]`d): package, binary, name.
-pub type Skipped = (String, String, String);
+/// A test that was listed but not run (`#[ignore]`d): its binary's id, its name.
+pub type Skipped = (String, String);
 
 /// How long each test's process ran, seconds, by (package, binary, name).
 pub type Durations = HashMap<(String, String, String), f64>;
@@ -29,16 +30,16 @@ pub fn render(
         Judged(&'a TestReport),
         Skipped(&'a str),
     }
-    let mut suites: BTreeMap<(String, String), Vec<Case>> = BTreeMap::new();
+    let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     for t in &report.tests {
         suites
-            .entry((t.package.clone(), t.binary.clone()))
+            .entry(t.binary_id())
             .or_default()
             .push(Case::Judged(t));
     }
-    for (package, binary, name) in skipped {
+    for (id, name) in skipped {
         suites
-            .entry((package.clone(), binary.clone()))
+            .entry(id.clone())
             .or_default()
             .push(Case::Skipped(name));
     }
@@ -73,8 +74,7 @@ pub fn render(
         skipped.len(),
         total_time
     );
-    for ((package, binary), cases) in &suites {
-        let suite = format!("{package}::{binary}");
+    for (suite, cases) in &suites {
         let time: f64 = cases
             .iter()
             .map(|c| match c {
@@ -85,7 +85,7 @@ pub fn render(
         let _ = writeln!(
             x,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{time:.3}\">",
-            escape(&suite),
+            escape(suite),
             cases.len(),
             count(cases, &is_failure),
             count(cases, &is_error),
@@ -98,7 +98,7 @@ pub fn render(
                         x,
                         "    <testcase name=\"{}\" classname=\"{}\" time=\"0.000\">\n      <skipped message=\"ignored\"/>\n    </testcase>",
                         escape(name),
-                        escape(&suite)
+                        escape(suite)
                     );
                 }
                 Case::Judged(t) => {
@@ -106,7 +106,7 @@ pub fn render(
                         x,
                         "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\"",
                         escape(&t.name),
-                        escape(&suite),
+                        escape(suite),
                         time_of(t)
                     );
                     match outcome(t, out_dir, root) {
@@ -162,20 +162,20 @@ fn outcome(
                 let first = crate::analysis::suppressions::identifying_frame(&st.frames, root)
                     .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
                     .unwrap_or(0);
-                for f in st.frames.iter().skip(first).take(6) {
-                    let at = match (&f.file, f.line) {
-                        (Some(file), Some(line)) => {
-                            let file = Path::new(file);
-                            let shown = file.strip_prefix(root).unwrap_or(file);
-                            format!(" ({}:{line})", shown.display())
-                        }
-                        _ => String::new(),
-                    };
-                    let _ = writeln!(text, "    {}{at}", f.function);
+                // Down to the test's own frames: what calls the test (libtest, the closure
+                // it stores) says nothing about the leak, as in the terminal.
+                let own = st.frames[first..]
+                    .iter()
+                    .take_while(|f| !crate::report::human::is_harness_frame(f))
+                    .take(6);
+                for f in own {
+                    let _ = writeln!(text, "    {}", crate::report::human::frame_text(f, root));
                 }
             }
             if let Some(svg) = &t.artifacts.flamegraph {
-                let _ = writeln!(text, "flame graph: {}", out_dir.join(svg).display());
+                let shown = out_dir.join(svg);
+                let shown = shown.strip_prefix(root).unwrap_or(&shown);
+                let _ = writeln!(text, "flame graph: {}", shown.display());
             }
             Some(("failure", "leak", message, text))
         }
@@ -241,12 +241,36 @@ mod tests {
             ..TestReport::example()
         };
         let mut stack = StackReport::example(StackKind::Leak, 8192);
-        stack.frames = vec![FrameReport {
-            function: "p::tests::leaks".into(),
-            file: Some("/ws/src/lib.rs".into()),
-            line: Some(39),
+        let frame = |function: &str, file: &str, line| FrameReport {
+            function: function.into(),
+            file: Some(file.into()),
+            line: Some(line),
             inlined: false,
-        }];
+        };
+        stack.frames = vec![
+            frame(
+                "alloc::vec::from_elem",
+                "/rustc/0123abcd/library/alloc/src/vec/mod.rs",
+                3,
+            ),
+            frame("p::tests::leaks", "/ws/src/lib.rs", 39),
+            frame(
+                "p::helper",
+                "/rustc/0123abcd/library/alloc/src/vec/mod.rs",
+                7,
+            ),
+            frame("p::tests::leaks::{{closure}}", "/ws/src/lib.rs", 38),
+            frame(
+                "core::ops::function::FnOnce::call_once",
+                "/rustc/0123abcd/library/core/src/ops/function.rs",
+                250,
+            ),
+            frame(
+                "test::run_test",
+                "/rustc/0123abcd/library/test/src/lib.rs",
+                600,
+            ),
+        ];
         leak.stacks = vec![stack];
         leak.artifacts.flamegraph = Some("p-lib-p/tests.leaks.svg".into());
         let failed = TestReport {
@@ -264,25 +288,37 @@ mod tests {
         };
         let clean = TestReport::example();
         let report = Report {
-            tests: vec![clean, crashed, failed, leak],
+            tests: vec![clean, crashed, failed, leak.clone()],
             ..Report::example()
         };
         let durations: Durations = [(("p".into(), "p".into(), "tests::t".into()), 0.25)].into();
-        let skipped = vec![("p".to_string(), "p".to_string(), "tests::slow".to_string())];
+        let skipped = vec![("p".to_string(), "tests::slow".to_string())];
+        let mut it = TestReport {
+            name: "it_leaks".into(),
+            kind: crate::model::TargetKind::Test,
+            binary: "integration".into(),
+            verdict: Verdict::Leak,
+            ..leak.clone()
+        };
+        it.artifacts.flamegraph = None;
+        let report = Report {
+            tests: report.tests.into_iter().chain([it]).collect(),
+            ..Report::example()
+        };
         let xml = render(
             &report,
             &durations,
             &skipped,
-            Path::new("target/leakcheck"),
+            Path::new("/ws/target/leakcheck"),
             Path::new("/ws"),
         );
-        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cargo-leakcheck\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
-        assert!(xml.contains("<testsuite name=\"p::p\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
+        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cargo-leakcheck\" tests=\"6\" failures=\"3\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
+        assert!(xml.contains("<testsuite name=\"p\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
         assert!(
-            xml.contains("<testcase name=\"tests::t\" classname=\"p::p\" time=\"0.250\"/>"),
+            xml.contains("<testcase name=\"tests::t\" classname=\"p\" time=\"0.250\"/>"),
             "{xml}"
         );
-        assert!(xml.contains("<testcase name=\"tests::leaks&lt;T&gt;\" classname=\"p::p\" time=\"0.000\">\n      <failure type=\"leak\" message=\"leaked 8.0 KiB in 1 object(s): 1 stack(s) over the threshold of 0 B\">8.0 KiB in 1 object(s), allocated at:\n    p::tests::leaks (src/lib.rs:39)\nflame graph: target/leakcheck/p-lib-p/tests.leaks.svg\n</failure>"), "{xml}");
+        assert!(xml.contains("<testcase name=\"tests::leaks&lt;T&gt;\" classname=\"p\" time=\"0.000\">\n      <failure type=\"leak\" message=\"leaked 8.0 KiB in 1 object(s): 1 stack(s) over the threshold of 0 B\">8.0 KiB in 1 object(s), allocated at:\n    p::tests::leaks (src/lib.rs:39)\n    p::helper (alloc/src/vec/mod.rs:7)\n    p::tests::leaks::{{closure}} (src/lib.rs:38)\nflame graph: target/leakcheck/p-lib-p/tests.leaks.svg\n</failure>"), "{xml}");
         assert!(xml.contains("<failure type=\"failed\" message=\"test failed: exit code 101\">assertion failed: \u{fffd}[31mred\u{fffd}[0m &amp; &lt;b&gt;</failure>"), "{xml}");
         assert!(
             xml.contains(
@@ -290,7 +326,12 @@ mod tests {
             ),
             "{xml}"
         );
-        assert!(xml.contains("<testcase name=\"tests::slow\" classname=\"p::p\" time=\"0.000\">\n      <skipped message=\"ignored\"/>"), "{xml}");
+        assert!(xml.contains("<testcase name=\"tests::slow\" classname=\"p\" time=\"0.000\">\n      <skipped message=\"ignored\"/>"), "{xml}");
+        // An integration test's suite and class are `package::target`, as nextest names it.
+        assert!(
+            xml.contains("<testcase name=\"it_leaks\" classname=\"p::integration\""),
+            "{xml}"
+        );
         assert!(xml.ends_with("  </testsuite>\n</testsuites>\n"));
     }
 }

@@ -313,7 +313,11 @@ mod tests {
     fn pprof_keeps_generic_names_whole() {
         let frames = [
             frame("alloc::slice::<impl [T]>::to_vec", 10, false),
-            frame("<alloc::string::String as core::convert::From<&str>>::from", 20, false),
+            frame(
+                "<alloc::string::String as core::convert::From<&str>>::from",
+                20,
+                false,
+            ),
         ];
         let samples = [Sample {
             frames: &frames,
