@@ -189,7 +189,10 @@ fn judge_count(
         .is_some_and(|r| counts.is_some_and(|first| rerun::settled(first, &r.runs, &r.left)));
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
-        Some(_) if matches!(outcome.status, Status::OverBudget(_)) => Counted::Unsettled(outcome),
+        // With `one-time-fails`, what it kept fails it whatever it is: its stacks must show.
+        Some(_) if !lifetime_fails && matches!(outcome.status, Status::OverBudget(_)) => {
+            Counted::Unsettled(outcome)
+        }
         // Every extra run left something behind: the stacks say what grows.
         _ if outcome.usable() => Counted::Stacks {
             rerun: true,
@@ -473,6 +476,36 @@ mod tests {
         );
         assert!(!needs_stacks(&result(ProcessEnd::Signaled(11), None)));
         assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
+    }
+
+    #[test]
+    fn a_test_over_the_budget_is_unsettled_unless_what_it_keeps_fails_it() {
+        let over = || {
+            let mut r = result(ProcessEnd::Exited(0), Some((3, 96)));
+            r.record = Some(Record::parse(
+                "arena 3\nfirst 0 3 96 1\ncost 3000 3000\nbudget cpu 3000 1500 3000 1000\nend budget\n",
+            ));
+            r
+        };
+        let test = TestCase {
+            binary: 0,
+            name: "tests::slow".into(),
+            ignored: false,
+        };
+        let is_over_budget = |o: &rerun::Outcome| matches!(o.status, Status::OverBudget(_));
+        match judge_count(&mut over(), &test, None, false) {
+            Counted::Unsettled(o) => assert!(is_over_budget(&o)),
+            _ => panic!("unsettled, without the stacks pass"),
+        }
+        match judge_count(&mut over(), &test, None, true) {
+            Counted::Stacks { rerun, outcome } => {
+                assert!(
+                    !rerun && is_over_budget(&outcome),
+                    "its stacks, no more runs"
+                )
+            }
+            _ => panic!("one-time-fails: its stacks are taken"),
+        }
     }
 
     #[test]
