@@ -66,15 +66,7 @@ pub fn exact_from_now() {
 pub fn flush_own_cache() {
     // SAFETY: "thread.tcache.flush" takes and returns nothing (jemalloc manual, MALLCTL
     // NAMESPACE); it fails harmlessly when the thread has no cache.
-    unsafe {
-        je::mallctl(
-            c"thread.tcache.flush".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        );
-    }
+    unsafe { crate::mallctl_do(c"thread.tcache.flush") };
 }
 
 /// Sends every allocation from now on to `arena`, with no thread cache; None: back to the

@@ -286,6 +286,25 @@ pub(crate) unsafe fn mallctl_write<T>(name: &std::ffi::CStr, mut value: T) -> bo
     }
 }
 
+/// Calls this runtime's jemalloc control `name` with no value in or out; false when jemalloc
+/// refuses.
+///
+/// # Safety
+/// `name` must be a control that takes and returns nothing (jemalloc manual, MALLCTL
+/// NAMESPACE), or whose new value is optional.
+pub(crate) unsafe fn mallctl_do(name: &std::ffi::CStr) -> bool {
+    // SAFETY: no buffers are passed; the caller vouches for the control.
+    unsafe {
+        je::mallctl(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        ) == 0
+    }
+}
+
 fn set_errno(value: c_int) {
     // SAFETY: glibc's __errno_location always returns this thread's errno slot.
     unsafe { *libc::__errno_location() = value }
@@ -302,15 +321,7 @@ fn start_periodic_dumps(ms: u64) {
             std::thread::sleep(std::time::Duration::from_millis(ms));
             // SAFETY: "prof.dump" with no new value dumps under the default name (jemalloc
             // manual, MALLCTL NAMESPACE).
-            unsafe {
-                je::mallctl(
-                    c"prof.dump".as_ptr(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    0,
-                );
-            }
+            unsafe { mallctl_do(c"prof.dump") };
         });
     // Without the thread there are only the start and exit dumps; nothing else to do.
     drop(spawned);
