@@ -10,7 +10,8 @@ use std::path::PathBuf;
 pub enum ExitCode {
     /// Every test passed and no stack exceeded its threshold.
     Success = 0,
-    /// Could not run: bad arguments, not a cargo project, build failure, runtime unavailable.
+    /// Could not run because of what it was given: bad arguments, not a cargo project, an
+    /// unknown package or test target, an invalid configuration, reports that are not one run.
     CouldNotRun = 2,
     /// At least one test leaked beyond its threshold (and no test failed).
     LeaksFound = 3,
@@ -19,6 +20,11 @@ pub enum ExitCode {
     /// Nothing leaked and nothing failed, but some test could not be analysed (corrupt dump,
     /// custom global allocator): the run proves nothing about those tests.
     Incomplete = 5,
+    /// The code under test did not build (cargo's or nextest's diagnostics say why).
+    BuildFailed = 6,
+    /// The tool's own environment failed it: the runtime could not be built, found or
+    /// written, a file or process operation failed, cargo-nextest is missing or refused.
+    Environment = 7,
 }
 
 /// A reason cargo-leakcheck could not do its job.
@@ -69,7 +75,12 @@ pub enum Error {
         command: String,
         /// Its exit status.
         status: String,
+        /// Its exit code, which says why (nextest documents them).
+        code: Option<i32>,
     },
+    /// A program the command needs is not installed.
+    #[error("{0}")]
+    MissingTool(String),
     /// The configuration file is unreadable or invalid (the message names file, key, line).
     #[error(transparent)]
     Config(#[from] crate::config::LoadError),
@@ -119,8 +130,72 @@ impl Error {
         }
     }
 
-    /// The exit code this error ends the process with.
+    /// The exit code this error ends the process with: what the user can fix in their input
+    /// (2), in their code (6), or on their machine (7) are told apart, so a CI script can
+    /// retry the last kind and not the others.
     pub fn exit_code(&self) -> ExitCode {
-        ExitCode::CouldNotRun
+        match self {
+            Error::Usage(_)
+            | Error::Metadata { .. }
+            | Error::UnknownPackage { .. }
+            | Error::UnknownTestTarget { .. }
+            | Error::Merge(_)
+            | Error::Config(_) => ExitCode::CouldNotRun,
+            Error::Build { .. } => ExitCode::BuildFailed,
+            // nextest's own codes: 101 a build failure, 96 a setup error (its configuration),
+            // 2 arguments its parser refused.
+            Error::Nextest { code, .. } => match code {
+                Some(101) => ExitCode::BuildFailed,
+                Some(2 | 96) => ExitCode::CouldNotRun,
+                _ => ExitCode::Environment,
+            },
+            Error::MissingTool(_) | Error::Runtime(_) | Error::Io { .. } => ExitCode::Environment,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_code_and_machine_failures_have_codes_of_their_own() {
+        let usage = Error::Usage("bad".into());
+        let config = Error::Config(crate::config::LoadError::Read(
+            "leakcheck.toml".into(),
+            std::io::ErrorKind::PermissionDenied.into(),
+        ));
+        let build = Error::Build {
+            command: "cargo test --no-run".into(),
+            status: "exit status: 101".into(),
+        };
+        let nextest = |code| Error::Nextest {
+            command: "cargo nextest run".into(),
+            status: format!("exit status: {code}"),
+            code: Some(code),
+        };
+        let missing = Error::MissingTool("cargo-nextest is not installed".into());
+        let io = Error::io("write report.json", std::io::ErrorKind::StorageFull.into());
+        assert_eq!(usage.exit_code(), ExitCode::CouldNotRun);
+        assert_eq!(config.exit_code(), ExitCode::CouldNotRun);
+        assert_eq!(build.exit_code(), ExitCode::BuildFailed);
+        assert_eq!(nextest(101).exit_code(), ExitCode::BuildFailed);
+        assert_eq!(nextest(2).exit_code(), ExitCode::CouldNotRun);
+        assert_eq!(nextest(104).exit_code(), ExitCode::Environment);
+        assert_eq!(missing.exit_code(), ExitCode::Environment);
+        assert_eq!(io.exit_code(), ExitCode::Environment);
+        let codes = [
+            ExitCode::Success,
+            ExitCode::CouldNotRun,
+            ExitCode::LeaksFound,
+            ExitCode::TestsFailed,
+            ExitCode::Incomplete,
+            ExitCode::BuildFailed,
+            ExitCode::Environment,
+        ];
+        let mut numbers: Vec<i32> = codes.iter().map(|c| *c as i32).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), codes.len(), "every code is distinct");
     }
 }

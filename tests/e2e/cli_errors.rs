@@ -1,8 +1,13 @@
-//! Bad input: each gets a message naming what failed and the "could not run" exit code (2).
+//! Bad input: each gets a message naming what failed and the "could not run" exit code (2);
+//! a build failure (6) and a broken environment (7) have codes of their own.
 
 use crate::harness::{copy_fixture, run_fixture, scratch, tool};
 
 const COULD_NOT_RUN: i32 = 2;
+/// The code under test does not build.
+const BUILD_FAILED: i32 = 6;
+/// The tool's environment failed it (here: the runtime it was pointed at).
+const ENVIRONMENT: i32 = 7;
 
 fn run(args: &[&str]) -> (i32, String) {
     let out = tool().args(args).output().unwrap();
@@ -234,7 +239,7 @@ fn bad_extra_runs_are_named() {
 #[test]
 fn build_errors_show_cargo_diagnostics() {
     let run = run_fixture("tests/fixtures/broken-build", &[]);
-    assert_eq!(run.code, COULD_NOT_RUN, "{}", run.stderr);
+    assert_eq!(run.code, BUILD_FAILED, "{}", run.stderr);
     assert!(
         run.stderr.contains("error[E0308]"),
         "cargo's diagnostic is shown: {}",
@@ -257,7 +262,7 @@ fn unavailable_runtime_is_named() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(COULD_NOT_RUN), "{err}");
+    assert_eq!(out.status.code(), Some(ENVIRONMENT), "{err}");
     assert!(
         err.contains("the profiling runtime is unavailable")
             && err.contains("/nonexistent/libleakcheck_runtime.so"),

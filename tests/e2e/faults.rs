@@ -382,7 +382,7 @@ fn an_unwritable_runtime_cache_stops_the_run_naming_it() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "could not write the runtime to `{}/runtime-",

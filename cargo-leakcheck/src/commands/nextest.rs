@@ -183,6 +183,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         return Err(Error::Nextest {
             command: command_text,
             status: status.to_string(),
+            code,
         });
     }
     if !matches!(code, Some(0 | 4 | 100)) && crate::execution::interrupt::requested().is_none() {
@@ -256,7 +257,7 @@ fn check_nextest_installed() -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Usage(
+        Err(Error::MissingTool(
             "cargo-nextest is not installed (`cargo nextest --version` failed); install it with `cargo install cargo-nextest --locked`".into(),
         ))
     }
