@@ -313,6 +313,26 @@ fn pprof_profiles_decode_and_add_up_to_the_report() {
             let objects: i64 = p.sample.iter().map(|s| s.value[0]).sum();
             assert_eq!(objects as u64, t["retained_objects"].as_u64().unwrap());
         }
+        // Every line of the profile is a frame of the report, name, file and line alike (a
+        // frame the report has no file for has line 0, which pprof shows as the bare name),
+        // and no function has a system_name for pprof to demangle again.
+        let frames: std::collections::HashSet<(String, String, i64)> = stacks
+            .iter()
+            .flat_map(|s| s["frames"].as_array().unwrap())
+            .map(|f| {
+                (
+                    f["function"].as_str().unwrap().to_string(),
+                    f["file"].as_str().unwrap_or("").to_string(),
+                    f["line"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect();
+        for l in p.location.iter().flat_map(|l| &l.line) {
+            let f = p.function.iter().find(|f| f.id == l.function_id).unwrap();
+            assert_eq!(f.system_name, 0, "{}: {}", t["name"], name(f.name));
+            let seen = (name(f.name), name(f.filename), l.line);
+            assert!(frames.contains(&seen), "{}: {seen:?} is a report frame", t["name"]);
+        }
         // The leak site is among the profile's lines.
         let row = EXPECTED
             .iter()
