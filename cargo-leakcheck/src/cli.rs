@@ -26,7 +26,7 @@ pub enum CargoCli {
     display_name = "cargo-leakcheck",
     version,
     long_version = crate::execution::runtime::LONG_VERSION,
-    after_long_help = "EXIT CODES:\n  0  every test passed and nothing leaked beyond its threshold\n  2  could not run (bad arguments, not a cargo project, build failure, runtime unavailable)\n  3  leaks found\n  4  a test failed, crashed or timed out (takes precedence over 3)\n  5  nothing leaked or failed, but some test could not be analysed\n\nArtifacts go to <target-dir>/leakcheck/: report.json, and for every leaking test an SVG\nflame graph and the folded stacks it was drawn from."
+    after_long_help = "EXIT CODES:\n  0  every test passed and nothing leaked beyond its threshold\n  2  could not run: bad arguments, not a cargo project, an invalid leakcheck.toml\n  3  leaks found\n  4  a test failed, crashed or timed out (takes precedence over 3)\n  5  nothing leaked or failed, but some test could not be analysed or never ran\n  6  the code under test did not build\n  7  the machine failed the tool (runtime, files, missing cargo-nextest)\n\nArtifacts go to <target-dir>/leakcheck/: report.json, and for every leaking test an SVG\nflame graph and the folded stacks it was drawn from."
 )]
 pub struct Cli {
     /// What to do.

@@ -33,12 +33,41 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub unlisted: Vec<String>,
+    /// Tests the filters selected that never ran to a verdict (a runner that stopped early,
+    /// an interruption): how many, which, and why. The run proves nothing about them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub not_run: Option<NotRun>,
     /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub benches: Vec<BenchReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
+}
+
+/// Selected tests that were never judged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotRun {
+    /// How many.
+    pub count: usize,
+    /// Why they did not run, e.g. "nextest stopped at the first failure (fail-fast)".
+    pub why: String,
+    /// Which: `<binary id> <test name>`, sorted.
+    pub tests: Vec<String>,
+}
+
+impl NotRun {
+    /// `tests` (binary id, name) not run for `why`; `None` when there are none.
+    pub fn of(mut tests: Vec<String>, why: impl Into<String>) -> Option<NotRun> {
+        tests.sort();
+        tests.dedup();
+        (!tests.is_empty()).then(|| NotRun {
+            count: tests.len(),
+            why: why.into(),
+            tests,
+        })
+    }
 }
 
 impl Report {
@@ -53,7 +82,8 @@ impl Report {
 
     /// The documented exit code for a finished run, from its tests and benches. A test
     /// binary that could not even list its tests ran none of them: as under `cargo test`,
-    /// that fails the run.
+    /// that fails the run. Selected tests that never ran leave it incomplete, unless
+    /// something worse was found.
     pub fn exit_code(&self) -> ExitCode {
         let any = |vs: &[Verdict]| {
             let mut verdicts = (self.tests.iter().map(|t| t.verdict))
@@ -65,7 +95,7 @@ impl Report {
             ExitCode::TestsFailed
         } else if any(&[Verdict::Leak]) {
             ExitCode::LeaksFound
-        } else if any(&[Verdict::Error, Verdict::Unanalysable]) {
+        } else if any(&[Verdict::Error, Verdict::Unanalysable]) || self.not_run.is_some() {
             ExitCode::Incomplete
         } else {
             ExitCode::Success
@@ -470,6 +500,7 @@ impl Report {
             partition: None,
             other_shards: 0,
             unlisted: Vec::new(),
+            not_run: None,
             benches: Vec::new(),
             notes: Vec::new(),
         }
@@ -630,5 +661,18 @@ mod tests {
             ..with(Verdict::Leak)
         };
         assert_eq!(unlisted.exit_code(), ExitCode::TestsFailed);
+        // Tests that never ran leave a clean run incomplete; a leak still says leak.
+        let not_run = || NotRun::of(vec!["p t2".into()], "stopped early");
+        let clean_rest = Report {
+            not_run: not_run(),
+            ..with(Verdict::Clean)
+        };
+        assert_eq!(clean_rest.exit_code(), ExitCode::Incomplete);
+        let leak_rest = Report {
+            not_run: not_run(),
+            ..with(Verdict::Leak)
+        };
+        assert_eq!(leak_rest.exit_code(), ExitCode::LeaksFound);
+        assert_eq!(NotRun::of(Vec::new(), "nothing"), None);
     }
 }

@@ -60,6 +60,12 @@ fn check(fixture: &str, own: &[&str], nextest: &[&str], code: i32) -> Run {
         }
     }
     assert_eq!(run.code, code, "{fixture}: exit code\n{}", run.stderr);
+    // nextest's own listing of the selection agrees with what was judged.
+    assert!(
+        run.report()["not_run"].is_null(),
+        "{fixture}: {}",
+        run.report()["not_run"]
+    );
     for t in run.report()["tests"].as_array().unwrap() {
         if t["verdict"] == "leak" {
             let svg = t["artifacts"]["flamegraph"]
@@ -300,4 +306,116 @@ fn nextest_failing_before_any_test_is_exit_2() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("before any test ran"), "{stderr}");
+}
+
+/// With nextest's `--fail-fast` (the user's choice), the first leak stops the run: the tests
+/// never started are counted, named and explained in report.json and the summary.
+#[test]
+fn tests_nextest_never_started_are_counted_and_named() {
+    let run = run_nextest(
+        "tests/fixtures/leaky",
+        &["--lib", "--fail-fast", "-j", "1"],
+        "tests_fixtures_leaky--nextest-fail-fast",
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let lib: BTreeMap<String, String> = table("tests/fixtures/leaky")
+        .into_iter()
+        .filter(|((binary, _), _)| binary == "leaky")
+        .map(|((_, name), verdict)| (name, verdict))
+        .collect();
+    let judged: Vec<String> = run.report()["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    let not_run = &run.report()["not_run"];
+    let never: Vec<String> = not_run["tests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not_run is filled: {}", run.report()))
+        .iter()
+        .map(|t| {
+            let t = t.as_str().unwrap();
+            t.strip_prefix("leaky ")
+                .unwrap_or_else(|| panic!("{t}"))
+                .to_string()
+        })
+        .collect();
+    assert!(!never.is_empty() && !judged.is_empty());
+    assert_eq!(not_run["count"], never.len());
+    assert!(
+        not_run["why"].as_str().unwrap().contains("--fail-fast"),
+        "{not_run}"
+    );
+    let mut all: Vec<String> = judged.iter().chain(&never).cloned().collect();
+    all.sort();
+    assert_eq!(
+        all,
+        lib.keys().cloned().collect::<Vec<_>>(),
+        "every test once"
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            " Not run {} tests selected, never judged: ",
+            never.len()
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Shards of nextest's own `--partition` record which shard they are and how many tests the
+/// others hold, so a merge of some of them says which are missing.
+#[test]
+fn nextest_shards_record_their_partition_and_a_merge_names_the_missing() {
+    let fixture = "tests/fixtures/lifetime";
+    let whole = table(fixture);
+    let mut dirs = Vec::new();
+    let mut judged = 0;
+    for k in 1..=2 {
+        let partition = format!("hash:{k}/2");
+        let run = run_nextest(
+            fixture,
+            &["--partition", &partition],
+            &format!("tests_fixtures_lifetime--nextest-shard-{k}"),
+        );
+        let r = run.report();
+        assert_eq!(r["partition"], partition.as_str(), "{}", run.stderr);
+        let here = r["tests"].as_array().unwrap().len();
+        assert_eq!(
+            here + r["other_shards"].as_u64().unwrap_or(0) as usize,
+            whole.len(),
+            "{}",
+            run.stderr
+        );
+        judged += here;
+        dirs.push(run.out_dir.join("report.json"));
+    }
+    assert_eq!(judged, whole.len(), "the shards together judge every test");
+    let merged = |inputs: &[&std::path::PathBuf], out: &str| {
+        let out = scratch().join(out);
+        let output = tool()
+            .arg("merge")
+            .args(inputs)
+            .arg("--output-dir")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        (output, report)
+    };
+    let (_, part) = merged(&[&dirs[0]], "nextest-shards-merged-part");
+    assert!(
+        part["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("shard(s) 2 of hash:1/2 are not in this merge")),
+        "{part}"
+    );
+    let (output, all) = merged(&[&dirs[0], &dirs[1]], "nextest-shards-merged-all");
+    assert!(all["partition"].is_null(), "{all}");
+    assert_eq!(crate::harness::verdicts_of(&all), whole);
+    assert_eq!(output.status.code(), Some(3));
 }

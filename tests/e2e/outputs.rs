@@ -331,7 +331,11 @@ fn pprof_profiles_decode_and_add_up_to_the_report() {
             let f = p.function.iter().find(|f| f.id == l.function_id).unwrap();
             assert_eq!(f.system_name, 0, "{}: {}", t["name"], name(f.name));
             let seen = (name(f.name), name(f.filename), l.line);
-            assert!(frames.contains(&seen), "{}: {seen:?} is a report frame", t["name"]);
+            assert!(
+                frames.contains(&seen),
+                "{}: {seen:?} is a report frame",
+                t["name"]
+            );
         }
         // The leak site is among the profile's lines.
         let row = EXPECTED

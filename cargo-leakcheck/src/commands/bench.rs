@@ -176,6 +176,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         partition: None,
         other_shards: 0,
         unlisted: Vec::new(),
+        not_run: None,
         benches,
         notes,
     };
@@ -663,6 +664,7 @@ mod tests {
             partition: None,
             other_shards: 0,
             unlisted: Vec::new(),
+            not_run: None,
             benches: vec![grows, failed, bench("plateau", Verdict::Clean)],
             notes: vec!["a note".into()],
         };

@@ -166,6 +166,8 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
     let mut benches: BTreeMap<(String, String, String), (usize, crate::model::BenchReport)> =
         BTreeMap::new();
     let mut unlisted = BTreeSet::new();
+    let mut not_run: Vec<String> = Vec::new();
+    let mut not_run_why: Vec<String> = Vec::new();
     let mut ignored = 0;
     let mut counted_shards = BTreeSet::new();
     for (i, input) in inputs.iter().enumerate() {
@@ -179,6 +181,12 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
             ignored += r.ignored;
         }
         unlisted.extend(r.unlisted.iter().cloned());
+        if let Some(n) = &r.not_run {
+            not_run.extend(n.tests.iter().cloned());
+            if !not_run_why.contains(&n.why) {
+                not_run_why.push(n.why.clone());
+            }
+        }
         for note in &r.notes {
             if !notes.contains(note) {
                 notes.push(note.clone());
@@ -230,6 +238,10 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         })
         .collect();
 
+    let judged: BTreeSet<String> = tests
+        .iter()
+        .map(|t| format!("{} {}", t.binary_id(), t.name))
+        .collect();
     let (partition, other_shards) = match shards {
         Some((kind_total, present)) if present.len() as u64 != kind_total.total => {
             // Part of a split suite: say which shards, and how much is missing.
@@ -260,6 +272,14 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         partition,
         other_shards,
         unlisted: unlisted.into_iter().collect(),
+        // A test one shard did not run and another judged was run after all.
+        not_run: crate::model::NotRun::of(
+            not_run
+                .into_iter()
+                .filter(|id| !judged.contains(id))
+                .collect(),
+            not_run_why.join("; "),
+        ),
         benches,
         notes,
     };
@@ -552,6 +572,27 @@ mod tests {
                 to: "p-lib-p/a.leaks.svg".into()
             }]
         );
+    }
+
+    #[test]
+    fn tests_a_shard_never_ran_stay_counted_unless_another_judged_them() {
+        let mut one = input(
+            "s1/report.json",
+            Some("hash:1/2"),
+            vec![test("t1", Verdict::Clean)],
+        );
+        let id = |name: &str| format!("{} {name}", test(name, Verdict::Clean).binary_id());
+        one.report.not_run = crate::model::NotRun::of(vec![id("t2"), id("t3")], "stopped early");
+        let two = input(
+            "s2/report.json",
+            Some("hash:2/2"),
+            vec![test("t2", Verdict::Clean)],
+        );
+        let (merged, _) = merge(&[one, two]).unwrap();
+        let not_run = merged.not_run.as_ref().expect("t3 never ran");
+        assert_eq!((not_run.count, not_run.why.as_str()), (1, "stopped early"));
+        assert_eq!(not_run.tests, [id("t3")]);
+        assert_eq!(merged.exit_code(), ExitCode::Incomplete);
     }
 
     #[test]

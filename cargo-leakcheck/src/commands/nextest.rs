@@ -10,7 +10,9 @@
 //! test did, or with exit 3 and a short leak summary on stderr when it leaked, so nextest
 //! (and its JUnit output) show the test as failed. A target runner the user configured
 //! (an emulator, a sandbox) keeps running the binary, inside. When nextest is done, the
-//! verdicts are gathered into the same report.json, flame graphs and summary as `test`.
+//! verdicts are gathered into the same report.json, flame graphs and summary as `test`,
+//! and `cargo nextest list` with the run's filters says which selected tests never ran
+//! (nextest stopped early) and, for a `--partition` shard, how many the other shards hold.
 
 use crate::analysis::suppressions;
 use crate::cli::{NextestArgs, RunnerArgs, Selection};
@@ -22,10 +24,11 @@ use crate::execution::cargo::{self, TestBinary, Workspace};
 use crate::execution::entry::Layout;
 use crate::execution::history::History;
 use crate::execution::inspect::BinaryFacts;
+use crate::execution::nextest_list;
 use crate::execution::runner::{ProcessEnd, TestFilter};
 use crate::model::{
-    Artifacts, ExtraRuns, ExtraRunsStatus, Method, Report, ReportSettings, TargetKind, TestReport,
-    Verdict, REPORT_VERSION,
+    Artifacts, ExtraRuns, ExtraRunsStatus, Method, NotRun, Report, ReportSettings, TargetKind,
+    TestReport, Verdict, REPORT_VERSION,
 };
 use crate::report::{flamegraph, human};
 use serde::{Deserialize, Serialize};
@@ -142,15 +145,18 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     }
     nextest_args.extend(args.args.iter().cloned());
     let program = cargo::cargo_program();
+    let envs = [
+        (
+            runner_var.clone(),
+            format!("{exe_text} leakcheck __nextest-runner"),
+        ),
+        (SESSION_ENV.to_string(), session_path.display().to_string()),
+    ];
     let mut cmd = Command::new(&program);
     cmd.arg("nextest")
         .arg("run")
         .args(&nextest_args)
-        .env(
-            &runner_var,
-            format!("{exe_text} leakcheck __nextest-runner"),
-        )
-        .env(SESSION_ENV, &session_path)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null());
     let command_text = format!(
         "{} nextest run {}",
@@ -191,6 +197,11 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             "`cargo nextest run` ended with {status}: not every selected test may have run"
         ));
     }
+    let selection = if interrupted {
+        Selected::default()
+    } else {
+        selected(&program, &nextest_args, &envs, &tests, &status, &mut notes)
+    };
     let mut timings = test_command::Timings::default();
     test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
     let config = &session.config;
@@ -202,10 +213,11 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         },
         tests,
-        ignored: 0,
-        partition: None,
-        other_shards: 0,
+        ignored: selection.ignored,
+        partition: selection.partition,
+        other_shards: selection.other_shards,
         unlisted: Vec::new(),
+        not_run: selection.not_run,
         benches: Vec::new(),
         notes,
     };
@@ -219,6 +231,68 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         exit = ExitCode::TestsFailed;
     }
     Ok(exit)
+}
+
+/// What nextest's own listing says about the run's selection.
+#[derive(Default)]
+struct Selected {
+    ignored: usize,
+    partition: Option<String>,
+    other_shards: usize,
+    not_run: Option<NotRun>,
+}
+
+/// Lists what the run selected (see [`nextest_list`]) and compares it with what was judged.
+/// A listing that fails costs only the comparison: a note says so.
+fn selected(
+    program: &Path,
+    nextest_args: &[String],
+    envs: &[(String, String)],
+    tests: &[TestReport],
+    status: &std::process::ExitStatus,
+    notes: &mut Vec<String>,
+) -> Selected {
+    let listing = match nextest_list::list_args(nextest_args) {
+        Some(args) => nextest_list::list(program, &args, envs),
+        None => Err("the run picked its tests from a recording (--rerun) or ran none".into()),
+    };
+    let listing = match listing {
+        Ok(l) => l,
+        Err(e) => {
+            notes.push(format!("whether every selected test ran is not known: {e}"));
+            return Selected::default();
+        }
+    };
+    let partition = option_value(nextest_args, "--partition");
+    let judged: std::collections::BTreeSet<String> = tests
+        .iter()
+        .map(|t| format!("{} {}", t.binary_id(), t.name))
+        .collect();
+    let missing: Vec<String> = listing.selected.difference(&judged).cloned().collect();
+    Selected {
+        // nextest leaves ignored tests out before it splits the rest into shards, so every
+        // shard would count all of them: a shard counts none, as merging expects.
+        ignored: if partition.is_some() {
+            0
+        } else {
+            listing.ignored
+        },
+        other_shards: listing.other_shards,
+        partition,
+        not_run: NotRun::of(missing, not_run_why(nextest_args, status)),
+    }
+}
+
+/// Why nextest did not start every selected test.
+fn not_run_why(args: &[String], status: &std::process::ExitStatus) -> String {
+    let options = || args.iter().take_while(|a| *a != "--");
+    if let Some(n) = option_value(args, "--max-fail") {
+        format!("nextest stopped after {n} failing test(s) (--max-fail {n})")
+    } else if options().any(|a| a == "--fail-fast") {
+        "nextest stopped at the first failing test (--fail-fast; a leak fails a test)".into()
+    } else {
+        format!("`cargo nextest run` ended ({status}) without running them")
+    }
 }
 
 /// Whether nextest's arguments say how to treat failures (`--fail-fast`, `--no-fail-fast`,

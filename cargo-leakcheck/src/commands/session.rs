@@ -158,12 +158,18 @@ pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLaye
     })
 }
 
-/// The note a report gets when an interruption left `n` items unjudged.
-pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
+/// Why an interruption left tests unjudged: "interrupted by SIGINT".
+pub fn interrupted_why() -> String {
     let signal = crate::execution::interrupt::requested()
         .map_or("a signal", crate::execution::runner::signal_name);
+    format!("interrupted by {signal}")
+}
+
+/// The note a report gets when an interruption left `n` items unjudged.
+pub fn interrupted_note(n: usize, one: &str, many: &str) -> String {
     format!(
-        "interrupted by {signal}: {} did not finish and {} not in this report",
+        "{}: {} did not finish and {} not in this report",
+        interrupted_why(),
         if n == 1 {
             format!("1 {one}")
         } else {

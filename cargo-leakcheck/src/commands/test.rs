@@ -7,7 +7,9 @@ use crate::execution::cargo::{self, TestBinary};
 use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
-use crate::model::{Report, ReportSettings, StackKind, TargetKind, TestReport, REPORT_VERSION};
+use crate::model::{
+    NotRun, Report, ReportSettings, StackKind, TargetKind, TestReport, REPORT_VERSION,
+};
 use crate::report::{flamegraph, human, junit, pprof};
 use crate::{analysis::suppressions, commands::session, config};
 use std::path::{Path, PathBuf};
@@ -137,6 +139,14 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             .iter()
             .map(|(b, _)| binaries[*b].id())
             .collect(),
+        not_run: NotRun::of(
+            results
+                .not_finished
+                .iter()
+                .map(|c| format!("{} {}", binaries[c.binary].id(), c.name))
+                .collect(),
+            session::interrupted_why(),
+        ),
         benches: Vec::new(),
         notes,
     };
@@ -174,10 +184,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
                 )
             })
             .collect();
-        let skipped: Vec<junit::Skipped> = results
-            .ignored
-            .iter()
-            .map(|(b, name)| (binaries[*b].id(), name.clone()))
+        // Ignored tests, and tests an interruption left unjudged: listed, not run.
+        let skipped: Vec<junit::Skipped> = (results.ignored.iter().map(|(b, n)| (*b, n)))
+            .chain(results.not_finished.iter().map(|c| (c.binary, &c.name)))
+            .map(|(b, name)| (binaries[b].id(), name.clone()))
             .collect();
         let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
         write_file(&path, &xml)?;

@@ -3,7 +3,8 @@
 //! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
 //! process with the runtime preloaded (`protocol` is what the runtime writes; `slots` decides
 //! how many run at once, `history` which start first), `rerun`
-//! holds the rules for extra runs, `interrupt` stops every child on Ctrl-C and `lock` keeps
+//! holds the rules for extra runs, `nextest_list` reads which tests a nextest run selected,
+//! `interrupt` stops every child on Ctrl-C and `lock` keeps
 //! two runs off one target directory.
 
 pub(crate) mod cargo;
@@ -12,6 +13,7 @@ pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod interrupt;
 pub(crate) mod lock;
+pub(crate) mod nextest_list;
 pub(crate) mod partition;
 pub(crate) mod passes;
 pub(crate) mod protocol;

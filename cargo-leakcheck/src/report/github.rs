@@ -119,9 +119,13 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         0 => String::new(),
         n => format!(", {n} unsettled"),
     };
+    let not_run = match &report.not_run {
+        None => String::new(),
+        Some(n) => format!("; {} selected but never run: {}", n.count, n.why),
+    };
     let _ = writeln!(
         s,
-        "{} tests: {} clean, {} leak, {} failed, {} crashed, {} timed out, {} not analysed{unsettled}\n",
+        "{} tests: {} clean, {} leak, {} failed, {} crashed, {} timed out, {} not analysed{unsettled}{not_run}\n",
         report.tests.len(),
         count(Verdict::Clean),
         count(Verdict::Leak),
@@ -136,7 +140,11 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         .filter(|t| t.verdict != Verdict::Clean)
         .collect();
     if bad.is_empty() {
-        s.push_str("Nothing leaked.\n");
+        s.push_str(if report.not_run.is_some() {
+            "Nothing leaked in the tests that ran.\n"
+        } else {
+            "Nothing leaked.\n"
+        });
         return s;
     }
     s.push_str(
@@ -355,6 +363,16 @@ mod tests {
             ..Report::example()
         };
         assert!(summary(&clean, Path::new("/repo"), Path::new("t")).ends_with("Nothing leaked.\n"));
+        let stopped = Report {
+            not_run: crate::model::NotRun::of(vec!["p t2".into()], "stopped early"),
+            ..clean
+        };
+        let s = summary(&stopped, Path::new("/repo"), Path::new("t"));
+        assert!(
+            s.contains("0 not analysed; 1 selected but never run: stopped early\n")
+                && s.ends_with("Nothing leaked in the tests that ran.\n"),
+            "{s}"
+        );
     }
 
     #[test]

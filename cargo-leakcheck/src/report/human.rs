@@ -322,6 +322,25 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             plural(keeping, "test", "tests")
         );
     }
+    if let Some(not_run) = &report.not_run {
+        let _ = writeln!(
+            s,
+            " Not run {} selected, never judged: {}",
+            plural(not_run.count as u64, "test", "tests"),
+            not_run.why
+        );
+        const SHOWN: usize = 5;
+        for name in not_run.tests.iter().take(SHOWN) {
+            let _ = writeln!(s, "         {name}");
+        }
+        if not_run.count > SHOWN {
+            let _ = writeln!(
+                s,
+                "         and {} more (report.json `not_run` lists them all)",
+                not_run.count - SHOWN
+            );
+        }
+    }
     let allowed: Vec<_> = report
         .tests
         .iter()
@@ -458,6 +477,7 @@ mod tests {
             partition: None,
             other_shards: 0,
             unlisted: Vec::new(),
+            not_run: None,
             benches: Vec::new(),
             notes: Vec::new(),
         };
@@ -579,6 +599,7 @@ mod tests {
             partition: None,
             other_shards: 0,
             unlisted: Vec::new(),
+            not_run: None,
             benches: Vec::new(),
             notes: vec!["doc-tests are not checked".into()],
         }
@@ -610,6 +631,34 @@ mod tests {
             Path::new("target/leakcheck"),
         );
         assert!(!whole.contains("Partition"), "{whole}");
+    }
+
+    #[test]
+    fn tests_that_never_ran_are_counted_named_and_explained() {
+        let mut report = varied_report();
+        let names: Vec<String> = (0..7).map(|i| format!("p::it t{i}")).collect();
+        report.not_run =
+            crate::model::NotRun::of(names, "nextest stopped at the first failure (fail-fast)");
+        let text = render(&report, Path::new("/ws"), Path::new("target/leakcheck"));
+        assert!(
+            text.contains(
+                " Not run 7 tests selected, never judged: nextest stopped at the first failure (fail-fast)\n         p::it t0\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "         p::it t4\n         and 2 more (report.json `not_run` lists them all)\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("p::it t5"), "{text}");
+        let whole = render(
+            &varied_report(),
+            Path::new("/ws"),
+            Path::new("target/leakcheck"),
+        );
+        assert!(!whole.contains("Not run"), "{whole}");
     }
 
     #[test]
