@@ -463,6 +463,11 @@ pub struct TestReport {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[serde(default)]
     pub passed_without_profiling: bool,
+    /// Processes the test started and left running when its process ended (`pid N
+    /// (name)`, in any of its runs); cargo-leakcheck killed them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub left_processes: Vec<String>,
 }
 
 #[cfg(test)]
@@ -534,6 +539,7 @@ impl TestReport {
             },
             first_run_retained: None,
             passed_without_profiling: false,
+            left_processes: Vec::new(),
         }
     }
 }

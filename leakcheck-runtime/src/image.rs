@@ -14,6 +14,8 @@ struct Found {
     /// The entry's address in the image, checked against the executable segments.
     want: usize,
     executable: bool,
+    /// The address lies in a writable segment (a static).
+    writable: bool,
     build_id: [u8; 64],
     build_id_len: usize,
     seen: bool,
@@ -36,11 +38,9 @@ unsafe extern "C" fn first_object(
     for ph in phdrs {
         let start = ph.p_vaddr as usize;
         let end = start + ph.p_memsz as usize;
-        if ph.p_type == libc::PT_LOAD
-            && ph.p_flags & libc::PF_X != 0
-            && (start..end).contains(&found.want)
-        {
-            found.executable = true;
+        if ph.p_type == libc::PT_LOAD && (start..end).contains(&found.want) {
+            found.executable |= ph.p_flags & libc::PF_X != 0;
+            found.writable |= ph.p_flags & libc::PF_W != 0;
         }
         if ph.p_type == libc::PT_NOTE {
             // SAFETY: a PT_NOTE segment is mapped (it lies in a loaded segment) and holds
@@ -90,6 +90,8 @@ pub enum Refusal {
     NoImage,
     /// The address is not in an executable segment of the main program.
     NotCode,
+    /// The address is not in a writable segment of the main program.
+    NotData,
     /// The running executable is not the file cargo-leakcheck analysed.
     BuildId,
 }
@@ -97,10 +99,39 @@ pub enum Refusal {
 /// The callable address of `vaddr` in the main program, checked as described above.
 /// `expected_build_id` is hexadecimal; empty means "the file had none".
 pub fn resolve(vaddr: usize, expected_build_id: &str) -> Result<usize, Refusal> {
+    let found = find(vaddr)?;
+    if !found.executable {
+        return Err(Refusal::NotCode);
+    }
+    same_build(&found, expected_build_id)?;
+    Ok(found.base + vaddr)
+}
+
+/// The address of the static at `vaddr` in the main program, which must lie in one of its
+/// writable segments (checked as [`resolve`] checks code).
+pub fn resolve_data(vaddr: usize, expected_build_id: &str) -> Result<usize, Refusal> {
+    let found = find(vaddr)?;
+    if !found.writable {
+        return Err(Refusal::NotData);
+    }
+    same_build(&found, expected_build_id)?;
+    Ok(found.base + vaddr)
+}
+
+fn same_build(found: &Found, expected_build_id: &str) -> Result<(), Refusal> {
+    if hex_equals(&found.build_id[..found.build_id_len], expected_build_id) {
+        Ok(())
+    } else {
+        Err(Refusal::BuildId)
+    }
+}
+
+fn find(vaddr: usize) -> Result<Found, Refusal> {
     let mut found = Found {
         base: 0,
         want: vaddr,
         executable: false,
+        writable: false,
         build_id: [0; 64],
         build_id_len: 0,
         seen: false,
@@ -110,13 +141,7 @@ pub fn resolve(vaddr: usize, expected_build_id: &str) -> Result<usize, Refusal> 
     if !found.seen {
         return Err(Refusal::NoImage);
     }
-    if !found.executable {
-        return Err(Refusal::NotCode);
-    }
-    if !hex_equals(&found.build_id[..found.build_id_len], expected_build_id) {
-        return Err(Refusal::BuildId);
-    }
-    Ok(found.base + vaddr)
+    Ok(found)
 }
 
 fn hex_equals(bytes: &[u8], hex: &str) -> bool {
@@ -155,6 +180,7 @@ mod tests {
             base: 0,
             want: 0,
             executable: false,
+            writable: false,
             build_id: [0; 64],
             build_id_len: 0,
             seen: false,
@@ -182,5 +208,6 @@ mod tests {
     fn an_address_outside_the_code_of_this_executable_is_refused() {
         // 0 is never code in a position-independent executable (its first page is headers).
         assert_eq!(resolve(0, ""), Err(Refusal::NotCode));
+        assert_eq!(resolve_data(0, ""), Err(Refusal::NotData));
     }
 }

@@ -337,6 +337,12 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
         return;
     }
     s.started_ms = sys::now_ms();
+    // SAFETY: getpid has no preconditions.
+    s.pid = unsafe { libc::getpid() };
+    if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_GRACE_MS").and_then(sys::parse_u64) {
+        s.grace_ms = ms;
+    }
+    s.exit_guard = sys::env(c"LEAKCHECK_RERUN_EXIT_GUARD").and_then(sys::parse_hex);
     s.counting = sys::env(c"LEAKCHECK_COUNTING") == Some("1");
     s.entry = sys::env(c"LEAKCHECK_RERUN_ENTRY").and_then(sys::parse_hex);
     s.build_id = sys::env(c"LEAKCHECK_RERUN_BUILD_ID").unwrap_or("");

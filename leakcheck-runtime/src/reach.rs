@@ -16,10 +16,10 @@
 //! interior pointers do) makes that allocation reachable. The roots are the writable
 //! segments of every loaded object except this runtime, and the stacks of the threads the
 //! `threads` module recorded, from their current stack pointer (the kernel's record of a
-//! thread waiting in a system call) or, failing that, whole. The main thread is not a
-//! root: the scan runs after `main` has returned, when nothing on that stack is the test's.
-//! A missing root only makes more memory look unreachable, the verdict every stack had
-//! before this scan.
+//! thread waiting in a system call) or, failing that, whole; the scanning thread's own stack
+//! from the exit handler's frame up, and its callee-saved registers, when a test thread
+//! called `exit`; and then the main thread's stack from where it waits (see [`add_thread_roots`]). A missing root only makes more memory
+//! look unreachable, the verdict every stack had before this scan.
 
 use crate::threads;
 use std::ffi::{c_int, c_void};
@@ -158,24 +158,97 @@ pub fn add_image_roots(roots: &mut Roots) {
     unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut ctx).cast()) };
 }
 
-/// The stacks of the recorded threads other than the caller. The caller holds the
+/// The stacks of the recorded threads and of the main thread. The caller holds the
 /// registry lock, so none of them can end (and its stack go) while it is scanned.
+///
+/// A registered calling thread (a test thread that called `exit` itself, running the exit
+/// handler) is scanned from the handler's frame up (see [`note_exit_frame`]), with its
+/// registers as the handler started: the frames above the handler are the test's, and what
+/// its locals hold is not lost. The main thread, when it
+/// is not the caller, is scanned from where it waits in a system call (libtest's main waits
+/// for that test thread); its stack's lower end is only where it has grown to, so it is not
+/// scanned when the kernel does not say where it stopped.
+#[inline(never)]
 pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard) {
+    use std::sync::atomic::Ordering;
     // SAFETY: the gettid system call has no preconditions.
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as usize;
+    let exit_frame = EXIT_FRAME.load(std::sync::atomic::Ordering::Relaxed);
     for e in &threads::REGISTRY {
-        let tid = e.tid.load(std::sync::atomic::Ordering::Acquire);
-        if tid == 0 || tid == me {
+        let tid = e.tid.load(Ordering::Acquire);
+        if tid == 0 {
             continue;
         }
-        let (lo, hi) = (
-            e.lo.load(std::sync::atomic::Ordering::Relaxed),
-            e.hi.load(std::sync::atomic::Ordering::Relaxed),
-        );
+        let (lo, hi) = (e.lo.load(Ordering::Relaxed), e.hi.load(Ordering::Relaxed));
+        if tid == me {
+            if (lo..hi).contains(&exit_frame) {
+                let saved = std::ptr::addr_of!(SAVED) as usize;
+                roots.push(saved, saved + std::mem::size_of_val(&SAVED));
+                roots.push(exit_frame, hi);
+            }
+            continue;
+        }
         match waiting_stack_pointer(tid) {
             Some(Waiting::At(sp)) if (lo..hi).contains(&sp) => roots.push(sp, hi),
             Some(Waiting::Gone) => {}
             _ => roots.push(lo, hi),
+        }
+    }
+    // On the main thread itself the handler runs after `main` returned: nothing on that
+    // stack is the test's, and the handler's frames reuse the slots `main`'s frames had,
+    // whose stale words would keep lost objects reachable.
+    if let Some((main, top)) = threads::main_thread().filter(|&(main, _)| main != me) {
+        if let Some(Waiting::At(from)) = waiting_stack_pointer(main) {
+            // A main thread's stack is at most its rlimit deep; anything else is not its.
+            if from < top && top - from < MAIN_STACK_MAX {
+                roots.push(from, top);
+            }
+        }
+    }
+}
+
+/// The deepest main-thread stack scanned (glibc's default limit is 8 MiB).
+const MAIN_STACK_MAX: usize = 1 << 30;
+
+/// Where the exit handler's frame starts on the thread that runs it (0: not yet).
+static EXIT_FRAME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// That thread's callee-saved registers as the handler started.
+static SAVED: [std::sync::atomic::AtomicUsize; 6] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; 6];
+
+/// Called first thing in the exit handler: records where its frame is and the calling
+/// thread's callee-saved registers. When a test thread calls `exit` itself, the stack above
+/// this frame holds the test's frames, and a pointer the test kept only in a register is
+/// on no stack; below it are the handler's own frames, which reuse the slots of calls the
+/// test made earlier, whose stale words must not count.
+#[inline(never)]
+pub fn note_exit_frame() {
+    let here = std::hint::black_box(0usize);
+    EXIT_FRAME.store(
+        std::ptr::addr_of!(here) as usize,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    save_registers();
+}
+
+/// Copies the calling thread's callee-saved registers into [`SAVED`].
+fn save_registers() {
+    use std::sync::atomic::Ordering;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (rbx, rbp, r12, r13, r14, r15): (usize, usize, usize, usize, usize, usize);
+        // SAFETY: only copies registers into outputs; touches no memory and no flags.
+        unsafe {
+            std::arch::asm!(
+                "mov {0}, rbx", "mov {1}, rbp", "mov {2}, r12",
+                "mov {3}, r13", "mov {4}, r14", "mov {5}, r15",
+                out(reg) rbx, out(reg) rbp, out(reg) r12,
+                out(reg) r13, out(reg) r14, out(reg) r15,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        for (slot, value) in SAVED.iter().zip([rbx, rbp, r12, r13, r14, r15]) {
+            slot.store(value, Ordering::Relaxed);
         }
     }
 }

@@ -35,6 +35,8 @@
 //! run <k> ok <objects> <bytes> <threads> <settled>
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
+//! grace <waited-ms> <threads> <objects> <bytes>  after the last run, once: the wait for the
+//!                                             runs' threads, how many still run, live counts
 //! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
 //! budget <cpu|wall> <own-ms> <allowed-ms> <run-ms> <floor-ms>   the next run would cost more than allowed
 //! end <why>                                  why: settled, kept, done, budget, exited-early, …
@@ -76,6 +78,16 @@ pub struct Settings {
     pub app_prefix: FixedPath,
     /// When the runtime started, in monotonic milliseconds.
     pub started_ms: u64,
+    /// The process cargo-leakcheck started. A child the test forks inherits this handler
+    /// (and runs it if it returns or calls `exit`); only this process may write the record
+    /// and the dumps, or run the test again.
+    pub pid: i32,
+    /// Once, after the last extra run, how long to wait for the threads the runs started to
+    /// end before what they left is measured for the last time.
+    pub grace_ms: u64,
+    /// std's record of the thread ending the process, an address in the executable image
+    /// (see [`ExitGuard`]).
+    pub exit_guard: Option<u64>,
 }
 
 static mut SETTINGS: Settings = Settings {
@@ -92,6 +104,9 @@ static mut SETTINGS: Settings = Settings {
     app_mallctl: None,
     app_prefix: FixedPath::new(),
     started_ms: 0,
+    pid: 0,
+    grace_ms: 0,
+    exit_guard: None,
 };
 
 fn settings() -> &'static Settings {
@@ -131,6 +146,11 @@ fn end(fd: c_int, why: &str) {
 }
 
 extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
+    crate::reach::note_exit_frame();
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != settings().pid {
+        return;
+    }
     judge_and_rerun(status, arg);
     // The exit dump, named as jemalloc names its own (`<prefix>.<pid>.<seq>.f.heap`), last
     // thing in the handler (jemalloc writes its own, when profiling, from a handler that
@@ -199,12 +219,13 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     let address = match image::resolve(entry as usize, s.build_id) {
         Ok(a) => a,
         Err(image::Refusal::NoImage) => return end(fd, "no-image"),
-        Err(image::Refusal::NotCode) => return end(fd, "not-code"),
+        Err(image::Refusal::NotCode | image::Refusal::NotData) => return end(fd, "not-code"),
         Err(image::Refusal::BuildId) => return end(fd, "build-id"),
     };
     if !s.counting {
         dump(0);
     }
+    let _exit_guard = s.exit_guard.and_then(|g| ExitGuard::clear(g, s.build_id));
     let mut previous = first;
     let mut grew_every_run = true;
     let mut run_arenas = [0u32; MAX_RUNS];
@@ -215,6 +236,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
     let mut meter = Meter::start();
+    let threads_before_runs = sys::thread_count();
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
         if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
@@ -309,12 +331,93 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 return end(fd, "settled");
             }
             if k == max_runs {
-                write_left(fd, &left[..=i]);
+                if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
+                    arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
+                    write_left(fd, &left[..=i]);
+                    // The same rule as after each run, with the grace's counts as the
+                    // last point of the series.
+                    let rose = live.objects >= previous.objects
+                        && live.bytes >= previous.bytes
+                        && live != previous;
+                    if !(grew_every_run && rose) && left[..=i].contains(&Live::default()) {
+                        return end(fd, "settled");
+                    }
+                } else {
+                    write_left(fd, &left[..=i]);
+                }
                 return end(fd, "kept");
             }
         }
     }
+    // Stacks mode: the last dump is taken again once the runs' threads had their grace.
+    if !s.counting && max_runs > 0 && grace(fd, threads_before_runs, s.grace_ms, false).is_some() {
+        dump(max_runs);
+    }
     end(fd, "done")
+}
+
+/// std lets one thread end the process: `main`'s return (and `exit`) records the calling
+/// thread in a static, and any other thread that calls `exit` afterwards waits in `pause()`
+/// for good. Extra runs happen after `main` returned, so a child one of them forks, ending
+/// with `exit` on its only thread, would never end. For the runs, the record is cleared, as
+/// it was while `main` ran; it is put back when they are over.
+struct ExitGuard {
+    record: &'static std::sync::atomic::AtomicUsize,
+    saved: usize,
+}
+
+impl ExitGuard {
+    fn clear(vaddr: u64, build_id: &str) -> Option<ExitGuard> {
+        let address = image::resolve_data(vaddr as usize, build_id).ok()?;
+        if address % std::mem::align_of::<usize>() != 0 {
+            return None;
+        }
+        // SAFETY: cargo-leakcheck found an 8-byte data symbol of this very build (the build
+        // id is checked) named std's `unique_thread_exit::EXITING_THREAD_ID`, an
+        // `AtomicPtr` in a writable segment, aligned as checked above; std only ever
+        // accesses it atomically, as this does.
+        let record = unsafe { std::sync::atomic::AtomicUsize::from_ptr(address as *mut usize) };
+        let saved = record.swap(0, std::sync::atomic::Ordering::SeqCst);
+        Some(ExitGuard { record, saved })
+    }
+}
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.record
+            .store(self.saved, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Threads the extra runs started that end soon after (a watchdog that sleeps a second,
+/// a connection's reader that notices its peer is gone) hold what they hold only until
+/// then, which is not a leak; a thread that never ends holds it for good. So, once per
+/// test, after the last run: while the process has more threads than before the runs,
+/// waits up to `grace_ms` for them to end. Writes `grace <waited-ms> <threads-over>
+/// <objects> <bytes>` (the threads still running beyond the count before the runs, and,
+/// in counting mode, the live counts then) and returns the live counts, or `None` when
+/// there was nothing to wait for.
+fn grace(fd: c_int, before: Option<u64>, grace_ms: u64, counting: bool) -> Option<Live> {
+    let before = before?;
+    let over = |n: u64| n.saturating_sub(before);
+    if grace_ms == 0 || sys::thread_count().is_none_or(|n| over(n) == 0) {
+        return None;
+    }
+    let started = sys::now_ms();
+    settle(Some(before), grace_ms);
+    let waited = sys::now_ms().saturating_sub(started);
+    let live = if counting {
+        arenas::live_outside_main_arena()
+    } else {
+        Live::default()
+    };
+    Line::new("grace")
+        .num(waited as i64)
+        .num(sys::thread_count().map_or(-1, |n| over(n) as i64))
+        .num(live.objects)
+        .num(live.bytes)
+        .write_to(fd);
+    Some(live)
 }
 
 /// What a test's extra runs may cost, in CPU time of the whole process and in wall time,

@@ -164,13 +164,60 @@ impl Drop for RegistryGuard {
     }
 }
 
-/// Creates the key that unregisters threads; called by the constructor.
+/// The main thread's kernel id and the top of its stack, recorded by the constructor (which
+/// runs on it): the main thread is not started through `pthread_create`, so it is not in
+/// the registry, and its stack's lower end is only where it has grown to.
+static MAIN_TID: AtomicUsize = AtomicUsize::new(0);
+static MAIN_STACK_TOP: AtomicUsize = AtomicUsize::new(0);
+
+/// The main thread's kernel id and stack top, when the constructor recorded them.
+pub fn main_thread() -> Option<(usize, usize)> {
+    let tid = MAIN_TID.load(Ordering::Acquire);
+    (tid != 0).then(|| (tid, MAIN_STACK_TOP.load(Ordering::Acquire)))
+}
+
+/// Creates the key that unregisters threads and records the main thread; called by the
+/// constructor, on the main thread.
 pub fn start_registry() {
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: creates a key with a destructor that lives as long as the library.
     if unsafe { libc::pthread_key_create(&mut key, Some(unregister)) } == 0 {
         KEY.store(key as usize, Ordering::Release);
     }
+    if let Some((_, hi)) = own_stack() {
+        MAIN_STACK_TOP.store(hi, Ordering::Release);
+        MAIN_TID.store(gettid(), Ordering::Release);
+    }
+    // A fork while another thread holds the registry lock would leave the child's copy
+    // locked for good (that thread is not in the child), and its next thread, or its exit,
+    // would wait forever. Registered after the tracker's handlers, so `fork` takes this
+    // lock first, in the order the scan takes them.
+    // SAFETY: registers handlers that touch only the registry's atomics.
+    unsafe {
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+    }
+}
+
+extern "C" fn fork_prepare() {
+    std::mem::forget(RegistryGuard::lock());
+}
+
+extern "C" fn fork_parent() {
+    REGISTRY_LOCK.store(false, Ordering::Release);
+}
+
+extern "C" fn fork_child() {
+    // The child has only the thread that forked: no entry describes one of its threads,
+    // and no start slot will be claimed by a thread that exists.
+    for e in &REGISTRY {
+        e.tid.store(0, Ordering::Relaxed);
+    }
+    for s in &STARTS {
+        s.used.store(false, Ordering::Relaxed);
+    }
+    // Nor is the parent's main thread there (the child never scans: it writes nothing).
+    MAIN_TID.store(0, Ordering::Release);
+    REGISTRY_LOCK.store(false, Ordering::Release);
 }
 
 fn gettid() -> usize {

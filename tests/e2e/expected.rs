@@ -509,6 +509,25 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("exited-early"),
     leak(MISBEHAVING, "tests::passes_with_leak", "passes_with_leak").runs("completed"),
+    // Fork: only the process the tool started writes the record and runs again.
+    clean_kept(MISBEHAVING, "tests::forks_a_child_that_returns").runs("completed"),
+    clean_kept(MISBEHAVING, "tests::forks_a_child_that_exits").runs("completed"),
+    clean(MISBEHAVING, "tests::forks_while_another_thread_starts_threads"),
+    // exit(0) with memory in locals and a static: still reachable, not lost.
+    clean(MISBEHAVING, "tests::exits_the_process_holding_memory").runs("exited-early"),
+    // Its child is ended when its process ends, and named in `left_processes`.
+    clean(MISBEHAVING, "tests::leaves_a_child_running"),
+    // Threads the runs started get a grace to end once, after the last run.
+    clean(MISBEHAVING, "tests::thread_holds_memory_for_a_second")
+        .runs("completed")
+        .by_counting(),
+    leak(
+        MISBEHAVING,
+        "tests::thread_holds_memory_for_an_hour",
+        "thread_holds_memory_for_an_hour",
+    )
+    .runs("completed")
+    .by_stacks(),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")
         .runs("not-needed")

@@ -441,6 +441,46 @@ fn misbehaving_fixture_matches_the_table() {
             .unwrap();
     let rss = metrics["tool_peak_rss_kib"].as_u64().unwrap();
     assert!(rss < 128 * 1024, "the tool peaked at {rss} KiB");
+    // A child left waiting forever is ended with its test's process, and named.
+    let leaving = run.test("misbehaving", "tests::leaves_a_child_running");
+    let left = leaving["left_processes"].as_array().expect("named");
+    assert!(!left.is_empty(), "{leaving}");
+    for p in left {
+        let pid: u32 = p.as_str().unwrap()["pid ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.contains(") Z "),
+            "pid {pid} still runs: {state}"
+        );
+    }
+    assert!(
+        run.stderr.contains("Leftover ")
+            && run
+                .stderr
+                .contains("misbehaving tests::leaves_a_child_running: pid "),
+        "{}",
+        run.stderr
+    );
+    // No other test of the fixture leaves a process (forked children that end are waited
+    // for by their tests).
+    for t in run.report()["tests"].as_array().unwrap() {
+        if t["name"] != "tests::leaves_a_child_running" {
+            assert!(t.get("left_processes").is_none(), "{t}");
+        }
+    }
+    // A leak held by threads that never end says so.
+    let held = run.test("misbehaving", "tests::thread_holds_memory_for_an_hour");
+    assert!(
+        held["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the extra runs started were still running")),
+        "{held}"
+    );
 }
 
 #[test]

@@ -461,6 +461,7 @@ fn clean_report(
         extra_runs: ExtraRuns::from_outcome(reruns),
         first_run_retained,
         passed_without_profiling: false,
+        left_processes: result.left_running.clone(),
     }
 }
 
@@ -627,6 +628,14 @@ fn judge_profiled(
     } else {
         Verdict::Clean
     };
+    if report.verdict == Verdict::Leak {
+        if let Some(held) = held_by_threads(result) {
+            report.message = Some(match report.message.take() {
+                Some(m) => format!("{m}; {held}"),
+                None => held,
+            });
+        }
+    }
     if unsettled_without_repetition(&report, &reruns.outcome.status) {
         let kept: u64 = report
             .stacks
@@ -642,6 +651,24 @@ fn judge_profiled(
         ));
     }
     report
+}
+
+/// When threads the extra runs started were still running after the runtime's grace for
+/// them, what they hold is counted: says so.
+fn held_by_threads(result: &ProcessResult) -> Option<String> {
+    let grace = result.record.as_ref()?.grace?;
+    (grace.threads_running > 0).then(|| {
+        format!(
+            "{} the extra runs started {} still running {:.1} s after the last run (threads that end are waited for; one that never ends keeps what it holds)",
+            plural_count(grace.threads_running, "thread", "threads"),
+            if grace.threads_running == 1 { "was" } else { "were" },
+            grace.waited_ms as f64 / 1000.0
+        )
+    })
+}
+
+fn plural_count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The kind of a stack once its growth over the extra runs is known. Extra runs run nothing
@@ -1020,6 +1047,7 @@ mod tests {
             peak_rss_kib: None,
             record: None,
             run_dumps: Vec::new(),
+            left_running: Vec::new(),
             preload_dumps: vec![dump],
             app_dumps: Vec::new(),
             stdout: PathBuf::from("/nonexistent/stdout"),

@@ -474,6 +474,7 @@ fn unjudged(id: &TestId) -> TestReport {
         },
         first_run_retained: None,
         passed_without_profiling: false,
+        left_processes: Vec::new(),
     }
 }
 

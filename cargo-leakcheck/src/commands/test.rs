@@ -525,6 +525,13 @@ fn analyse_binary(
                 .insert(test_key(&r), started.elapsed().as_secs_f64());
             r
         };
+        let mut report = report;
+        // Processes left running by its counting run too (the profiled run's are in).
+        for left in t.counted.iter().flat_map(|c| &c.left_running) {
+            if !report.left_processes.contains(left) {
+                report.left_processes.push(left.clone());
+            }
+        }
         out.reports.push(report);
     }
     out.notes

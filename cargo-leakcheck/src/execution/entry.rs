@@ -67,6 +67,27 @@ pub struct Inspection {
     pub build_id: String,
     /// The address of `_rjem_mallctl` (tikv-jemallocator's jemalloc), when linked in.
     pub app_mallctl: Option<u64>,
+    /// The address of std's record of the thread that is ending the process (see
+    /// [`exit_guard`]), when std is linked in statically.
+    pub exit_guard: Option<u64>,
+}
+
+/// std lets one thread end the process: `exit` (and `main`'s return) records the calling
+/// thread in a static, `unique_thread_exit::EXITING_THREAD_ID`, and any other thread that
+/// calls `exit` afterwards waits forever. Extra runs happen after `main` returned, so a
+/// child a run forks, ending with `exit`, would wait forever; the runtime clears the record
+/// for the runs and puts it back after them. Found by its mangled name (v0 and legacy
+/// manglings both hold this part).
+pub fn exit_guard<'data>(file: &impl object::Object<'data>) -> Option<u64> {
+    use object::ObjectSymbol;
+    file.symbols()
+        .find(|s| {
+            s.kind() == SymbolKind::Data
+                && s.size() == 8
+                && s.name()
+                    .is_ok_and(|n| n.contains("18unique_thread_exit17EXITING_THREAD_ID"))
+        })
+        .map(|s| s.address())
 }
 
 /// One loadable segment.
@@ -130,6 +151,7 @@ pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
         .chain(file.dynamic_symbols())
         .find(|s| s.name() == Ok("_rjem_mallctl") && s.kind() == SymbolKind::Text)
         .map(|s| s.address());
+    inspection.exit_guard = exit_guard(&file);
     match find_entries(&image, names) {
         Ok(found) => {
             inspection.entries = found.entries;

@@ -122,6 +122,7 @@ fn rerun_request(
         build_id: inspection.build_id.clone(),
         runs,
         app_mallctl: inspection.app_mallctl,
+        exit_guard: inspection.exit_guard,
         budget,
     })
 }
@@ -183,10 +184,9 @@ fn judge_count(
         return Counted::Clean(outcome);
     }
     let counts = result.record.as_ref().and_then(|r| r.counts());
-    let settled = result
-        .record
-        .as_ref()
-        .is_some_and(|r| counts.is_some_and(|first| rerun::settled(first, &r.runs, &r.left)));
+    let settled = result.record.as_ref().is_some_and(|r| {
+        counts.is_some_and(|first| rerun::settled(first, &r.runs, &r.left, r.grace.as_ref()))
+    });
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
         // With `one-time-fails`, what it kept fails it whatever it is: its stacks must show.
@@ -446,6 +446,7 @@ mod tests {
             preload_dumps: Vec::new(),
             app_dumps: Vec::new(),
             run_dumps: Vec::new(),
+            left_running: Vec::new(),
             stdout: PathBuf::new(),
             stderr: PathBuf::new(),
         }

@@ -37,6 +37,11 @@ pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
 pub const RERUN_DEADLINE_ENV: &str = "LEAKCHECK_RERUN_DEADLINE_MS";
 /// How long to wait after a run for its threads to be gone, milliseconds.
 pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
+/// Where std records the thread ending the process (hexadecimal address in the image),
+/// for the runtime to clear during extra runs.
+pub const EXIT_GUARD_ENV: &str = "LEAKCHECK_RERUN_EXIT_GUARD";
+/// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
+pub const RERUN_GRACE_ENV: &str = "LEAKCHECK_RERUN_GRACE_MS";
 /// What the extra runs may cost (absent: no budget), as
 /// `cpu_floor_ms:cpu_percent:wall_floor_ms:wall_percent`: at least the floor, or that
 /// percentage of what the test's own run cost, whichever is more, in CPU and in wall time.
@@ -212,6 +217,20 @@ pub struct Record {
     pub budget: Option<BudgetStop>,
     /// What the test's own run cost: CPU and wall milliseconds.
     pub own_cost: Option<(u64, u64)>,
+    /// The wait, once after the last extra run, for the threads the runs started.
+    pub grace: Option<Grace>,
+}
+
+/// After the last extra run, the runtime waits a while for the threads the runs started
+/// to end (a watchdog that sleeps a second is not a leak), and measures again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grace {
+    /// How long it waited.
+    pub waited_ms: u64,
+    /// Threads still running beyond those running before the extra runs.
+    pub threads_running: u64,
+    /// Live counts after the wait (counting mode; zero otherwise).
+    pub live: ExitCounts,
 }
 
 /// Why the runtime made no more extra runs, in milliseconds of CPU or of wall time.
@@ -273,6 +292,17 @@ impl Record {
                 ["left", ..] => {
                     if let (Some(objects), Some(bytes)) = (int(2), int(3)) {
                         r.left.push(ExitCounts { objects, bytes });
+                    }
+                }
+                ["grace", ..] => {
+                    if let (Some(waited), Some(threads), Some(objects), Some(bytes)) =
+                        (int(1), int(2), int(3), int(4))
+                    {
+                        r.grace = Some(Grace {
+                            waited_ms: waited.max(0) as u64,
+                            threads_running: threads.max(0) as u64,
+                            live: ExitCounts { objects, bytes },
+                        });
                     }
                 }
                 ["end", why] => r.end = Some((*why).to_string()),

@@ -25,7 +25,7 @@
 //! point ([`cut_at_entry`]).
 
 use crate::analysis::diff::FrameKey;
-use crate::execution::protocol::{ExitCounts, ExtraRun, Record};
+use crate::execution::protocol::{ExitCounts, ExtraRun, Grace, Record};
 use crate::execution::runner::{signal_name, ProcessEnd};
 
 /// Extra runs when none are configured: enough that a cache or a deferred free that settles
@@ -36,6 +36,12 @@ pub const DEFAULT_EXTRA_RUNS: u32 = 5;
 /// How long the runtime waits after a run for the threads it started to be gone (once a
 /// run's threads did not all end in that time, later runs wait 20 ms).
 pub const SETTLE_MS: u64 = 200;
+
+/// Once per test, after its last extra run, how long the runtime waits for the threads the
+/// runs started to end before it measures what they left for the last time: a thread that
+/// ends soon after its run (a watchdog, a timer) holds memory only until then; one still
+/// running after this wait is taken to run for good.
+pub const GRACE_MS: u64 = 2000;
 
 /// What the counting pass's extra runs of a test may cost, unless it is to be repeated in
 /// full (`full-repetition`): half the CPU time of its own run (at least 1 s, or 5% of the
@@ -340,10 +346,18 @@ fn died_during_run(evidence: &Evidence) -> Status {
 /// Whether the counting pass settles the test: some extra run left nothing behind, and the
 /// process's live objects and bytes did not rise on every run (a leak made for the run by a
 /// thread that allocated after the run was over would show there).
-pub fn settled(first: ExitCounts, runs: &[ExtraRun], left: &[ExitCounts]) -> bool {
+/// The counts after the runtime's grace for the runs' threads, when it waited, are the
+/// series' last point.
+pub fn settled(
+    first: ExitCounts,
+    runs: &[ExtraRun],
+    left: &[ExitCounts],
+    grace: Option<&Grace>,
+) -> bool {
     let nothing_left = left.contains(&ExitCounts::default());
     let series: Vec<ExitCounts> = std::iter::once(first)
         .chain(runs.iter().map(|r| r.live))
+        .chain(grace.map(|g| g.live))
         .collect();
     let rose_every_run = series.len() >= 2
         && series
@@ -404,29 +418,65 @@ mod tests {
     fn a_run_that_left_nothing_behind_settles_the_test() {
         let nothing = live(0, 0);
         // A pool started by the first run; the extra run added and left nothing.
-        assert!(settled(live(40, 9000), &[run(40, 9000)], &[nothing]));
+        assert!(settled(live(40, 9000), &[run(40, 9000)], &[nothing], None));
         // Garbage of an epoch-based collector: the totals go up and down, but what the
         // first extra run retired has been freed by the end.
         assert!(settled(
             live(14, 24960),
             &[run(261, 41632), run(48, 112000), run(60, 142720)],
-            &[nothing, live(30, 4096), live(60, 9000)]
+            &[nothing, live(30, 4096), live(60, 9000)],
+            None
         ));
         // A leak leaves something behind on every run.
         assert!(!settled(
             live(1, 8),
             &[run(2, 16), run(3, 24), run(4, 32)],
-            &[live(1, 8), live(1, 8), live(1, 8)]
+            &[live(1, 8), live(1, 8), live(1, 8)],
+            None
         ));
         // A run left nothing in its arena, yet the process grew on every run: something
         // allocated for the test outside the run's arena (a worker, after the run ended).
         assert!(!settled(
             live(1, 8),
             &[run(2, 16), run(3, 24)],
-            &[nothing, nothing]
+            &[nothing, nothing],
+            None
         ));
         // No extra run, nothing settled.
-        assert!(!settled(live(1, 8), &[], &[]));
+        assert!(!settled(live(1, 8), &[], &[], None));
+    }
+
+    #[test]
+    fn threads_that_end_within_the_grace_settle_the_test_and_threads_that_stay_do_not() {
+        let nothing = live(0, 0);
+        // Each run left a watchdog thread holding a channel; during the grace they all
+        // ended, freeing what they held: every run's arena is empty, and the process is
+        // back where the first run left it.
+        let ended = Grace {
+            waited_ms: 1000,
+            threads_running: 0,
+            live: live(1, 8),
+        };
+        let runs = [run(2, 16), run(3, 24), run(4, 32)];
+        assert!(settled(
+            live(1, 8),
+            &runs,
+            &[nothing, nothing, nothing],
+            Some(&ended)
+        ));
+        // Threads that never end: after the grace the counts still rise and every run's
+        // arena still holds its part.
+        let stayed = Grace {
+            waited_ms: 2000,
+            threads_running: 3,
+            live: live(5, 40),
+        };
+        assert!(!settled(
+            live(1, 8),
+            &runs,
+            &[live(1, 8), live(1, 8), live(1, 8)],
+            Some(&stayed)
+        ));
     }
 
     #[test]

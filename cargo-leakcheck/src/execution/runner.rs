@@ -129,6 +129,9 @@ pub struct ProcessResult {
     pub stdout: PathBuf,
     /// Captured stderr.
     pub stderr: PathBuf,
+    /// Processes of its process group still running when it ended (`pid N (name)`); they
+    /// were killed.
+    pub left_running: Vec<String>,
 }
 
 impl ProcessResult {
@@ -382,6 +385,8 @@ pub struct RerunRequest {
     pub runs: u32,
     /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
     pub app_mallctl: Option<u64>,
+    /// std's record of the thread ending the process (see [`crate::execution::entry::exit_guard`]).
+    pub exit_guard: Option<u64>,
     /// The cost budget its extra runs are held to, if any (see
     /// [`crate::execution::rerun::BUDGET`]).
     pub budget: Option<crate::execution::rerun::Budget>,
@@ -540,8 +545,15 @@ fn run_one(
             protocol::RERUN_SETTLE_ENV,
             crate::execution::rerun::SETTLE_MS.to_string(),
         ));
+        env.push((
+            protocol::RERUN_GRACE_ENV,
+            crate::execution::rerun::GRACE_MS.to_string(),
+        ));
         if let Some(budget) = r.budget {
             env.push((protocol::RERUN_BUDGET_ENV, budget.to_env()));
+        }
+        if let Some(g) = r.exit_guard {
+            env.push((protocol::EXIT_GUARD_ENV, format!("{g:x}")));
         }
         if let Some(m) = r.app_mallctl {
             env.push((protocol::APP_MALLCTL_ENV, format!("{m:x}")));
@@ -696,6 +708,10 @@ pub fn run_process(
             None
         }
     };
+    let left_running = match waited {
+        Some(Ok(_)) => end_leftovers(pid),
+        _ => Vec::new(),
+    };
     let (end, peak_rss_kib) = match waited {
         None => (ProcessEnd::TimedOut, None),
         Some(Err(e)) => (
@@ -745,6 +761,7 @@ pub fn run_process(
         })
         .collect();
     ProcessResult {
+        left_running,
         end,
         duration: started.elapsed(),
         timeout: spec.timeout,
@@ -827,6 +844,60 @@ fn wait_with_usage(pid: libc::pid_t) -> std::io::Result<(i32, u64)> {
     }
 }
 
+/// Ends what is left of a test's process group once its leader (the test process) was
+/// reaped: processes it started and did not wait for, which would otherwise run on
+/// unseen (an orphan waiting in `pause()` lives until the machine reboots). Returns them as
+/// `pid N (name)`. A process group's id is not given to a new process while the group has
+/// members, so the signal reaches only the test's; once the group is empty the id may be
+/// reused, and a new process that made itself leader of a group with that id between the
+/// look and the signal would get it: a window of microseconds, after a test that left
+/// processes behind.
+fn end_leftovers(pgid: libc::pid_t) -> Vec<String> {
+    // SAFETY: signal 0 only checks whether the group has members.
+    if unsafe { libc::kill(-pgid, 0) } != 0 {
+        return Vec::new();
+    }
+    let mut left = group_members(pgid);
+    // SAFETY: see above: the group is the test's.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    left.sort();
+    left
+}
+
+/// The live (not zombie) processes of process group `pgid`, from `/proc`.
+fn group_members(pgid: libc::pid_t) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((name, state, group)) = parse_stat(&stat) {
+            if group == pgid && state != "Z" {
+                found.push(format!("pid {pid} ({name})"));
+            }
+        }
+    }
+    found
+}
+
+/// From `/proc/<pid>/stat` (`pid (comm) state ppid pgrp …`, where comm may hold spaces and
+/// parentheses): the name, the state and the process group.
+fn parse_stat(stat: &str) -> Option<(&str, &str, libc::pid_t)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let mut rest = stat.get(close + 1..)?.split_whitespace();
+    let state = rest.next()?;
+    let _ppid = rest.next()?;
+    let group = rest.next()?.parse().ok()?;
+    Some((stat.get(open + 1..close)?, state, group))
+}
+
 fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessResult {
     ProcessResult {
         end,
@@ -837,6 +908,7 @@ fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessRe
         preload_dumps: Vec::new(),
         app_dumps: Vec::new(),
         run_dumps: Vec::new(),
+        left_running: Vec::new(),
         stdout,
         stderr,
     }

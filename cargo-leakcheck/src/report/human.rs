@@ -211,11 +211,9 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                     );
                 }
                 s.push('\n');
-                if t.verdict == Verdict::Failed {
-                    if let Some(m) = &t.message {
-                        for line in m.lines().take(20) {
-                            let _ = writeln!(s, "           | {line}");
-                        }
+                if let Some(m) = &t.message {
+                    for line in m.lines().take(20) {
+                        let _ = writeln!(s, "           | {line}");
                     }
                 }
                 if let Some(why) = single_run_reason(t) {
@@ -338,6 +336,27 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                 s,
                 "         and {} more (report.json `not_run` lists them all)",
                 not_run.count - SHOWN
+            );
+        }
+    }
+    let leaving: Vec<&TestReport> = report
+        .tests
+        .iter()
+        .filter(|t| !t.left_processes.is_empty())
+        .collect();
+    if !leaving.is_empty() {
+        let _ = writeln!(
+            s,
+            "Leftover {} left processes running when {} ended; they were killed",
+            plural(leaving.len() as u64, "test", "tests"),
+            if leaving.len() == 1 { "it" } else { "they" }
+        );
+        for t in leaving {
+            let _ = writeln!(
+                s,
+                "         {}: {}",
+                test_header(t),
+                t.left_processes.join(", ")
             );
         }
     }
