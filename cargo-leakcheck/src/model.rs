@@ -442,7 +442,9 @@ pub struct TestReport {
     /// was retained; no stacks were taken), `stacks` (exact stack profiling), or
     /// `count-run` (the counting run crashed or timed out).
     pub method: Method,
-    /// Why the verdict is `error`, `crashed`, `timeout`, `failed` or `unanalysable`.
+    /// Why the verdict is `error`, `crashed`, `timeout`, `failed`, `unanalysable` or
+    /// `unsettled`; for a leak, what more there is to say (held by threads still running,
+    /// over the per-test total).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub message: Option<String>,

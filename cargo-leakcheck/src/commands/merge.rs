@@ -459,10 +459,18 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
     json::write(&report, &out.join("report.json"))?;
     if let Some(path) = &args.junit {
         let root = std::env::current_dir().unwrap_or_default();
+        // Tests a shard selected and never ran are listed, skipped, with why.
+        let skipped: Vec<crate::report::junit::Skipped> = (report.not_run.iter())
+            .flat_map(|n| n.tests.iter().map(move |t| (t, &n.why)))
+            .filter_map(|(t, why)| {
+                let (id, name) = t.split_once(' ')?;
+                Some((id.to_string(), name.to_string(), why.clone()))
+            })
+            .collect();
         let xml = crate::report::junit::render(
             &report,
             &Default::default(),
-            &[],
+            &skipped,
             &args.output_dir,
             &root,
         );

@@ -185,10 +185,14 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             })
             .collect();
         // Ignored tests, and tests an interruption left unjudged: listed, not run.
-        let skipped: Vec<junit::Skipped> = (results.ignored.iter().map(|(b, n)| (*b, n)))
-            .chain(results.not_finished.iter().map(|c| (c.binary, &c.name)))
-            .map(|(b, name)| (binaries[b].id(), name.clone()))
-            .collect();
+        let interrupted = session::interrupted_why();
+        let skipped: Vec<junit::Skipped> = (results
+            .ignored
+            .iter()
+            .map(|(b, n)| (*b, n, "ignored")))
+        .chain((results.not_finished.iter()).map(|c| (c.binary, &c.name, interrupted.as_str())))
+        .map(|(b, name, why)| (binaries[b].id(), name.clone(), why.to_string()))
+        .collect();
         let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
         write_file(&path, &xml)?;
         crate::info!("       Wrote JUnit XML to `{}`", path.display());

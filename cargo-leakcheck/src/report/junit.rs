@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
-/// A test that was listed but not run (`#[ignore]`d): its binary's id, its name.
-pub type Skipped = (String, String);
+/// A test that was listed but not run: its binary's id, its name, and why (`ignored`,
+/// `interrupted by SIGINT`).
+pub type Skipped = (String, String, String);
 
 /// How long each test's process ran, seconds, by (package, binary, name).
 pub type Durations = HashMap<(String, String, String), f64>;
@@ -28,7 +29,7 @@ pub fn render(
 ) -> String {
     enum Case<'a> {
         Judged(&'a TestReport),
-        Skipped(&'a str),
+        Skipped(&'a str, &'a str),
     }
     let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     for t in &report.tests {
@@ -37,11 +38,11 @@ pub fn render(
             .or_default()
             .push(Case::Judged(t));
     }
-    for (id, name) in skipped {
+    for (id, name, why) in skipped {
         suites
             .entry(id.clone())
             .or_default()
-            .push(Case::Skipped(name));
+            .push(Case::Skipped(name, why));
     }
     let time_of = |t: &TestReport| {
         durations
@@ -79,7 +80,7 @@ pub fn render(
             .iter()
             .map(|c| match c {
                 Case::Judged(t) => time_of(t),
-                Case::Skipped(_) => 0.0,
+                Case::Skipped(..) => 0.0,
             })
             .sum();
         let _ = writeln!(
@@ -89,16 +90,17 @@ pub fn render(
             cases.len(),
             count(cases, &is_failure),
             count(cases, &is_error),
-            cases.iter().filter(|c| matches!(c, Case::Skipped(_))).count()
+            cases.iter().filter(|c| matches!(c, Case::Skipped(..))).count()
         );
         for case in cases {
             match case {
-                Case::Skipped(name) => {
+                Case::Skipped(name, why) => {
                     let _ = writeln!(
                         x,
-                        "    <testcase name=\"{}\" classname=\"{}\" time=\"0.000\">\n      <skipped message=\"ignored\"/>\n    </testcase>",
+                        "    <testcase name=\"{}\" classname=\"{}\" time=\"0.000\">\n      <skipped message=\"{}\"/>\n    </testcase>",
                         escape(name),
-                        escape(suite)
+                        escape(suite),
+                        escape(why)
                     );
                 }
                 Case::Judged(t) => {
@@ -292,7 +294,18 @@ mod tests {
             ..Report::example()
         };
         let durations: Durations = [(("p".into(), "p".into(), "tests::t".into()), 0.25)].into();
-        let skipped = vec![("p".to_string(), "tests::slow".to_string())];
+        let skipped = vec![
+            (
+                "p".to_string(),
+                "tests::slow".to_string(),
+                "ignored".to_string(),
+            ),
+            (
+                "p::it".to_string(),
+                "cut_short".to_string(),
+                "interrupted by SIGINT".to_string(),
+            ),
+        ];
         let mut it = TestReport {
             name: "it_leaks".into(),
             kind: crate::model::TargetKind::Test,
@@ -312,7 +325,7 @@ mod tests {
             Path::new("/ws/target/leakcheck"),
             Path::new("/ws"),
         );
-        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cargo-leakcheck\" tests=\"6\" failures=\"3\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
+        assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cargo-leakcheck\" tests=\"7\" failures=\"3\" errors=\"1\" skipped=\"2\" time=\"0.250\">"), "{xml}");
         assert!(xml.contains("<testsuite name=\"p\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\" time=\"0.250\">"), "{xml}");
         assert!(
             xml.contains("<testcase name=\"tests::t\" classname=\"p\" time=\"0.250\"/>"),
@@ -327,6 +340,7 @@ mod tests {
             "{xml}"
         );
         assert!(xml.contains("<testcase name=\"tests::slow\" classname=\"p\" time=\"0.000\">\n      <skipped message=\"ignored\"/>"), "{xml}");
+        assert!(xml.contains("<testcase name=\"cut_short\" classname=\"p::it\" time=\"0.000\">\n      <skipped message=\"interrupted by SIGINT\"/>"), "{xml}");
         // An integration test's suite and class are `package::target`, as nextest names it.
         assert!(
             xml.contains("<testcase name=\"it_leaks\" classname=\"p::integration\""),
