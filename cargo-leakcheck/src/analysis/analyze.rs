@@ -629,7 +629,7 @@ fn judge_profiled(
         Verdict::Clean
     };
     if report.verdict == Verdict::Leak {
-        if let Some(held) = held_by_threads(result) {
+        if let Some(held) = held_by_threads(result, reruns.counting) {
             report.message = Some(match report.message.take() {
                 Some(m) => format!("{m}; {held}"),
                 None => held,
@@ -654,15 +654,21 @@ fn judge_profiled(
 }
 
 /// When threads the extra runs started were still running after the runtime's grace for
-/// them, what they hold is counted: says so.
-fn held_by_threads(result: &ProcessResult) -> Option<String> {
-    let grace = result.record.as_ref()?.grace?;
+/// them, what they hold is counted: says so. The wait is the longer of the profiled
+/// process's and the counting process's (the profiled one does not wait again for threads
+/// the counting one saw stay).
+fn held_by_threads(result: &ProcessResult, counting: Option<&ProcessResult>) -> Option<String> {
+    let grace_of = |r: &ProcessResult| r.record.as_ref().and_then(|r| r.grace);
+    let grace = grace_of(result)?;
+    let waited_ms = counting
+        .and_then(grace_of)
+        .map_or(grace.waited_ms, |c| c.waited_ms.max(grace.waited_ms));
     (grace.threads_running > 0).then(|| {
         format!(
             "{} the extra runs started {} still running {:.1} s after the last run (threads that end are waited for; one that never ends keeps what it holds)",
             plural_count(grace.threads_running, "thread", "threads"),
             if grace.threads_running == 1 { "was" } else { "were" },
-            grace.waited_ms as f64 / 1000.0
+            waited_ms as f64 / 1000.0
         )
     })
 }

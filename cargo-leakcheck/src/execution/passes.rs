@@ -123,6 +123,7 @@ fn rerun_request(
         runs,
         app_mallctl: inspection.app_mallctl,
         exit_guard: inspection.exit_guard,
+        grace_ms: rerun::GRACE_MS,
         budget,
     })
 }
@@ -300,7 +301,16 @@ pub fn run(
         match &settled[t] {
             Some(Counted::Clean(_)) | Some(Counted::Over(_)) | Some(Counted::Unsettled(_)) => {}
             Some(Counted::Stacks { rerun, outcome }) => {
+                // Threads the counting runs started that were still running after their
+                // grace will not have ended in the stacks pass either: no second wait.
+                let threads_stayed = (counted[t].as_ref())
+                    .and_then(|c| c.record.as_ref()?.grace)
+                    .is_some_and(|g| g.threads_running > 0);
                 let request = match (rerun, &requests[t]) {
+                    (true, Ok(r)) if threads_stayed => Ok(RerunRequest {
+                        grace_ms: 0,
+                        ..r.clone()
+                    }),
                     (true, Ok(r)) => Ok(r.clone()),
                     (_, Err(why)) => Err(why.clone()),
                     (false, Ok(_)) => Err(outcome.status.clone()),

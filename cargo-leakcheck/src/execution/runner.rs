@@ -387,6 +387,9 @@ pub struct RerunRequest {
     pub app_mallctl: Option<u64>,
     /// std's record of the thread ending the process (see [`crate::execution::entry::exit_guard`]).
     pub exit_guard: Option<u64>,
+    /// How long the runtime waits, once after the last run, for the runs' threads (see
+    /// [`crate::execution::rerun::GRACE_MS`]).
+    pub grace_ms: u64,
     /// The cost budget its extra runs are held to, if any (see
     /// [`crate::execution::rerun::BUDGET`]).
     pub budget: Option<crate::execution::rerun::Budget>,
@@ -545,10 +548,7 @@ fn run_one(
             protocol::RERUN_SETTLE_ENV,
             crate::execution::rerun::SETTLE_MS.to_string(),
         ));
-        env.push((
-            protocol::RERUN_GRACE_ENV,
-            crate::execution::rerun::GRACE_MS.to_string(),
-        ));
+        env.push((protocol::RERUN_GRACE_ENV, r.grace_ms.to_string()));
         if let Some(budget) = r.budget {
             env.push((protocol::RERUN_BUDGET_ENV, budget.to_env()));
         }
