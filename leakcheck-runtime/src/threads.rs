@@ -192,7 +192,8 @@ pub fn start_registry() {
     // locked for good (that thread is not in the child), and its next thread, or its exit,
     // would wait forever. Registered after the tracker's handlers, so `fork` takes this
     // lock first, in the order the scan takes them.
-    // SAFETY: registers handlers that touch only the registry's atomics.
+    // SAFETY: registers handlers that only take or release the registry lock and store
+    // this module's atomics.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
