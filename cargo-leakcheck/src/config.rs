@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+/// Extra runs when none are configured: enough that a cache or a deferred free that settles
+/// within a few runs is not taken for a leak, and a stack must keep growing over all of them
+/// to count as one.
+pub const DEFAULT_EXTRA_RUNS: u32 = 5;
+
 /// The documented reference configuration, every key at its default.
 #[cfg(test)]
 pub const DEFAULT_CONFIG: &str = include_str!("default-config.toml");
@@ -863,7 +868,7 @@ impl Config {
             test_threshold: None,
             one_time_fails: false,
             timeout: DEFAULT_TIMEOUT_SECS,
-            extra_runs: crate::execution::rerun::DEFAULT_EXTRA_RUNS,
+            extra_runs: DEFAULT_EXTRA_RUNS,
             full_repetition: false,
             stack_threshold_source: "built-in default".into(),
             test_threshold_source: "built-in default".into(),

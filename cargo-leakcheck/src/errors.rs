@@ -3,6 +3,7 @@
 //! Leaks and failing tests are findings, not errors: they are decided in `analyze` and
 //! mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen.
 
+use crate::model::Verdict;
 use std::path::PathBuf;
 
 /// Documented process exit codes.
@@ -67,7 +68,7 @@ pub enum Error {
     },
     /// Reports that cannot be merged (the message names the files and what differs).
     #[error(transparent)]
-    Merge(#[from] crate::commands::merge::MergeError),
+    Merge(#[from] MergeError),
     /// `cargo nextest run` failed before any test ran (bad arguments, a build failure).
     #[error("`{command}` failed ({status}) before any test ran; its messages are above")]
     Nextest {
@@ -95,6 +96,71 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+/// Why reports cannot be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// A report could not be read.
+    #[error("cannot read the report `{}`: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file that is not a cargo-leakcheck report.
+    #[error("`{}` is not a cargo-leakcheck report.json: {reason}", path.display())]
+    NotAReport {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A report of a schema this version cannot read, or of another version than the rest.
+    #[error("`{}` has report schema version {found}, {expected}; reports of different schema versions cannot be merged", path.display())]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        found: u64,
+        /// What was expected, in words.
+        expected: String,
+    },
+    /// Reports made with different settings.
+    #[error("`{}` was made with {what} {value}, but `{}` with {first_value}; reports of different settings cannot be merged", path.display(), first_path.display())]
+    Settings {
+        /// The file that differs.
+        path: PathBuf,
+        /// The setting.
+        what: &'static str,
+        /// Its value there.
+        value: String,
+        /// The first report.
+        first_path: PathBuf,
+        /// The value in the first report.
+        first_value: String,
+    },
+    /// One test with two verdicts.
+    #[error("test `{test}` is `{verdict}` in `{}` but `{first_verdict}` in `{}`; a test judged twice with different verdicts cannot be merged", path.display(), first_path.display())]
+    Conflict {
+        /// The test (`package binary name`).
+        test: String,
+        /// Where it has `verdict`.
+        path: PathBuf,
+        /// Its verdict there.
+        verdict: Verdict,
+        /// Where it was first seen.
+        first_path: PathBuf,
+        /// Its verdict there.
+        first_verdict: Verdict,
+    },
+    /// The output directory is one of the inputs' directories.
+    #[error("the output directory `{}` holds one of the reports being merged; choose another with --output-dir", .0.display())]
+    OutputIsInput(PathBuf),
+    /// The output directory has other files in it.
+    #[error("the output directory `{}` is not empty and holds no earlier merge (no report.json); choose a new or empty one with --output-dir", .0.display())]
+    OutputNotEmpty(PathBuf),
 }
 
 fn metadata_text(manifest: Option<&std::path::Path>, message: &str) -> String {

@@ -31,6 +31,8 @@ pub(crate) mod execution;
 mod fnv;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod layers;
 pub(crate) mod model;
 pub(crate) mod report;
 

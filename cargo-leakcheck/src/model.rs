@@ -289,17 +289,6 @@ pub struct ExtraRuns {
     pub detail: Option<String>,
 }
 
-impl ExtraRuns {
-    /// The report's view of an outcome.
-    pub fn from_outcome(outcome: &crate::execution::rerun::Outcome) -> ExtraRuns {
-        ExtraRuns {
-            made: outcome.made,
-            status: outcome.status.in_report(),
-            detail: outcome.status.detail(outcome.made),
-        }
-    }
-}
-
 /// How a test's extra runs went, as the report says it (the details are in words beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

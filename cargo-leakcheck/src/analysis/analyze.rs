@@ -358,6 +358,15 @@ pub struct TestIdentity<'a> {
     pub name: &'a str,
 }
 
+/// The report's view of how a test's extra runs went.
+pub fn extra_runs_of(outcome: &rerun::Outcome) -> ExtraRuns {
+    ExtraRuns {
+        made: outcome.made,
+        status: outcome.status.in_report(),
+        detail: outcome.status.detail(outcome.made),
+    }
+}
+
 /// What decides a test's verdict: its effective settings and the suppressions that may
 /// apply to it.
 pub struct Policy<'a> {
@@ -458,7 +467,7 @@ fn clean_report(
         message: None,
         stacks: Vec::new(),
         artifacts: Artifacts::default(),
-        extra_runs: ExtraRuns::from_outcome(reruns),
+        extra_runs: extra_runs_of(reruns),
         first_run_retained,
         passed_without_profiling: false,
         left_processes: result.left_running.clone(),
@@ -571,7 +580,7 @@ fn judge_profiled(
                         made: reruns.outcome.made,
                         status: rerun::Status::Unavailable(e.to_string()),
                     };
-                    report.extra_runs = ExtraRuns::from_outcome(&unusable);
+                    report.extra_runs = extra_runs_of(&unusable);
                     None
                 }
             }

@@ -6,77 +6,12 @@
 //! different splits, or one test judged twice with different verdicts. Flame graphs are
 //! copied beside the merged report, so its artifact paths stay relative and reachable.
 
-use crate::errors::{Error, ExitCode};
+use crate::errors::{Error, ExitCode, MergeError};
 use crate::execution::partition::Partition;
 use crate::model::{Report, Verdict, REPORT_VERSION};
 use crate::report::{human, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
-
-/// Why reports cannot be merged.
-#[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    /// A report could not be read.
-    #[error("cannot read the report `{}`: {source}", path.display())]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A file that is not a cargo-leakcheck report.
-    #[error("`{}` is not a cargo-leakcheck report.json: {reason}", path.display())]
-    NotAReport {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A report of a schema this version cannot read, or of another version than the rest.
-    #[error("`{}` has report schema version {found}, {expected}; reports of different schema versions cannot be merged", path.display())]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// Its version.
-        found: u64,
-        /// What was expected, in words.
-        expected: String,
-    },
-    /// Reports made with different settings.
-    #[error("`{}` was made with {what} {value}, but `{}` with {first_value}; reports of different settings cannot be merged", path.display(), first_path.display())]
-    Settings {
-        /// The file that differs.
-        path: PathBuf,
-        /// The setting.
-        what: &'static str,
-        /// Its value there.
-        value: String,
-        /// The first report.
-        first_path: PathBuf,
-        /// The value in the first report.
-        first_value: String,
-    },
-    /// One test with two verdicts.
-    #[error("test `{test}` is `{verdict}` in `{}` but `{first_verdict}` in `{}`; a test judged twice with different verdicts cannot be merged", path.display(), first_path.display())]
-    Conflict {
-        /// The test (`package binary name`).
-        test: String,
-        /// Where it has `verdict`.
-        path: PathBuf,
-        /// Its verdict there.
-        verdict: Verdict,
-        /// Where it was first seen.
-        first_path: PathBuf,
-        /// Its verdict there.
-        first_verdict: Verdict,
-    },
-    /// The output directory is one of the inputs' directories.
-    #[error("the output directory `{}` holds one of the reports being merged; choose another with --output-dir", .0.display())]
-    OutputIsInput(PathBuf),
-    /// The output directory has other files in it.
-    #[error("the output directory `{}` is not empty and holds no earlier merge (no report.json); choose a new or empty one with --output-dir", .0.display())]
-    OutputNotEmpty(PathBuf),
-}
 
 /// One report to merge, and where it came from.
 #[derive(Clone, Debug)]

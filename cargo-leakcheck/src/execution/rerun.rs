@@ -28,11 +28,6 @@ use crate::analysis::diff::FrameKey;
 use crate::execution::protocol::{ExitCounts, ExtraRun, Grace, Record};
 use crate::execution::runner::{signal_name, ProcessEnd};
 
-/// Extra runs when none are configured: enough that a cache or a deferred free that settles
-/// within a few runs is not taken for a leak, and a stack must keep growing over all of them
-/// to count as one.
-pub const DEFAULT_EXTRA_RUNS: u32 = 5;
-
 /// How long the runtime waits after a run for the threads it started to be gone (once a
 /// run's threads did not all end in that time, later runs wait 20 ms).
 pub const SETTLE_MS: u64 = 200;
