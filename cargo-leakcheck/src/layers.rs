@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 const UPPER: &[&str] = &["execution", "commands", "cli"];
 
 /// (file under `src/`, module it still names) that break the rule today.
-const IMPORT_DEBT: &[(&str, &str)] = &[("analysis/analyze.rs", "execution")];
+const IMPORT_DEBT: &[(&str, &str)] = &[];
 
 /// Files over the size limit today.
-const SIZE_DEBT: &[&str] = &["execution/runner.rs"];
+const SIZE_DEBT: &[&str] = &[];
 
 /// Lines of code a file may hold before its `#[cfg(test)]` part.
 const MAX_LINES: usize = 800;

@@ -1,6 +1,8 @@
 //! cargo-leakcheck: per-test memory leak detection for Rust test suites.
 //!
-//! The modules are grouped by where they sit in the pipeline:
+//! The modules are grouped by where they sit in the pipeline, and imports point down
+//! (`layers` checks it): `model` and `evidence` at the bottom, `analysis` over them,
+//! `execution` that collects evidence, `report` renderers, then `commands`.
 //!
 //! - `commands`: `test` and `bench`, each a short sequence of named steps over shared
 //!   stages; `session` sets a command up (workspace and selection, the `config`, the
@@ -13,7 +15,11 @@
 //!   test in its own process with the runtime preloaded (`slots` decides how many run at
 //!   once, `history` which start first, `interrupt` stops them all on Ctrl-C), and `rerun`
 //!   holds the rules that tell process-lifetime state from leaks and the extra runs' budget.
-//! - `analysis`, pure so it can be tested on captured dumps: `profile` parses a dump,
+//! - `evidence`: what a test process leaves (how it ended, the runtime's record, its
+//!   output, its entry point), read by `analysis`, collected by `execution`.
+//! - `analysis`, pure so it can be tested on captured dumps: `settling` reads the extra
+//!   runs (why there were as many, whether counting settles a test, what they may cost),
+//!   `profile` parses a dump,
 //!   `diff` subtracts the harness-only baseline, `symbolize` names frames, `classify` tells
 //!   leaks from one-time initialisation and harness memory, `analyze` puts a verdict
 //!   together (one path from a raw stack to report frames, used by both commands), `growth`
@@ -27,6 +33,7 @@ pub(crate) mod commands;
 pub(crate) mod config;
 pub(crate) mod console;
 pub(crate) mod errors;
+pub(crate) mod evidence;
 pub(crate) mod execution;
 mod fnv;
 #[cfg(test)]

@@ -6,12 +6,11 @@
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::profile::{self, Counts};
+use crate::analysis::settling as rerun;
 use crate::analysis::symbolize::{Frame, Symbolizer};
 use crate::config::{Effective, Suppression};
-use crate::execution::cargo::TestBinary;
-use crate::execution::entry::Entry;
-use crate::execution::rerun;
-use crate::execution::runner::{ProcessEnd, ProcessResult};
+use crate::evidence::Entry;
+use crate::evidence::{ProcessEnd, ProcessResult};
 use crate::model::{
     Allowance, AllowedBy, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts,
     RunGrowth, StackKind, StackReport, TargetKind, TestReport, Verdict,
@@ -35,9 +34,13 @@ pub struct BinaryAnalysis {
 }
 
 impl BinaryAnalysis {
-    /// Prepares the analysis of a binary from its baseline run.
-    pub fn new(binary: &TestBinary, baseline: Option<&ProcessResult>) -> (Self, Option<String>) {
-        let exe_path = binary.path.as_path();
+    /// Prepares the analysis of a binary (the executable `exe_path`, which installs its own
+    /// `#[global_allocator]` when `custom_allocator`) from its baseline run.
+    pub fn new(
+        exe_path: &std::path::Path,
+        custom_allocator: bool,
+        baseline: Option<&ProcessResult>,
+    ) -> (Self, Option<String>) {
         let baseline_result = baseline;
         let exe = exe_path
             .canonicalize()
@@ -59,7 +62,7 @@ impl BinaryAnalysis {
         };
         let baseline_unreached = baseline_result.and_then(load_unreached);
         let mut symbolizer = Symbolizer::new();
-        let rust_allocations_visible = !binary.facts.symbols.custom_global_allocator
+        let rust_allocations_visible = !custom_allocator
             || baseline_result.is_some_and(|r| {
                 !r.app_dumps.is_empty() || global_allocator_reached_malloc(r, &mut symbolizer)
             });
@@ -497,7 +500,7 @@ pub fn analyze_test(
     let mut report = judge_profiled(id, result, bin, policy, reruns, method);
     let counting_run_passed = reruns
         .counting
-        .is_some_and(|c| crate::execution::passes::first_run_end(c) == ProcessEnd::Exited(0));
+        .is_some_and(|c| c.first_run_end() == ProcessEnd::Exited(0));
     mark_profiling_failure(&mut report, counting_run_passed);
     report
 }
@@ -893,8 +896,7 @@ pub fn frame_report(f: &Frame) -> FrameReport {
 /// panic messages (`thread 'x' (1234) panicked`, Rust 1.89+) differ from run to run and
 /// are removed, so the report stays deterministic.
 pub fn stderr_tail(path: &Path) -> String {
-    let text =
-        crate::execution::runner::capture_tail(path, crate::execution::runner::CAPTURE_READ_LIMIT);
+    let text = crate::evidence::capture_tail(path, crate::evidence::CAPTURE_READ_LIMIT);
     let lines: Vec<String> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -944,7 +946,7 @@ mod tests {
             StackKind::ProcessLifetime,
             4096,
         )];
-        let budget = rerun::Status::OverBudget(crate::execution::protocol::BudgetStop {
+        let budget = rerun::Status::OverBudget(crate::evidence::BudgetStop {
             wall: false,
             own_ms: 3000,
             allowed_ms: 1500,

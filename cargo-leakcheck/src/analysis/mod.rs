@@ -9,5 +9,6 @@ pub(crate) mod classify;
 pub(crate) mod diff;
 pub(crate) mod growth;
 pub(crate) mod profile;
+pub(crate) mod settling;
 pub(crate) mod suppressions;
 pub(crate) mod symbolize;

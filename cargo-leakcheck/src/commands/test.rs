@@ -510,7 +510,11 @@ fn analyse_binary(
         } else {
             let analysis = analysis.get_or_insert_with(|| {
                 let started = std::time::Instant::now();
-                let (a, note) = BinaryAnalysis::new(binary, results.baselines[bi].as_ref());
+                let (a, note) = BinaryAnalysis::new(
+                    &binary.path,
+                    binary.facts.symbols.custom_global_allocator,
+                    results.baselines[bi].as_ref(),
+                );
                 out.notes.extend(note);
                 out.timings
                     .binaries

@@ -23,20 +23,11 @@
 //! layout cannot be pinned down to one offset, no test of the binary gets an entry point,
 //! and its tests are reported as not repeatable.
 
+pub use crate::evidence::Entry;
 use addr2line::gimli;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader};
 use object::{elf, LittleEndian as LE, Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// A test's entry point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// Its address in the executable image (a virtual address of the ELF file).
-    pub address: u64,
-    /// Its code, as offsets in the file: frames of heap dumps are keyed by file offset,
-    /// and a frame in this range is the call that runs the test body.
-    pub file_range: (u64, u64),
-}
 
 /// Where the name and the function pointer sit in libtest's struct of a test, as offsets
 /// from the struct's start.

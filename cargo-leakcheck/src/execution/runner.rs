@@ -3,6 +3,9 @@
 //! status, output and heap dumps. Nothing here interprets a dump.
 
 use crate::errors::Error;
+pub use crate::evidence::{
+    capture_head, capture_tail, signal_name, ProcessEnd, ProcessResult, CAPTURE_READ_LIMIT,
+};
 use crate::execution::cargo::{TestBinary, Workspace};
 use crate::execution::partition::{Dealer, Partition};
 use crate::execution::protocol::{self, ProfileSettings};
@@ -55,95 +58,6 @@ pub struct TestCase {
     pub name: String,
     /// Whether the test is `#[ignore]`d (then it needs `--include-ignored` to run).
     pub ignored: bool,
-}
-
-/// How a test process ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProcessEnd {
-    /// Exited with this code.
-    Exited(i32),
-    /// Killed by this signal.
-    Signaled(i32),
-    /// Ran past the timeout and was killed.
-    TimedOut,
-    /// Could not be started.
-    SpawnFailed(String),
-    /// Stopped, or never started, because the run was interrupted (Ctrl-C, SIGTERM).
-    Interrupted,
-}
-
-impl ProcessEnd {
-    /// Human description, e.g. "exit code 101" or "signal 11 (SIGSEGV)".
-    pub fn describe(&self) -> String {
-        match self {
-            ProcessEnd::Exited(c) => format!("exit code {c}"),
-            ProcessEnd::Signaled(s) => format!("signal {s} ({})", signal_name(*s)),
-            ProcessEnd::TimedOut => "timed out".into(),
-            ProcessEnd::SpawnFailed(e) => format!("could not start: {e}"),
-            ProcessEnd::Interrupted => "interrupted".into(),
-        }
-    }
-}
-
-/// The name of a signal number on Linux.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        5 => "SIGTRAP",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-/// What one process left behind.
-#[derive(Clone, Debug)]
-pub struct ProcessResult {
-    /// How it ended.
-    pub end: ProcessEnd,
-    /// Wall time.
-    pub duration: Duration,
-    /// The time limit it ran under.
-    pub timeout: Duration,
-    /// Peak resident set size of the process, in KiB, when it was reaped normally.
-    pub peak_rss_kib: Option<u64>,
-    /// The runtime's exit record (see [`protocol::Record`]), when its exit handler ran.
-    pub record: Option<protocol::Record>,
-    /// The runtime's dump(s) of the state the test's own run left (everything malloc saw):
-    /// the dump taken before extra runs when there were any, else the exit dump.
-    pub preload_dumps: Vec<PathBuf>,
-    /// The same of a jemalloc linked into the test binary, when it has one with profiling.
-    pub app_dumps: Vec<PathBuf>,
-    /// The dumps taken after each extra run that finished (runtime's, then the test
-    /// binary's jemalloc's when it has one).
-    pub run_dumps: Vec<Vec<PathBuf>>,
-    /// Captured stdout.
-    pub stdout: PathBuf,
-    /// Captured stderr.
-    pub stderr: PathBuf,
-    /// Processes of its process group still running when it ended (`pid N (name)`); they
-    /// were killed.
-    pub left_running: Vec<String>,
-}
-
-impl ProcessResult {
-    /// How the test's own run ended: the record's exit status when the runtime's exit
-    /// handler ran (an extra run may have killed the process afterwards), else how the
-    /// process ended.
-    pub fn first_run_end(&self) -> ProcessEnd {
-        match self.record.as_ref().and_then(|r| r.first) {
-            Some(first) => ProcessEnd::Exited(first.status),
-            None => self.end.clone(),
-        }
-    }
 }
 
 /// Settings for running.
@@ -786,43 +700,6 @@ fn cut_to_width(line: &str, max: usize) -> &str {
         end -= 1;
     }
     &line[..end]
-}
-
-/// How much of a captured output is read back: a test may write gigabytes.
-pub const CAPTURE_READ_LIMIT: u64 = 64 << 10;
-
-/// The start of a captured output file (up to `limit` bytes), decoded lossily: a test may
-/// write bytes that are not UTF-8, and what it wrote must still be shown.
-pub fn capture_head(path: &Path, limit: u64) -> String {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    if let Ok(f) = std::fs::File::open(path) {
-        let _ = f.take(limit).read_to_end(&mut bytes);
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// The end of a captured output file (its last `limit` bytes, from the first whole line),
-/// decoded lossily.
-pub fn capture_tail(path: &Path, limit: u64) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(limit);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
-    let mut bytes = Vec::new();
-    let _ = f.take(limit).read_to_end(&mut bytes);
-    let from = if start > 0 {
-        // Cut at a line boundary rather than in the middle of a line or character.
-        bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)
-    } else {
-        0
-    };
-    String::from_utf8_lossy(&bytes[from..]).into_owned()
 }
 
 /// Waits for a child and returns its wait status and peak resident set size (KiB), which

@@ -1,0 +1,611 @@
+//! The rules that read a test's extra runs: what they may cost ([`BUDGET`]), why a test had
+//! as many as it had ([`Status`], from its process's evidence: [`interpret`]), whether the
+//! counting pass settles it ([`settled`]), and whether a stack grew in every run
+//! ([`grows_every_run`]), compared up to the call of the test's entry point
+//! ([`cut_at_entry`]).
+
+use crate::analysis::diff::FrameKey;
+use crate::evidence::{signal_name, ExitCounts, ExtraRun, Grace, ProcessEnd, Record};
+
+/// What the counting pass's extra runs of a test may cost, unless it is to be repeated in
+/// full (`full-repetition`): half the CPU time of its own run (at least 1 s, or 5% of the
+/// suite, see [`budget_for`]), and twice its wall time (at least 10 s). The runtime does not
+/// start a run that would go past either.
+pub const BUDGET: Budget = Budget {
+    cpu: Limit {
+        floor_ms: 1000,
+        percent: 50,
+    },
+    wall: Limit {
+        floor_ms: 10_000,
+        percent: 200,
+    },
+};
+
+/// What the extra runs may cost (see [`BUDGET`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// CPU time of the whole process.
+    pub cpu: Limit,
+    /// Wall time.
+    pub wall: Limit,
+}
+
+/// One side of a [`Budget`]: this share of the test's own run, and at least the floor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// Milliseconds.
+    pub floor_ms: u64,
+    /// Percent of what the test's own run cost.
+    pub percent: u64,
+}
+
+/// The budget for a suite a plain run of which takes `suite_seconds` (known from the
+/// previous run): the CPU floor is 5% of the suite, between 0.1 s and 1 s, so a test of a
+/// suite that takes two seconds cannot double it by running again; without a previous run,
+/// 1 s.
+pub fn budget_for(suite_seconds: Option<f64>) -> Budget {
+    let floor_ms = suite_seconds.map_or(BUDGET.cpu.floor_ms, |s| {
+        ((s * 1000.0 * SUITE_SHARE) as u64).clamp(MIN_CPU_FLOOR_MS, BUDGET.cpu.floor_ms)
+    });
+    Budget {
+        cpu: Limit {
+            floor_ms,
+            ..BUDGET.cpu
+        },
+        ..BUDGET
+    }
+}
+
+/// See [`budget_for`].
+const SUITE_SHARE: f64 = 0.05;
+
+const MIN_CPU_FLOOR_MS: u64 = 100;
+
+impl Budget {
+    /// The runtime's form (see [`crate::execution::protocol::RERUN_BUDGET_ENV`]).
+    pub fn to_env(self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.cpu.floor_ms, self.cpu.percent, self.wall.floor_ms, self.wall.percent
+        )
+    }
+}
+
+/// Why a test had as many extra runs as it had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Every extra run asked for was made (or the counts settled earlier).
+    Completed,
+    /// The first run retained nothing: there was nothing to tell apart.
+    NotNeeded,
+    /// Extra runs are switched off (`--extra-runs 0` or `extra-runs = 0`).
+    Off,
+    /// The test failed (or did not finish) its own run: it is judged on that run alone.
+    TestFailed,
+    /// The test ended the process itself (`exit` from its thread, before libtest's `main`
+    /// returned): it cannot run again, and is judged on what its own code retained.
+    ExitedEarly,
+    /// A `#[should_panic]` test cannot run again in its process: it panics.
+    ShouldPanic,
+    /// A `harness = false` target has no libtest entry point.
+    NoHarness,
+    /// The test's entry point could not be found exactly (why).
+    NoEntryPoint(String),
+    /// An extra run panicked (the message).
+    Panicked(String),
+    /// The process died during an extra run (how).
+    Crashed(String),
+    /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
+    /// did not fit in the test's timeout.
+    TimedOut,
+    /// The next extra run would have cost more CPU time than the budget allows (see the
+    /// runtime's `Budget`): the test was judged without it.
+    OverBudget(crate::evidence::BudgetStop),
+    /// An extra run returned an error (its message).
+    Failed(String),
+    /// The runtime could not make them (why).
+    Unavailable(String),
+}
+
+impl Status {
+    /// What the report calls it.
+    pub fn in_report(&self) -> crate::model::ExtraRunsStatus {
+        use crate::model::ExtraRunsStatus as R;
+        match self {
+            Status::Completed => R::Completed,
+            Status::NotNeeded => R::NotNeeded,
+            Status::Off => R::Off,
+            Status::TestFailed => R::TestFailed,
+            Status::ExitedEarly => R::ExitedEarly,
+            Status::ShouldPanic => R::ShouldPanic,
+            Status::NoHarness => R::NoHarness,
+            Status::NoEntryPoint(_) => R::NoEntryPoint,
+            Status::Panicked(_) => R::Panicked,
+            Status::Crashed(_) => R::Crashed,
+            Status::TimedOut => R::TimedOut,
+            Status::OverBudget(_) => R::OverBudget,
+            Status::Failed(_) => R::Failed,
+            Status::Unavailable(_) => R::Unavailable,
+        }
+    }
+
+    /// A sentence for the report and the summary, when the status is not self-explanatory.
+    pub fn detail(&self, made: u32) -> Option<String> {
+        let nth = ordinal(made + 1);
+        match self {
+            Status::Completed | Status::NotNeeded => None,
+            Status::Off => Some("extra runs are switched off (extra-runs = 0)".into()),
+            Status::TestFailed => Some("the test did not pass its own run".into()),
+            Status::ExitedEarly => Some(
+                "the test ended the process itself (exit before libtest finished), so it cannot run again; what libtest had in flight is not counted"
+                    .into(),
+            ),
+            Status::ShouldPanic => Some(
+                "a #[should_panic] test panics on every run, so it cannot run again in its process"
+                    .into(),
+            ),
+            Status::NoHarness => Some("a harness = false target has no libtest entry point".into()),
+            Status::NoEntryPoint(why) => Some(format!("no usable entry point: {why}")),
+            Status::Panicked(message) => Some(format!("the {nth} extra run panicked: {message}")),
+            Status::Crashed(how) => Some(format!("the process died in the {nth} extra run: {how}")),
+            Status::TimedOut => Some(format!(
+                "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s, within its timeout)"
+            )),
+            Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
+            Status::OverBudget(b) => Some(format!(
+                "not run again{after}: a run takes {} s {what} and the extra runs may take {} s ({}% of the test's own run, at least {} s); `full-repetition = true` for it in leakcheck.toml, or --full-repetition, runs it again as often as it takes",
+                secs(b.run_ms),
+                secs(b.allowed_ms),
+                if b.wall { BUDGET.wall.percent } else { BUDGET.cpu.percent },
+                secs(b.floor_ms),
+                what = if b.wall { "of wall time" } else { "of CPU" },
+                after = match made {
+                    0 => String::new(),
+                    1 => " after 1 extra run".into(),
+                    n => format!(" after {n} extra runs"),
+                },
+            )),
+            Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
+        }
+    }
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1}", ms as f64 / 1000.0)
+}
+
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// What the extra runs of one process came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Extra runs that returned normally (each measured).
+    pub made: u32,
+    /// Why no more.
+    pub status: Status,
+}
+
+impl Outcome {
+    /// No extra runs, for this reason.
+    pub fn none(status: Status) -> Outcome {
+        Outcome { made: 0, status }
+    }
+
+    /// Whether every extra run asked for was made, so the measurements can be judged.
+    pub fn usable(&self) -> bool {
+        self.status == Status::Completed && self.made > 0
+    }
+}
+
+/// What the process showed besides its record.
+pub struct Evidence<'a> {
+    /// How the process really ended (an extra run may have killed it).
+    pub end: &'a ProcessEnd,
+    /// Its captured stdout: libtest marks a `#[should_panic]` test there.
+    pub stdout: &'a str,
+    /// Its captured stderr: a panic message.
+    pub stderr: &'a str,
+    /// The test's libtest name.
+    pub test: &'a str,
+}
+
+/// Whether libtest reported the test as `#[should_panic]` (`test NAME - should panic ... ok`).
+pub fn is_should_panic(stdout: &str, test: &str) -> bool {
+    let marker = format!("test {test} - should panic ...");
+    stdout.lines().any(|l| l.starts_with(&marker))
+}
+
+/// Reads the extra runs off a process's record. `not_asked` is why none were requested, if
+/// they were not.
+pub fn interpret(
+    record: Option<&Record>,
+    not_asked: Option<&Status>,
+    evidence: &Evidence,
+) -> Outcome {
+    let Some(record) = record else {
+        return Outcome::none(Status::TestFailed);
+    };
+    let Some(first) = record.first else {
+        return Outcome::none(Status::TestFailed);
+    };
+    if first.status != 0 {
+        return Outcome::none(Status::TestFailed);
+    }
+    if record.end.as_deref() == Some("exited-early") {
+        return Outcome::none(Status::ExitedEarly);
+    }
+    if is_should_panic(evidence.stdout, evidence.test) {
+        return Outcome::none(Status::ShouldPanic);
+    }
+    if record.end.as_deref() == Some("nothing-retained") {
+        return Outcome::none(Status::NotNeeded);
+    }
+    let made = record.runs.len() as u32;
+    let status = if let Some(why) = not_asked {
+        why.clone()
+    } else if let Some(message) = &record.failed {
+        Status::Failed(message.clone())
+    } else if let Some(stop) = record
+        .budget
+        .filter(|_| record.end.as_deref() == Some("budget"))
+    {
+        Status::OverBudget(stop)
+    } else if record.timed_out
+        || matches!(record.end.as_deref(), Some("deadline" | "timeout"))
+        || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
+    {
+        Status::TimedOut
+    } else if record.started > made {
+        died_during_run(evidence)
+    } else {
+        match record.end.as_deref() {
+            Some("settled" | "kept" | "done") => Status::Completed,
+            Some("no-arena") => Status::Unavailable("jemalloc refused a new arena".into()),
+            Some("spawn-failed") => Status::Unavailable("no thread could be started".into()),
+            Some("build-id") => {
+                Status::Unavailable("the running executable is not the one analysed".into())
+            }
+            Some("not-code" | "no-image") => {
+                Status::Unavailable("the entry point is not code of the running executable".into())
+            }
+            Some("no-entry") => Status::NoEntryPoint("none was passed".into()),
+            Some(other) => Status::Unavailable(format!("the runtime stopped: {other}")),
+            None => died_during_run(evidence),
+        }
+    };
+    Outcome { made, status }
+}
+
+fn died_during_run(evidence: &Evidence) -> Status {
+    // The test's own panic hook prints `thread '…' panicked at FILE:LINE:` and the message
+    // on the next line; the unwind then aborts at the runtime's frame.
+    let mut lines = evidence.stderr.lines();
+    let panic = lines
+        .by_ref()
+        .position(|l| l.starts_with("thread '") && l.contains("panicked at"))
+        .map(|_| lines.next().unwrap_or("").trim().to_string());
+    match (evidence.end, panic) {
+        (ProcessEnd::Signaled(6), Some(message)) => Status::Panicked(message),
+        (ProcessEnd::Signaled(s), _) => {
+            Status::Crashed(format!("signal {s} ({})", signal_name(*s)))
+        }
+        (ProcessEnd::Exited(c), _) => Status::Crashed(format!("it exited with code {c}")),
+        (other, _) => Status::Crashed(other.describe()),
+    }
+}
+
+/// Whether the counting pass settles the test: some extra run left nothing behind, and the
+/// process's live objects and bytes did not rise on every run (a leak made for the run by a
+/// thread that allocated after the run was over would show there).
+/// The counts after the runtime's grace for the runs' threads, when it waited, are the
+/// series' last point.
+pub fn settled(
+    first: ExitCounts,
+    runs: &[ExtraRun],
+    left: &[ExitCounts],
+    grace: Option<&Grace>,
+) -> bool {
+    let nothing_left = left.contains(&ExitCounts::default());
+    let series: Vec<ExitCounts> = std::iter::once(first)
+        .chain(runs.iter().map(|r| r.live))
+        .chain(grace.map(|g| g.live))
+        .collect();
+    let rose_every_run = series.len() >= 2
+        && series
+            .windows(2)
+            .all(|w| w[1].objects >= w[0].objects && w[1].bytes >= w[0].bytes && w[1] != w[0]);
+    nothing_left && !rose_every_run
+}
+
+/// Whether a stack leaks: its bytes rose across every extra run. `series` holds its live
+/// bytes after the first run and after each extra run.
+pub fn grows_every_run(series: &[u64]) -> bool {
+    series.len() >= 2 && series.windows(2).all(|w| w[1] > w[0])
+}
+
+/// A stack as far as the call of the test's entry point: its frames up to and including the
+/// first one whose return address lies in the entry function (`exe`, file offsets
+/// `range`). Allocations of the first run and of the extra runs meet there; stacks that do
+/// not pass through the entry (other threads) are kept whole.
+pub fn cut_at_entry<'a>(frames: &'a [FrameKey], exe: &str, range: (u64, u64)) -> &'a [FrameKey] {
+    let (start, end) = range;
+    match frames
+        .iter()
+        .position(|f| &*f.object == exe && f.file_offset > start && f.file_offset <= end)
+    {
+        Some(i) => &frames[..=i],
+        None => frames,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_cpu_floor_is_five_percent_of_the_suite_between_a_tenth_and_one_second() {
+        assert_eq!(budget_for(None), BUDGET);
+        assert_eq!(budget_for(Some(1.8)).cpu.floor_ms, 100, "a 2 s suite");
+        assert_eq!(budget_for(Some(10.0)).cpu.floor_ms, 500);
+        assert_eq!(budget_for(Some(100.0)).cpu.floor_ms, 1000);
+        assert_eq!(budget_for(Some(100.0)).wall, BUDGET.wall);
+        assert_eq!(BUDGET.to_env(), "1000:50:10000:200");
+    }
+
+    fn live(objects: i64, bytes: i64) -> ExitCounts {
+        ExitCounts { objects, bytes }
+    }
+
+    fn run(objects: i64, bytes: i64) -> ExtraRun {
+        ExtraRun {
+            live: live(objects, bytes),
+            threads: 1,
+            settled: true,
+        }
+    }
+
+    #[test]
+    fn a_run_that_left_nothing_behind_settles_the_test() {
+        let nothing = live(0, 0);
+        // A pool started by the first run; the extra run added and left nothing.
+        assert!(settled(live(40, 9000), &[run(40, 9000)], &[nothing], None));
+        // Garbage of an epoch-based collector: the totals go up and down, but what the
+        // first extra run retired has been freed by the end.
+        assert!(settled(
+            live(14, 24960),
+            &[run(261, 41632), run(48, 112000), run(60, 142720)],
+            &[nothing, live(30, 4096), live(60, 9000)],
+            None
+        ));
+        // A leak leaves something behind on every run.
+        assert!(!settled(
+            live(1, 8),
+            &[run(2, 16), run(3, 24), run(4, 32)],
+            &[live(1, 8), live(1, 8), live(1, 8)],
+            None
+        ));
+        // A run left nothing in its arena, yet the process grew on every run: something
+        // allocated for the test outside the run's arena (a worker, after the run ended).
+        assert!(!settled(
+            live(1, 8),
+            &[run(2, 16), run(3, 24)],
+            &[nothing, nothing],
+            None
+        ));
+        // No extra run, nothing settled.
+        assert!(!settled(live(1, 8), &[], &[], None));
+    }
+
+    #[test]
+    fn threads_that_end_within_the_grace_settle_the_test_and_threads_that_stay_do_not() {
+        let nothing = live(0, 0);
+        // Each run left a watchdog thread holding a channel; during the grace they all
+        // ended, freeing what they held: every run's arena is empty, and the process is
+        // back where the first run left it.
+        let ended = Grace {
+            waited_ms: 1000,
+            threads_running: 0,
+            live: live(1, 8),
+        };
+        let runs = [run(2, 16), run(3, 24), run(4, 32)];
+        assert!(settled(
+            live(1, 8),
+            &runs,
+            &[nothing, nothing, nothing],
+            Some(&ended)
+        ));
+        // Threads that never end: after the grace the counts still rise and every run's
+        // arena still holds its part.
+        let stayed = Grace {
+            waited_ms: 2000,
+            threads_running: 3,
+            live: live(5, 40),
+        };
+        assert!(!settled(
+            live(1, 8),
+            &runs,
+            &[live(1, 8), live(1, 8), live(1, 8)],
+            Some(&stayed)
+        ));
+    }
+
+    #[test]
+    fn a_stack_leaks_only_when_it_grows_in_every_extra_run() {
+        assert!(grows_every_run(&[8, 16, 24, 32, 40, 48]));
+        assert!(
+            grows_every_run(&[0, 8, 16]),
+            "nothing in the first run, then growth"
+        );
+        // Filled once, then flat: process-lifetime state.
+        assert!(!grows_every_run(&[4096, 4096, 4096, 4096]));
+        // Garbage freed two runs later: rises twice, then flat.
+        assert!(!grows_every_run(&[64, 128, 192, 192, 192, 192]));
+        // A Vec that doubles now and then.
+        assert!(!grows_every_run(&[64, 128, 128, 256, 256, 256]));
+        assert!(!grows_every_run(&[64]), "no extra run, no judgement");
+    }
+
+    fn key(object: &str, file_offset: u64) -> FrameKey {
+        FrameKey {
+            object: Arc::from(object),
+            file_offset,
+        }
+    }
+
+    #[test]
+    fn stacks_are_cut_after_the_call_of_the_entry_point() {
+        let exe = "/t/deps/leaky-1";
+        let first_run = [
+            key("/rt.so", 0x10),
+            key(exe, 0x500),  // the test body
+            key(exe, 0x910),  // return address in the entry function [0x900, 0x940)
+            key(exe, 0x7000), // libtest
+            key("/libc.so", 0x30),
+        ];
+        let extra_run = [
+            key("/rt.so", 0x10),
+            key(exe, 0x500),
+            key(exe, 0x910),
+            key("/rt.so", 0x2000), // the runtime's thread
+        ];
+        let range = (0x900, 0x940);
+        assert_eq!(
+            cut_at_entry(&first_run, exe, range),
+            cut_at_entry(&extra_run, exe, range)
+        );
+        assert_eq!(cut_at_entry(&first_run, exe, range).len(), 3);
+        // A stack of another thread does not pass through the entry: kept whole.
+        let worker = [key(exe, 0x500), key("/libc.so", 0x30)];
+        assert_eq!(cut_at_entry(&worker, exe, range), &worker);
+        // The entry's first byte is never a return address inside it.
+        let at_start = [key(exe, 0x900), key(exe, 0x7000)];
+        assert_eq!(cut_at_entry(&at_start, exe, range).len(), 2);
+    }
+
+    fn evidence<'a>(end: &'a ProcessEnd, stdout: &'a str, stderr: &'a str) -> Evidence<'a> {
+        Evidence {
+            end,
+            stdout,
+            stderr,
+            test: "tests::t",
+        }
+    }
+
+    #[test]
+    fn the_record_tells_how_far_extra_runs_got_and_why_they_stopped() {
+        let ok = ProcessEnd::Exited(0);
+        let rec = |text: &str| Record::parse(text);
+        let done = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 1 8 1 1\nrun 2 start\nrun 2 ok 1 8 1 1\nleft 1 0 0\nleft 2 0 0\nend settled\n");
+        assert_eq!(
+            interpret(Some(&done), None, &evidence(&ok, "", "")),
+            Outcome {
+                made: 2,
+                status: Status::Completed
+            }
+        );
+        assert_eq!(
+            interpret(
+                Some(&rec("arena 1\nfirst 0 0 0 1\nend nothing-retained\n")),
+                None,
+                &evidence(&ok, "", "")
+            )
+            .status,
+            Status::NotNeeded
+        );
+        assert_eq!(
+            interpret(
+                Some(&rec("arena 1\nfirst 101 3 30 1\nend test-failed\n")),
+                None,
+                &evidence(&ProcessEnd::Exited(101), "", "")
+            )
+            .status,
+            Status::TestFailed
+        );
+        assert_eq!(
+            interpret(
+                Some(&rec("arena 1\nfirst 0 2 16 2\nend exited-early\n")),
+                None,
+                &evidence(&ok, "", "")
+            )
+            .status,
+            Status::ExitedEarly
+        );
+        // Aborted by a panic in the second run: the message is the panic's.
+        let aborted = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\n");
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nsecond run\npanic in a function that cannot unwind\n";
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(6), "", stderr)
+            ),
+            Outcome {
+                made: 1,
+                status: Status::Panicked("second run".into())
+            }
+        );
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(11), "", "")
+            )
+            .status,
+            Status::Crashed("signal 11 (SIGSEGV)".into())
+        );
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::TimedOut, "", "")
+            )
+            .status,
+            Status::TimedOut
+        );
+        // libtest's own line marks a #[should_panic] test, whatever happened next.
+        let stdout = "\nrunning 1 test\ntest tests::t - should panic ... ok\n";
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(6), stdout, stderr)
+            )
+            .status,
+            Status::ShouldPanic
+        );
+        let failed =
+            rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 failed Error: \"no\"\nend failed\n");
+        assert_eq!(
+            interpret(Some(&failed), None, &evidence(&ok, "", "")).status,
+            Status::Failed("Error: \"no\"".into())
+        );
+        assert_eq!(
+            interpret(None, None, &evidence(&ProcessEnd::Signaled(9), "", "")).status,
+            Status::TestFailed
+        );
+        assert_eq!(
+            interpret(
+                Some(&done),
+                Some(&Status::NoHarness),
+                &evidence(&ok, "", "")
+            )
+            .status,
+            Status::NoHarness
+        );
+        assert_eq!(
+            Status::Panicked("boom".into()).detail(1).unwrap(),
+            "the 2nd extra run panicked: boom"
+        );
+    }
+}

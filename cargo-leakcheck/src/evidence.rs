@@ -1,0 +1,321 @@
+//! The evidence a test process leaves, at the bottom of the layers: how it ended, the
+//! runtime's exit record (read from the file the runtime writes line by line), its captured
+//! output, and where the test's entry point is in its executable. `execution` collects it;
+//! `analysis` judges it; neither is needed to read it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How a test process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// Exited with this code.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+    /// Ran past the timeout and was killed.
+    TimedOut,
+    /// Could not be started.
+    SpawnFailed(String),
+    /// Stopped, or never started, because the run was interrupted (Ctrl-C, SIGTERM).
+    Interrupted,
+}
+
+impl ProcessEnd {
+    /// Human description, e.g. "exit code 101" or "signal 11 (SIGSEGV)".
+    pub fn describe(&self) -> String {
+        match self {
+            ProcessEnd::Exited(c) => format!("exit code {c}"),
+            ProcessEnd::Signaled(s) => format!("signal {s} ({})", signal_name(*s)),
+            ProcessEnd::TimedOut => "timed out".into(),
+            ProcessEnd::SpawnFailed(e) => format!("could not start: {e}"),
+            ProcessEnd::Interrupted => "interrupted".into(),
+        }
+    }
+}
+
+/// The name of a signal number on Linux.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// What one process left behind.
+#[derive(Clone, Debug)]
+pub struct ProcessResult {
+    /// How it ended.
+    pub end: ProcessEnd,
+    /// Wall time.
+    pub duration: Duration,
+    /// The time limit it ran under.
+    pub timeout: Duration,
+    /// Peak resident set size of the process, in KiB, when it was reaped normally.
+    pub peak_rss_kib: Option<u64>,
+    /// The runtime's exit record (see [`Record`]), when its exit handler ran.
+    pub record: Option<Record>,
+    /// The runtime's dump(s) of the state the test's own run left (everything malloc saw):
+    /// the dump taken before extra runs when there were any, else the exit dump.
+    pub preload_dumps: Vec<PathBuf>,
+    /// The same of a jemalloc linked into the test binary, when it has one with profiling.
+    pub app_dumps: Vec<PathBuf>,
+    /// The dumps taken after each extra run that finished (runtime's, then the test
+    /// binary's jemalloc's when it has one).
+    pub run_dumps: Vec<Vec<PathBuf>>,
+    /// Captured stdout.
+    pub stdout: PathBuf,
+    /// Captured stderr.
+    pub stderr: PathBuf,
+    /// Processes of its process group still running when it ended (`pid N (name)`); they
+    /// were killed.
+    pub left_running: Vec<String>,
+}
+
+impl ProcessResult {
+    /// How the test's own run ended: the record's exit status when the runtime's exit
+    /// handler ran (an extra run may have killed the process afterwards), else how the
+    /// process ended.
+    pub fn first_run_end(&self) -> ProcessEnd {
+        match self.record.as_ref().and_then(|r| r.first) {
+            Some(first) => ProcessEnd::Exited(first.status),
+            None => self.end.clone(),
+        }
+    }
+}
+
+/// How much of a captured output is read back: a test may write gigabytes.
+pub const CAPTURE_READ_LIMIT: u64 = 64 << 10;
+
+/// The start of a captured output file (up to `limit` bytes), decoded lossily: a test may
+/// write bytes that are not UTF-8, and what it wrote must still be shown.
+pub fn capture_head(path: &Path, limit: u64) -> String {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(limit).read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The end of a captured output file (its last `limit` bytes, from the first whole line),
+/// decoded lossily.
+pub fn capture_tail(path: &Path, limit: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(limit);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = f.take(limit).read_to_end(&mut bytes);
+    let from = if start > 0 {
+        // Cut at a line boundary rather than in the middle of a line or character.
+        bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    String::from_utf8_lossy(&bytes[from..]).into_owned()
+}
+
+/// Exact live counts from the runtime (counting mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ExitCounts {
+    /// Objects allocated off the main thread and still live.
+    pub objects: i64,
+    /// Their bytes (jemalloc size classes).
+    pub bytes: i64,
+}
+
+/// What the test's own run left when libtest's `main` returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstRun {
+    /// The status the process was exiting with.
+    pub status: i32,
+    /// Live counts (counting mode; zero otherwise).
+    pub live: ExitCounts,
+    /// Threads of the process at that point.
+    pub threads: i64,
+}
+
+/// One extra run that returned normally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtraRun {
+    /// Live counts once it settled (counting mode; zero otherwise).
+    pub live: ExitCounts,
+    /// Threads of the process then.
+    pub threads: i64,
+    /// Whether the thread count came back down to what it was before the run.
+    pub settled: bool,
+}
+
+/// The runtime's exit record, written line by line (see the runtime's `rerun` module): what
+/// the first run left, and how far the extra runs got. A line the process did not live to
+/// finish is simply absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Counting mode: the main thread's own arena; `None` if binding failed (then counts
+    /// prove nothing) or not counting.
+    pub main_arena: Option<i64>,
+    /// The first run, when the exit handler ran.
+    pub first: Option<FirstRun>,
+    /// Extra runs that returned normally, in order.
+    pub runs: Vec<ExtraRun>,
+    /// The highest extra run that was started.
+    pub started: u32,
+    /// An extra run that returned an error: its message.
+    pub failed: Option<String>,
+    /// An extra run that outlived its deadline.
+    pub timed_out: bool,
+    /// Counting mode: what each extra run left behind (still live at the end), in order.
+    pub left: Vec<ExitCounts>,
+    /// Why the runtime stopped (`steady`, `done`, `nothing-retained`, `no-entry`, …).
+    pub end: Option<String>,
+    /// The next extra run would have cost more CPU time than the budget allowed.
+    pub budget: Option<BudgetStop>,
+    /// What the test's own run cost: CPU and wall milliseconds.
+    pub own_cost: Option<(u64, u64)>,
+    /// The wait, once after the last extra run, for the threads the runs started.
+    pub grace: Option<Grace>,
+}
+
+/// After the last extra run, the runtime waits a while for the threads the runs started
+/// to end (a watchdog that sleeps a second is not a leak), and measures again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grace {
+    /// How long it waited.
+    pub waited_ms: u64,
+    /// Threads still running beyond those running before the extra runs.
+    pub threads_running: u64,
+    /// Live counts after the wait (counting mode; zero otherwise).
+    pub live: ExitCounts,
+}
+
+/// Why the runtime made no more extra runs, in milliseconds of CPU or of wall time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetStop {
+    /// The wall-time side of the budget stopped them (else the CPU side).
+    pub wall: bool,
+    /// What the test's own run cost.
+    pub own_ms: u64,
+    /// What all its extra runs were allowed to cost.
+    pub allowed_ms: u64,
+    /// What the costliest run so far cost (the estimate for the next).
+    pub run_ms: u64,
+    /// The least the runs were allowed, whatever the test's own run cost.
+    pub floor_ms: u64,
+}
+
+impl Record {
+    /// Parses a record; unknown or malformed lines are ignored, so a record cut short by a
+    /// crash still gives what it has.
+    pub fn parse(text: &str) -> Record {
+        let mut r = Record::default();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split(' ').collect();
+            let int = |i: usize| words.get(i).and_then(|w| w.parse::<i64>().ok());
+            match words.as_slice() {
+                ["arena", ..] => r.main_arena = int(1).filter(|&a| a >= 0),
+                ["first", ..] => {
+                    if let (Some(status), Some(objects), Some(bytes), Some(threads)) =
+                        (int(1), int(2), int(3), int(4))
+                    {
+                        r.first = Some(FirstRun {
+                            status: status as i32,
+                            live: ExitCounts { objects, bytes },
+                            threads,
+                        });
+                    }
+                }
+                ["run", k, "start"] => {
+                    if let Ok(k) = k.parse() {
+                        r.started = r.started.max(k);
+                    }
+                }
+                ["run", _, "ok", ..] => {
+                    if let (Some(objects), Some(bytes), Some(threads), Some(settled)) =
+                        (int(3), int(4), int(5), int(6))
+                    {
+                        r.runs.push(ExtraRun {
+                            live: ExitCounts { objects, bytes },
+                            threads,
+                            settled: settled == 1,
+                        });
+                    }
+                }
+                ["run", _, "failed", ..] => {
+                    r.failed = Some(words[3..].join(" ").trim().to_string());
+                }
+                ["run", _, "timeout"] => r.timed_out = true,
+                ["left", ..] => {
+                    if let (Some(objects), Some(bytes)) = (int(2), int(3)) {
+                        r.left.push(ExitCounts { objects, bytes });
+                    }
+                }
+                ["grace", ..] => {
+                    if let (Some(waited), Some(threads), Some(objects), Some(bytes)) =
+                        (int(1), int(2), int(3), int(4))
+                    {
+                        r.grace = Some(Grace {
+                            waited_ms: waited.max(0) as u64,
+                            threads_running: threads.max(0) as u64,
+                            live: ExitCounts { objects, bytes },
+                        });
+                    }
+                }
+                ["end", why] => r.end = Some((*why).to_string()),
+                ["cost", ..] => {
+                    if let (Some(cpu), Some(wall)) = (int(1), int(2)) {
+                        r.own_cost = Some((cpu.max(0) as u64, wall.max(0) as u64));
+                    }
+                }
+                ["budget", side @ ("cpu" | "wall"), ..] => {
+                    if let (Some(own), Some(allowed), Some(run), Some(floor)) =
+                        (int(2), int(3), int(4), int(5))
+                    {
+                        r.budget = Some(BudgetStop {
+                            wall: *side == "wall",
+                            own_ms: own.max(0) as u64,
+                            allowed_ms: allowed.max(0) as u64,
+                            run_ms: run.max(0) as u64,
+                            floor_ms: floor.max(0) as u64,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        r
+    }
+
+    /// The first run's exact counts, when the record proves them (counting mode, the main
+    /// thread on its own arena).
+    pub fn counts(&self) -> Option<ExitCounts> {
+        self.main_arena?;
+        self.first.map(|f| f.live)
+    }
+}
+
+/// A test's entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its address in the executable image (a virtual address of the ELF file).
+    pub address: u64,
+    /// Its code, as offsets in the file: frames of heap dumps are keyed by file offset,
+    /// and a frame in this range is the call that runs the test body.
+    pub file_range: (u64, u64),
+}
