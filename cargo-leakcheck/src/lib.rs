@@ -14,7 +14,8 @@
 //!   exact counting pass first and profiles stacks only where needed, `runner` runs every
 //!   test in its own process with the runtime preloaded (`slots` decides how many run at
 //!   once, `history` which start first, `interrupt` stops them all on Ctrl-C), and `rerun`
-//!   holds the rules that tell process-lifetime state from leaks and the extra runs' budget.
+//!   sets how long the runtime waits for a run's threads (the rules that read the runs are
+//!   `analysis::settling`'s).
 //! - `evidence`: what a test process leaves (how it ended, the runtime's record, its
 //!   output, its entry point), read by `analysis`, collected by `execution`.
 //! - `analysis`, pure so it can be tested on captured dumps: `settling` reads the extra
