@@ -52,6 +52,39 @@ pub enum Command {
     /// Combine the report.json of several runs (the shards of a `--partition`ed suite, or
     /// runs on different machines) into one report, summary and exit code.
     Merge(MergeArgs),
+    /// What grew between two jemalloc heap dumps of a running program (`prof.dump`, or
+    /// `prof_prefix` with `lg_prof_interval`), by allocation stack; with one dump, what is
+    /// live. Writes a summary, a flame graph, a pprof profile and JSON.
+    #[command(
+        after_long_help = "EXIT CODES:\n  0  done (and growth within --threshold)\n  2  a dump or a binary could not be used (the message names it)\n  3  growth over --threshold"
+    )]
+    Diff(DiffArgs),
+}
+
+/// Arguments of `cargo leakcheck diff`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct DiffArgs {
+    /// `[BASE.heap] NEW.heap`: jemalloc `heap_v2` dumps of one process, the earlier first.
+    #[arg(value_name = "DUMP", required = true, num_args = 1..=2)]
+    pub dumps: Vec<PathBuf>,
+
+    /// The program the dumps came from, when it is not at the path the dumps name (dumps
+    /// from another machine); checked against the dumps' maps.
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+
+    /// Exit with 3 when the total growth is over this size (`512KiB`, `10MiB`), to gate a
+    /// soak test in CI.
+    #[arg(long, value_name = "SIZE")]
+    pub threshold: Option<String>,
+
+    /// Where growth.svg, growth.folded, growth.pb.gz and growth.json go.
+    #[arg(long, value_name = "DIR", default_value = "leakcheck-diff")]
+    pub output_dir: PathBuf,
+
+    /// How many of the largest stacks the summary shows.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
 }
 
 /// How tests are checked, shared by `test` and `nextest`.

@@ -79,6 +79,14 @@ pub enum Error {
         /// Its exit code, which says why (nextest documents them).
         code: Option<i32>,
     },
+    /// A heap dump, or the binary it came from, cannot be used (`cargo leakcheck diff`).
+    #[error("`{}`: {message}", path.display())]
+    Dump {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A program the command needs is not installed.
     #[error("{0}")]
     MissingTool(String),
@@ -206,6 +214,7 @@ impl Error {
             | Error::UnknownPackage { .. }
             | Error::UnknownTestTarget { .. }
             | Error::Merge(_)
+            | Error::Dump { .. }
             | Error::Config(_) => ExitCode::CouldNotRun,
             Error::Build { .. } => ExitCode::BuildFailed,
             // nextest's own codes: 101 a build failure, 96 a setup error (its configuration),

@@ -77,6 +77,7 @@ pub fn main_impl() -> i32 {
         cli::Command::Test(args) => commands::test::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),
         cli::Command::Merge(args) => commands::merge::run(args),
+        cli::Command::Diff(args) => commands::diff::run(args),
         cli::Command::Nextest(args) => commands::nextest::run(args),
         cli::Command::NextestRunner(args) => return commands::nextest::run_as_runner(args),
     };

@@ -11,6 +11,7 @@ mod ci_examples;
 mod ci_sim;
 mod cli_errors;
 mod config;
+mod heap_diff;
 mod nextest;
 mod outputs;
 mod reruns;

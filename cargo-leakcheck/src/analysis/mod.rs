@@ -8,6 +8,7 @@ pub(crate) mod analyze;
 pub(crate) mod classify;
 pub(crate) mod diff;
 pub(crate) mod growth;
+pub(crate) mod heap_growth;
 pub(crate) mod profile;
 pub(crate) mod settling;
 pub(crate) mod suppressions;

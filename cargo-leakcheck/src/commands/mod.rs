@@ -5,6 +5,7 @@
 //! step `test` uses (`test::check`), and `merge` combines the reports of several runs.
 
 pub(crate) mod bench;
+pub(crate) mod diff;
 pub(crate) mod merge;
 pub(crate) mod nextest;
 pub(crate) mod session;
