@@ -98,7 +98,8 @@ fn check_program(dump: &Dump, binary: Option<&Path>) -> Result<Option<(String, S
     };
     let program = program.trim_end_matches(" (deleted)").to_string();
     let file = binary.map_or_else(|| PathBuf::from(&program), Path::to_path_buf);
-    let data = std::fs::read(&file).map_err(|e| Error::Dump {
+    // The program headers are at the start of the file: its first 64 KiB hold them.
+    let data = read_start(&file, 64 << 10).map_err(|e| Error::Dump {
         path: dump.path.clone(),
         message: match binary {
             Some(_) => format!("cannot read the binary `{}`: {e}", file.display()),
@@ -124,14 +125,14 @@ fn check_program(dump: &Dump, binary: Option<&Path>) -> Result<Option<(String, S
 
 /// File offsets (page-aligned) of the executable segments of the ELF file `data`.
 fn code_offsets(data: &[u8]) -> Result<Vec<u64>, String> {
-    use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-    use object::LittleEndian;
+    use object::read::elf::{FileHeader, ProgramHeader};
     const PAGE: u64 = 4096;
-    let elf =
-        ElfFile64::<LittleEndian>::parse(data).map_err(|e| format!("not an ELF file ({e})"))?;
-    let endian = elf.endian();
-    Ok(elf
-        .elf_header()
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(data)
+        .map_err(|e| format!("not an ELF file ({e})"))?;
+    let endian = header
+        .endian()
+        .map_err(|e| format!("not an ELF file ({e})"))?;
+    Ok(header
         .program_headers(endian, data)
         .map_err(|e| format!("unreadable program headers ({e})"))?
         .iter()
@@ -141,6 +142,16 @@ fn code_offsets(data: &[u8]) -> Result<Vec<u64>, String> {
         })
         .map(|ph| ph.p_offset(endian) / PAGE * PAGE)
         .collect())
+}
+
+/// The first `limit` bytes of a file (all of a shorter one).
+fn read_start(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit)
+        .read_to_end(&mut data)?;
+    Ok(data)
 }
 
 /// Whether the executable segments of the ELF file `data` are where the dump mapped code.
@@ -206,6 +217,7 @@ fn write_outputs(
         "new": new.path.display().to_string(),
         "sample_period": growth.sample_period,
         "total": growth.total,
+        "net": growth.net,
         "stacks": growth.stacks,
     });
     std::fs::write(
@@ -236,11 +248,13 @@ fn summary(base: Option<&Dump>, new: &Dump, growth: &Growth, top: usize) -> Stri
     let _ = match base {
         Some(b) => writeln!(
             s,
-            "      Growth `{}` → `{}`: +{} in {} objects{estimate}",
+            "      Growth `{}` → `{}`: +{} in {} objects grew (net {}{}){estimate}",
             b.path.display(),
             new.path.display(),
             human_bytes(growth.total.bytes),
-            growth.total.objects
+            growth.total.objects,
+            if growth.net.bytes < 0 { "-" } else { "+" },
+            human_bytes(growth.net.bytes.unsigned_abs())
         ),
         None => writeln!(
             s,
