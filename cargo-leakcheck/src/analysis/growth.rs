@@ -8,8 +8,15 @@
 //! pool that has reached its size rises no further in the last quarter (a plateau) and is
 //! not flagged; a leak that grows with every iteration rises in both.
 
-use crate::analysis::diff::{FrameKey, NormalizedProfile};
+use crate::analysis::analyze::{self, stderr_tail};
+use crate::analysis::classify;
+use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::profile;
+use crate::analysis::symbolize::Symbolizer;
+use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// One heap snapshot and when it was taken, in seconds since the first.
 pub struct Snapshot {
@@ -98,6 +105,147 @@ pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth
             .then_with(|| x.frames.cmp(&y.frames))
     });
     Ok(out)
+}
+
+/// Which bench is judged: its package, target, name and executable, and whether criterion
+/// runs it (then a stop at the time cap is a failure, not the plan).
+pub struct BenchIdentity<'a> {
+    pub package: &'a str,
+    pub binary: &'a str,
+    pub name: &'a str,
+    pub exe: &'a Path,
+    pub criterion: bool,
+}
+
+/// How many stacks a bench's report entry lists (flagged ones first).
+const STACKS_LISTED: usize = 10;
+
+/// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.
+pub fn judge_bench(
+    id: &BenchIdentity,
+    result: &ProcessResult,
+    dumps: &[PathBuf],
+    symbolizer: &mut Symbolizer,
+    threshold: u64,
+    period: u64,
+) -> BenchReport {
+    let stopped_at_cap = result.end == ProcessEnd::TimedOut && !id.criterion;
+    let mut report = BenchReport {
+        package: id.package.to_string(),
+        binary: id.binary.to_string(),
+        name: id.name.to_string(),
+        verdict: Verdict::Clean,
+        exit: if stopped_at_cap {
+            "stopped at the time cap".into()
+        } else {
+            result.end.describe()
+        },
+        message: None,
+        sample_period: period,
+        growth_threshold: threshold,
+        growth_threshold_source: String::new(),
+        snapshots: 0,
+        duration_seconds: 0.0,
+        stacks: Vec::new(),
+        artifacts: BenchArtifacts::default(),
+    };
+    match &result.end {
+        ProcessEnd::Exited(0) => {}
+        ProcessEnd::TimedOut if stopped_at_cap => {}
+        ProcessEnd::Exited(_) => {
+            report.verdict = Verdict::Failed;
+            report.message = Some(format!(
+                "the bench failed ({}){}",
+                result.end.describe(),
+                stderr_tail(&result.stderr)
+            ));
+        }
+        ProcessEnd::TimedOut => {
+            report.verdict = Verdict::Failed;
+            report.message =
+                Some("criterion did not finish within the time cap plus a minute".into());
+        }
+        ProcessEnd::Signaled(_) => {
+            report.verdict = Verdict::Crashed;
+            report.message = Some(format!(
+                "killed by {}{}",
+                result.end.describe(),
+                stderr_tail(&result.stderr)
+            ));
+        }
+        ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
+            report.verdict = Verdict::Error;
+            report.message = analyze::never_ran(&result.end, "bench");
+            return report;
+        }
+    }
+    let mut snapshots = Vec::new();
+    let mut first = None;
+    for path in dumps {
+        let parsed = match profile::read_heap_profile(path) {
+            Ok(p) => p,
+            // A dump cut short by the kill at the time cap: the others still count.
+            Err(_) if path == dumps.last().expect("non-empty") => continue,
+            Err(e) => {
+                report.verdict = Verdict::Error;
+                report.message = Some(e.to_string());
+                return report;
+            }
+        };
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let t = match (first, modified) {
+            (None, Some(m)) => {
+                first = Some(m);
+                0.0
+            }
+            (Some(f), Some(m)) => m.duration_since(f).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            _ => continue,
+        };
+        snapshots.push(Snapshot {
+            seconds: t,
+            profile: diff::normalize(&parsed.unbiased()),
+        });
+    }
+    report.snapshots = snapshots.len();
+    report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
+    let stacks = match analyze(&snapshots, threshold) {
+        Ok(s) => s,
+        Err(e) => {
+            if report.verdict == Verdict::Clean {
+                report.verdict = Verdict::Error;
+            }
+            report.message.get_or_insert(e);
+            return report;
+        }
+    };
+    let exe = id
+        .exe
+        .canonicalize()
+        .unwrap_or_else(|_| id.exe.to_path_buf())
+        .display()
+        .to_string();
+    for g in stacks.into_iter().take(STACKS_LISTED) {
+        let trimmed = analyze::resolve_stack(&g.frames, symbolizer);
+        let (kind, _) = classify::classify(&trimmed, &exe);
+        let last = g.series.last().map(|p| p.1).unwrap_or(0);
+        // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
+        // growth must stand three of those clear of it.
+        let noise = 3.0 * ((last as f64) * period as f64).sqrt();
+        let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
+        report.stacks.push(BenchStack {
+            bytes: last,
+            growth_bytes: g.growth,
+            growth_bytes_per_second: g.bytes_per_second,
+            flagged,
+            kind,
+            frames: trimmed.iter().map(analyze::frame_report).collect(),
+            series: g.series,
+        });
+    }
+    if report.verdict == Verdict::Clean && report.stacks.iter().any(|s| s.flagged) {
+        report.verdict = Verdict::Leak;
+    }
+    report
 }
 
 #[cfg(test)]

@@ -423,7 +423,7 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
         summary.push_str(&human::render(&report, &root, &args.output_dir));
     }
     if !report.benches.is_empty() {
-        summary.push_str(&crate::commands::bench::render(
+        summary.push_str(&crate::report::bench::render(
             &report,
             &root,
             &args.output_dir,

@@ -1,6 +1,7 @@
 //! Writers of the run's results: the JSON report, JUnit XML, flame graphs, and the human
 //! summary.
 
+pub mod bench;
 pub mod flamegraph;
 pub mod github;
 pub mod human;

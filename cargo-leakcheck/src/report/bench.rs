@@ -1,0 +1,313 @@
+//! A bench run's renderings: its flame graph, growth plot and pprof profile files
+//! ([`write_artifacts`]), and its human summary ([`render`]).
+
+use crate::model::{BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, Verdict};
+use crate::report::{flamegraph, human::human_bytes, plot, pprof};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// How many stacks its plot draws.
+const STACKS_PLOTTED: usize = 5;
+
+pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut Vec<String>) {
+    if b.verdict != Verdict::Leak {
+        return;
+    }
+    let dir_name = flamegraph::file_stem(&format!("{}-bench-{}", b.package, b.binary));
+    let stem = flamegraph::file_stem(&b.name);
+    let rel = |ext: &str| PathBuf::from(&dir_name).join(format!("{stem}.{ext}"));
+    let mut folded: Vec<String> = b
+        .stacks
+        .iter()
+        .filter(|s| s.flagged && s.growth_bytes > 0)
+        .map(|s| flamegraph::folded_line(&s.frames, s.growth_bytes as u64))
+        .collect();
+    folded.sort();
+    let series: Vec<(String, Vec<(f64, u64)>)> = b
+        .stacks
+        .iter()
+        .take(STACKS_PLOTTED)
+        .map(|s| (stack_label(&s.frames, s.flagged, root), s.series.clone()))
+        .collect();
+    let title = format!("{} {}: retained bytes over time", b.binary, b.name);
+    let result = std::fs::create_dir_all(out_dir.join(&dir_name))
+        .and_then(|_| std::fs::write(out_dir.join(rel("folded")), folded.join("\n") + "\n"))
+        .and_then(|_| {
+            std::fs::write(
+                out_dir.join(rel("plot.svg")),
+                plot::line_chart(&title, &series),
+            )
+        })
+        .and_then(|_| {
+            let file = std::fs::File::create(out_dir.join(rel("svg")))?;
+            flamegraph::svg_titled(
+                &format!("{} {}: growth", b.binary, b.name),
+                "memory that kept growing over the later half of the run, by allocation stack",
+                &folded,
+                std::io::BufWriter::new(file),
+            )
+        })
+        .and_then(|_| {
+            // The growth, as a profile: objects are not counted per snapshot, so 0.
+            let samples: Vec<pprof::Sample> = b
+                .stacks
+                .iter()
+                .filter(|s| s.flagged && s.growth_bytes > 0)
+                .map(|s| pprof::Sample {
+                    frames: &s.frames,
+                    objects: 0,
+                    bytes: s.growth_bytes as u64,
+                })
+                .collect();
+            let profile = pprof::encode(
+                &samples,
+                &b.binary,
+                &format!("memory {} kept growing by (cargo-leakcheck bench)", b.name),
+            );
+            pprof::write_gz(&out_dir.join(rel("pb.gz")), &profile)
+        });
+    match result {
+        Ok(()) => {
+            b.artifacts = BenchArtifacts {
+                flamegraph: Some(rel("svg").display().to_string()),
+                folded: Some(rel("folded").display().to_string()),
+                plot: Some(rel("plot.svg").display().to_string()),
+                pprof: Some(rel("pb.gz").display().to_string()),
+            };
+        }
+        Err(e) => notes.push(format!(
+            "could not write the artifacts of bench `{}`: {e}",
+            b.name
+        )),
+    }
+}
+
+/// A stack's legend label: its first frame outside std (with file:line when known), and
+/// the innermost frame when that is a different one, since several stacks often pass
+/// through the same function (`handle_request`, and the `Vec` it grows).
+fn stack_label(frames: &[FrameReport], flagged: bool, root: &Path) -> String {
+    let text = |f: &FrameReport| match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!(
+            "{} ({}:{line})",
+            f.function,
+            file.rsplit('/').next().unwrap_or(file)
+        ),
+        _ => f.function.clone(),
+    };
+    let mut label = match crate::analysis::suppressions::identifying_frame(frames, root) {
+        Some(f) => text(f),
+        None => "[unknown]".into(),
+    };
+    if let Some(first) = frames.first() {
+        if !label.starts_with(&first.function) {
+            let mut inner: String = first.function.chars().take(60).collect();
+            if inner.len() < first.function.len() {
+                inner.push('…');
+            }
+            label = format!("{label}, allocating in {inner}");
+        }
+    }
+    format!("{}{label}", if flagged { "GROWS: " } else { "" })
+}
+
+/// The human summary of a bench run.
+pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
+    let mut s = String::new();
+    for b in &report.benches {
+        match b.verdict {
+            Verdict::Leak => {
+                let flagged: Vec<&BenchStack> = b.stacks.iter().filter(|st| st.flagged).collect();
+                let growth: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
+                let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
+                let _ = writeln!(
+                    s,
+                    "   GROWS {} {}: +{} ({}/s) over the later half of {:.1}s, in {} stack(s)",
+                    b.binary,
+                    b.name,
+                    human_bytes(growth.max(0) as u64),
+                    human_bytes(rate.max(0.0) as u64),
+                    b.duration_seconds,
+                    flagged.len()
+                );
+                for st in flagged.iter().take(3) {
+                    if let Some(f) =
+                        crate::analysis::suppressions::identifying_frame(&st.frames, root)
+                    {
+                        let at = match (&f.file, f.line) {
+                            (Some(file), Some(line)) => {
+                                let p = Path::new(file);
+                                format!(" ({}:{line})", p.strip_prefix(root).unwrap_or(p).display())
+                            }
+                            _ => String::new(),
+                        };
+                        let _ = writeln!(
+                            s,
+                            "           +{} at {}{at}",
+                            human_bytes(st.growth_bytes.max(0) as u64),
+                            f.function
+                        );
+                    }
+                }
+                if let (Some(p), Some(f)) = (&b.artifacts.plot, &b.artifacts.flamegraph) {
+                    let _ = writeln!(
+                        s,
+                        "           plot: {}\n           flame graph: {}",
+                        out_dir.join(p).display(),
+                        out_dir.join(f).display()
+                    );
+                }
+            }
+            Verdict::Clean => {}
+            other => {
+                let _ = writeln!(
+                    s,
+                    "{:>8} {} {}",
+                    other.as_str().to_uppercase(),
+                    b.binary,
+                    b.name
+                );
+                if let Some(m) = &b.message {
+                    for line in m.lines().take(15) {
+                        let _ = writeln!(s, "           | {line}");
+                    }
+                }
+            }
+        }
+    }
+    let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();
+    let _ = writeln!(
+        s,
+        "\n Summary {} benches: {} clean, {} growing, {} other; sampled at one sample per {} allocated (growth under ~{} over a run is not reliably seen)",
+        report.benches.len(),
+        count(Verdict::Clean),
+        count(Verdict::Leak),
+        report.benches.len() - count(Verdict::Clean) - count(Verdict::Leak),
+        human_bytes(report.settings.sample_period),
+        human_bytes(16 * report.settings.sample_period)
+    );
+    for n in &report.notes {
+        let _ = writeln!(s, "    note {n}");
+    }
+    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StackKind;
+
+    fn frame(name: &str) -> FrameReport {
+        FrameReport {
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined: false,
+        }
+    }
+
+    #[test]
+    fn labels_tell_stacks_through_the_same_function_apart() {
+        let direct = [frame("grows::handle_request"), frame("grows::main")];
+        let via_vec = [
+            frame("alloc::raw_vec::RawVec<T,A>::grow_one"),
+            frame("grows::handle_request"),
+        ];
+        let root = Path::new("/ws");
+        assert_eq!(
+            stack_label(&direct, true, root),
+            "GROWS: grows::handle_request"
+        );
+        assert_eq!(
+            stack_label(&via_vec, false, root),
+            "grows::handle_request, allocating in alloc::raw_vec::RawVec<T,A>::grow_one"
+        );
+    }
+
+    #[test]
+    fn labels_name_the_workspace_s_code_not_std_s() {
+        let at = |name: &str, file: &str| FrameReport {
+            file: Some(file.into()),
+            line: Some(7),
+            ..frame(name)
+        };
+        // Both frames have absolute paths; only one is under the workspace.
+        let frames = [
+            at(
+                "<hashbrown::raw::RawTable<T>>::reserve_rehash",
+                "/cargo/registry/src/hashbrown-0.15/src/raw/mod.rs",
+            ),
+            at("grows::Cache::insert", "/ws/src/lib.rs"),
+        ];
+        assert_eq!(
+            stack_label(&frames, true, Path::new("/ws")),
+            "GROWS: grows::Cache::insert (lib.rs:7), allocating in <hashbrown::raw::RawTable<T>>::reserve_rehash"
+        );
+    }
+
+    #[test]
+    fn the_bench_summary() {
+        let at = |name: &str, file: &str| FrameReport {
+            file: Some(file.into()),
+            line: Some(12),
+            ..frame(name)
+        };
+        let bench = |name: &str, verdict: Verdict| BenchReport {
+            package: "benches".into(),
+            binary: "grows".into(),
+            name: name.into(),
+            verdict,
+            exit: "exit code 0".into(),
+            message: None,
+            sample_period: 4096,
+            growth_threshold: 64 << 10,
+            growth_threshold_source: "built-in default".into(),
+            snapshots: 40,
+            duration_seconds: 10.0,
+            stacks: Vec::new(),
+            artifacts: BenchArtifacts::default(),
+        };
+        let mut grows = bench("grows", Verdict::Leak);
+        grows.stacks = vec![BenchStack {
+            bytes: 3 << 20,
+            growth_bytes: 2 << 20,
+            growth_bytes_per_second: 409_600.0,
+            flagged: true,
+            kind: StackKind::Leak,
+            frames: vec![
+                at(
+                    "alloc::vec::Vec<T>::push",
+                    "/rustc/x/library/alloc/src/vec/mod.rs",
+                ),
+                at("grows::handle_request", "/ws/benches/grows.rs"),
+            ],
+            series: vec![(0.0, 1 << 20), (10.0, 3 << 20)],
+        }];
+        grows.artifacts = BenchArtifacts {
+            flamegraph: Some("benches-bench-grows/grows.svg".into()),
+            folded: Some("benches-bench-grows/grows.folded".into()),
+            plot: Some("benches-bench-grows/grows.plot.svg".into()),
+            pprof: Some("benches-bench-grows/grows.pb.gz".into()),
+        };
+        let mut failed = bench("crashes", Verdict::Crashed);
+        failed.message = Some("killed by signal 11 (SIGSEGV)".into());
+        let report = Report {
+            version: 1,
+            settings: crate::model::ReportSettings {
+                sample_period: 4096,
+                stack_threshold: 0,
+                config: None,
+            },
+            tests: Vec::new(),
+            ignored: 0,
+            partition: None,
+            other_shards: 0,
+            unlisted: Vec::new(),
+            not_run: None,
+            benches: vec![grows, failed, bench("plateau", Verdict::Clean)],
+            notes: vec!["a note".into()],
+        };
+        let text = render(&report, Path::new("/ws"), Path::new("target/leakcheck"));
+        crate::report::snapshot::assert_snapshot("bench-summary", &text);
+    }
+}
