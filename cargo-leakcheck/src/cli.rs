@@ -1,5 +1,6 @@
 //! Command-line types (clap only; validation happens in the library).
 
+pub use crate::execution::cargo::Selection;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -184,43 +185,6 @@ pub struct MergeArgs {
     /// `none` [default: on when GITHUB_ACTIONS=true].
     #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
     pub annotations: Option<String>,
-}
-
-/// Which packages and features, shared by every command (as cargo's own flags).
-#[derive(Debug, Args, Clone, Default)]
-pub struct Selection {
-    /// Path to Cargo.toml.
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
-
-    /// Package(s) to check (default: the current package, or the workspace's default
-    /// members).
-    #[arg(short = 'p', long = "package", value_name = "SPEC")]
-    pub packages: Vec<String>,
-
-    /// Check every package in the workspace.
-    #[arg(long)]
-    pub workspace: bool,
-
-    /// Exclude packages from --workspace.
-    #[arg(long, value_name = "SPEC", requires = "workspace")]
-    pub exclude: Vec<String>,
-
-    /// Space or comma separated list of features to activate.
-    #[arg(short = 'F', long, value_name = "FEATURES")]
-    pub features: Vec<String>,
-
-    /// Activate all available features.
-    #[arg(long)]
-    pub all_features: bool,
-
-    /// Do not activate the `default` feature.
-    #[arg(long)]
-    pub no_default_features: bool,
-
-    /// Directory for all generated artifacts (also honours CARGO_TARGET_DIR).
-    #[arg(long, value_name = "DIR")]
-    pub target_dir: Option<PathBuf>,
 }
 
 /// Arguments of `cargo leakcheck bench`.

@@ -129,11 +129,20 @@ fn truncated_foreign_and_mismatched_inputs_are_refused_naming_the_file() {
     let text = std::fs::read_to_string(&d.new).unwrap();
     let cut = dir.join("cut.heap");
     std::fs::write(&cut, &text[..text.find("MAPPED_LIBRARIES").unwrap()]).unwrap();
+    let program = d.binary.canonicalize().unwrap().display().to_string();
+    let other = dir.join("other.heap");
+    let base_text = std::fs::read_to_string(&d.base).unwrap();
+    assert!(base_text.contains(&program), "the dump names {program}");
+    std::fs::write(&other, base_text.replace(&program, "/srv/another-program")).unwrap();
     let foreign = dir.join("notes.txt");
     std::fs::write(&foreign, "not a heap dump\n").unwrap();
     for (args, expect) in [
         (vec![os(&d.base), os(&cut)], "cut.heap"),
         (vec![os(&foreign)], "not a jemalloc heap profile"),
+        (
+            vec![os(&other), os(&d.new)],
+            "the dumps of two programs do not compare",
+        ),
         // Another program's binary: its code is not where the dump mapped code.
         (
             vec![

@@ -28,6 +28,9 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode, Error> {
         [base, new] => (Some(base), new),
         _ => unreachable!("clap takes one or two dumps"),
     };
+    if let Some(base) = base {
+        same_program(base, new)?;
+    }
     let rename = check_program(new, args.binary.as_deref())?;
     let mut symbolizer = Symbolizer::new();
     let growth = heap_growth::growth(
@@ -86,6 +89,27 @@ fn read_dumps(paths: &[PathBuf]) -> Result<Vec<Dump>, Error> {
             })
         })
         .collect()
+}
+
+/// Two dumps compare only when one program took both.
+fn same_program(base: &Dump, new: &Dump) -> Result<(), Error> {
+    let (a, b) = (
+        heap_growth::program(&base.profile.mappings),
+        heap_growth::program(&new.profile.mappings),
+    );
+    let strip = |p: Option<&str>| p.map(|p| p.trim_end_matches(" (deleted)").to_string());
+    if strip(a) == strip(b) {
+        return Ok(());
+    }
+    Err(Error::Dump {
+        path: base.path.clone(),
+        message: format!(
+            "taken from `{}`, and `{}` from `{}`: the dumps of two programs do not compare",
+            a.unwrap_or("an unknown program"),
+            new.path.display(),
+            b.unwrap_or("an unknown program")
+        ),
+    })
 }
 
 /// The program the dump names, and the binary its frames are to be looked up in when that

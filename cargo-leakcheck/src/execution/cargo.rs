@@ -1,11 +1,11 @@
 //! Drives cargo: reads workspace metadata, builds the test executables, and says which
 //! executables there are to run.
 
-use crate::cli::Selection;
 use crate::errors::Error;
 use crate::execution::inspect::BinaryFacts;
 use crate::model::TargetKind as ModelKind;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
+use clap::Args;
 use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::io::{BufRead, IsTerminal};
@@ -53,6 +53,43 @@ pub struct Member {
     pub uses_tikv_jemallocator: bool,
     /// Whether the package depends on criterion (its benches list with `--list`).
     pub uses_criterion: bool,
+}
+
+/// Which packages and features, shared by every command (as cargo's own flags).
+#[derive(Debug, Args, Clone, Default)]
+pub struct Selection {
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+
+    /// Package(s) to check (default: the current package, or the workspace's default
+    /// members).
+    #[arg(short = 'p', long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
+
+    /// Check every package in the workspace.
+    #[arg(long)]
+    pub workspace: bool,
+
+    /// Exclude packages from --workspace.
+    #[arg(long, value_name = "SPEC", requires = "workspace")]
+    pub exclude: Vec<String>,
+
+    /// Space or comma separated list of features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+
+    /// Activate all available features.
+    #[arg(long)]
+    pub all_features: bool,
+
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+
+    /// Directory for all generated artifacts (also honours CARGO_TARGET_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub target_dir: Option<PathBuf>,
 }
 
 /// Reads `cargo metadata` for the project at `manifest_path` (or the current directory).
