@@ -480,17 +480,13 @@ impl StackReport {
     }
 }
 
-#[cfg(test)]
 impl Report {
-    /// A report of no tests, with default settings: a starting point for tests to adjust.
-    pub fn example() -> Report {
+    /// A report of `settings` with nothing in it yet, for a command to fill in (so that a
+    /// new field has one default, not one per command).
+    pub fn new(settings: ReportSettings) -> Report {
         Report {
             version: REPORT_VERSION,
-            settings: ReportSettings {
-                sample_period: 1,
-                stack_threshold: 0,
-                config: None,
-            },
+            settings,
             tests: Vec::new(),
             ignored: 0,
             partition: None,
@@ -500,6 +496,18 @@ impl Report {
             benches: Vec::new(),
             notes: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+impl Report {
+    /// A report of no tests, with default settings: a starting point for tests to adjust.
+    pub fn example() -> Report {
+        Report::new(ReportSettings {
+            sample_period: 1,
+            stack_threshold: 0,
+            config: None,
+        })
     }
 }
 

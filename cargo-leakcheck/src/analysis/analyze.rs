@@ -502,6 +502,12 @@ pub fn analyze_test(
         .counting
         .is_some_and(|c| c.first_run_end() == ProcessEnd::Exited(0));
     mark_profiling_failure(&mut report, counting_run_passed);
+    // Processes its counting run left running too (the profiled run's are in already).
+    for left in reruns.counting.iter().flat_map(|c| &c.left_running) {
+        if !report.left_processes.contains(left) {
+            report.left_processes.push(left.clone());
+        }
+    }
     report
 }
 

@@ -16,7 +16,7 @@ use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, TestBinary};
 use crate::execution::protocol::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
-use crate::model::{Report, ReportSettings, REPORT_VERSION};
+use crate::model::{Report, ReportSettings};
 use std::time::Duration;
 
 /// Benchmarks are profiled with one sample per 4 KiB allocated on average: growth
@@ -157,20 +157,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         crate::report::bench::write_artifacts(b, out_dir, &ws.root, &mut notes);
     }
     let report = Report {
-        version: REPORT_VERSION,
-        settings: ReportSettings {
+        benches,
+        notes,
+        ..Report::new(ReportSettings {
             sample_period: period,
             stack_threshold: 0,
             config: config.path.as_ref().map(|p| p.display().to_string()),
-        },
-        tests: Vec::new(),
-        ignored: 0,
-        partition: None,
-        other_shards: 0,
-        unlisted: Vec::new(),
-        not_run: None,
-        benches,
-        notes,
+        })
     };
     session::finish(&session, &report, crate::report::bench::render)?;
     Ok(report.exit_code())

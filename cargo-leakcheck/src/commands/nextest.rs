@@ -28,7 +28,7 @@ use crate::execution::nextest_list;
 use crate::execution::runner::{ProcessEnd, TestFilter};
 use crate::model::{
     Artifacts, ExtraRuns, ExtraRunsStatus, Method, NotRun, Report, ReportSettings, TargetKind,
-    TestReport, Verdict, REPORT_VERSION,
+    TestReport, Verdict,
 };
 use crate::report::{flamegraph, human};
 use serde::{Deserialize, Serialize};
@@ -206,20 +206,17 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
     let config = &session.config;
     let report = Report {
-        version: REPORT_VERSION,
-        settings: ReportSettings {
-            sample_period: 1,
-            stack_threshold: config.global(&cli).stack_threshold,
-            config: config.path.as_ref().map(|p| p.display().to_string()),
-        },
         tests,
         ignored: selection.ignored,
         partition: selection.partition,
         other_shards: selection.other_shards,
-        unlisted: Vec::new(),
         not_run: selection.not_run,
-        benches: Vec::new(),
         notes,
+        ..Report::new(ReportSettings {
+            sample_period: 1,
+            stack_threshold: config.global(&cli).stack_threshold,
+            config: config.path.as_ref().map(|p| p.display().to_string()),
+        })
     };
     let metrics = serde_json::json!({ "nextest_seconds": seconds, "nextest_exit": code });
     let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());

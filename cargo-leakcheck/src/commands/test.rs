@@ -7,9 +7,7 @@ use crate::execution::cargo::{self, TestBinary};
 use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
-use crate::model::{
-    NotRun, Report, ReportSettings, StackKind, TargetKind, TestReport, REPORT_VERSION,
-};
+use crate::model::{NotRun, Report, ReportSettings, StackKind, TargetKind, TestReport};
 use crate::report::{flamegraph, human, junit, pprof};
 use crate::{analysis::suppressions, commands::session, config};
 use std::path::{Path, PathBuf};
@@ -124,12 +122,6 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     write_flamegraphs(&mut tests, out_dir, &mut notes, &mut timings);
 
     let report = Report {
-        version: REPORT_VERSION,
-        settings: ReportSettings {
-            sample_period: 1u64 << settings.lg_sample,
-            stack_threshold: config.global(&cli).stack_threshold,
-            config: config.path.as_ref().map(|p| p.display().to_string()),
-        },
         tests,
         ignored: results.ignored.len(),
         partition: args.partition.map(|p| p.to_string()),
@@ -147,8 +139,12 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
                 .collect(),
             session::interrupted_why(),
         ),
-        benches: Vec::new(),
         notes,
+        ..Report::new(ReportSettings {
+            sample_period: 1u64 << settings.lg_sample,
+            stack_threshold: config.global(&cli).stack_threshold,
+            config: config.path.as_ref().map(|p| p.display().to_string()),
+        })
     };
     if let Some(path) = &args.write_suppressions {
         let n = suppressions::write(&report, path, &ws.root)?;
@@ -533,13 +529,6 @@ fn analyse_binary(
                 .insert(test_key(&r), started.elapsed().as_secs_f64());
             r
         };
-        let mut report = report;
-        // Processes left running by its counting run too (the profiled run's are in).
-        for left in t.counted.iter().flat_map(|c| &c.left_running) {
-            if !report.left_processes.contains(left) {
-                report.left_processes.push(left.clone());
-            }
-        }
         out.reports.push(report);
     }
     out.notes

@@ -69,16 +69,28 @@ pub struct Inspection {
 /// child a run forks, ending with `exit`, would wait forever; the runtime clears the record
 /// for the runs and puts it back after them. Found by its mangled name (v0 and legacy
 /// manglings both hold this part).
-pub fn exit_guard<'data>(file: &impl object::Object<'data>) -> Option<u64> {
+///
+/// Returns `(_rjem_mallctl, the exit guard)`, read in one pass over the symbols (a test
+/// binary can hold a hundred thousand).
+fn runtime_symbols<'data>(file: &impl object::Object<'data>) -> (Option<u64>, Option<u64>) {
     use object::ObjectSymbol;
-    file.symbols()
-        .find(|s| {
-            s.kind() == SymbolKind::Data
-                && s.size() == 8
-                && s.name()
-                    .is_ok_and(|n| n.contains("18unique_thread_exit17EXITING_THREAD_ID"))
-        })
-        .map(|s| s.address())
+    let (mut mallctl, mut guard) = (None, None);
+    for s in file.symbols().chain(file.dynamic_symbols()) {
+        let Ok(name) = s.name() else { continue };
+        match s.kind() {
+            SymbolKind::Text if name == "_rjem_mallctl" => mallctl = Some(s.address()),
+            SymbolKind::Data
+                if s.size() == 8 && name.contains("18unique_thread_exit17EXITING_THREAD_ID") =>
+            {
+                guard = Some(s.address())
+            }
+            _ => continue,
+        }
+        if mallctl.is_some() && guard.is_some() {
+            break;
+        }
+    }
+    (mallctl, guard)
 }
 
 /// One loadable segment.
@@ -137,12 +149,7 @@ pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
             return inspection;
         }
     };
-    inspection.app_mallctl = file
-        .symbols()
-        .chain(file.dynamic_symbols())
-        .find(|s| s.name() == Ok("_rjem_mallctl") && s.kind() == SymbolKind::Text)
-        .map(|s| s.address());
-    inspection.exit_guard = exit_guard(&file);
+    (inspection.app_mallctl, inspection.exit_guard) = runtime_symbols(&file);
     match find_entries(&image, names) {
         Ok(found) => {
             inspection.entries = found.entries;

@@ -299,7 +299,7 @@ pub struct RerunRequest {
     pub runs: u32,
     /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
     pub app_mallctl: Option<u64>,
-    /// std's record of the thread ending the process (see [`crate::execution::entry::exit_guard`]).
+    /// std's record of the thread ending the process (found by `entry::runtime_symbols`).
     pub exit_guard: Option<u64>,
     /// How long the runtime waits, once after the last run, for the runs' threads (see
     /// [`crate::execution::rerun::GRACE_MS`]).
