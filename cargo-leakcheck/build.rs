@@ -79,6 +79,7 @@ path = "{entry}"
 
 [dependencies]
 tikv-jemalloc-sys = {{ version = "={sys_semver}", features = ["profiling", "stats"] }}
+tikv-jemalloc-ctl = "={ctl_version}"
 libc = "0.2"
 
 [profile.release]
@@ -89,6 +90,10 @@ debug = false
         version = env::var("CARGO_PKG_VERSION").expect("set by cargo"),
         // Build metadata (`+5.3.1-…`) has no place in a version requirement.
         sys_semver = sys_version.split('+').next().unwrap_or(&sys_version),
+        ctl_version = lock_text
+            .as_deref()
+            .and_then(|text| locked_version(text, "tikv-jemalloc-ctl"))
+            .unwrap_or_else(|| fail("no tikv-jemalloc-ctl version in Cargo.lock")),
         entry = entry.display().to_string().replace('\\', "\\\\"),
     );
     write(&package.join("Cargo.toml"), manifest.as_bytes());

@@ -848,6 +848,28 @@ pub struct Effective {
     pub test_threshold_source: String,
 }
 
+/// What every test's settings are computed from: the configuration, and the command line's
+/// settings over it. Each test's are computed once, when it is listed, and travel with it.
+#[derive(Clone, Copy, Debug)]
+pub struct Layers<'a> {
+    /// `leakcheck.toml`.
+    pub config: &'a Config,
+    /// The command line's settings.
+    pub cli: &'a SettingsLayer,
+}
+
+impl Layers<'_> {
+    /// The settings of one test (see [`Config::effective`]).
+    pub fn of(&self, test: &str) -> Effective {
+        self.config.effective(test, self.cli)
+    }
+
+    /// The settings outside any test (see [`Config::global`]).
+    pub fn global(&self) -> Effective {
+        self.config.global(self.cli)
+    }
+}
+
 impl Config {
     /// Layers built-in defaults, `[defaults]`, matching `[[tests]]` (later wins) and the
     /// command line (`cli`) for one test.

@@ -206,7 +206,7 @@ pub struct Grace {
 }
 
 /// Why the runtime made no more extra runs, in milliseconds of CPU or of wall time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BudgetStop {
     /// The wall-time side of the budget stopped them (else the CPU side).
     pub wall: bool,

@@ -3,6 +3,7 @@
 //! file is deterministic for the same results.
 
 use crate::errors::ExitCode;
+use crate::evidence::BudgetStop;
 use serde::{Deserialize, Serialize};
 
 /// Schema version of `report.json`.
@@ -281,7 +282,9 @@ pub struct RunGrowth {
 pub struct ExtraRuns {
     /// How many extra runs were made and measured.
     pub made: u32,
-    /// `completed`, or why there were none or fewer.
+    /// `status`: `completed`, or why there were none or fewer; `reason`: what the process
+    /// said about it, for the statuses that carry one.
+    #[serde(flatten)]
     pub status: ExtraRunsStatus,
     /// The reason in words, when there is more to say.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -289,38 +292,42 @@ pub struct ExtraRuns {
     pub detail: Option<String>,
 }
 
-/// How a test's extra runs went, as the report says it (the details are in words beside it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// Why a test had as many extra runs as it had: the one type the analysis decides and the
+/// report says (the sentence for it is `ExtraRuns::detail`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
 pub enum ExtraRunsStatus {
     /// Every extra run asked for was made (or the counts settled earlier).
     Completed,
-    /// The first run retained nothing.
+    /// The first run retained nothing: there was nothing to tell apart.
     NotNeeded,
-    /// Switched off.
+    /// Extra runs are switched off (`--extra-runs 0` or `extra-runs = 0`).
     Off,
-    /// The test failed its own run.
+    /// The test failed (or did not finish) its own run: it is judged on that run alone.
     TestFailed,
-    /// The test ended the process itself.
+    /// The test ended the process itself (`exit` from its thread, before libtest's `main`
+    /// returned): it cannot run again, and is judged on what its own code retained.
     ExitedEarly,
-    /// A `#[should_panic]` test.
+    /// A `#[should_panic]` test cannot run again in its process: it panics.
     ShouldPanic,
-    /// A `harness = false` target.
+    /// A `harness = false` target has no libtest entry point.
     NoHarness,
-    /// No exact entry point.
-    NoEntryPoint,
-    /// An extra run panicked.
-    Panicked,
-    /// The process died in an extra run.
-    Crashed,
-    /// An extra run took too long.
+    /// The test's entry point could not be found exactly (why).
+    NoEntryPoint(String),
+    /// An extra run panicked (the message).
+    Panicked(String),
+    /// The process died during an extra run (how).
+    Crashed(String),
+    /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
+    /// did not fit in the test's timeout.
     TimedOut,
-    /// The next extra run would have cost more than the budget allows.
-    OverBudget,
-    /// An extra run returned an error.
-    Failed,
-    /// The runtime could not make them.
-    Unavailable,
+    /// The next extra run would have cost more than the budget allows: the test was judged
+    /// without it.
+    OverBudget(BudgetStop),
+    /// An extra run returned an error (its message).
+    Failed(String),
+    /// The runtime could not make them (why).
+    Unavailable(String),
 }
 
 /// Exact objects and bytes.
@@ -679,5 +686,27 @@ mod tests {
         };
         assert_eq!(leak_rest.exit_code(), ExitCode::LeaksFound);
         assert_eq!(NotRun::of(Vec::new(), "nothing"), None);
+    }
+
+    #[test]
+    fn extra_runs_say_their_status_by_name_and_keep_its_reason_through_a_merge() {
+        let crashed = ExtraRuns {
+            made: 2,
+            status: ExtraRunsStatus::Crashed("SIGSEGV".into()),
+            detail: Some("the process died in the 3rd extra run: SIGSEGV".into()),
+        };
+        let json = serde_json::to_value(&crashed).unwrap();
+        assert_eq!(json["status"], "crashed");
+        assert_eq!(json["reason"], "SIGSEGV");
+        assert_eq!(serde_json::from_value::<ExtraRuns>(json).unwrap(), crashed);
+
+        let done = ExtraRuns {
+            made: 3,
+            status: ExtraRunsStatus::Completed,
+            detail: None,
+        };
+        let json = serde_json::to_value(&done).unwrap();
+        assert_eq!(json, serde_json::json!({"made": 3, "status": "completed"}));
+        assert_eq!(serde_json::from_value::<ExtraRuns>(json).unwrap(), done);
     }
 }

@@ -19,6 +19,7 @@
 //! the test's own run: such a test is run again rather than passed on its count.
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, Ordering::Relaxed};
+use tikv_jemalloc_ctl as ctl;
 use tikv_jemalloc_sys as je;
 
 /// The arena the main thread allocates from (u32::MAX: none).
@@ -64,6 +65,7 @@ pub fn exact_from_now() {
 
 /// Returns what the calling thread's cache holds to the arenas it came from.
 pub fn flush_own_cache() {
+    // Raw: tikv-jemalloc-ctl always passes a value buffer, and this control takes none.
     // SAFETY: "thread.tcache.flush" takes and returns nothing (jemalloc manual, MALLCTL
     // NAMESPACE); it fails harmlessly when the thread has no cache.
     unsafe { crate::mallctl_do(c"thread.tcache.flush") };
@@ -86,20 +88,9 @@ static EXACT: AtomicBool = AtomicBool::new(false);
 
 /// A new arena, or None when jemalloc refuses.
 pub fn create() -> Option<u32> {
-    let mut arena: u32 = 0;
-    let mut len = std::mem::size_of::<u32>();
     // SAFETY: "arenas.create" returns an unsigned arena index (jemalloc manual, MALLCTL
     // NAMESPACE).
-    let r = unsafe {
-        je::mallctl(
-            c"arenas.create".as_ptr(),
-            (&raw mut arena).cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    (r == 0).then_some(arena)
+    unsafe { ctl::raw::read::<u32>(b"arenas.create\0") }.ok()
 }
 
 /// Live objects and bytes.
@@ -117,63 +108,35 @@ pub fn main_arena() -> Option<u32> {
     }
 }
 
-/// Reads one statistic through `mallctl` into `T` (u64 or usize); None when jemalloc
-/// refuses (e.g. an arena index that was never initialised).
-fn stat<T: Copy + Default>(name: &[u8]) -> Option<T> {
-    let mut value = T::default();
-    let mut len = std::mem::size_of::<T>();
-    // SAFETY: name is NUL-terminated; value/len describe a buffer of exactly T's size, which
-    // matches the statistic's documented type (jemalloc manual, MALLCTL NAMESPACE).
-    let r = unsafe {
-        je::mallctl(
-            name.as_ptr().cast(),
-            (&raw mut value).cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    (r == 0).then_some(value)
-}
-
-/// Builds `stats.arenas.<i>.<rest>\0` in `buf`; returns its length with the NUL.
-fn arena_stat_name(i: u32, rest: &[u8], buf: &mut [u8; 96]) -> usize {
-    let prefix = b"stats.arenas.";
-    let mut n = prefix.len();
-    buf[..n].copy_from_slice(prefix);
-    let mut digits = [0u8; 20];
-    let start = crate::sys::format_u64(u64::from(i), &mut digits);
-    let d = &digits[start..];
-    buf[n..n + d.len()].copy_from_slice(d);
-    n += d.len();
-    buf[n..n + rest.len()].copy_from_slice(rest);
-    n += rest.len();
-    buf[n] = 0;
-    n + 1
+/// One statistic of arena `i`, named as arena 0's (`stats.arenas.0.<rest>`, five
+/// components), read into `T` (u64 or usize); None when jemalloc refuses (e.g. an arena index
+/// that was never initialised).
+fn arena_stat<T: Copy>(i: u32, name_for_arena_0: &[u8]) -> Option<T> {
+    let mut mib = [0usize; 5];
+    ctl::raw::name_to_mib(name_for_arena_0, &mut mib).ok()?;
+    mib[2] = i as usize;
+    // SAFETY: the statistic's documented type is T (jemalloc manual, MALLCTL NAMESPACE):
+    // callers pass u64 for counters and usize for sizes.
+    unsafe { ctl::raw::read_mib::<T>(&mib) }.ok()
 }
 
 /// Refreshes the statistics snapshot (they are read as of the last epoch).
 fn refresh() {
-    // SAFETY: "epoch" is a u64.
-    unsafe { crate::mallctl_write(c"epoch", 1u64) };
+    let _ = ctl::epoch::advance();
 }
 
 /// Live objects and bytes of one arena, as of the last refresh.
 fn live_in(i: u32) -> Live {
-    let mut name = [0u8; 96];
-    let mut live = Live::default();
-    let mut get_u64 = |rest: &[u8]| {
-        let n = arena_stat_name(i, rest, &mut name);
-        stat::<u64>(&name[..n]).unwrap_or(0) as i64
-    };
-    live.objects += get_u64(b".small.nmalloc") - get_u64(b".small.ndalloc");
-    live.objects += get_u64(b".large.nmalloc") - get_u64(b".large.ndalloc");
-    let mut get_usize = |rest: &[u8]| {
-        let n = arena_stat_name(i, rest, &mut name);
-        stat::<usize>(&name[..n]).unwrap_or(0) as i64
-    };
-    live.bytes += get_usize(b".small.allocated") + get_usize(b".large.allocated");
-    live
+    let count = |name: &[u8]| arena_stat::<u64>(i, name).unwrap_or(0) as i64;
+    let size = |name: &[u8]| arena_stat::<usize>(i, name).unwrap_or(0) as i64;
+    Live {
+        objects: count(b"stats.arenas.0.small.nmalloc\0")
+            - count(b"stats.arenas.0.small.ndalloc\0")
+            + count(b"stats.arenas.0.large.nmalloc\0")
+            - count(b"stats.arenas.0.large.ndalloc\0"),
+        bytes: size(b"stats.arenas.0.small.allocated\0")
+            + size(b"stats.arenas.0.large.allocated\0"),
+    }
 }
 
 /// What was live outside the main thread's arena when the constructor had finished: jemalloc's
@@ -193,7 +156,7 @@ pub fn live_outside_main_arena() -> Live {
 fn live_outside_main_arena_raw() -> Live {
     refresh();
     let main = MAIN_ARENA.load(Relaxed);
-    let narenas: u32 = stat(b"arenas.narenas\0").unwrap_or(0);
+    let narenas: u32 = ctl::arenas::narenas::read().unwrap_or(0);
     let mut live = Live::default();
     for i in (0..narenas).filter(|&i| i != main) {
         let l = live_in(i);
@@ -218,7 +181,7 @@ pub fn bind_main_thread_to_own_arena() {
         return;
     };
     // SAFETY: "thread.arena" is an unsigned arena index.
-    if unsafe { crate::mallctl_write(c"thread.arena", arena) } {
+    if unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok() {
         MAIN_ARENA.store(arena, Relaxed);
     }
     // The main thread's cache is made now, by an allocation, so that its bookkeeping is in

@@ -50,6 +50,7 @@ mod tracker;
 
 use std::ffi::{c_char, c_int, c_void};
 use sys::FixedPath;
+use tikv_jemalloc_ctl as ctl;
 use tikv_jemalloc_sys as je;
 
 extern "C" {
@@ -268,26 +269,9 @@ pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
     unsafe { je::malloc_usable_size(ptr) }
 }
 
-/// Writes `value` to this runtime's jemalloc control `name`; false when jemalloc refuses.
-///
-/// # Safety
-/// `T` must be the type the jemalloc manual (MALLCTL NAMESPACE) gives for `name`, and any
-/// pointer in it must be valid for the call (jemalloc copies strings it keeps).
-pub(crate) unsafe fn mallctl_write<T>(name: &std::ffi::CStr, mut value: T) -> bool {
-    // SAFETY: the caller vouches for the type; value lives across the call.
-    unsafe {
-        je::mallctl(
-            name.as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            (&raw mut value).cast(),
-            std::mem::size_of::<T>(),
-        ) == 0
-    }
-}
-
 /// Calls this runtime's jemalloc control `name` with no value in or out; false when jemalloc
-/// refuses.
+/// refuses. Raw because tikv-jemalloc-ctl always passes a value buffer, which these controls
+/// do not take.
 ///
 /// # Safety
 /// `name` must be a control that takes and returns nothing (jemalloc manual, MALLCTL
@@ -380,12 +364,12 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
 /// dump is sent to a name cargo-leakcheck does not read.
 fn start_tracking(prefix: Option<&str>) {
     // SAFETY: "prof.active" is a bool.
-    unsafe { mallctl_write(c"prof.active", false) };
+    let _ = unsafe { ctl::raw::write(b"prof.active\0", false) };
     let mut unused = FixedPath::new();
     if let Some(prefix) = prefix {
         if unused.push(prefix.as_bytes()) && unused.push(b".untracked-jemalloc") {
             // SAFETY: "prof.prefix" is a `const char *`, NUL-terminated; jemalloc copies it.
-            unsafe { mallctl_write(c"prof.prefix", unused.as_ptr()) };
+            let _ = unsafe { ctl::raw::write(b"prof.prefix\0", unused.as_ptr()) };
         }
     }
     tracker::enable();
@@ -398,7 +382,7 @@ extern "C" fn leakcheck_init() {
     if let Some(prefix) = prefix.filter(|_| !track) {
         // SAFETY: "prof.prefix" is a `const char *`: `sys::env` returned the environment's
         // own NUL-terminated string, and jemalloc copies it.
-        unsafe { mallctl_write(c"prof.prefix", prefix.as_ptr().cast::<c_char>()) };
+        let _ = unsafe { ctl::raw::write(b"prof.prefix\0", prefix.as_ptr().cast::<c_char>()) };
     }
     if track {
         start_tracking(prefix);

@@ -638,7 +638,7 @@ fn dump(k: u32) {
         } else {
             // SAFETY: "prof.dump" is a `const char *` file name, NUL-terminated, that
             // outlives the call.
-            unsafe { crate::mallctl_write(c"prof.dump", path.as_ptr()) };
+            let _ = unsafe { tikv_jemalloc_ctl::raw::write(b"prof.dump\0", path.as_ptr()) };
         }
     }
     let Some(mallctl) = s.app_mallctl else { return };

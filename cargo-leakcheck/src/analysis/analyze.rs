@@ -365,8 +365,8 @@ pub struct TestIdentity<'a> {
 pub fn extra_runs_of(outcome: &rerun::Outcome) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
-        status: outcome.status.in_report(),
-        detail: outcome.status.detail(outcome.made),
+        detail: rerun::detail(&outcome.status, outcome.made),
+        status: outcome.status.clone(),
     }
 }
 

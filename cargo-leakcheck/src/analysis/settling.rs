@@ -72,68 +72,13 @@ impl Budget {
     }
 }
 
-/// Why a test had as many extra runs as it had.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// Every extra run asked for was made (or the counts settled earlier).
-    Completed,
-    /// The first run retained nothing: there was nothing to tell apart.
-    NotNeeded,
-    /// Extra runs are switched off (`--extra-runs 0` or `extra-runs = 0`).
-    Off,
-    /// The test failed (or did not finish) its own run: it is judged on that run alone.
-    TestFailed,
-    /// The test ended the process itself (`exit` from its thread, before libtest's `main`
-    /// returned): it cannot run again, and is judged on what its own code retained.
-    ExitedEarly,
-    /// A `#[should_panic]` test cannot run again in its process: it panics.
-    ShouldPanic,
-    /// A `harness = false` target has no libtest entry point.
-    NoHarness,
-    /// The test's entry point could not be found exactly (why).
-    NoEntryPoint(String),
-    /// An extra run panicked (the message).
-    Panicked(String),
-    /// The process died during an extra run (how).
-    Crashed(String),
-    /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
-    /// did not fit in the test's timeout.
-    TimedOut,
-    /// The next extra run would have cost more CPU time than the budget allows (see the
-    /// runtime's `Budget`): the test was judged without it.
-    OverBudget(crate::evidence::BudgetStop),
-    /// An extra run returned an error (its message).
-    Failed(String),
-    /// The runtime could not make them (why).
-    Unavailable(String),
-}
+pub use crate::model::ExtraRunsStatus as Status;
 
-impl Status {
-    /// What the report calls it.
-    pub fn in_report(&self) -> crate::model::ExtraRunsStatus {
-        use crate::model::ExtraRunsStatus as R;
-        match self {
-            Status::Completed => R::Completed,
-            Status::NotNeeded => R::NotNeeded,
-            Status::Off => R::Off,
-            Status::TestFailed => R::TestFailed,
-            Status::ExitedEarly => R::ExitedEarly,
-            Status::ShouldPanic => R::ShouldPanic,
-            Status::NoHarness => R::NoHarness,
-            Status::NoEntryPoint(_) => R::NoEntryPoint,
-            Status::Panicked(_) => R::Panicked,
-            Status::Crashed(_) => R::Crashed,
-            Status::TimedOut => R::TimedOut,
-            Status::OverBudget(_) => R::OverBudget,
-            Status::Failed(_) => R::Failed,
-            Status::Unavailable(_) => R::Unavailable,
-        }
-    }
-
-    /// A sentence for the report and the summary, when the status is not self-explanatory.
-    pub fn detail(&self, made: u32) -> Option<String> {
-        let nth = ordinal(made + 1);
-        match self {
+/// The sentence for a status, for the report and the summary, when it is not
+/// self-explanatory; `made` extra runs were measured.
+pub fn detail(status: &Status, made: u32) -> Option<String> {
+    let nth = ordinal(made + 1);
+    match status {
             Status::Completed | Status::NotNeeded => None,
             Status::Off => Some("extra runs are switched off (extra-runs = 0)".into()),
             Status::TestFailed => Some("the test did not pass its own run".into()),
@@ -168,7 +113,6 @@ impl Status {
             )),
             Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
         }
-    }
 }
 
 fn secs(ms: u64) -> String {
@@ -604,7 +548,7 @@ mod tests {
             Status::NoHarness
         );
         assert_eq!(
-            Status::Panicked("boom".into()).detail(1).unwrap(),
+            detail(&Status::Panicked("boom".into()), 1).unwrap(),
             "the 2nd extra run panicked: boom"
         );
     }

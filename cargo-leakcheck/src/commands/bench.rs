@@ -63,19 +63,25 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
 
     let filter = TestFilter::default();
     let cap = Duration::from_secs(args.bench_time);
-    let no_timeout = |_: &str| cap;
-    let no_extra_runs = |_: &str| 0;
-    let never = |_: &str| false;
+    // A bench runs once, for as long as it is given, and is judged on its growth alone.
+    let bench_settings = crate::config::SettingsLayer {
+        timeout: Some(args.bench_time),
+        extra_runs: Some(0),
+        full_repetition: Some(true),
+        one_time_fails: Some(false),
+        ..Default::default()
+    };
+    let no_config = crate::config::Config::default();
     let run_config = RunConfig {
         workspace: ws,
         runtime: &session.runtime,
         work_dir: &session.work_dir,
         jobs: 1,
         timeout: cap,
-        timeouts: &no_timeout,
-        extra_runs: &no_extra_runs,
-        budgeted: &never,
-        lifetime_fails: &never,
+        settings: crate::config::Layers {
+            config: &no_config,
+            cli: &bench_settings,
+        },
         filter: &filter,
         wrapper: &[],
         verbose: args.verbose,

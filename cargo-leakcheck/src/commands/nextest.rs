@@ -466,7 +466,7 @@ fn unjudged(id: &TestId) -> TestReport {
         artifacts: Artifacts::default(),
         extra_runs: ExtraRuns {
             made: 0,
-            status: ExtraRunsStatus::Unavailable,
+            status: ExtraRunsStatus::Unavailable("the process ended before its verdict".into()),
             detail: None,
         },
         first_run_retained: None,

@@ -247,21 +247,17 @@ pub(crate) fn check(
     setup: &CheckSetup,
     notes: &mut Vec<String>,
 ) -> Result<Checked, Error> {
-    let (config, cli) = (setup.config, setup.cli);
-    let timeout_of = |name: &str| Duration::from_secs(config.effective(name, cli).timeout);
-    let extra_runs_of = |name: &str| config.effective(name, cli).extra_runs;
-    let budgeted = |name: &str| !config.effective(name, cli).full_repetition;
-    let lifetime_fails_of = |name: &str| config.effective(name, cli).one_time_fails;
+    let settings = config::Layers {
+        config: setup.config,
+        cli: setup.cli,
+    };
     let run_config = RunConfig {
         workspace: setup.ws,
         runtime: setup.runtime,
         work_dir: setup.work_dir,
         jobs: setup.jobs,
-        timeout: Duration::from_secs(config.global(cli).timeout),
-        timeouts: &timeout_of,
-        extra_runs: &extra_runs_of,
-        budgeted: &budgeted,
-        lifetime_fails: &lifetime_fails_of,
+        timeout: Duration::from_secs(settings.global().timeout),
+        settings,
         filter: setup.filter,
         wrapper: setup.wrapper,
         verbose: setup.verbose,
@@ -288,8 +284,14 @@ pub(crate) fn check(
         notes.push(note);
     }
     let mut timings = Timings::default();
-    let policy = PolicySource { config, cli };
-    let mut tests = analyse(binaries, &results, &policy, setup.jobs, notes, &mut timings);
+    let mut tests = analyse(
+        binaries,
+        &results,
+        &settings,
+        setup.jobs,
+        notes,
+        &mut timings,
+    );
     // Which harness allocations are still live at a test's exit depends on timing (what
     // libtest's threads were doing, how many ran at once), so they stay out of report.json,
     // which must not change with `-j`; metrics.json keeps them for the curious.
@@ -431,7 +433,7 @@ struct BinaryOutput {
 fn analyse(
     binaries: &[TestBinary],
     results: &passes::Outcome,
-    policy: &PolicySource,
+    policy: &config::Layers,
     jobs: usize,
     notes: &mut Vec<String>,
     timings: &mut Timings,
@@ -473,16 +475,11 @@ fn analyse(
 }
 
 /// Where each test's policy comes from.
-struct PolicySource<'a> {
-    config: &'a config::Config,
-    cli: &'a config::SettingsLayer,
-}
-
 fn analyse_binary(
     bi: usize,
     binary: &TestBinary,
     results: &passes::Outcome,
-    source: &PolicySource,
+    source: &config::Layers,
 ) -> BinaryOutput {
     let mut out = BinaryOutput::default();
     // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
@@ -496,9 +493,8 @@ fn analyse_binary(
         };
         let method = t.method;
         let name = &t.case.name;
-        let effective = source.config.effective(name, source.cli);
         let policy = analyze::Policy {
-            effective: &effective,
+            effective: &t.case.settings,
             suppressions: source.config.suppressions_for(name).collect(),
         };
         let report = if method == Method::Counters {

@@ -230,8 +230,8 @@ pub fn run(
             rerun_request(
                 t,
                 &binaries[t.binary],
-                (config.extra_runs)(&t.name),
-                (config.budgeted)(&t.name).then_some(budget),
+                t.settings.extra_runs,
+                (!t.settings.full_repetition).then_some(budget),
             )
         })
         .collect();
@@ -286,7 +286,7 @@ pub fn run(
     let mut settled: Vec<Option<Counted>> = (0..tests.len())
         .map(|t| {
             let c = counted[t].as_mut()?;
-            let lifetime_fails = (config.lifetime_fails)(&tests[t].name);
+            let lifetime_fails = tests[t].settings.one_time_fails;
             Some(judge_count(
                 c,
                 &tests[t],
@@ -502,6 +502,8 @@ mod tests {
             binary: 0,
             name: "tests::slow".into(),
             ignored: false,
+            settings: crate::config::Config::default()
+                .effective("tests::slow", &crate::config::SettingsLayer::default()),
         };
         let is_over_budget = |o: &rerun::Outcome| matches!(o.status, Status::OverBudget(_));
         match judge_count(&mut over(), &test, None, false) {

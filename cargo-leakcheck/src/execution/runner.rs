@@ -2,6 +2,7 @@
 //! its own with the profiling runtime preloaded, several at a time, and collects exit
 //! status, output and heap dumps. Nothing here interprets a dump.
 
+use crate::config::{Effective, Layers};
 use crate::errors::Error;
 pub use crate::evidence::{
     capture_head, capture_tail, signal_name, ProcessEnd, ProcessResult, CAPTURE_READ_LIMIT,
@@ -58,6 +59,8 @@ pub struct TestCase {
     pub name: String,
     /// Whether the test is `#[ignore]`d (then it needs `--include-ignored` to run).
     pub ignored: bool,
+    /// Its settings, computed once when it was listed.
+    pub settings: Effective,
 }
 
 /// Settings for running.
@@ -72,16 +75,9 @@ pub struct RunConfig<'a> {
     pub jobs: usize,
     /// Timeout of processes that run no test (baselines).
     pub timeout: Duration,
-    /// Timeout of a test, by name (from the configuration and the command line).
-    pub timeouts: &'a (dyn Fn(&str) -> Duration + Sync),
-    /// How many extra runs a test may have, by name.
-    pub extra_runs: &'a (dyn Fn(&str) -> u32 + Sync),
-    /// Whether a test's extra runs are held to the cost budget, by name (not when it is
-    /// to be repeated in full).
-    pub budgeted: &'a (dyn Fn(&str) -> bool + Sync),
-    /// Whether memory kept for the process lifetime fails a test, by name: then a test
-    /// that keeps any cannot be settled by counts, its stacks must be shown.
-    pub lifetime_fails: &'a (dyn Fn(&str) -> bool + Sync),
+    /// What each test's settings (timeout, extra runs, budget, whether process-lifetime
+    /// memory fails it) are computed from, once per test as it is listed.
+    pub settings: Layers<'a>,
     /// Filters from the command line.
     pub filter: &'a TestFilter,
     /// A target runner every test binary runs under, program first (empty: none): the
@@ -141,6 +137,7 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
                 binary: 0,
                 name: binary.target.clone(),
                 ignored: false,
+                settings: config.settings.of(&binary.target),
             }],
             ignored: Vec::new(),
             names: Vec::new(),
@@ -195,6 +192,7 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
             }
             Some(TestCase {
                 binary: 0,
+                settings: config.settings.of(&name),
                 name,
                 ignored: is_ignored,
             })
@@ -448,7 +446,7 @@ fn run_one(
         }
     }
     let timeout = test
-        .map(|t| (config.timeouts)(&t.name))
+        .map(|t| Duration::from_secs(t.settings.timeout))
         .unwrap_or(config.timeout);
     let mut env: Vec<(&str, String)> = Vec::new();
     if let Some(r) = &job.rerun {

@@ -598,7 +598,13 @@ mod tests {
         slow.verdict = Verdict::Unsettled;
         slow.extra_runs = crate::model::ExtraRuns {
             made: 0,
-            status: Status::OverBudget,
+            status: Status::OverBudget(crate::evidence::BudgetStop {
+                wall: false,
+                own_ms: 100,
+                allowed_ms: 1000,
+                run_ms: 1200,
+                floor_ms: 1000,
+            }),
             detail: Some("not run again after 0 extra runs: …".into()),
         };
         slow.message = Some(
