@@ -103,9 +103,18 @@ pub fn growth(
             stacks: Default::default(),
             sample_period: after.sample_period,
         });
-    let mut stacks: Vec<GrownStack> = diff::diff(&after, &before)
+    let grown: Vec<_> = diff::diff(&after, &before)
         .into_iter()
         .filter(|d| d.live.bytes > 0)
+        .collect();
+    symbolizer.prepare(
+        grown
+            .iter()
+            .flat_map(|d| d.frames.iter())
+            .map(|k| (&*k.object, k.file_offset)),
+    );
+    let mut stacks: Vec<GrownStack> = grown
+        .into_iter()
         .map(|d| GrownStack {
             objects: d.live.objects,
             bytes: d.live.bytes,

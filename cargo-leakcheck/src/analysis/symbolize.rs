@@ -5,6 +5,12 @@
 //! a pair into source frames (function, file, line), innermost inlined frame first, using the
 //! DWARF of the object (through `addr2line`) and its symbol table as a fallback.
 //!
+//! A library whose debug info is only in a separate debug file (a distribution's `-dbg` or
+//! `-dbgsym` package, found by build id) is named from that file's symbol table, not its
+//! DWARF: its frames (glibc's `__libc_start_call_main`, say) need a name, not the line of a
+//! distribution source tree that is rarely on the machine, and decompressing that DWARF was
+//! most of the time of a `cargo leakcheck diff`.
+//!
 //! File offsets rather than runtime addresses are the input because they are stable across
 //! processes (ASLR moves the mappings, not the bytes in the file), so frames computed once can be
 //! shared by every dump of the same binary.
@@ -203,9 +209,48 @@ struct ObjectEntry {
 
 struct Backend {
     segments: Vec<LoadSegment>,
-    /// The object itself, or its separate debug file when only that one has DWARF (same
-    /// addresses, fuller symbol table).
-    loader: addr2line::Loader,
+    lookup: Lookup,
+}
+
+/// Where an object's frames come from.
+enum Lookup {
+    /// The object's own DWARF and symbol table (or just the table, when it has no DWARF).
+    Dwarf(Box<addr2line::Loader>),
+    /// The symbol table of its separate debug file (same addresses, fuller than the object's).
+    Symbols(SymbolTable),
+}
+
+/// Function symbols by address, names as stored (demangled when looked up).
+struct SymbolTable {
+    /// (address, name), sorted by address.
+    symbols: Vec<(u64, String)>,
+}
+
+impl SymbolTable {
+    /// The function symbols of the ELF file at `path`; None when it cannot be read.
+    fn read(path: &Path) -> Option<SymbolTable> {
+        use object::{Object, ObjectSymbol, SymbolKind};
+        let data = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        let mut symbols: Vec<(u64, String)> = file
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+            // `memcpy@@GLIBC_2.14`: the version is not part of the function's name.
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                Some((s.address(), name.split('@').next()?.to_owned()))
+            })
+            .collect();
+        symbols.sort();
+        symbols.dedup_by_key(|s| s.0);
+        (!symbols.is_empty()).then_some(SymbolTable { symbols })
+    }
+
+    /// The symbol at or nearest below `svma`.
+    fn find(&self, svma: u64) -> Option<&str> {
+        let after = self.symbols.partition_point(|s| s.0 <= svma);
+        after.checked_sub(1).map(|i| self.symbols[i].1.as_str())
+    }
 }
 
 impl Backend {
@@ -239,19 +284,18 @@ impl Backend {
         if has_dwarf(&loader) {
             return Some(Backend {
                 segments: layout.segments,
-                loader,
+                lookup: Lookup::Dwarf(Box::new(loader)),
             });
         }
         let debug_path = layout.build_id.as_deref().and_then(build_id_debug_path);
-        if let Some(debug_loader) = debug_path
+        if let Some(table) = debug_path
             .as_deref()
             .filter(|p| p.is_file())
-            .and_then(|p| addr2line::Loader::new(p).ok())
-            .filter(has_dwarf)
+            .and_then(SymbolTable::read)
         {
             return Some(Backend {
                 segments: layout.segments,
-                loader: debug_loader,
+                lookup: Lookup::Symbols(table),
             });
         }
         let looked = match &debug_path {
@@ -267,7 +311,7 @@ impl Backend {
         }
         Some(Backend {
             segments: layout.segments,
-            loader,
+            lookup: Lookup::Dwarf(Box::new(loader)),
         })
     }
 
@@ -284,9 +328,18 @@ impl Backend {
             return vec![unresolved];
         };
 
+        let loader = match &self.lookup {
+            Lookup::Dwarf(loader) => loader,
+            Lookup::Symbols(table) => {
+                return vec![Frame {
+                    function: table.find(svma).map(demangle_symbol),
+                    ..unresolved
+                }]
+            }
+        };
         let mut frames = Vec::new();
         // A DWARF error part-way leaves the frames read so far: better than none.
-        if let Ok(mut iter) = self.loader.find_frames(svma) {
+        if let Ok(mut iter) = loader.find_frames(svma) {
             while let Ok(Some(frame)) = iter.next() {
                 let function = frame
                     .function
@@ -307,7 +360,7 @@ impl Backend {
                 });
             }
         }
-        let symbol = || self.loader.find_symbol(svma).map(demangle_symbol);
+        let symbol = || loader.find_symbol(svma).map(demangle_symbol);
         match frames.last_mut() {
             Some(outermost) => {
                 outermost.inlined = false;
@@ -322,6 +375,22 @@ impl Backend {
         }
         frames
     }
+}
+
+/// Opens `object` and symbolizes `offsets` in it (see [`Symbolizer::prepare`]).
+fn open_and_resolve(object: &str, offsets: &[u64]) -> (ObjectEntry, Vec<String>) {
+    let mut warnings = Vec::new();
+    let backend = Backend::open(object, &mut warnings);
+    let mut memo = HashMap::new();
+    for &offset in offsets {
+        memo.entry(offset).or_insert_with(|| -> Arc<[Frame]> {
+            match &backend {
+                Some(b) => b.frames(object, offset).into(),
+                None => Arc::new([Frame::unresolved(object, offset)]),
+            }
+        });
+    }
+    (ObjectEntry { backend, memo }, warnings)
 }
 
 /// Symbolizes `(object path, file offset)` pairs, caching per object and per address.
@@ -369,6 +438,43 @@ impl Symbolizer {
         };
         entry.memo.insert(file_offset, Arc::clone(&frames));
         frames
+    }
+
+    /// Symbolizes every `(object, file offset)` of `addresses` ahead of the
+    /// [`Symbolizer::symbolize`] calls that will ask for them, one thread per object not yet
+    /// open: loading an object's debug info (parsing a large binary's DWARF, decompressing a
+    /// separate debug file's sections) is most of the cost and objects do not depend on each
+    /// other. Results and warnings are as if each address had been asked for in turn.
+    pub fn prepare<'a>(&mut self, addresses: impl IntoIterator<Item = (&'a str, u64)>) {
+        let mut wanted: HashMap<&str, Vec<u64>> = HashMap::new();
+        for (object, offset) in addresses {
+            if !self.objects.contains_key(object) {
+                wanted.entry(object).or_default().push(offset);
+            }
+        }
+        if wanted.len() < 2 {
+            return;
+        }
+        let mut wanted: Vec<(&str, Vec<u64>)> = wanted.into_iter().collect();
+        // Warnings come out in the order the objects are named, whatever finishes first.
+        wanted.sort_by(|a, b| a.0.cmp(b.0));
+        let opened: Vec<(ObjectEntry, Vec<String>)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = wanted
+                .iter()
+                .map(|(object, offsets)| scope.spawn(move || open_and_resolve(object, offsets)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        for ((object, _), (entry, warnings)) in wanted.iter().zip(opened) {
+            self.warnings.extend(warnings);
+            self.objects.insert((*object).to_owned(), entry);
+        }
     }
 
     /// Problems met so far, at most one per object: ``cannot open `PATH`: …`` for objects that
@@ -559,7 +665,13 @@ mod tests {
         let name = outer.function.as_deref().unwrap_or_default();
         assert!(name.contains("malloc"), "{frames:?} {:?}", s.warnings());
         let runtime = crate::analysis::classify::is_runtime_object(&object);
-        if outer.file.is_none() && !runtime {
+        // With a distribution's separate debug file, its symbol table names the frame.
+        let debug_file = read_layout(Path::new(&object))
+            .ok()
+            .and_then(|l| l.build_id)
+            .and_then(|id| build_id_debug_path(&id))
+            .is_some_and(|p| p.is_file());
+        if outer.file.is_none() && !runtime && !debug_file {
             let expected = format!("no debug info in `{object}`");
             let warnings = s.warnings();
             assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -631,6 +743,54 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &second));
         assert_eq!(s.objects.len(), 1);
         assert_eq!(s.objects[&object].memo.len(), 1);
+    }
+
+    #[test]
+    fn preparing_several_objects_at_once_gives_what_asking_in_turn_gives() {
+        black_box(helper(3));
+        let (own, own_offset) = locate(helper as fn(u64) -> u64 as usize);
+        let malloc = libc::malloc as unsafe extern "C" fn(libc::size_t) -> *mut libc::c_void;
+        let (lib, lib_offset) = locate(malloc as usize);
+        let gone = "/nonexistent/leakcheck/libgone.so";
+        let asked = [
+            (own.as_str(), own_offset + 1),
+            (lib.as_str(), lib_offset + 1),
+            (gone, 0x10),
+        ];
+        let mut in_turn = Symbolizer::new();
+        let expected: Vec<_> = asked
+            .iter()
+            .map(|&(o, a)| in_turn.symbolize(o, a))
+            .collect();
+        let mut prepared = Symbolizer::new();
+        prepared.prepare(asked.iter().copied());
+        assert_eq!(prepared.objects.len(), 3, "every object opened ahead");
+        for (&(o, a), want) in asked.iter().zip(&expected) {
+            assert_eq!(&prepared.symbolize(o, a), want, "{o}+{a:x}");
+        }
+        let mut warnings = prepared.warnings();
+        let mut want = in_turn.warnings();
+        warnings.sort();
+        want.sort();
+        assert_eq!(warnings, want);
+    }
+
+    #[test]
+    fn a_symbol_table_names_an_address_by_the_symbol_at_or_below_it() {
+        black_box(helper(4));
+        let exe = std::env::current_exe().unwrap();
+        let table = SymbolTable::read(&exe).expect("the test binary has a symbol table");
+        assert!(table.symbols.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(table.symbols.iter().all(|(_, name)| !name.contains('@')));
+        let (address, name) = table
+            .symbols
+            .iter()
+            .find(|(_, n)| demangle_symbol(n).ends_with("symbolize::tests::helper"))
+            .expect("helper is in the table");
+        assert_eq!(table.find(*address), Some(name.as_str()));
+        assert_eq!(table.find(address + 1), Some(name.as_str()));
+        assert_eq!(table.find(0), None);
+        assert!(SymbolTable::read(Path::new("/nonexistent/leakcheck/x.debug")).is_none());
     }
 
     #[test]
