@@ -104,8 +104,8 @@ impl Report {
     }
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// Renders sizes as `512 B`, `4.0 KiB`, `1.5 MiB` (the report's messages and every renderer).
@@ -259,6 +259,58 @@ pub struct StackReport {
     pub growth_per_run: Vec<RunGrowth>,
     /// Frames innermost first, allocator frames trimmed.
     pub frames: Vec<FrameReport>,
+    /// Who keeps its objects alive, when the reachability scan reached them: one shortest
+    /// path from a root (see [`RetainedBy`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub retained_by: Option<RetainedBy>,
+}
+
+/// A retention path: the root that holds the first object on the way to one of a stack's
+/// objects, then the allocation site of each object on the way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetainedBy {
+    /// What kind of root.
+    pub root_kind: RootKind,
+    /// The root in words: ``static `app::REGISTRY` ``, ``thread-local `app::CACHE` of thread
+    /// `worker-1` ``, ``stack of thread `worker-1` `` (the frame is beside it), ``register rbx
+    /// of thread `reader` ``.
+    pub root: String,
+    /// The static's or thread-local's symbol, the stack frame's function, or the register.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub symbol: Option<String>,
+    /// The thread, for a thread-local, a stack or a register: its name and id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub thread: Option<String>,
+    /// For a stack root: the function whose frame holds the pointer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub frame: Option<FrameReport>,
+    /// The objects between the root and this stack's, root-most first, each by where it
+    /// was allocated (the first frame in the program's own code where there is one).
+    pub via: Vec<FrameReport>,
+    /// Objects of a long chain left out between the first and the last `via` entries.
+    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default)]
+    pub skipped: u64,
+}
+
+/// Where a retention path starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RootKind {
+    /// A global or static variable (a writable segment of a loaded object).
+    Static,
+    /// A thread's static thread-local storage.
+    ThreadLocal,
+    /// A thread's stack.
+    Stack,
+    /// A register of a stopped thread.
+    Register,
+    /// The scan could not say.
+    Unknown,
 }
 
 impl StackReport {
@@ -483,6 +535,7 @@ impl StackReport {
             suppression: None,
             growth_per_run: Vec::new(),
             frames: Vec::new(),
+            retained_by: None,
         }
     }
 }

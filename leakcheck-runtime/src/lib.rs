@@ -42,8 +42,10 @@
 
 mod arenas;
 mod image;
+mod paths;
 mod reach;
 mod rerun;
+mod stop;
 mod sys;
 mod threads;
 mod tracker;

@@ -21,71 +21,189 @@
 //! called `exit`; and then the main thread's stack from where it waits (see [`add_thread_roots`]). A missing root only makes more memory
 //! look unreachable, the verdict every stack had before this scan.
 
+use crate::stop::{self, Stop};
 use crate::threads;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::AtomicUsize;
 
-/// One live allocation during a scan: `[start, end)`, its stack id in the tracker, and
-/// whether the scan reached it.
+/// One live allocation during a scan: `[start, end)`, its stack id in the tracker, whether
+/// the scan reached it, and how: through the root word at address `from` (`direct`), or
+/// from the object with index `from`.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Obj {
     pub start: usize,
     pub end: usize,
+    pub from: usize,
     pub id: u32,
     pub marked: bool,
+    pub direct: bool,
 }
 
-/// Most root ranges kept: writable segments of loaded objects and thread stacks.
-const MAX_ROOTS: usize = 1024 + threads::MAX_THREADS;
+/// Most root ranges kept: writable segments of loaded objects, thread stacks, their
+/// thread-local storage and registers.
+const MAX_ROOTS: usize = 1024 + 4 * (threads::MAX_THREADS + 1);
+/// Most loaded objects named.
+const MAX_MODULES: usize = 1024;
+/// Most executable segments kept, to tell return addresses on a stack.
+const MAX_CODE: usize = 1024;
 
-/// Address ranges whose words are roots.
+/// What a root range is (all-zero bytes: a static of module 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Root {
+    /// A writable segment of loaded object `module`.
+    Static { module: u16 },
+    /// The static thread-local storage of `module` in thread `thread` (an index into
+    /// [`Roots::threads`]).
+    Tls { thread: u16, module: u16 },
+    /// The registers of a stopped thread.
+    Registers { thread: u16 },
+    /// A thread's stack.
+    Stack { thread: u16 },
+    /// The exiting thread's callee-saved registers as the exit handler started.
+    ExitRegisters { thread: u16 },
+}
+
+/// A thread whose memory is a root.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadRoot {
+    pub tid: usize,
+    /// Its stack pointer when known (stopped, waiting, or the exit frame), else 0.
+    pub sp: usize,
+    /// Where it was interrupted, when stopped (else 0).
+    pub pc: usize,
+    /// Whether it is stopped, its registers saved in `stop::SLOTS[slot]`.
+    pub stopped: bool,
+    pub slot: usize,
+}
+
+/// A loaded object: its name (NUL-terminated, the loader's; empty for the program) and
+/// load bias.
+#[derive(Clone, Copy, Debug)]
+pub struct Module {
+    pub name: *const c_char,
+    pub base: usize,
+}
+
+/// Address ranges whose words are roots, what each is, and the threads and objects they
+/// belong to. All-zero bytes are a valid, empty `Roots` (the scan maps it zeroed: it is
+/// too large for a stack).
+#[repr(C)]
 pub struct Roots {
     ranges: [(usize, usize); MAX_ROOTS],
+    kinds: [Root; MAX_ROOTS],
     n: usize,
+    pub threads: [ThreadRoot; threads::MAX_THREADS + 1],
+    pub n_threads: usize,
+    pub modules: [Module; MAX_MODULES],
+    pub n_modules: usize,
+    code: [(usize, usize); MAX_CODE],
+    n_code: usize,
 }
 
 impl Roots {
-    pub const fn new() -> Roots {
+    #[cfg(test)]
+    pub fn new() -> Box<Roots> {
+        Box::new(Roots::EMPTY)
+    }
+
+    #[cfg(test)]
+    const EMPTY: Roots = {
         Roots {
             ranges: [(0, 0); MAX_ROOTS],
+            kinds: [Root::Static { module: 0 }; MAX_ROOTS],
             n: 0,
+            threads: [ThreadRoot {
+                tid: 0,
+                sp: 0,
+                pc: 0,
+                stopped: false,
+                slot: 0,
+            }; threads::MAX_THREADS + 1],
+            n_threads: 0,
+            modules: [Module {
+                name: std::ptr::null(),
+                base: 0,
+            }; MAX_MODULES],
+            n_modules: 0,
+            code: [(0, 0); MAX_CODE],
+            n_code: 0,
+        }
+    };
+
+    fn push(&mut self, lo: usize, hi: usize, kind: Root) {
+        if lo < hi && self.n < MAX_ROOTS {
+            self.ranges[self.n] = (lo, hi);
+            self.kinds[self.n] = kind;
+            self.n += 1;
         }
     }
 
-    fn push(&mut self, lo: usize, hi: usize) {
-        if lo < hi && self.n < MAX_ROOTS {
-            self.ranges[self.n] = (lo, hi);
-            self.n += 1;
-        }
+    fn thread(&mut self, t: ThreadRoot) -> Option<u16> {
+        let i = self.n_threads;
+        (i < self.threads.len()).then(|| {
+            self.threads[i] = t;
+            self.n_threads += 1;
+            i as u16
+        })
     }
 
     pub fn ranges(&self) -> &[(usize, usize)] {
         &self.ranges[..self.n]
     }
+
+    /// The root range holding the word at `at` (the first, in scan order), and its kind.
+    pub fn root_of(&self, at: usize) -> Option<((usize, usize), Root)> {
+        (0..self.n)
+            .find(|&i| (self.ranges[i].0..self.ranges[i].1).contains(&at))
+            .map(|i| (self.ranges[i], self.kinds[i]))
+    }
+
+    /// Whether `value` points into the code of a loaded object.
+    pub fn is_code(&self, value: usize) -> bool {
+        self.code[..self.n_code]
+            .iter()
+            .any(|&(lo, hi)| (lo..hi).contains(&value))
+    }
 }
 
 /// Marks every object in `objs` (sorted by start, not overlapping) that a word in `roots`
-/// reaches, directly or through other marked objects. `work` must hold `objs.len()`
-/// entries: each object is pushed at most once, when it is marked.
+/// reaches, directly or through other marked objects, and records how each was first
+/// reached. Breadth first: what the roots point to first, then what those point to, so the
+/// way recorded to each object is a shortest one. `work` must hold `objs.len()` entries:
+/// each object is queued at most once, when it is marked. Returns how many were marked;
+/// `work[..that]` lists them in the order they were reached.
 ///
 /// # Safety
 /// Every root range and every object's `[start, end)` must be readable memory.
-pub unsafe fn mark(objs: &mut [Obj], roots: &[(usize, usize)], work: &mut [u32]) {
-    let mut pending = 0usize;
+pub unsafe fn mark(objs: &mut [Obj], roots: &[(usize, usize)], work: &mut [u32]) -> usize {
+    let mut queued = 0usize;
     for &(lo, hi) in roots {
         // SAFETY: the caller guarantees the range is readable.
-        unsafe { scan(lo, hi, objs, work, &mut pending) };
+        unsafe { scan(lo, hi, None, objs, work, &mut queued) };
     }
-    while pending > 0 {
-        pending -= 1;
-        let o = objs[work[pending] as usize];
+    let mut next = 0usize;
+    while next < queued {
+        let i = work[next] as usize;
+        next += 1;
+        let o = objs[i];
         // SAFETY: a live allocation, readable by the caller's guarantee.
-        unsafe { scan(o.start, o.end, objs, work, &mut pending) };
+        unsafe { scan(o.start, o.end, Some(i), objs, work, &mut queued) };
     }
+    queued
 }
 
-/// Marks (and queues) the objects the words of `[lo, hi)` point into.
-unsafe fn scan(lo: usize, hi: usize, objs: &mut [Obj], work: &mut [u32], pending: &mut usize) {
+/// Marks (and queues) the objects the words of `[lo, hi)` point into; `parent` is the
+/// object the range is (None: a root).
+unsafe fn scan(
+    lo: usize,
+    hi: usize,
+    parent: Option<usize>,
+    objs: &mut [Obj],
+    work: &mut [u32],
+    queued: &mut usize,
+) {
     let (Some(first), Some(last)) = (objs.first(), objs.last()) else {
         return;
     };
@@ -94,10 +212,9 @@ unsafe fn scan(lo: usize, hi: usize, objs: &mut [Obj], work: &mut [u32], pending
     let mut at = lo.next_multiple_of(word);
     while at + word <= hi {
         // SAFETY: `at` is an aligned word inside a range the caller guarantees readable.
-        // Another thread may be writing it meanwhile, which Rust's memory model leaves
-        // undefined; the volatile load stops the compiler from assuming anything about the
-        // value, and on x86-64 an aligned word load reads one whole value, old or new. The
-        // scan does not stop other threads yet, so this race is real.
+        // The other threads are stopped while the scan reads (see `crate::stop`); one that
+        // did not answer may still write, which the volatile load tolerates: on x86-64 an
+        // aligned word load reads one whole value, old or new.
         let value = unsafe { std::ptr::read_volatile(at as *const usize) };
         at += word;
         if value < min || value >= max {
@@ -110,102 +227,285 @@ unsafe fn scan(lo: usize, hi: usize, objs: &mut [Obj], work: &mut [u32], pending
         let o = &mut objs[i - 1];
         if value < o.end && !o.marked {
             o.marked = true;
-            work[*pending] = (i - 1) as u32;
-            *pending += 1;
+            match parent {
+                Some(p) => o.from = p,
+                None => {
+                    o.from = at - word;
+                    o.direct = true;
+                }
+            }
+            work[*queued] = (i - 1) as u32;
+            *queued += 1;
         }
     }
 }
 
 /// The writable segments of every loaded object except this runtime (whose own data holds
-/// nothing of the program's). Call before taking any lock malloc takes: the loader holds
-/// its own lock while it calls back, and a thread in `dlopen` may be waiting in `malloc`.
+/// nothing of the program's), and where code is. Call before taking any lock malloc takes:
+/// the loader holds its own lock while it calls back, and a thread in `dlopen` may be
+/// waiting in `malloc`.
 pub fn add_image_roots(roots: &mut Roots) {
-    struct Ctx<'a> {
-        roots: &'a mut Roots,
-        own: usize,
-    }
     extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-        // SAFETY: the loader passes a valid info; `data` is the Ctx below.
-        let (info, ctx) = unsafe { (&*info, &mut *data.cast::<Ctx>()) };
+        // SAFETY: the loader passes a valid info; `data` is the Roots below.
+        let (info, roots) = unsafe { (&*info, &mut *data.cast::<Roots>()) };
         if info.dlpi_phdr.is_null() {
             return 0;
         }
         // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
         let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
         let base = info.dlpi_addr as usize;
+        let own = add_image_roots as *const () as usize;
         let is_own = headers.iter().any(|h| {
             h.p_type == libc::PT_LOAD && {
                 let lo = base + h.p_vaddr as usize;
-                (lo..lo + h.p_memsz as usize).contains(&ctx.own)
+                (lo..lo + h.p_memsz as usize).contains(&own)
             }
         });
-        if is_own {
+        for h in headers.iter().filter(|h| h.p_type == libc::PT_LOAD) {
+            let lo = base + h.p_vaddr as usize;
+            if h.p_flags & libc::PF_X != 0 && roots.n_code < MAX_CODE {
+                roots.code[roots.n_code] = (lo, lo + h.p_memsz as usize);
+                roots.n_code += 1;
+            }
+        }
+        if is_own || roots.n_modules == MAX_MODULES {
             return 0;
         }
+        let module = roots.n_modules as u16;
+        roots.modules[roots.n_modules] = Module {
+            name: info.dlpi_name,
+            base,
+        };
+        roots.n_modules += 1;
         for h in headers {
             if h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_W != 0 {
                 let lo = base + h.p_vaddr as usize;
-                ctx.roots.push(lo, lo + h.p_memsz as usize);
+                roots.push(lo, lo + h.p_memsz as usize, Root::Static { module });
             }
         }
         0
     }
-    let mut ctx = Ctx {
-        roots,
-        own: add_image_roots as *const () as usize,
-    };
-    // SAFETY: the callback only reads the headers and writes into `ctx`.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut ctx).cast()) };
+    // SAFETY: the callback only reads the headers and writes into `roots`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut *roots).cast()) };
 }
 
-/// The stacks of the recorded threads and of the main thread. The caller holds the
-/// registry lock, so none of them can end (and its stack go) while it is scanned.
-///
-/// A registered calling thread (a test thread that called `exit` itself, running the exit
-/// handler) is scanned from the handler's frame up (see [`note_exit_frame`]), with its
-/// registers as the handler started: the frames above the handler are the test's, and what
-/// its locals hold is not lost. The main thread, when it
-/// is not the caller, is scanned from where it waits in a system call (libtest's main waits
-/// for that test thread); its stack's lower end is only where it has grown to, so it is not
-/// scanned when the kernel does not say where it stopped.
-#[inline(never)]
-pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard) {
+/// Where each loaded object's static thread-local storage lies below a thread's thread
+/// pointer (the same distance in every thread: glibc places static TLS at fixed offsets
+/// from it), its size, and the object's name; recorded by the constructor, on the main
+/// thread, for the objects loaded with the program.
+struct TlsBlock {
+    below_tp: AtomicUsize,
+    size: AtomicUsize,
+    name: AtomicUsize,
+}
+
+const MAX_TLS: usize = 64;
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_TLS: TlsBlock = TlsBlock {
+    below_tp: AtomicUsize::new(0),
+    size: AtomicUsize::new(0),
+    name: AtomicUsize::new(0),
+};
+static TLS: [TlsBlock; MAX_TLS] = [NO_TLS; MAX_TLS];
+static N_TLS: AtomicUsize = AtomicUsize::new(0);
+
+/// Records [`TLS`]; called by the constructor on the main thread.
+pub fn record_tls_layout() {
+    extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid info; `data` is the thread pointer below.
+        let (info, tp) = unsafe { (&*info, *data.cast::<usize>()) };
+        let block = info.dlpi_tls_data as usize;
+        if info.dlpi_phdr.is_null() || block == 0 || block > tp {
+            return 0;
+        }
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+        let Some(tls) = headers.iter().find(|h| h.p_type == libc::PT_TLS) else {
+            return 0;
+        };
+        let n = N_TLS.load(Relaxed);
+        if n < MAX_TLS {
+            TLS[n].below_tp.store(tp - block, Relaxed);
+            TLS[n].size.store(tls.p_memsz as usize, Relaxed);
+            TLS[n].name.store(info.dlpi_name as usize, Relaxed);
+            N_TLS.store(n + 1, Relaxed);
+        }
+        0
+    }
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut tp = threads::thread_pointer();
+    if tp == 0 {
+        return;
+    }
+    // SAFETY: the callback only reads the headers and stores atomics.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut tp).cast()) };
+}
+
+/// The static thread-local storage of the thread whose thread pointer is `tp`, as root
+/// ranges named by the loaded object each belongs to.
+fn add_tls(roots: &mut Roots, tp: usize, thread: u16) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if tp == 0 {
+        return;
+    }
+    for b in &TLS[..N_TLS.load(Relaxed).min(MAX_TLS)] {
+        let (below, size) = (b.below_tp.load(Relaxed), b.size.load(Relaxed));
+        let name = b.name.load(Relaxed) as *const c_char;
+        let module = roots.modules[..roots.n_modules]
+            .iter()
+            .position(|m| m.name == name)
+            .unwrap_or(u16::MAX as usize) as u16;
+        if below <= tp {
+            roots.push(tp - below, tp - below + size, Root::Tls { thread, module });
+        }
+    }
+}
+
+/// For a root word in thread-local storage: the loaded object it belongs to (its name) and
+/// the word's offset in that object's block.
+pub fn tls_offset(tp: usize, at: usize) -> Option<(*const c_char, usize)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    TLS[..N_TLS.load(Relaxed).min(MAX_TLS)]
+        .iter()
+        .find_map(|b| {
+            let start = tp.checked_sub(b.below_tp.load(Relaxed))?;
+            (start..start + b.size.load(Relaxed))
+                .contains(&at)
+                .then(|| (b.name.load(Relaxed) as *const c_char, at - start))
+        })
+}
+
+/// The thread pointer of the thread `roots.threads[thread]`.
+pub fn thread_pointer_of(tid: usize) -> usize {
     use std::sync::atomic::Ordering;
-    // SAFETY: the gettid system call has no preconditions.
-    let me = unsafe { libc::syscall(libc::SYS_gettid) } as usize;
-    let exit_frame = EXIT_FRAME.load(std::sync::atomic::Ordering::Relaxed);
-    for e in &threads::REGISTRY {
+    if threads::main_thread().is_some_and(|(main, _)| main == tid) {
+        return threads::main_thread_pointer();
+    }
+    threads::REGISTRY
+        .iter()
+        .find(|e| e.tid.load(Ordering::Acquire) == tid)
+        .map_or(0, |e| e.tp.load(Ordering::Relaxed))
+}
+
+/// The stacks, thread-local storage and registers of the recorded threads and of the main
+/// thread. The caller holds the registry lock, so none of them can end (and its stack go)
+/// while it is scanned, and has stopped them (`stop`) where it could.
+///
+/// A stopped thread is scanned from its interrupted stack pointer less the 128-byte red
+/// zone, with its registers. One that did not stop is scanned from where it waits in a
+/// system call, or whole. A registered calling thread (a test thread that called `exit`
+/// itself, running the exit handler) is scanned from the handler's frame up (see
+/// [`note_exit_frame`]), with its registers as the handler started: the frames above the
+/// handler are the test's. The main thread's stack, when the main thread is not the
+/// caller, is scanned from its stack pointer; its lower end is only where it has grown to,
+/// so without one it is not scanned. On the main thread itself the handler runs after
+/// `main` returned: nothing on that stack is the test's, and the handler's frames reuse the
+/// slots `main`'s frames had, whose stale words would keep lost objects reachable. Every
+/// thread's static thread-local storage is a root, the caller's and the main thread's too
+/// (theirs is not on a stack the scan reads).
+#[inline(never)]
+pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop: &Stop) {
+    use std::sync::atomic::Ordering;
+    let me = threads::gettid();
+    let exit_frame = EXIT_FRAME.load(Ordering::Relaxed);
+    // Thread-local storage first: a word there is named by its variable, though a thread's
+    // stack range covers it as well.
+    let mut stacks: [(usize, usize, u16); threads::MAX_THREADS + 1] =
+        [(0, 0, 0); threads::MAX_THREADS + 1];
+    let mut n_stacks = 0;
+    for (slot, e) in threads::REGISTRY.iter().enumerate() {
         let tid = e.tid.load(Ordering::Acquire);
         if tid == 0 {
             continue;
         }
         let (lo, hi) = (e.lo.load(Ordering::Relaxed), e.hi.load(Ordering::Relaxed));
-        if tid == me {
-            if (lo..hi).contains(&exit_frame) {
-                let saved = std::ptr::addr_of!(SAVED) as usize;
-                roots.push(saved, saved + std::mem::size_of_val(&SAVED));
-                roots.push(exit_frame, hi);
+        let mut t = ThreadRoot {
+            tid,
+            ..ThreadRoot::default()
+        };
+        let range = if tid == me {
+            (lo..hi).contains(&exit_frame).then(|| {
+                t.sp = exit_frame;
+                (exit_frame, hi)
+            })
+        } else if stop.stopped(slot) {
+            let sp = stop::SLOTS[slot].regs[stop::SP].load(Ordering::Relaxed);
+            t.sp = sp;
+            t.pc = stop::SLOTS[slot].regs[stop::PC].load(Ordering::Relaxed);
+            t.stopped = true;
+            t.slot = slot;
+            Some((sp.saturating_sub(RED_ZONE).max(lo), hi))
+        } else {
+            match waiting_stack_pointer(tid) {
+                Some(Waiting::At(sp)) if (lo..hi).contains(&sp) => {
+                    t.sp = sp;
+                    Some((sp, hi))
+                }
+                Some(Waiting::Gone) => None,
+                _ => Some((lo, hi)),
             }
-            continue;
+        };
+        let Some(index) = roots.thread(t) else { break };
+        add_tls(roots, e.tp.load(Ordering::Relaxed), index);
+        if let Some((from, to)) = range {
+            stacks[n_stacks] = (from, to, index);
+            n_stacks += 1;
         }
-        match waiting_stack_pointer(tid) {
-            Some(Waiting::At(sp)) if (lo..hi).contains(&sp) => roots.push(sp, hi),
-            Some(Waiting::Gone) => {}
-            _ => roots.push(lo, hi),
+        if tid == me && t.sp != 0 {
+            let saved = std::ptr::addr_of!(SAVED) as usize;
+            roots.push(
+                saved,
+                saved + std::mem::size_of_val(&SAVED),
+                Root::ExitRegisters { thread: index },
+            );
         }
     }
-    // On the main thread itself the handler runs after `main` returned: nothing on that
-    // stack is the test's, and the handler's frames reuse the slots `main`'s frames had,
-    // whose stale words would keep lost objects reachable.
-    if let Some((main, top)) = threads::main_thread().filter(|&(main, _)| main != me) {
-        if let Some(Waiting::At(from)) = waiting_stack_pointer(main) {
+    if let Some((main, top)) = threads::main_thread() {
+        let mut t = ThreadRoot {
+            tid: main,
+            ..ThreadRoot::default()
+        };
+        let mut range = None;
+        if main != me {
+            let sp = if stop.stopped(stop::MAIN_SLOT) {
+                t.pc = stop::SLOTS[stop::MAIN_SLOT].regs[stop::PC].load(Ordering::Relaxed);
+                t.stopped = true;
+                t.slot = stop::MAIN_SLOT;
+                Some(stop::SLOTS[stop::MAIN_SLOT].regs[stop::SP].load(Ordering::Relaxed))
+            } else if let Some(Waiting::At(sp)) = waiting_stack_pointer(main) {
+                Some(sp)
+            } else {
+                None
+            };
             // A main thread's stack is at most its rlimit deep; anything else is not its.
-            if from < top && top - from < MAIN_STACK_MAX {
-                roots.push(from, top);
+            if let Some(sp) = sp.filter(|&sp| sp < top && top - sp < MAIN_STACK_MAX) {
+                t.sp = sp;
+                range = Some((sp.saturating_sub(RED_ZONE), top));
             }
         }
+        if let Some(index) = roots.thread(t) {
+            add_tls(roots, threads::main_thread_pointer(), index);
+            if let Some((from, to)) = range {
+                stacks[n_stacks] = (from, to, index);
+                n_stacks += 1;
+            }
+        }
+    }
+    for i in 0..roots.n_threads {
+        let t = roots.threads[i];
+        if t.stopped {
+            let regs = stop::SLOTS[t.slot].regs.as_ptr() as usize;
+            let words = stop::REGISTER_NAMES.len() * std::mem::size_of::<usize>();
+            roots.push(regs, regs + words, Root::Registers { thread: i as u16 });
+        }
+    }
+    for &(from, to, thread) in &stacks[..n_stacks] {
+        roots.push(from, to, Root::Stack { thread });
     }
 }
+
+/// What the System V x86-64 ABI lets a function keep below its stack pointer.
+const RED_ZONE: usize = 128;
 
 /// The deepest main-thread stack scanned (glibc's default limit is 8 MiB).
 const MAIN_STACK_MAX: usize = 1 << 30;
@@ -315,8 +615,7 @@ mod tests {
             .map(|b| Obj {
                 start: b.as_ptr() as usize,
                 end: b.as_ptr() as usize + std::mem::size_of_val(*b),
-                id: 0,
-                marked: false,
+                ..Obj::default()
             })
             .collect();
         objs.sort_unstable_by_key(|o| o.start);
@@ -361,6 +660,39 @@ mod tests {
         assert!(marked(&objs, &d));
         assert!(!marked(&objs, &a) && !marked(&objs, &b) && !marked(&objs, &c));
         std::hint::black_box((&a, &b, &c, &lost, &d));
+    }
+
+    #[test]
+    fn each_object_records_a_shortest_way_it_was_reached() {
+        let mut a = vec![0usize; 2];
+        let mut b = vec![0usize; 2];
+        let c = vec![0usize; 2];
+        // root1 -> a -> b -> c, and root2 -> c: c is one step from a root, b two.
+        a[0] = b.as_ptr() as usize;
+        b[1] = c.as_ptr() as usize;
+        let root1 = [a.as_ptr() as usize];
+        let root2 = [0usize, c.as_ptr() as usize];
+        let mut objs = objs_of(&[&a, &b, &c]);
+        let mut work = vec![0u32; objs.len()];
+        let roots = [
+            (root1.as_ptr() as usize, root1.as_ptr() as usize + 8),
+            (root2.as_ptr() as usize, root2.as_ptr() as usize + 16),
+        ];
+        // SAFETY: the roots and objects are live vectors of this test.
+        let reached = unsafe { mark(&mut objs, &roots, &mut work) };
+        assert_eq!(reached, 3);
+        let find = |v: &[usize]| {
+            objs.iter()
+                .position(|o| o.start == v.as_ptr() as usize)
+                .unwrap()
+        };
+        let (ia, ib, ic) = (find(&a), find(&b), find(&c));
+        assert!(objs[ia].direct && objs[ia].from == root1.as_ptr() as usize);
+        assert!(objs[ic].direct && objs[ic].from == root2.as_ptr() as usize + 8);
+        assert!(!objs[ib].direct && objs[ib].from == ia);
+        // Reached in order: what the roots point to, then what those point to.
+        assert_eq!(work[2] as usize, ib);
+        std::hint::black_box((&a, &b, &c));
     }
 
     #[test]

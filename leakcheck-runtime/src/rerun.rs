@@ -223,7 +223,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         Err(image::Refusal::BuildId) => return end(fd, "build-id"),
     };
     if !s.counting {
-        dump(0);
+        dump(0, false);
     }
     let _exit_guard = s.exit_guard.and_then(|g| ExitGuard::clear(g, s.build_id));
     let mut previous = first;
@@ -308,7 +308,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         let live = if s.counting {
             arenas::live_outside_main_arena()
         } else {
-            dump(k);
+            dump(k, k == max_runs);
             Live::default()
         };
         Line::new("run")
@@ -351,7 +351,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     }
     // Stacks mode: the last dump is taken again once the runs' threads had their grace.
     if !s.counting && max_runs > 0 && grace(fd, threads_before_runs, s.grace_ms, false).is_some() {
-        dump(max_runs);
+        dump(max_runs, true);
     }
     end(fd, "done")
 }
@@ -624,8 +624,10 @@ fn settle(before: Option<u64>, limit_ms: u64) -> bool {
 }
 
 /// Writes `<prefix>.r<k>.heap` for this runtime's jemalloc, and for the test binary's own
-/// when it has one.
-fn dump(k: u32) {
+/// when it has one. After the test's own run and after the `last` extra run, the tracker's
+/// dump gets its reachability scan: what is lost, after the test's run, and how what is
+/// kept is held, after both.
+fn dump(k: u32, last: bool) {
     let s = settings();
     let mut path = FixedPath::new();
     if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
@@ -633,6 +635,8 @@ fn dump(k: u32) {
             crate::tracker::dump(&path);
             if k == 0 {
                 FIRST_DUMPED.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            if k == 0 || last {
                 dump_unreached(&mut path);
             }
         } else {
@@ -673,10 +677,15 @@ fn dump(k: u32) {
 /// Whether the dump of the test's own run (`r0`) was written.
 static FIRST_DUMPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Writes `<dump>.unreached` beside the dump at `path`: its lost objects, by stack.
+/// Writes `<dump>.unreached` beside the dump at `path` (its lost objects, by stack) and
+/// `<dump>.paths` (how each stack's reached objects are held).
 fn dump_unreached(path: &mut FixedPath) {
+    let mut paths = FixedPath::new();
+    // SAFETY: path holds len() initialised bytes before its NUL.
+    let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
+    let with_paths = paths.push(name) && paths.push(b".paths");
     if path.push(b".unreached") {
-        crate::tracker::dump_unreached(path);
+        crate::tracker::dump_unreached(path, with_paths.then_some(&paths));
     }
 }
 

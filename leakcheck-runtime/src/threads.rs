@@ -103,11 +103,13 @@ pub unsafe extern "C" fn pthread_create(
 /// looks unreachable, which is what every stack was judged as before this scan existed).
 pub const MAX_THREADS: usize = 2048;
 
-/// One live thread: kernel id (0: free slot) and its stack block `[lo, hi)`.
+/// One live thread: kernel id (0: free slot), its stack block `[lo, hi)` and its thread
+/// pointer (where its static thread-local storage ends).
 pub struct ThreadEntry {
     pub tid: AtomicUsize,
     pub lo: AtomicUsize,
     pub hi: AtomicUsize,
+    pub tp: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -115,6 +117,7 @@ const FREE_ENTRY: ThreadEntry = ThreadEntry {
     tid: AtomicUsize::new(0),
     lo: AtomicUsize::new(0),
     hi: AtomicUsize::new(0),
+    tp: AtomicUsize::new(0),
 };
 
 pub static REGISTRY: [ThreadEntry; MAX_THREADS] = [FREE_ENTRY; MAX_THREADS];
@@ -169,11 +172,36 @@ impl Drop for RegistryGuard {
 /// the registry, and its stack's lower end is only where it has grown to.
 static MAIN_TID: AtomicUsize = AtomicUsize::new(0);
 static MAIN_STACK_TOP: AtomicUsize = AtomicUsize::new(0);
+static MAIN_TP: AtomicUsize = AtomicUsize::new(0);
 
 /// The main thread's kernel id and stack top, when the constructor recorded them.
 pub fn main_thread() -> Option<(usize, usize)> {
     let tid = MAIN_TID.load(Ordering::Acquire);
     (tid != 0).then(|| (tid, MAIN_STACK_TOP.load(Ordering::Acquire)))
+}
+
+/// The main thread's thread pointer (0: unknown).
+pub fn main_thread_pointer() -> usize {
+    MAIN_TP.load(Ordering::Acquire)
+}
+
+/// The calling thread's thread pointer: on x86-64 glibc, the address of its thread
+/// control block, whose first word points to itself; static thread-local storage lies
+/// just below it. 0 where this is not known.
+pub fn thread_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let tp: usize;
+        // SAFETY: reads the TCB's self pointer through %fs, which glibc sets on every thread.
+        unsafe {
+            std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags))
+        };
+        tp
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
 }
 
 /// Creates the key that unregisters threads and records the main thread; called by the
@@ -186,8 +214,10 @@ pub fn start_registry() {
     }
     if let Some((_, hi)) = own_stack() {
         MAIN_STACK_TOP.store(hi, Ordering::Release);
+        MAIN_TP.store(thread_pointer(), Ordering::Release);
         MAIN_TID.store(gettid(), Ordering::Release);
     }
+    crate::reach::record_tls_layout();
     // A fork while another thread holds the registry lock would leave the child's copy
     // locked for good (that thread is not in the child), and its next thread, or its exit,
     // would wait forever. Registered after the tracker's handlers, so `fork` takes this
@@ -221,7 +251,7 @@ extern "C" fn fork_child() {
     REGISTRY_LOCK.store(false, Ordering::Release);
 }
 
-fn gettid() -> usize {
+pub fn gettid() -> usize {
     // SAFETY: the gettid system call has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as usize }
 }
@@ -239,6 +269,7 @@ fn register() {
         if e.tid.load(Ordering::Relaxed) == 0 {
             e.lo.store(lo, Ordering::Relaxed);
             e.hi.store(hi, Ordering::Relaxed);
+            e.tp.store(thread_pointer(), Ordering::Relaxed);
             e.tid.store(tid, Ordering::Release);
             // SAFETY: a key created by `start_registry`; the value is a small integer.
             unsafe {

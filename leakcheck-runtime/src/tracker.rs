@@ -15,7 +15,7 @@
 //! (there should be none) untracked rather than recursive.
 
 use crate::sys::{self, FixedPath};
-use crate::{reach, threads};
+use crate::{reach, stop, threads};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -535,7 +535,7 @@ pub fn restore(ptr: *mut c_void, forgotten: Forgotten) {
 // Dumps.
 
 /// A buffered writer to a file descriptor that never allocates.
-struct Out {
+pub(crate) struct Out {
     fd: c_int,
     buf: [u8; 16384],
     len: usize,
@@ -543,7 +543,7 @@ struct Out {
 }
 
 impl Out {
-    fn bytes(&mut self, b: &[u8]) {
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
         for chunk in b.chunks(self.buf.len()) {
             if self.len + chunk.len() > self.buf.len() {
                 self.flush();
@@ -553,13 +553,13 @@ impl Out {
         }
     }
 
-    fn dec(&mut self, v: u64) {
+    pub(crate) fn dec(&mut self, v: u64) {
         let mut digits = [0u8; 20];
         let start = sys::format_u64(v, &mut digits);
         self.bytes(&digits[start..]);
     }
 
-    fn hex(&mut self, v: u64) {
+    pub(crate) fn hex(&mut self, v: u64) {
         let mut digits = [0u8; 18];
         let mut i = digits.len();
         let mut v = v;
@@ -651,29 +651,51 @@ pub fn dump(path: &FixedPath) -> bool {
 }
 
 /// Writes, in the same format as [`dump`], only the live allocations no root reaches
-/// (see [`crate::reach`]): per stack, how many of its live objects are lost. False when it
-/// could not (then nothing is known about reachability, and no file is left).
-pub fn dump_unreached(path: &FixedPath) -> bool {
+/// (see [`crate::reach`]): per stack, how many of its live objects are lost; and, when
+/// `paths` is given, how each stack's reached objects are held there (see [`crate::paths`]).
+/// False when it could not (then nothing is known about reachability, and no file is left).
+pub fn dump_unreached(path: &FixedPath, paths: Option<&FixedPath>) -> bool {
     if !enabled() {
         return false;
     }
     let Some(_busy) = Busy::enter() else {
         return false;
     };
-    let mut roots = reach::Roots::new();
-    reach::add_image_roots(&mut roots);
+    let Some(mut roots_mem) = Region::map(std::mem::size_of::<reach::Roots>().div_ceil(8)) else {
+        return false;
+    };
+    // SAFETY: a fresh zeroed mapping, 8-byte aligned and large enough; all-zero bytes are a
+    // valid empty `Roots` (see its definition).
+    let roots = unsafe { &mut *roots_mem.ptr.cast::<reach::Roots>() };
+    reach::add_image_roots(roots);
     let held = threads::RegistryGuard::lock();
-    reach::add_thread_roots(&mut roots, &held);
-    write_dump(path, |out| with_state(|s| write_unreached(out, s, &roots)))
+    let written = write_dump(path, |out| {
+        with_state(|s| {
+            // Stopped only now: a thread stopped while it held the tracker's lock would
+            // stop the scan too.
+            let stop = stop::stop_others(&held);
+            reach::add_thread_roots(roots, &held, &stop);
+            write_unreached(out, s, roots, stop, paths)
+        })
+    });
+    roots_mem.unmap();
+    written
 }
 
-fn write_unreached(out: &mut Out, s: &mut State, roots: &reach::Roots) -> bool {
+fn write_unreached(
+    out: &mut Out,
+    s: &mut State,
+    roots: &reach::Roots,
+    stop: stop::Stop,
+    paths: Option<&FixedPath>,
+) -> bool {
     let n = s.live.count;
     let obj_words = std::mem::size_of::<reach::Obj>() / 8;
     let (Some(mut objs_mem), Some(mut work_mem)) = (
         Region::map((n * obj_words).max(1)),
         Region::map((n / 2 + 1).max(1)),
     ) else {
+        stop::resume(stop);
         return false;
     };
     // SAFETY: the regions are fresh, zeroed, 8-byte aligned and large enough; `Obj` is
@@ -697,7 +719,7 @@ fn write_unreached(out: &mut Out, s: &mut State, roots: &reach::Roots) -> bool {
             start: pair[0] as usize,
             end: (pair[0] + size) as usize,
             id: (pair[1] >> 32) as u32,
-            marked: false,
+            ..reach::Obj::default()
         };
         k += 1;
     }
@@ -706,7 +728,22 @@ fn write_unreached(out: &mut Out, s: &mut State, roots: &reach::Roots) -> bool {
     // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
     // end meanwhile (registry held); the objects are live (the lock keeps them from being
     // freed: `forget` takes it before the allocator gets an object back).
-    unsafe { reach::mark(objs, roots.ranges(), work) };
+    let reached = unsafe { reach::mark(objs, roots.ranges(), work) };
+    stop::resume(stop);
+    let arena: &[u64] = s.stacks.arena.words();
+    if let Some(paths) = paths {
+        if let Some(mut seen_mem) = Region::map(s.stacks.used.div_ceil(64).max(1)) {
+            // SAFETY: a fresh zeroed mapping of that many words.
+            let seen = unsafe {
+                std::slice::from_raw_parts_mut(seen_mem.ptr, s.stacks.used.div_ceil(64).max(1))
+            };
+            write_dump(paths, |o| {
+                crate::paths::write(o, objs, &work[..reached], roots, arena, seen);
+                true
+            });
+            seen_mem.unmap();
+        }
+    }
     // The lost objects, grouped by stack.
     let mut lost = 0;
     for i in 0..objs.len() {
@@ -721,7 +758,6 @@ fn write_unreached(out: &mut Out, s: &mut State, roots: &reach::Roots) -> bool {
     out.bytes(b"heap_v2/1\n");
     let total: u64 = lost.iter().map(bytes_of).sum();
     out.counts(lost.len() as u64, total, lost.len() as u64, total);
-    let arena: &[u64] = s.stacks.arena.words();
     for group in lost.chunk_by(|a, b| a.id == b.id) {
         let bytes: u64 = group.iter().map(bytes_of).sum();
         write_stack(out, arena, group[0].id as usize);
@@ -746,7 +782,7 @@ fn entry_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// A stack's `@ pc pc …` line.
-fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
+pub(crate) fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
     let depth = arena[id + E_DEPTH] as usize;
     out.bytes(b"@");
     for &pc in &arena[id + E_FRAMES..id + E_FRAMES + depth] {

@@ -6,6 +6,7 @@
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::profile::{self, Counts};
+use crate::analysis::retention;
 use crate::analysis::settling as rerun;
 use crate::analysis::symbolize::{Frame, Symbolizer};
 use crate::config::{Effective, Suppression};
@@ -31,6 +32,8 @@ pub struct BinaryAnalysis {
     pub rust_allocations_visible: bool,
     /// One symbolizer per binary: contexts and addresses are cached across its tests.
     pub symbolizer: Symbolizer,
+    /// Data and thread-local symbols, to name the roots of retention paths.
+    pub data_symbols: retention::DataSymbols,
 }
 
 impl BinaryAnalysis {
@@ -73,6 +76,7 @@ impl BinaryAnalysis {
                 baseline_unreached,
                 rust_allocations_visible,
                 symbolizer,
+                data_symbols: retention::DataSymbols::default(),
             },
             note,
         )
@@ -603,7 +607,18 @@ fn judge_profiled(
         _ => None,
     };
     let retained = with_reachability(retained, lost.as_ref(), bin.baseline_unreached.as_ref());
-    report.stacks = judge_stacks(&retained, bin, policy, reruns.entry.map(|e| e.file_range));
+    let held = held_by(
+        result,
+        series.is_some().then_some(()).and(reruns.entry),
+        &bin.exe,
+    );
+    report.stacks = judge_stacks(
+        &retained,
+        bin,
+        policy,
+        reruns.entry.map(|e| e.file_range),
+        &held,
+    );
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
         report.retained_objects = report.retained_objects.saturating_add(s.objects);
@@ -669,6 +684,29 @@ fn judge_profiled(
         ));
     }
     report
+}
+
+/// The retention paths of the process's last scan, by held stack: after the last extra run
+/// when its growth is judged (`series_entry`: the test's entry point, at which its stacks
+/// are cut), else after the test's own run. Empty when the runtime wrote none.
+fn held_by(
+    result: &ProcessResult,
+    series_entry: Option<&Entry>,
+    exe: &str,
+) -> HashMap<Vec<FrameKey>, retention::HeldPath> {
+    let dump = match series_entry {
+        Some(_) => result.run_dumps.last().and_then(|d| d.first()),
+        None => result.preload_dumps.first(),
+    };
+    let Some(paths) = dump.and_then(|d| retention::read(&retention::paths_file(d))) else {
+        return HashMap::new();
+    };
+    match series_entry {
+        Some(entry) => retention::by_stack(paths, |f| {
+            rerun::cut_at_entry(f, exe, entry.file_range).to_vec()
+        }),
+        None => retention::by_stack(paths, <[FrameKey]>::to_vec),
+    }
 }
 
 /// When threads the extra runs started were still running after the runtime's grace for
@@ -754,12 +792,14 @@ pub fn judge_stacks(
     bin: &mut BinaryAnalysis,
     policy: &Policy,
     entry_range: Option<(u64, u64)>,
+    held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
 ) -> Vec<StackReport> {
     struct Merged {
         bytes: u64,
         objects: u64,
         reason: Option<String>,
         growth: Vec<RunGrowth>,
+        held: Option<retention::HeldPath>,
     }
     let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
     for r in retained {
@@ -776,7 +816,14 @@ pub fn judge_stacks(
             objects: 0,
             reason,
             growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
+            held: None,
         });
+        // Lost objects have no path; what is kept, or grew, may.
+        let explained = matches!(kind, StackKind::Leak | StackKind::ProcessLifetime)
+            && r.reach != Some(Reach::Lost);
+        if explained && e.held.is_none() {
+            e.held = held.get(&r.frames).cloned();
+        }
         e.bytes = e.bytes.saturating_add(r.live.bytes);
         e.objects = e.objects.saturating_add(r.live.objects);
         for (sum, g) in e.growth.iter_mut().zip(r.growth.iter().flatten()) {
@@ -801,6 +848,9 @@ pub fn judge_stacks(
                 suppression: None,
                 growth_per_run: m.growth,
                 frames,
+                retained_by: m.held.as_ref().map(|p| {
+                    retention::describe(p, &bin.exe, &mut bin.symbolizer, &mut bin.data_symbols)
+                }),
             };
             if !judged {
                 return stack;
@@ -1088,6 +1138,7 @@ mod tests {
             baseline_unreached: None,
             rust_allocations_visible: true,
             symbolizer: Symbolizer::new(),
+            data_symbols: retention::DataSymbols::default(),
         }
     }
 

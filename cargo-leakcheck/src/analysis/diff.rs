@@ -117,6 +117,15 @@ impl AddressMap {
     }
 }
 
+/// Each stack of raw addresses as frame keys, through a process's mappings.
+pub fn frame_keys(mappings: &[Mapping], stacks: &[Vec<u64>]) -> Vec<Vec<FrameKey>> {
+    let map = AddressMap::new(mappings);
+    stacks
+        .iter()
+        .map(|addrs| addrs.iter().map(|&a| map.key(a)).collect())
+        .collect()
+}
+
 /// Rewrites every stack of `profile` in terms of [`FrameKey`]s, using the dump's own
 /// mappings.
 pub fn normalize(profile: &HeapProfile) -> NormalizedProfile {

@@ -10,6 +10,7 @@ pub(crate) mod diff;
 pub(crate) mod growth;
 pub(crate) mod heap_growth;
 pub(crate) mod profile;
+pub(crate) mod retention;
 pub(crate) mod settling;
 pub(crate) mod suppressions;
 pub(crate) mod symbolize;

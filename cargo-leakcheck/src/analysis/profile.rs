@@ -536,7 +536,7 @@ fn parse_addresses(rest: &str) -> Result<Vec<u64>, ProfileErrorKind> {
 }
 
 /// Parses `start-end perms offset dev inode [path]`.
-fn parse_mapping(line: &str) -> Option<Mapping> {
+pub fn parse_mapping(line: &str) -> Option<Mapping> {
     let mut rest = line;
     let mut field = || {
         rest = rest.trim_start();

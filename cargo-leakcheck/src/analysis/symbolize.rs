@@ -186,7 +186,7 @@ fn is_pseudo_path(path: &str) -> bool {
 /// addr2line's demangling already uses the alternate format that hides it, but names that were
 /// never demangled (a DWARF `DW_AT_name`, or a symbol the demangler rejected) can still carry
 /// one, and a hash in a name would split identical stacks of two builds.
-fn strip_hash(name: &str) -> &str {
+pub(crate) fn strip_hash(name: &str) -> &str {
     if let Some((head, hash)) = name.rsplit_once("::h") {
         if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
             return head;

@@ -151,9 +151,8 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         "| verdict | test | retained | allocated at | flame graph |\n|---|---|---|---|---|\n",
     );
     for t in bad.iter().take(MAX_SUMMARY_ROWS) {
-        let site = t
-            .failing_stacks()
-            .next()
+        let first = t.failing_stacks().next();
+        let mut site = first
             .and_then(|st| identifying_frame(&st.frames, repo_root))
             .map(|f| match (&f.file, f.line) {
                 (Some(file), Some(line)) => {
@@ -164,6 +163,10 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
                 _ => format!("`{}`", f.function),
             })
             .unwrap_or_default();
+        if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
+            let lines = crate::report::human::held_text(held, repo_root);
+            let _ = write!(site, "<br>{}", lines.join("<br>"));
+        }
         let retained = match (t.verdict, &t.first_run_retained) {
             (Verdict::Leak, _) => human_bytes(t.retained_bytes),
             (Verdict::Unsettled, Some(r)) => human_bytes(r.bytes),

@@ -3,7 +3,7 @@
 
 use crate::model::ExtraRunsStatus as Status;
 use crate::model::{
-    AllowedBy, FrameReport, Method, Report, StackKind, StackReport, TestReport, Verdict,
+    AllowedBy, FrameReport, Method, Report, RetainedBy, StackKind, StackReport, TestReport, Verdict,
 };
 use std::fmt::Write;
 use std::path::Path;
@@ -35,6 +35,56 @@ fn short_path(file: &str, root: &Path) -> String {
     }
     let p = Path::new(file);
     p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+/// The `held by` lines under a stack, unindented: its root, then where each object on the
+/// way from the root was allocated (`→ …`).
+pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
+    let mut lines = vec![match &held.frame {
+        Some(f) => format!("held by {}, in {}", held.root, frame_text(f, root)),
+        None => format!("held by {}", held.root),
+    }];
+    let half = held.via.len().div_ceil(2);
+    for (i, f) in held.via.iter().enumerate() {
+        if i == half && held.skipped > 0 {
+            lines.push(format!(
+                "  → … {}",
+                plural(held.skipped, "object more", "objects more")
+            ));
+        }
+        lines.push(format!("  → {}", frame_text(f, root)));
+    }
+    lines
+}
+
+/// What the tests keep for the process lifetime, by the root that holds it (largest
+/// first): bytes and how many tests.
+fn kept_by_root(report: &Report) -> Vec<(String, u64, u64)> {
+    let mut by: std::collections::BTreeMap<String, (u64, std::collections::BTreeSet<usize>)> =
+        Default::default();
+    for (i, t) in report.tests.iter().enumerate() {
+        for st in t
+            .stacks
+            .iter()
+            .filter(|st| st.kind == StackKind::ProcessLifetime)
+        {
+            if let Some(held) = &st.retained_by {
+                let root = match &held.frame {
+                    Some(f) => format!("{}, in `{}`", held.root, f.function),
+                    None => held.root.clone(),
+                };
+                let e = by.entry(root).or_default();
+                e.0 += st.bytes;
+                e.1.insert(i);
+            }
+        }
+    }
+    let mut roots: Vec<(String, u64, u64)> = by
+        .into_iter()
+        .map(|(root, (bytes, tests))| (root, bytes, tests.len() as u64))
+        .collect();
+    roots.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    roots
 }
 
 /// A frame of what runs a test rather than of the test: libtest, the `FnOnce` shim that
@@ -236,6 +286,13 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                         let _ =
                             writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
                     }
+                    for line in stack
+                        .retained_by
+                        .iter()
+                        .flat_map(|h| held_text(h, workspace_root))
+                    {
+                        let _ = writeln!(s, "             {line}");
+                    }
                 }
                 if failing > STACKS_SHOWN {
                     let _ = writeln!(
@@ -319,6 +376,23 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             human_bytes(kept_total),
             plural(keeping, "test", "tests")
         );
+        const ROOTS_SHOWN: usize = 5;
+        let roots = kept_by_root(report);
+        for (root, bytes, tests) in roots.iter().take(ROOTS_SHOWN) {
+            let _ = writeln!(
+                s,
+                "           {} held by {root}, {}",
+                human_bytes(*bytes),
+                plural(*tests, "test", "tests")
+            );
+        }
+        if roots.len() > ROOTS_SHOWN {
+            let _ = writeln!(
+                s,
+                "           … and {} more roots (see report.json)",
+                roots.len() - ROOTS_SHOWN
+            );
+        }
     }
     if let Some(not_run) = &report.not_run {
         let _ = writeln!(
@@ -503,6 +577,63 @@ mod tests {
         let text = render(&report, Path::new("/ws"), Path::new("out"));
         assert_eq!(text.matches("by A").count(), 1, "{text}");
         assert_eq!(text.matches("by B").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_held_stack_says_by_what_and_kept_memory_is_grouped_by_root() {
+        let frame = |function: &str, line| FrameReport {
+            function: function.into(),
+            file: Some("/ws/src/lib.rs".into()),
+            line: Some(line),
+            inlined: false,
+        };
+        let registry = crate::model::RetainedBy {
+            root_kind: crate::model::RootKind::Static,
+            root: "static `app::REGISTRY`".into(),
+            symbol: Some("app::REGISTRY".into()),
+            thread: None,
+            frame: None,
+            via: vec![frame("app::register", 12)],
+            skipped: 0,
+        };
+        let mut leak = test_report();
+        leak.name = "tests::grows".into();
+        leak.verdict = Verdict::Leak;
+        leak.retained_bytes = 64;
+        let mut grows = StackReport::example(StackKind::Leak, 64);
+        grows.frames = vec![frame("app::remember", 20)];
+        grows.retained_by = Some(registry.clone());
+        leak.stacks = vec![grows];
+        let kept = |name: &str, bytes| {
+            let mut t = test_report();
+            t.name = name.into();
+            let mut st = StackReport::example(StackKind::ProcessLifetime, bytes);
+            st.retained_by = Some(registry.clone());
+            t.stacks = vec![st];
+            t
+        };
+        let report = Report {
+            tests: vec![leak, kept("tests::a", 1024), kept("tests::b", 2048)],
+            ..Report::example()
+        };
+        let text = render(&report, Path::new("/ws"), Path::new("out"));
+        assert!(
+            text.contains(
+                "             at app::remember (src/lib.rs:20)\n             held by static `app::REGISTRY`\n               → app::register (src/lib.rs:12)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("           3.0 KiB held by static `app::REGISTRY`, 2 tests\n"),
+            "{text}"
+        );
+        let long = crate::model::RetainedBy {
+            via: vec![frame("a", 1), frame("b", 2), frame("c", 3)],
+            skipped: 40,
+            ..registry
+        };
+        let lines = held_text(&long, Path::new("/ws"));
+        assert_eq!(lines[3], "  → … 40 objects more", "{lines:?}");
     }
 
     /// A report with one test of each kind of outcome the summary tells apart.

@@ -173,6 +173,13 @@ fn outcome(
                 for f in own {
                     let _ = writeln!(text, "    {}", crate::report::human::frame_text(f, root));
                 }
+                for line in st
+                    .retained_by
+                    .iter()
+                    .flat_map(|h| crate::report::human::held_text(h, root))
+                {
+                    let _ = writeln!(text, "  {line}");
+                }
             }
             if let Some(svg) = &t.artifacts.flamegraph {
                 let shown = out_dir.join(svg);

@@ -1,0 +1,248 @@
+//! Retention paths: for each allocation stack with objects the scan reached, how the first
+//! of them was reached (the scan is breadth first, so that way is a shortest one), written
+//! beside the dump as `<dump>.paths`:
+//!
+//! ```text
+//! leakcheck-paths/1
+//! path                                  one per stack with reached objects
+//! root static <vaddr> <object>          a writable segment of a loaded object (`-`: the program)
+//! root tls <offset> <object>            a thread's static thread-local storage of that object
+//! root stack <address>                  a thread's stack: the return address (or interrupted
+//!                                       pc) of the frame holding the pointer, 0 if none found
+//! root register <name>                  a register of a stopped (or the exiting) thread
+//! thread <tid> <name>                   whose, for the last three
+//! @ <pc> <pc> …                         each object on the way, root-most first, by its
+//! skip <n>                              allocation stack; the last `@` is the stack's own;
+//!                                       `skip`: n objects left out of a long chain
+//! ```
+//!
+//! followed by the process's `MAPPED_LIBRARIES`, as in a dump.
+
+use crate::reach::{self, Obj, Root, Roots};
+use crate::stop;
+use crate::tracker::{write_stack, Out};
+
+/// Objects written at each end of a long chain.
+const CHAIN_END: usize = 8;
+/// Most links followed up one chain (a chain is a tree path, so it ends; this bounds the
+/// time on a million-node list).
+const MAX_WALK: usize = 1 << 22;
+/// How far below a pointer on a stack a return address is looked for.
+const FRAME_SEARCH: usize = 64 * 1024;
+
+/// Writes one path per stack id among the reached objects; `reached` lists their indices
+/// in the order the scan reached them, `seen` is a zeroed bitmap with a bit per word of the
+/// stack arena.
+pub fn write(
+    out: &mut Out,
+    objs: &[Obj],
+    reached: &[u32],
+    roots: &Roots,
+    arena: &[u64],
+    seen: &mut [u64],
+) {
+    out.bytes(b"leakcheck-paths/1\n");
+    for &i in reached {
+        let o = objs[i as usize];
+        let id = o.id as usize;
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        if word >= seen.len() || seen[word] & bit != 0 {
+            continue;
+        }
+        seen[word] |= bit;
+        write_path(out, objs, i as usize, roots, arena);
+    }
+}
+
+fn write_path(out: &mut Out, objs: &[Obj], target: usize, roots: &Roots, arena: &[u64]) {
+    // Up the chain: the CHAIN_END objects nearest the target, in walking order, and the
+    // CHAIN_END nearest the root, in a ring.
+    let mut near = [0usize; CHAIN_END];
+    let mut far = [0usize; CHAIN_END];
+    let mut depth = 0usize;
+    let mut at = target;
+    loop {
+        if depth < CHAIN_END {
+            near[depth] = at;
+        }
+        far[depth % CHAIN_END] = at;
+        depth += 1;
+        let o = objs[at];
+        if o.direct || depth >= MAX_WALK {
+            break;
+        }
+        at = o.from;
+    }
+    out.bytes(b"path\n");
+    let top = objs[at];
+    if top.direct {
+        write_root(out, roots, top.from);
+    } else {
+        out.bytes(b"root unknown\n");
+    }
+    let stack = |out: &mut Out, i: usize| write_stack(out, arena, objs[i].id as usize);
+    if depth <= 2 * CHAIN_END {
+        // All of it: the ring holds the last min(depth, CHAIN_END), `near` the first.
+        let mut chain = [0usize; 2 * CHAIN_END];
+        let mut k = 0;
+        let mut i = target;
+        while k < depth {
+            chain[k] = i;
+            k += 1;
+            if objs[i].direct {
+                break;
+            }
+            i = objs[i].from;
+        }
+        for &c in chain[..k].iter().rev() {
+            stack(out, c);
+        }
+        return;
+    }
+    for k in 0..CHAIN_END {
+        // Root-most first: the ring's oldest entry is the one written last minus CHAIN_END.
+        stack(out, far[(depth - 1 - k) % CHAIN_END]);
+    }
+    out.bytes(b"skip ");
+    out.dec((depth - 2 * CHAIN_END) as u64);
+    out.bytes(b"\n");
+    for &n in near.iter().rev() {
+        stack(out, n);
+    }
+}
+
+fn write_root(out: &mut Out, roots: &Roots, at: usize) {
+    let Some(((lo, _), kind)) = roots.root_of(at) else {
+        out.bytes(b"root unknown\n");
+        return;
+    };
+    let thread = match kind {
+        Root::Static { module } => {
+            let m = roots.modules[module as usize];
+            out.bytes(b"root static ");
+            out.hex((at - m.base) as u64);
+            out.bytes(b" ");
+            module_name(out, m.name);
+            out.bytes(b"\n");
+            return;
+        }
+        Root::Tls { thread, .. } => {
+            let tid = roots.threads[thread as usize].tid;
+            match reach::tls_offset(reach::thread_pointer_of(tid), at) {
+                Some((name, offset)) => {
+                    out.bytes(b"root tls ");
+                    out.hex(offset as u64);
+                    out.bytes(b" ");
+                    module_name(out, name);
+                    out.bytes(b"\n");
+                }
+                None => out.bytes(b"root tls 0x0 ?\n"),
+            }
+            thread
+        }
+        Root::Registers { thread } => {
+            let name = stop::REGISTER_NAMES
+                .get((at - lo) / 8)
+                .copied()
+                .unwrap_or("?");
+            out.bytes(b"root register ");
+            out.bytes(name.as_bytes());
+            out.bytes(b"\n");
+            thread
+        }
+        Root::ExitRegisters { thread } => {
+            let name = ["rbx", "rbp", "r12", "r13", "r14", "r15"]
+                .get((at - lo) / 8)
+                .copied()
+                .unwrap_or("?");
+            out.bytes(b"root register ");
+            out.bytes(name.as_bytes());
+            out.bytes(b"\n");
+            thread
+        }
+        Root::Stack { thread } => {
+            let t = roots.threads[thread as usize];
+            out.bytes(b"root stack ");
+            // Below the thread's stack pointer lie the red zone and stale words (an earlier
+            // signal frame): the search stops at the pointer, when it is known.
+            let floor = if t.sp != 0 { t.sp } else { lo };
+            out.hex(frame_of(roots, floor, at).unwrap_or(t.pc) as u64);
+            out.bytes(b"\n");
+            thread
+        }
+    };
+    let tid = roots.threads[thread as usize].tid;
+    out.bytes(b"thread ");
+    out.dec(tid as u64);
+    out.bytes(b" ");
+    thread_name(out, tid);
+    out.bytes(b"\n");
+}
+
+/// The return address into the function whose frame holds the stack word at `at`: the
+/// nearest word below it (down to `lo`) that points into code just after a call
+/// instruction (the call that function made last pushed it). Heuristic: a stale return
+/// address left in an uninitialised slot of a live frame is taken for one too.
+fn frame_of(roots: &Roots, lo: usize, at: usize) -> Option<usize> {
+    let stop = lo.max(at.saturating_sub(FRAME_SEARCH));
+    let mut p = at;
+    while p >= stop + 8 {
+        p -= 8;
+        // SAFETY: inside the thread's stack range the scan read, still mapped (the registry
+        // lock is held, so the thread cannot end).
+        let value = unsafe { std::ptr::read_volatile(p as *const usize) };
+        if value > 7 && roots.is_code(value) && roots.is_code(value - 7) && after_call(value) {
+            return Some(value);
+        }
+    }
+    None
+}
+
+fn module_name(out: &mut Out, name: *const std::ffi::c_char) {
+    // SAFETY: the loader's NUL-terminated name of an object still loaded.
+    let bytes = if name.is_null() {
+        &[][..]
+    } else {
+        unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes()
+    };
+    if bytes.is_empty() {
+        out.bytes(b"-");
+    } else {
+        out.bytes(bytes);
+    }
+}
+
+/// The thread's name from `/proc/self/task/<tid>/comm` (`?` when it cannot be read).
+fn thread_name(out: &mut Out, tid: usize) {
+    let mut path = crate::sys::FixedPath::new();
+    let mut buf = [0u8; 64];
+    let mut n = 0;
+    if path.push(b"/proc/self/task/") && path.push_u64(tid as u64) && path.push(b"/comm") {
+        // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len()).max(0) as usize;
+                libc::close(fd);
+            }
+        }
+    }
+    let name = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
+    out.bytes(if name.is_empty() { b"?" } else { name });
+}
+
+/// Whether the instruction before `ret` is a call: `e8 rel32`, or `ff /2` through a
+/// register or memory operand (2 to 7 bytes).
+fn after_call(ret: usize) -> bool {
+    // SAFETY: `ret - 7 .. ret` lies in an executable segment of a loaded object (checked by
+    // the caller for both ends), which is mapped readable.
+    let before = unsafe { std::slice::from_raw_parts((ret - 7) as *const u8, 7) };
+    if before[2] == 0xe8 {
+        return true;
+    }
+    (2..=7).any(|len| {
+        let at = 7 - len;
+        let modrm = before[at + 1];
+        before[at] == 0xff && (modrm >> 3) & 7 == 2
+    })
+}
