@@ -30,27 +30,48 @@ const MAX_WALK: usize = 1 << 22;
 /// How far below a pointer on a stack a return address is looked for.
 const FRAME_SEARCH: usize = 64 * 1024;
 
-/// Writes one path per stack id among the reached objects; `reached` lists their indices
-/// in the order the scan reached them, `seen` is a zeroed bitmap with a bit per word of the
-/// stack arena.
+/// Writes one path per stack id among the reached objects: that of an object reached the
+/// way most of the stack's objects were (the same root range, directly or not: a majority
+/// vote, in one pass), so that a stale copy of a pointer to the newest object, found first,
+/// does not stand for the container that holds them all. `reached` lists the objects' indices in the order the scan reached
+/// them; `votes` is a zeroed table of two words per two words of the stack arena (stack ids
+/// are arena offsets, and a stored stack takes more than two words).
 pub fn write(
     out: &mut Out,
     objs: &[Obj],
     reached: &[u32],
     roots: &Roots,
     arena: &[u64],
-    seen: &mut [u64],
+    votes: &mut [u64],
 ) {
     out.bytes(b"leakcheck-paths/1\n");
+    // Per stack: (candidate root << 32 | count), and its representative's index + 1.
     for &i in reached {
         let o = objs[i as usize];
-        let id = o.id as usize;
-        let (word, bit) = (id / 64, 1u64 << (id % 64));
-        if word >= seen.len() || seen[word] & bit != 0 {
+        let slot = (o.id as usize / 2) * 2;
+        if slot + 1 >= votes.len() {
             continue;
         }
-        seen[word] |= bit;
-        write_path(out, objs, i as usize, roots, arena);
+        let way = u64::from(o.root) | (u64::from(o.direct) << 16);
+        let (candidate, count) = (votes[slot] >> 32, votes[slot] as u32);
+        if count == 0 {
+            votes[slot] = (way << 32) | 1;
+            votes[slot + 1] = u64::from(i) + 1;
+        } else if candidate == way {
+            votes[slot] += 1;
+        } else {
+            votes[slot] -= 1;
+        }
+    }
+    for &i in reached {
+        let slot = (objs[i as usize].id as usize / 2) * 2;
+        if slot + 1 >= votes.len() || votes[slot + 1] == 0 {
+            continue;
+        }
+        let representative = votes[slot + 1] as usize - 1;
+        // Once per stack.
+        votes[slot + 1] = 0;
+        write_path(out, objs, representative, roots, arena);
     }
 }
 
@@ -166,7 +187,16 @@ fn write_root(out: &mut Out, roots: &Roots, at: usize) {
             // Below the thread's stack pointer lie the red zone and stale words (an earlier
             // signal frame): the search stops at the pointer, when it is known.
             let floor = if t.sp != 0 { t.sp } else { lo };
-            out.hex(frame_of(roots, floor, at).unwrap_or(t.pc) as u64);
+            // The red zone, below the stack pointer, is the interrupted function's.
+            let unwound = match t.stopped {
+                true if at < t.sp => Some(t.pc),
+                true => stop::SLOTS[t.slot].frame_of(at),
+                false => None,
+            };
+            let frame = unwound
+                .or_else(|| frame_of(roots, floor, at))
+                .unwrap_or(t.pc);
+            out.hex(frame as u64);
             out.bytes(b"\n");
             thread
         }
@@ -179,8 +209,9 @@ fn write_root(out: &mut Out, roots: &Roots, at: usize) {
     out.bytes(b"\n");
 }
 
-/// The return address into the function whose frame holds the stack word at `at`: the
-/// nearest word below it (down to `lo`) that points into code just after a call
+/// For a thread not stopped (so not unwound): the return address into the function whose
+/// frame holds the stack word at `at`, guessed as the nearest word below it (down to `lo`)
+/// that points into code just after a call
 /// instruction (the call that function made last pushed it). Heuristic: a stale return
 /// address left in an uninitialised slot of a live frame is taken for one too.
 fn frame_of(roots: &Roots, lo: usize, at: usize) -> Option<usize> {

@@ -28,7 +28,8 @@ use std::sync::atomic::AtomicUsize;
 
 /// One live allocation during a scan: `[start, end)`, its stack id in the tracker, whether
 /// the scan reached it, and how: through the root word at address `from` (`direct`), or
-/// from the object with index `from`.
+/// from the object with index `from`; `root` is the index of the root range its way starts
+/// in (saturated at `u16::MAX`).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Obj {
@@ -36,6 +37,7 @@ pub struct Obj {
     pub end: usize,
     pub from: usize,
     pub id: u32,
+    pub root: u16,
     pub marked: bool,
     pub direct: bool,
 }
@@ -179,9 +181,10 @@ impl Roots {
 /// Every root range and every object's `[start, end)` must be readable memory.
 pub unsafe fn mark(objs: &mut [Obj], roots: &[(usize, usize)], work: &mut [u32]) -> usize {
     let mut queued = 0usize;
-    for &(lo, hi) in roots {
+    for (r, &(lo, hi)) in roots.iter().enumerate() {
+        let root = r.min(u16::MAX as usize) as u16;
         // SAFETY: the caller guarantees the range is readable.
-        unsafe { scan(lo, hi, None, objs, work, &mut queued) };
+        unsafe { scan(lo, hi, Err(root), objs, work, &mut queued) };
     }
     let mut next = 0usize;
     while next < queued {
@@ -189,17 +192,17 @@ pub unsafe fn mark(objs: &mut [Obj], roots: &[(usize, usize)], work: &mut [u32])
         next += 1;
         let o = objs[i];
         // SAFETY: a live allocation, readable by the caller's guarantee.
-        unsafe { scan(o.start, o.end, Some(i), objs, work, &mut queued) };
+        unsafe { scan(o.start, o.end, Ok(i), objs, work, &mut queued) };
     }
     queued
 }
 
 /// Marks (and queues) the objects the words of `[lo, hi)` point into; `parent` is the
-/// object the range is (None: a root).
+/// object the range is, or (Err) the index of the root range it is.
 unsafe fn scan(
     lo: usize,
     hi: usize,
-    parent: Option<usize>,
+    parent: Result<usize, u16>,
     objs: &mut [Obj],
     work: &mut [u32],
     queued: &mut usize,
@@ -208,6 +211,10 @@ unsafe fn scan(
         return;
     };
     let (min, max) = (first.start, last.end);
+    let root = match parent {
+        Ok(p) => objs[p].root,
+        Err(r) => r,
+    };
     let word = std::mem::size_of::<usize>();
     let mut at = lo.next_multiple_of(word);
     while at + word <= hi {
@@ -227,9 +234,10 @@ unsafe fn scan(
         let o = &mut objs[i - 1];
         if value < o.end && !o.marked {
             o.marked = true;
+            o.root = root;
             match parent {
-                Some(p) => o.from = p,
-                None => {
+                Ok(p) => o.from = p,
+                Err(_) => {
                     o.from = at - word;
                     o.direct = true;
                 }

@@ -26,18 +26,44 @@ pub const SP: usize = 16;
 /// Index of the program counter in a slot's `regs`.
 pub const PC: usize = 17;
 
+/// Frames recorded per stopped thread.
+pub const MAX_FRAMES: usize = 48;
+
 /// One thread's stop: the registry slot's, or [`MAIN_SLOT`] for the main thread.
 pub struct Slot {
     pub regs: [AtomicUsize; SAVED_WORDS],
     /// The scan generation this thread last stopped for.
     pub stopped: AtomicU32,
+    /// Its frames as the unwinder found them from the handler, innermost first: the
+    /// address each executes at (a return address, or where it was interrupted) and the
+    /// CFA libgcc's backtrace reports beside it, which is that of the frame below (the
+    /// callee's: this frame's stack pointer at the call). A stack word lies in the last
+    /// frame whose reported CFA is at or below it.
+    pub frames: [[AtomicUsize; 2]; MAX_FRAMES],
+    pub n_frames: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE: Slot = Slot {
     regs: [const { AtomicUsize::new(0) }; SAVED_WORDS],
     stopped: AtomicU32::new(0),
+    frames: [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; MAX_FRAMES],
+    n_frames: AtomicUsize::new(0),
 };
+
+impl Slot {
+    /// Where the function whose frame holds the stack word at `at` executes, from the
+    /// frames the unwinder found; None when no recorded frame holds it.
+    pub fn frame_of(&self, at: usize) -> Option<usize> {
+        let n = self.n_frames.load(Ordering::Acquire).min(MAX_FRAMES);
+        let above = self.frames[..n]
+            .iter()
+            .position(|f| f[1].load(Ordering::Relaxed) > at)
+            .unwrap_or(n);
+        let holder = above.checked_sub(1)?;
+        Some(self.frames[holder][0].load(Ordering::Relaxed))
+    }
+}
 
 /// The main thread's slot, after the registry's.
 pub const MAIN_SLOT: usize = threads::MAX_THREADS;
@@ -166,6 +192,7 @@ extern "C" fn on_stop(_sig: c_int, _info: *mut libc::siginfo_t, context: *mut c_
     let generation = GENERATION.load(Ordering::Acquire);
     if let Some(slot) = own_slot().filter(|_| RESUMED.load(Ordering::Acquire) != generation) {
         save(&SLOTS[slot], context);
+        unwind(&SLOTS[slot]);
         SLOTS[slot].stopped.store(generation, Ordering::Release);
         while RESUMED.load(Ordering::Acquire) != generation {
             // SAFETY: a futex wait on a static word, woken by `resume`.
@@ -225,6 +252,38 @@ fn save(slot: &Slot, context: *mut c_void) {
 
 #[cfg(not(target_arch = "x86_64"))]
 fn save(_slot: &Slot, _context: *mut c_void) {}
+
+/// Records the stopped thread's frames into its slot, from the handler through the signal
+/// frame into the interrupted code (libgcc's unwinder knows the kernel's signal trampoline).
+/// It reads `.eh_frame` through `dl_iterate_phdr`, whose lock is recursive: a thread stopped
+/// inside the loader unwinds; one that must wait for a thread stopped there answers late,
+/// and is scanned as a thread that did not stop.
+fn unwind(slot: &Slot) {
+    use crate::sys::{_Unwind_Backtrace, _Unwind_GetCFA, _Unwind_GetIP};
+    extern "C" fn each(context: *mut c_void, arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the slot passed below; the context is the unwinder's.
+        let (slot, ip, cfa) = unsafe {
+            (
+                &*arg.cast::<Slot>(),
+                _Unwind_GetIP(context),
+                _Unwind_GetCFA(context),
+            )
+        };
+        let n = slot.n_frames.load(Ordering::Relaxed);
+        if n >= MAX_FRAMES {
+            return URC_NORMAL_STOP;
+        }
+        slot.frames[n][0].store(ip, Ordering::Relaxed);
+        slot.frames[n][1].store(cfa, Ordering::Relaxed);
+        slot.n_frames.store(n + 1, Ordering::Relaxed);
+        URC_NO_REASON
+    }
+    const URC_NO_REASON: c_int = 0;
+    const URC_NORMAL_STOP: c_int = 4;
+    slot.n_frames.store(0, Ordering::Relaxed);
+    // SAFETY: the callback only stores into the slot, which outlives the call.
+    unsafe { _Unwind_Backtrace(each, (slot as *const Slot).cast_mut().cast()) };
+}
 
 /// The names of the saved general-purpose registers, in slot order.
 pub const REGISTER_NAMES: [&str; 16] = [

@@ -2,7 +2,7 @@
 //! before `main`, where an allocation would be counted as the test's or could recurse into
 //! the allocator being set up.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 
 /// A value of the environment, if set and valid UTF-8.
 ///
@@ -296,4 +296,15 @@ mod tests {
         barrier.wait();
         t.join().unwrap();
     }
+}
+
+// libgcc's unwinder (the one jemalloc uses), for the tracker's stacks and a stopped thread's
+// frames.
+extern "C" {
+    pub fn _Unwind_Backtrace(
+        trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+        arg: *mut c_void,
+    ) -> c_int;
+    pub fn _Unwind_GetIP(context: *mut c_void) -> usize;
+    pub fn _Unwind_GetCFA(context: *mut c_void) -> usize;
 }

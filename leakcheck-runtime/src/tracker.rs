@@ -104,13 +104,7 @@ struct Frames {
     n: usize,
 }
 
-extern "C" {
-    fn _Unwind_Backtrace(
-        trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
-        arg: *mut c_void,
-    ) -> c_int;
-    fn _Unwind_GetIP(context: *mut c_void) -> usize;
-}
+use crate::sys::{_Unwind_Backtrace, _Unwind_GetIP};
 
 const URC_NO_REASON: c_int = 0;
 const URC_END_OF_STACK: c_int = 5;
@@ -732,16 +726,15 @@ fn write_unreached(
     stop::resume(stop);
     let arena: &[u64] = s.stacks.arena.words();
     if let Some(paths) = paths {
-        if let Some(mut seen_mem) = Region::map(s.stacks.used.div_ceil(64).max(1)) {
+        let words = s.stacks.used.next_multiple_of(2).max(2);
+        if let Some(mut votes_mem) = Region::map(words) {
             // SAFETY: a fresh zeroed mapping of that many words.
-            let seen = unsafe {
-                std::slice::from_raw_parts_mut(seen_mem.ptr, s.stacks.used.div_ceil(64).max(1))
-            };
+            let votes = unsafe { std::slice::from_raw_parts_mut(votes_mem.ptr, words) };
             write_dump(paths, |o| {
-                crate::paths::write(o, objs, &work[..reached], roots, arena, seen);
+                crate::paths::write(o, objs, &work[..reached], roots, arena, votes);
                 true
             });
-            seen_mem.unmap();
+            votes_mem.unmap();
         }
     }
     // The lost objects, grouped by stack.

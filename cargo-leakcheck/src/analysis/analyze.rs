@@ -607,11 +607,7 @@ fn judge_profiled(
         _ => None,
     };
     let retained = with_reachability(retained, lost.as_ref(), bin.baseline_unreached.as_ref());
-    let held = held_by(
-        result,
-        series.is_some().then_some(()).and(reruns.entry),
-        &bin.exe,
-    );
+    let held = held_by(result, series.is_some(), reruns.entry, &bin.exe);
     report.stacks = judge_stacks(
         &retained,
         bin,
@@ -686,22 +682,24 @@ fn judge_profiled(
     report
 }
 
-/// The retention paths of the process's last scan, by held stack: after the last extra run
-/// when its growth is judged (`series_entry`: the test's entry point, at which its stacks
-/// are cut), else after the test's own run. Empty when the runtime wrote none.
+/// The retention paths of the process's last scan, by held stack cut at the test's entry
+/// point when it is known (the extra runs' stacks start elsewhere than the test's own run's):
+/// after the last extra run when the growth over them is judged (`series`), else after the
+/// test's own run. Empty when the runtime wrote none.
 fn held_by(
     result: &ProcessResult,
-    series_entry: Option<&Entry>,
+    series: bool,
+    entry: Option<&Entry>,
     exe: &str,
 ) -> HashMap<Vec<FrameKey>, retention::HeldPath> {
-    let dump = match series_entry {
-        Some(_) => result.run_dumps.last().and_then(|d| d.first()),
-        None => result.preload_dumps.first(),
+    let dump = match series {
+        true => result.run_dumps.last().and_then(|d| d.first()),
+        false => result.preload_dumps.first(),
     };
     let Some(paths) = dump.and_then(|d| retention::read(&retention::paths_file(d))) else {
         return HashMap::new();
     };
-    match series_entry {
+    match entry {
         Some(entry) => retention::by_stack(paths, |f| {
             rerun::cut_at_entry(f, exe, entry.file_range).to_vec()
         }),
@@ -822,7 +820,12 @@ pub fn judge_stacks(
         let explained = matches!(kind, StackKind::Leak | StackKind::ProcessLifetime)
             && r.reach != Some(Reach::Lost);
         if explained && e.held.is_none() {
-            e.held = held.get(&r.frames).cloned();
+            // Paths are keyed as `held_by` keys them: cut at the entry point, when known.
+            e.held = match entry_range {
+                Some(range) => held.get(rerun::cut_at_entry(&r.frames, &bin.exe, range)),
+                None => held.get(&r.frames),
+            }
+            .cloned();
         }
         e.bytes = e.bytes.saturating_add(r.live.bytes);
         e.objects = e.objects.saturating_add(r.live.objects);
