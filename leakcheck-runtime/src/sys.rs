@@ -235,6 +235,17 @@ pub fn create_file(path: &FixedPath) -> c_int {
     }
 }
 
+// libgcc's unwinder (the one jemalloc uses), for the tracker's stacks and a stopped thread's
+// frames.
+extern "C" {
+    pub fn _Unwind_Backtrace(
+        trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+        arg: *mut c_void,
+    ) -> c_int;
+    pub fn _Unwind_GetIP(context: *mut c_void) -> usize;
+    pub fn _Unwind_GetCFA(context: *mut c_void) -> usize;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,15 +307,4 @@ mod tests {
         barrier.wait();
         t.join().unwrap();
     }
-}
-
-// libgcc's unwinder (the one jemalloc uses), for the tracker's stacks and a stopped thread's
-// frames.
-extern "C" {
-    pub fn _Unwind_Backtrace(
-        trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
-        arg: *mut c_void,
-    ) -> c_int;
-    pub fn _Unwind_GetIP(context: *mut c_void) -> usize;
-    pub fn _Unwind_GetCFA(context: *mut c_void) -> usize;
 }
