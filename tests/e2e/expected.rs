@@ -48,6 +48,10 @@ pub struct Expected {
     /// The expected `method` ("counters": settled without stack profiling; "stacks");
     /// None: not checked.
     pub method: Option<&'static str>,
+    /// `(root, function)`: a leak or process-lifetime stack of the test must say it is held
+    /// by a root whose words contain `root`, with `function` (when given) in the frame
+    /// holding it or among the allocation sites on the way.
+    pub held_by: Option<(&'static str, Option<&'static str>)>,
 }
 
 impl Expected {
@@ -63,6 +67,14 @@ impl Expected {
     const fn by_counting(self) -> Expected {
         Expected {
             method: Some("counters"),
+            ..self
+        }
+    }
+
+    /// The same row, with the root that must hold its memory (see [`Expected::held_by`]).
+    const fn held_by(self, root: &'static str, function: Option<&'static str>) -> Expected {
+        Expected {
+            held_by: Some((root, function)),
             ..self
         }
     }
@@ -129,6 +141,11 @@ const CUSTOM_ALLOC: Target = Target {
     fixture: "tests/fixtures/custom-alloc",
     package: "custom-alloc",
     binary: "custom_alloc",
+};
+const RETENTION: Target = Target {
+    fixture: "tests/fixtures/retention",
+    package: "retention",
+    binary: "retention",
 };
 const LIFETIME: Target = Target {
     fixture: "tests/fixtures/lifetime",
@@ -208,6 +225,7 @@ const fn outcome(
         bench: false,
         extra_runs: None,
         method: None,
+        held_by: None,
     }
 }
 
@@ -552,6 +570,51 @@ pub const EXPECTED: &[Expected] = &[
     // --- tests/fixtures/counting-alloc: the allocator's own frames are not the site ---
     leak(COUNTING_ALLOC, "tests::forgets_a_buffer", "forgets_a_buffer").runs("completed"),
     clean(COUNTING_ALLOC, "tests::counts_and_frees"),
+    // --- tests/fixtures/retention: who holds what grows, and what a scan must not lose ---
+    leak(
+        RETENTION,
+        "tests::registry_grows_on_every_run",
+        "registry_grows_on_every_run",
+    )
+    .runs("completed")
+    .held_by("static `retention::REGISTRY`", Some("retention::register")),
+    leak(
+        RETENTION,
+        "tests::thread_local_cache_grows_on_every_run",
+        "thread_local_cache_grows_on_every_run",
+    )
+    .runs("completed")
+    .held_by(
+        "thread-local `retention::CACHE` of thread `cache-worker`",
+        Some("retention::cache_worker_loop"),
+    ),
+    leak(
+        RETENTION,
+        "tests::worker_local_vec_grows_on_every_run",
+        "worker_local_vec_grows_on_every_run",
+    )
+    .runs("completed")
+    .held_by(
+        "stack of thread `vec-worker`",
+        Some("retention::vec_worker_loop"),
+    ),
+    // Judged by reachability (they cannot run again): found through a register of a thread
+    // blocked in read(2), and through another thread's thread-local.
+    clean_kept(
+        RETENTION,
+        "tests::pointer_only_in_a_register_of_a_blocked_thread",
+    )
+    .runs("should-panic")
+    .held_by("register r12 of thread `register-holder`", None),
+    clean_kept(
+        RETENTION,
+        "tests::reachable_only_from_another_threads_thread_local",
+    )
+    .runs("should-panic")
+    .held_by(
+        "thread-local `retention::tests::HELD` of thread `tls-holder`",
+        None,
+    ),
     // --- tests/fixtures/many-live: profiled at a few bytes per live allocation ---
     leak(
         MANY_LIVE,

@@ -17,6 +17,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/names"
         | "tests/fixtures/counting-alloc"
         | "tests/fixtures/many-live"
+        | "tests/fixtures/retention"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -106,6 +107,29 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     if let Some(method) = row.method {
         if t["method"] != method {
             problems.push(format!("{who}: method {} (expected {method})", t["method"]));
+        }
+    }
+    if let Some((root, function)) = row.held_by {
+        let held = stacks
+            .iter()
+            .filter(|s| s["kind"] == "leak" || s["kind"] == "process-lifetime")
+            .filter_map(|s| s.get("retained_by"))
+            .any(|h| {
+                let named = |f: &Value| {
+                    function
+                        .is_none_or(|name| f["function"].as_str().is_some_and(|n| n.contains(name)))
+                };
+                h["root"].as_str().is_some_and(|r| r.contains(root))
+                    && (function.is_none()
+                        || named(&h["frame"])
+                        || h["via"].as_array().unwrap().iter().any(named))
+            });
+        if !held {
+            let shown: Vec<&Value> = stacks.iter().filter_map(|s| s.get("retained_by")).collect();
+            problems.push(format!(
+                "{who}: no stack held by {root} (through {function:?}); held by: {}",
+                serde_json::to_string_pretty(&shown).unwrap()
+            ));
         }
     }
     if row.verdict == "clean" && stacks.iter().any(|s| s["fails"] == true) {
@@ -249,6 +273,11 @@ fn leaky_fixture_matches_the_table() {
 #[test]
 fn lifetime_fixture_matches_the_table() {
     check_fixture("tests/fixtures/lifetime");
+}
+
+#[test]
+fn retention_fixture_matches_the_table_and_names_who_holds_what() {
+    check_fixture("tests/fixtures/retention");
 }
 
 #[test]
