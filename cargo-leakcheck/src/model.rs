@@ -280,7 +280,7 @@ pub struct RetainedBy {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub symbol: Option<String>,
-    /// The thread, for a thread-local, a stack or a register: its name and id.
+    /// The thread, for a thread-local, a stack or a register: its name.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub thread: Option<String>,

@@ -718,16 +718,20 @@ fn write_unreached(
         k += 1;
     }
     let objs = &mut objs[..k];
+    let started = sys::now_us();
     objs.sort_unstable_by_key(|o| o.start);
     // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
     // end meanwhile (registry held); the objects are live (the lock keeps them from being
     // freed: `forget` takes it before the allocator gets an object back).
     let reached = unsafe { reach::mark(objs, roots.ranges(), work) };
     stop::resume(stop);
+    let marked = sys::now_us();
     let arena: &[u64] = s.stacks.arena.words();
-    if let Some(paths) = paths {
+    let mut path_words = 0;
+    if let Some(paths) = paths.filter(|_| paths_wanted()) {
         let words = s.stacks.used.next_multiple_of(2).max(2);
         if let Some(mut votes_mem) = Region::map(words) {
+            path_words = words;
             // SAFETY: a fresh zeroed mapping of that many words.
             let votes = unsafe { std::slice::from_raw_parts_mut(votes_mem.ptr, words) };
             write_dump(paths, |o| {
@@ -736,6 +740,18 @@ fn write_unreached(
             });
             votes_mem.unmap();
         }
+    }
+    if let Some(p) = paths {
+        let scan_words = (k * obj_words + n / 2 + 1) as u64;
+        let cost = [
+            k as u64,
+            reached as u64,
+            marked - started,
+            sys::now_us() - marked,
+            8 * scan_words,
+            8 * path_words as u64,
+        ];
+        write_scan_cost(p, &cost);
     }
     // The lost objects, grouped by stack.
     let mut lost = 0;
@@ -746,12 +762,14 @@ fn write_unreached(
         }
     }
     let lost = &mut objs[..lost];
-    lost.sort_unstable_by_key(|o| o.id);
     let bytes_of = |o: &reach::Obj| (o.end - o.start) as u64;
+    // One record per stack and object size: the analysis subtracts the harness's lost
+    // objects from the test's object for object, which needs their sizes.
+    lost.sort_unstable_by_key(|o| (o.id, bytes_of(o)));
     out.bytes(b"heap_v2/1\n");
     let total: u64 = lost.iter().map(bytes_of).sum();
     out.counts(lost.len() as u64, total, lost.len() as u64, total);
-    for group in lost.chunk_by(|a, b| a.id == b.id) {
+    for group in lost.chunk_by(|a, b| a.id == b.id && bytes_of(a) == bytes_of(b)) {
         let bytes: u64 = group.iter().map(bytes_of).sum();
         write_stack(out, arena, group[0].id as usize);
         let objects = group.len() as u64;
@@ -760,6 +778,43 @@ fn write_unreached(
     objs_mem.unmap();
     work_mem.unmap();
     true
+}
+
+/// Whether retention paths are written (`LEAKCHECK_PATHS=0`, for the benchmark that
+/// measures what they cost, turns them off).
+fn paths_wanted() -> bool {
+    sys::env(c"LEAKCHECK_PATHS") != Some("0")
+}
+
+/// Writes `<paths>.scan` beside the paths: objects, reached, marking µs, paths µs, the
+/// scan's memory and the paths' memory in bytes, one line (read by `bench/scan_cost.sh`).
+fn write_scan_cost(paths: &FixedPath, cost: &[u64; 6]) {
+    let mut name = FixedPath::new();
+    // SAFETY: the path holds len() initialised bytes before its NUL.
+    let bytes = unsafe { std::slice::from_raw_parts(paths.as_ptr().cast::<u8>(), paths.len()) };
+    if !(name.push(bytes) && name.push(b".scan")) {
+        return;
+    }
+    let fd = sys::create_file(&name);
+    if fd < 0 {
+        return;
+    }
+    let mut out = Out {
+        fd,
+        buf: [0; 16384],
+        len: 0,
+        ok: true,
+    };
+    for (i, v) in cost.iter().enumerate() {
+        if i > 0 {
+            out.bytes(b" ");
+        }
+        out.dec(*v);
+    }
+    out.bytes(b"\n");
+    out.flush();
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
 }
 
 /// The ids (arena offsets) of the stored stacks, in order.

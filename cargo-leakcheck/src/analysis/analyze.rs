@@ -5,6 +5,7 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile::{self, Counts};
 use crate::analysis::retention;
 use crate::analysis::settling as rerun;
@@ -25,8 +26,8 @@ pub struct BinaryAnalysis {
     pub exe: String,
     /// The harness-only baseline, when it could be taken.
     pub baseline: Option<NormalizedProfile>,
-    /// The objects of the baseline nothing pointed to at its exit (see [`load_unreached`]).
-    pub baseline_unreached: Option<NormalizedProfile>,
+    /// The objects of the baseline nothing pointed to at its exit (see [`lost::load`]).
+    pub baseline_unreached: Option<Lost>,
     /// Whether the binary's Rust allocations reach malloc (or a profiled jemalloc of its
     /// own): false for a custom `#[global_allocator]` with no evidence of that.
     pub rust_allocations_visible: bool,
@@ -63,7 +64,7 @@ impl BinaryAnalysis {
                 }
             },
         };
-        let baseline_unreached = baseline_result.and_then(load_unreached);
+        let baseline_unreached = baseline_result.and_then(lost::load);
         let mut symbolizer = Symbolizer::new();
         let rust_allocations_visible = !custom_allocator
             || baseline_result.is_some_and(|r| {
@@ -139,38 +140,12 @@ pub fn load_dumps(result: &ProcessResult) -> Result<NormalizedProfile, DumpError
     load_paths(&result.preload_dumps, &result.app_dumps)
 }
 
-/// Where the runtime writes which objects of a dump no pointer reached any more.
-pub fn unreached_path(dump: &Path) -> PathBuf {
-    let mut name = dump.as_os_str().to_owned();
-    name.push(".unreached");
-    PathBuf::from(name)
-}
-
-/// Per stack, the objects of the process's dump of its own run that nothing pointed to at
-/// that moment (the runtime's reachability scan, written beside each dump). None when a
-/// dump has no such file, or when the binary's own jemalloc holds objects the scan did not
-/// see (tikv-jemallocator): then reachability is unknown.
-pub fn load_unreached(result: &ProcessResult) -> Option<NormalizedProfile> {
-    if result.preload_dumps.is_empty() || !result.app_dumps.is_empty() {
-        return None;
-    }
-    let paths: Vec<PathBuf> = result
-        .preload_dumps
-        .iter()
-        .map(|p| unreached_path(p))
-        .collect();
-    if !paths.iter().all(|p| p.is_file()) {
-        return None;
-    }
-    load_paths(&paths, &[]).ok()
-}
-
 /// Splits each retained stack into what is still reachable and what is lost, when the
 /// test has no extra runs to judge it by and its dump says which objects were reached.
 pub fn with_reachability(
     retained: Vec<Retained>,
-    lost: Option<&NormalizedProfile>,
-    baseline_lost: Option<&NormalizedProfile>,
+    lost: Option<&Lost>,
+    baseline_lost: Option<&Lost>,
 ) -> Vec<Retained> {
     let Some(lost) = lost else {
         return retained;
@@ -181,18 +156,11 @@ pub fn with_reachability(
             out.push(r);
             continue;
         }
-        let of = |p: Option<&NormalizedProfile>| {
-            p.and_then(|p| p.stacks.get(&r.frames))
-                .copied()
-                .unwrap_or_default()
-        };
-        let (test, harness) = (of(Some(lost)), of(baseline_lost));
+        let harness = baseline_lost.map_or(&[][..], |b| b.of(&r.frames));
+        let test = lost::beyond(lost.of(&r.frames), harness);
         let gone = Counts {
-            objects: test
-                .objects
-                .saturating_sub(harness.objects)
-                .min(r.live.objects),
-            bytes: test.bytes.saturating_sub(harness.bytes).min(r.live.bytes),
+            objects: test.objects.min(r.live.objects),
+            bytes: test.bytes.min(r.live.bytes),
         };
         let kept = Counts {
             objects: r.live.objects - gone.objects,
@@ -603,7 +571,7 @@ fn judge_profiled(
     let retained = with_growth(deltas, series.as_ref(), &bin.exe, reruns.entry);
     // Without extra runs, reachability at exit tells what is kept from what is lost.
     let lost = match (&series, code) {
-        (None, 0) => load_unreached(result),
+        (None, 0) => lost::load(result),
         _ => None,
     };
     let retained = with_reachability(retained, lost.as_ref(), bin.baseline_unreached.as_ref());
@@ -781,7 +749,7 @@ pub fn kind_with_reach(class: &classify::Classified, reach: Reach) -> (StackKind
 pub const REACHABLE_REASON: &str = "still reachable at exit (from a global, a live thread's stack or thread-local storage); the test cannot run again in its process to show whether it grows";
 
 /// Why a lost stack of a test without extra runs is a leak.
-pub const LOST_REASON: &str = "unreachable at exit: no global, live thread or reachable object points to it any more, so it can never be freed";
+pub const LOST_REASON: &str = "unreachable at exit: no pointer to it was found in globals, thread-locals, live threads' stacks and registers, or reachable objects";
 
 /// Symbolizes, trims, classifies and judges the retained stacks (thresholds,
 /// suppressions), merging stacks that symbolize identically; largest first.
@@ -1171,7 +1139,7 @@ mod tests {
         let text = std::fs::read_to_string(&dump).unwrap();
         let maps = &text[text.find("\nMAPPED_LIBRARIES:").unwrap()..];
         std::fs::write(
-            unreached_path(&dump),
+            lost::unreached_path(&dump),
             format!("heap_v2/1\n  t*: 0: 0 [0: 0]{maps}"),
         )
         .unwrap();
@@ -1188,7 +1156,7 @@ mod tests {
             assert_eq!((kept.bytes, kept.objects), (s.bytes, s.objects));
         }
         // Nothing reached: the same leaks, now with the proof that they are lost.
-        std::fs::write(unreached_path(&dump), &text).unwrap();
+        std::fs::write(lost::unreached_path(&dump), &text).unwrap();
         let lost = judge(&dump);
         assert_eq!(lost.verdict, Verdict::Leak);
         let lost_leaks: Vec<&StackReport> = lost
@@ -1204,7 +1172,7 @@ mod tests {
         // not see) is not used.
         let mut with_app = exited(0, dump.clone());
         with_app.app_dumps = vec![dump.clone()];
-        assert!(load_unreached(&with_app).is_none());
+        assert!(lost::load(&with_app).is_none());
     }
 
     #[test]
@@ -1222,9 +1190,8 @@ mod tests {
             growth: None,
             reach: None,
         }];
-        let profile = |objects, bytes| NormalizedProfile {
-            stacks: HashMap::from([(frames.clone(), Counts { objects, bytes })]),
-            sample_period: 1,
+        let profile = |objects: u64, bytes: u64| Lost {
+            stacks: HashMap::from([(frames.clone(), vec![(bytes / objects, objects)])]),
         };
         // The test lost 3 objects there, the harness's own run 1 of them.
         let split = with_reachability(retained, Some(&profile(3, 300)), Some(&profile(1, 100)));

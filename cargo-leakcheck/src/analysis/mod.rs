@@ -9,6 +9,7 @@ pub(crate) mod classify;
 pub(crate) mod diff;
 pub(crate) mod growth;
 pub(crate) mod heap_growth;
+pub(crate) mod lost;
 pub(crate) mod profile;
 pub(crate) mod retention;
 pub(crate) mod settling;

@@ -178,12 +178,8 @@ pub fn describe(
     symbolizer: &mut Symbolizer,
     symbols: &mut DataSymbols,
 ) -> RetainedBy {
-    // The root's words leave the thread id out, so what tests keep is grouped by root
-    // across processes; `thread` has it.
-    let thread = p
-        .thread
-        .as_ref()
-        .map(|(tid, name)| format!("`{name}` ({tid})"));
+    // Thread ids differ from run to run, and the report must not: threads go by name.
+    let thread = p.thread.as_ref().map(|(_, name)| name.clone());
     let of_thread = |what: String| match &p.thread {
         Some((_, name)) => format!("{what} of thread `{name}`"),
         None => what,

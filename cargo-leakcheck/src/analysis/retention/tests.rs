@@ -109,7 +109,7 @@ fn roots_are_named_in_words_with_their_thread() {
     let register = describe(&paths[3], exe, &mut symbolizer, &mut symbols);
     assert_eq!(register.root, "register r12 of thread `reader`");
     assert!(register.via.is_empty());
-    assert_eq!(register.thread.as_deref(), Some("`reader` (4244)"));
+    assert_eq!(register.thread.as_deref(), Some("reader"));
     let stack = describe(&paths[2], exe, &mut symbolizer, &mut symbols);
     assert_eq!((stack.root_kind, stack.skipped), (RootKind::Stack, 12));
 }
