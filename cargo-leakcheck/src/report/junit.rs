@@ -355,4 +355,51 @@ mod tests {
         );
         assert!(xml.ends_with("  </testsuite>\n</testsuites>\n"));
     }
+
+    #[test]
+    fn a_held_leak_says_by_what_in_its_failure_text() {
+        let mut stack = StackReport::example(StackKind::Leak, 512);
+        stack.frames = vec![FrameReport {
+            function: "app::remember".into(),
+            file: Some("/ws/src/lib.rs".into()),
+            line: Some(20),
+            inlined: false,
+        }];
+        stack.retained_by = Some(crate::model::RetainedBy {
+            root_kind: crate::model::RootKind::ThreadLocal,
+            root: "thread-local `app::CACHE` of thread `worker`".into(),
+            symbol: Some("app::CACHE".into()),
+            thread: Some("worker".into()),
+            frame: None,
+            via: vec![FrameReport {
+                function: "app::work".into(),
+                file: Some("/ws/src/lib.rs".into()),
+                line: Some(12),
+                inlined: false,
+            }],
+            skipped: 0,
+        });
+        let leak = TestReport {
+            verdict: Verdict::Leak,
+            retained_bytes: 512,
+            retained_objects: 1,
+            stacks: vec![stack],
+            ..TestReport::example()
+        };
+        let report = Report {
+            tests: vec![leak],
+            ..Report::example()
+        };
+        let xml = render(
+            &report,
+            &Durations::default(),
+            &[],
+            Path::new("/ws/target/leakcheck"),
+            Path::new("/ws"),
+        );
+        assert!(
+            xml.contains("    app::remember (src/lib.rs:20)\n  held by thread-local `app::CACHE` of thread `worker`\n    → app::work (src/lib.rs:12)\n"),
+            "{xml}"
+        );
+    }
 }
