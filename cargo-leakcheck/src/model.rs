@@ -288,6 +288,10 @@ pub struct RetainedBy {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub frame: Option<FrameReport>,
+    /// For a static: where it is defined, when the debug info says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub definition: Option<FrameReport>,
     /// The objects between the root and this stack's, root-most first, each by where it
     /// was allocated (the first frame in the program's own code where there is one).
     pub via: Vec<FrameReport>,

@@ -191,10 +191,18 @@ pub fn describe(
             o.to_owned()
         }
     };
-    let mut frame = None;
+    let (mut frame, mut definition) = (None, None);
     let (root_kind, symbol, root) = match &p.root {
         RawRoot::Static { vaddr, object: o } => {
             let symbol = symbols.find(&object(o), *vaddr, false);
+            definition = symbols
+                .definition(&object(o), *vaddr)
+                .map(|(file, line)| FrameReport {
+                    function: symbol.clone().unwrap_or_default(),
+                    file: Some(file),
+                    line: Some(line),
+                    inlined: false,
+                });
             let root = match &symbol {
                 Some(s) => format!("static `{s}`"),
                 None => format!("static data of `{}` at {vaddr:#x}", file_name(&object(o))),
@@ -239,6 +247,7 @@ pub fn describe(
         symbol,
         thread,
         frame,
+        definition,
         via,
         skipped: p.skipped,
     }
@@ -297,20 +306,122 @@ struct Table {
     /// (address or TLS offset, size, demangled name), sorted.
     data: Vec<(u64, u64, String)>,
     tls: Vec<(u64, u64, String)>,
+    /// Where each static is defined, by address, from the DWARF (read on first use).
+    definitions: std::sync::OnceLock<HashMap<u64, (String, u32)>>,
+    path: PathBuf,
 }
 
 impl DataSymbols {
     /// The symbol holding `at` (a virtual address, or an offset in the thread-local block).
     pub fn find(&mut self, object: &str, at: u64, tls: bool) -> Option<String> {
-        let table = self
-            .objects
-            .entry(object.to_owned())
-            .or_insert_with(|| Arc::new(Table::read(Path::new(object)).unwrap_or_default()));
+        self.find_entry(object, at, tls).map(|(_, name)| name)
+    }
+
+    fn find_entry(&mut self, object: &str, at: u64, tls: bool) -> Option<(u64, String)> {
+        let table = self.table(object);
         let list = if tls { &table.tls } else { &table.data };
         let after = list.partition_point(|s| s.0 <= at);
         let (start, size, name) = &list[after.checked_sub(1)?];
-        (at < start + (*size).max(1)).then(|| name.clone())
+        (at < start + (*size).max(1)).then(|| (*start, name.clone()))
     }
+
+    fn table(&mut self, object: &str) -> Arc<Table> {
+        self.objects
+            .entry(object.to_owned())
+            .or_insert_with(|| {
+                let mut table = Table::read(Path::new(object)).unwrap_or_default();
+                table.path = PathBuf::from(object);
+                Arc::new(table)
+            })
+            .clone()
+    }
+
+    /// The file and line where the static holding `at` is defined, when the object's debug
+    /// info says (its DWARF is read once, the first time one is asked for).
+    pub fn definition(&mut self, object: &str, at: u64) -> Option<(String, u32)> {
+        let (start, _) = self.find_entry(object, at, false)?;
+        let table = self.table(object);
+        table
+            .definitions
+            .get_or_init(|| static_definitions(&table.path).unwrap_or_default())
+            .get(&start)
+            .cloned()
+    }
+}
+
+/// The `DW_TAG_variable`s with a fixed address (`DW_OP_addr`) in the DWARF of the ELF file at
+/// `path`: where each is declared.
+fn static_definitions(path: &Path) -> Option<HashMap<u64, (String, u32)>> {
+    use addr2line::gimli;
+    use object::{Object, ObjectSection};
+    use std::borrow::Cow;
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+        Ok(file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[])))
+    };
+    let sections = gimli::DwarfSections::load(load).ok()?;
+    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, endian));
+    let mut found = HashMap::new();
+    let mut units = dwarf.units();
+    while let Ok(Some(header)) = units.next() {
+        let Ok(unit) = dwarf.unit(header) else {
+            continue;
+        };
+        let mut entries = unit.entries();
+        while let Ok(Some(entry)) = entries.next_dfs() {
+            if entry.tag() != gimli::DW_TAG_variable {
+                continue;
+            }
+            let Some(gimli::AttributeValue::Exprloc(expr)) =
+                entry.attr_value(gimli::DW_AT_location)
+            else {
+                continue;
+            };
+            let mut ops = expr.operations(unit.encoding());
+            let Ok(Some(gimli::Operation::Address { address })) = ops.next() else {
+                continue;
+            };
+            let line = match entry.attr_value(gimli::DW_AT_decl_line) {
+                Some(gimli::AttributeValue::Udata(n)) => n as u32,
+                _ => continue,
+            };
+            let index = match entry.attr_value(gimli::DW_AT_decl_file) {
+                Some(gimli::AttributeValue::FileIndex(i) | gimli::AttributeValue::Udata(i)) => i,
+                _ => continue,
+            };
+            let Some(program) = &unit.line_program else {
+                continue;
+            };
+            let header = program.header();
+            let Some(entry_file) = header.file(index) else {
+                continue;
+            };
+            let name = |v| {
+                dwarf
+                    .attr_string(&unit, v)
+                    .ok()
+                    .map(|s| s.to_string_lossy().into_owned())
+            };
+            let Some(file_name) = name(entry_file.path_name()) else {
+                continue;
+            };
+            let full = match entry_file.directory(header).and_then(name) {
+                Some(dir) if !file_name.starts_with('/') => format!("{dir}/{file_name}"),
+                _ => file_name,
+            };
+            found.insert(address, (full, line));
+        }
+    }
+    Some(found)
 }
 
 impl Table {

@@ -361,6 +361,27 @@ mod tests {
         assert!(s.starts_with("## cargo-leakcheck\n\n3 tests: 1 clean, 1 leak, 1 failed, 0 crashed, 0 timed out, 0 not analysed\n"), "{s}");
         assert!(s.contains("| leak | `p tests::a\\|b` | 100 B | `p::tests::leaks` (src/lib.rs:10) | `target/leakcheck/p-lib-p/tests.a.svg` |"), "{s}");
         assert!(s.contains("| failed | `p tests::fails` |  |  |  |"), "{s}");
+        // Who holds the first failing stack follows where it was allocated.
+        let mut held = leak("tests::held", 1);
+        held.stacks[0].retained_by = Some(crate::model::RetainedBy {
+            root_kind: crate::model::RootKind::Static,
+            root: "static `p::REGISTRY`".into(),
+            symbol: Some("p::REGISTRY".into()),
+            thread: None,
+            frame: None,
+            definition: None,
+            via: Vec::new(),
+            skipped: 0,
+        });
+        let report = Report {
+            tests: vec![held],
+            ..Report::example()
+        };
+        let s = summary(&report, Path::new("/repo"), Path::new("t"));
+        assert!(
+            s.contains("| `p::tests::leaks` (src/lib.rs:10)<br>held by static `p::REGISTRY` |"),
+            "{s}"
+        );
         let clean = Report {
             tests: vec![TestReport::example()],
             ..Report::example()

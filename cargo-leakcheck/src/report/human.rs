@@ -40,9 +40,17 @@ fn short_path(file: &str, root: &Path) -> String {
 /// The `held by` lines under a stack, unindented: its root, then where each object on the
 /// way from the root was allocated (`→ …`).
 pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
-    let mut lines = vec![match &held.frame {
-        Some(f) => format!("held by {}, in {}", held.root, frame_text(f, root)),
-        None => format!("held by {}", held.root),
+    let mut lines = vec![match (&held.frame, &held.definition) {
+        (Some(f), _) => format!("held by {}, in {}", held.root, frame_text(f, root)),
+        (
+            None,
+            Some(FrameReport {
+                file: Some(file),
+                line: Some(line),
+                ..
+            }),
+        ) => format!("held by {} ({}:{line})", held.root, short_path(file, root)),
+        (None, _) => format!("held by {}", held.root),
     }];
     let half = held.via.len().div_ceil(2);
     for (i, f) in held.via.iter().enumerate() {
@@ -593,6 +601,7 @@ mod tests {
             symbol: Some("app::REGISTRY".into()),
             thread: None,
             frame: None,
+            definition: None,
             via: vec![frame("app::register", 12)],
             skipped: 0,
         };

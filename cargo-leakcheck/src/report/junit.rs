@@ -371,6 +371,7 @@ mod tests {
             symbol: Some("app::CACHE".into()),
             thread: Some("worker".into()),
             frame: None,
+            definition: None,
             via: vec![FrameReport {
                 function: "app::work".into(),
                 file: Some("/ws/src/lib.rs".into()),

@@ -125,6 +125,7 @@ fn a_thread_local_is_named_by_its_macro_s_name() {
 
 #[test]
 fn a_static_of_this_binary_is_named_by_its_symbol() {
+    const DEFINED_AT: u32 = line!() + 1;
     static NAMED_FOR_THE_TEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
     std::hint::black_box(&NAMED_FOR_THE_TEST);
     let exe = std::env::current_exe().unwrap();
@@ -139,4 +140,9 @@ fn a_static_of_this_binary_is_named_by_its_symbol() {
     let exe = exe.to_string_lossy();
     assert_eq!(symbols.find(&exe, at, false), Some(name.clone()));
     assert_eq!(symbols.find(&exe, at + 7, false), Some(name));
+    let (file, line) = symbols
+        .definition(&exe, at + 4)
+        .expect("debug info says where the static is defined");
+    assert!(file.ends_with("retention/tests.rs"), "{file}");
+    assert_eq!(line, DEFINED_AT);
 }
