@@ -1,7 +1,8 @@
 //! The layering, checked: imports point down. `model` (the report schema) is at the bottom;
 //! `analysis` (every verdict rule, pure) and `report` (renderers) sit on it and must not
-//! reach up into `execution` (processes), `commands` or `cli`. Also: no source file holds
-//! more than about 800 lines of code before its tests.
+//! reach up into `execution` (processes), `commands` or `cli`. Also: no source file, the
+//! runtime's included (`runtime/`, a link to `leakcheck-runtime/src`), holds more than about
+//! 800 lines of code before its tests.
 //!
 //! What does not hold yet is listed below as debt, so that nothing new adds to it; an entry
 //! that no longer applies fails the check too, so the lists only shrink.
@@ -21,6 +22,10 @@ const SIZE_DEBT: &[&str] = &[];
 const MAX_LINES: usize = 800;
 
 fn sources() -> Vec<PathBuf> {
+    sources_in(&src())
+}
+
+fn sources_in(root: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).expect("src is readable").flatten() {
             let p = e.path();
@@ -32,21 +37,29 @@ fn sources() -> Vec<PathBuf> {
         }
     }
     let mut out = Vec::new();
-    walk(&src(), &mut out);
+    walk(root, &mut out);
     out.sort();
     out
+}
+
+/// The runtime's sources, seen through the package's `runtime` link.
+fn runtime() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
 }
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// The file's path under `src/`, with `/` separators.
+/// The file's path under `src/` (or `runtime/…` for the runtime's), with `/` separators.
 fn rel(path: &Path) -> String {
-    path.strip_prefix(src())
-        .unwrap()
-        .to_string_lossy()
-        .replace('\\', "/")
+    match path.strip_prefix(src()) {
+        Ok(p) => p.to_string_lossy().replace('\\', "/"),
+        Err(_) => Path::new("runtime")
+            .join(path.strip_prefix(runtime()).unwrap())
+            .to_string_lossy()
+            .replace('\\', "/"),
+    }
 }
 
 /// Whether a file is in a layer that must not name [`UPPER`] modules.
@@ -125,7 +138,9 @@ fn lower_layers_do_not_name_upper_ones_except_the_listed_debt() {
 #[test]
 fn no_file_is_over_the_size_limit_except_the_listed_debt() {
     let mut wrong = Vec::new();
-    for path in sources() {
+    let runtime = sources_in(&runtime());
+    assert!(!runtime.is_empty(), "no runtime sources under {}", self::runtime().display());
+    for path in sources().into_iter().chain(runtime) {
         let rel = rel(&path);
         let lines = code(&std::fs::read_to_string(&path).unwrap()).len();
         let listed = SIZE_DEBT.contains(&rel.as_str());

@@ -45,6 +45,7 @@ mod image;
 mod paths;
 mod reach;
 mod rerun;
+mod scan;
 mod stop;
 mod sys;
 mod threads;

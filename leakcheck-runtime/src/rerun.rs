@@ -685,7 +685,7 @@ fn dump_unreached(path: &mut FixedPath) {
     let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
     let with_paths = paths.push(name) && paths.push(b".paths");
     if path.push(b".unreached") {
-        crate::tracker::dump_unreached(path, with_paths.then_some(&paths));
+        crate::scan::dump_unreached(path, with_paths.then_some(&paths));
     }
 }
 

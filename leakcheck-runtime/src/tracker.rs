@@ -15,7 +15,6 @@
 //! (there should be none) untracked rather than recursive.
 
 use crate::sys::{self, FixedPath};
-use crate::{reach, stop, threads};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,10 +79,10 @@ fn unlock() {
 
 /// Marks this thread busy for the duration; `None` when it already is (an allocation made
 /// while tracking another), or while the thread's storage is being torn down.
-struct Busy;
+pub(crate) struct Busy;
 
 impl Busy {
-    fn enter() -> Option<Busy> {
+    pub(crate) fn enter() -> Option<Busy> {
         BUSY.try_with(|b| (!b.replace(true)).then_some(Busy))
             .ok()
             .flatten()
@@ -152,8 +151,8 @@ const E_ACCUM_BYTES: usize = 5;
 const E_FRAMES: usize = 6;
 
 /// Memory from the kernel, never from the allocator being tracked.
-struct Region {
-    ptr: *mut u64,
+pub(crate) struct Region {
+    pub(crate) ptr: *mut u64,
     words: usize,
 }
 
@@ -165,7 +164,7 @@ impl Region {
         }
     }
 
-    fn map(words: usize) -> Option<Region> {
+    pub(crate) fn map(words: usize) -> Option<Region> {
         // SAFETY: an anonymous private mapping; the kernel zeroes it.
         let p = unsafe {
             libc::mmap(
@@ -211,7 +210,7 @@ impl Region {
         true
     }
 
-    fn unmap(&mut self) {
+    pub(crate) fn unmap(&mut self) {
         if !self.ptr.is_null() {
             // SAFETY: unmapping a mapping this region owns, no longer referenced.
             unsafe { libc::munmap(self.ptr.cast(), self.words * 8) };
@@ -219,7 +218,7 @@ impl Region {
         *self = Region::empty();
     }
 
-    fn words(&mut self) -> &mut [u64] {
+    pub(crate) fn words(&mut self) -> &mut [u64] {
         if self.ptr.is_null() {
             return &mut [];
         }
@@ -229,9 +228,9 @@ impl Region {
 }
 
 /// Every distinct stack, appended to an arena; an entry's offset is its id.
-struct Stacks {
-    arena: Region,
-    used: usize,
+pub(crate) struct Stacks {
+    pub(crate) arena: Region,
+    pub(crate) used: usize,
     /// Open addressing over ids + 1 (0: empty), two words per slot: hash, id + 1.
     index: Region,
     count: usize,
@@ -321,11 +320,11 @@ impl Stacks {
 // ---------------------------------------------------------------------------------------
 // Live allocations: address -> (stack id, size), two words per slot.
 
-const SIZE_UNKNOWN: u64 = u32::MAX as u64;
+pub(crate) const SIZE_UNKNOWN: u64 = u32::MAX as u64;
 
-struct Live {
-    table: Region,
-    count: usize,
+pub(crate) struct Live {
+    pub(crate) table: Region,
+    pub(crate) count: usize,
 }
 
 fn slot_of(ptr: usize, mask: usize) -> usize {
@@ -434,9 +433,9 @@ fn rehash(
     true
 }
 
-struct State {
-    stacks: Stacks,
-    live: Live,
+pub(crate) struct State {
+    pub(crate) stacks: Stacks,
+    pub(crate) live: Live,
 }
 
 static mut STATE: State = State {
@@ -453,7 +452,7 @@ static mut STATE: State = State {
 };
 
 /// Runs `f` on the state under the lock.
-fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+pub(crate) fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     lock();
     // SAFETY: the lock gives exclusive access to STATE.
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(STATE) });
@@ -461,7 +460,7 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     r
 }
 
-fn usable_size(ptr: *mut c_void) -> u64 {
+pub(crate) fn usable_size(ptr: *mut c_void) -> u64 {
     // SAFETY: ptr is a live allocation of the runtime's jemalloc.
     unsafe { tikv_jemalloc_sys::malloc_usable_size(ptr) as u64 }
 }
@@ -537,6 +536,16 @@ pub(crate) struct Out {
 }
 
 impl Out {
+    /// A writer to `fd`, empty.
+    pub(crate) fn to_fd(fd: c_int) -> Out {
+        Out {
+            fd,
+            buf: [0; 16384],
+            len: 0,
+            ok: true,
+        }
+    }
+
     pub(crate) fn bytes(&mut self, b: &[u8]) {
         for chunk in b.chunks(self.buf.len()) {
             if self.len + chunk.len() > self.buf.len() {
@@ -571,7 +580,7 @@ impl Out {
         self.bytes(&digits[i..]);
     }
 
-    fn counts(&mut self, objs: u64, bytes: u64, accum_objs: u64, accum_bytes: u64) {
+    pub(crate) fn counts(&mut self, objs: u64, bytes: u64, accum_objs: u64, accum_bytes: u64) {
         self.bytes(b"  t*: ");
         self.dec(objs);
         self.bytes(b": ");
@@ -583,7 +592,7 @@ impl Out {
         self.bytes(b"]\n");
     }
 
-    fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         let mut done = 0;
         while done < self.len {
             // SAFETY: writing initialised bytes of our own buffer.
@@ -644,179 +653,6 @@ pub fn dump(path: &FixedPath) -> bool {
     })
 }
 
-/// Writes, in the same format as [`dump`], only the live allocations no root reaches
-/// (see [`crate::reach`]): per stack, how many of its live objects are lost; and, when
-/// `paths` is given, how each stack's reached objects are held there (see [`crate::paths`]).
-/// False when it could not (then nothing is known about reachability, and no file is left).
-pub fn dump_unreached(path: &FixedPath, paths: Option<&FixedPath>) -> bool {
-    if !enabled() {
-        return false;
-    }
-    let Some(_busy) = Busy::enter() else {
-        return false;
-    };
-    let Some(mut roots_mem) = Region::map(std::mem::size_of::<reach::Roots>().div_ceil(8)) else {
-        return false;
-    };
-    // SAFETY: a fresh zeroed mapping, 8-byte aligned and large enough; all-zero bytes are a
-    // valid empty `Roots` (see its definition).
-    let roots = unsafe { &mut *roots_mem.ptr.cast::<reach::Roots>() };
-    reach::add_image_roots(roots);
-    let held = threads::RegistryGuard::lock();
-    let written = write_dump(path, |out| {
-        with_state(|s| {
-            // Stopped only now: a thread stopped while it held the tracker's lock would
-            // stop the scan too.
-            let stop = stop::stop_others(&held);
-            reach::add_thread_roots(roots, &held, &stop);
-            write_unreached(out, s, roots, stop, paths)
-        })
-    });
-    roots_mem.unmap();
-    written
-}
-
-fn write_unreached(
-    out: &mut Out,
-    s: &mut State,
-    roots: &reach::Roots,
-    stop: stop::Stop,
-    paths: Option<&FixedPath>,
-) -> bool {
-    let n = s.live.count;
-    let obj_words = std::mem::size_of::<reach::Obj>() / 8;
-    let (Some(mut objs_mem), Some(mut work_mem)) = (
-        Region::map((n * obj_words).max(1)),
-        Region::map((n / 2 + 1).max(1)),
-    ) else {
-        stop::resume(stop);
-        return false;
-    };
-    // SAFETY: the regions are fresh, zeroed, 8-byte aligned and large enough; `Obj` is
-    // plain data for which all-zero bytes are valid.
-    let (objs, work) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(objs_mem.ptr.cast::<reach::Obj>(), n),
-            std::slice::from_raw_parts_mut(work_mem.ptr.cast::<u32>(), n),
-        )
-    };
-    let mut k = 0;
-    for pair in s.live.table.words().chunks_exact(2) {
-        if pair[0] == 0 || k == n {
-            continue;
-        }
-        let size = match pair[1] & SIZE_UNKNOWN {
-            SIZE_UNKNOWN => usable_size(pair[0] as *mut c_void),
-            size => size,
-        };
-        objs[k] = reach::Obj {
-            start: pair[0] as usize,
-            end: (pair[0] + size) as usize,
-            id: (pair[1] >> 32) as u32,
-            ..reach::Obj::default()
-        };
-        k += 1;
-    }
-    let objs = &mut objs[..k];
-    let started = sys::now_us();
-    objs.sort_unstable_by_key(|o| o.start);
-    // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
-    // end meanwhile (registry held); the objects are live (the lock keeps them from being
-    // freed: `forget` takes it before the allocator gets an object back).
-    let reached = unsafe { reach::mark(objs, roots.ranges(), work) };
-    stop::resume(stop);
-    let marked = sys::now_us();
-    let arena: &[u64] = s.stacks.arena.words();
-    let mut path_words = 0;
-    if let Some(paths) = paths.filter(|_| paths_wanted()) {
-        let words = s.stacks.used.next_multiple_of(2).max(2);
-        if let Some(mut votes_mem) = Region::map(words) {
-            path_words = words;
-            // SAFETY: a fresh zeroed mapping of that many words.
-            let votes = unsafe { std::slice::from_raw_parts_mut(votes_mem.ptr, words) };
-            write_dump(paths, |o| {
-                crate::paths::write(o, objs, &work[..reached], roots, arena, votes);
-                true
-            });
-            votes_mem.unmap();
-        }
-    }
-    if let Some(p) = paths {
-        let scan_words = (k * obj_words + n / 2 + 1) as u64;
-        let cost = [
-            k as u64,
-            reached as u64,
-            marked - started,
-            sys::now_us() - marked,
-            8 * scan_words,
-            8 * path_words as u64,
-        ];
-        write_scan_cost(p, &cost);
-    }
-    // The lost objects, grouped by stack.
-    let mut lost = 0;
-    for i in 0..objs.len() {
-        if !objs[i].marked {
-            objs.swap(lost, i);
-            lost += 1;
-        }
-    }
-    let lost = &mut objs[..lost];
-    let bytes_of = |o: &reach::Obj| (o.end - o.start) as u64;
-    // One record per stack and object size: the analysis subtracts the harness's lost
-    // objects from the test's object for object, which needs their sizes.
-    lost.sort_unstable_by_key(|o| (o.id, bytes_of(o)));
-    out.bytes(b"heap_v2/1\n");
-    let total: u64 = lost.iter().map(bytes_of).sum();
-    out.counts(lost.len() as u64, total, lost.len() as u64, total);
-    for group in lost.chunk_by(|a, b| a.id == b.id && bytes_of(a) == bytes_of(b)) {
-        let bytes: u64 = group.iter().map(bytes_of).sum();
-        write_stack(out, arena, group[0].id as usize);
-        let objects = group.len() as u64;
-        out.counts(objects, bytes, objects, bytes);
-    }
-    objs_mem.unmap();
-    work_mem.unmap();
-    true
-}
-
-/// Whether retention paths are written (`LEAKCHECK_PATHS=0`, for the benchmark that
-/// measures what they cost, turns them off).
-fn paths_wanted() -> bool {
-    sys::env(c"LEAKCHECK_PATHS") != Some("0")
-}
-
-/// Writes `<paths>.scan` beside the paths: objects, reached, marking µs, paths µs, the
-/// scan's memory and the paths' memory in bytes, one line (read by `bench/scan_cost.sh`).
-fn write_scan_cost(paths: &FixedPath, cost: &[u64; 6]) {
-    let mut name = FixedPath::new();
-    // SAFETY: the path holds len() initialised bytes before its NUL.
-    let bytes = unsafe { std::slice::from_raw_parts(paths.as_ptr().cast::<u8>(), paths.len()) };
-    if !(name.push(bytes) && name.push(b".scan")) {
-        return;
-    }
-    let fd = sys::create_file(&name);
-    if fd < 0 {
-        return;
-    }
-    let mut out = Out {
-        fd,
-        buf: [0; 16384],
-        len: 0,
-        ok: true,
-    };
-    for (i, v) in cost.iter().enumerate() {
-        if i > 0 {
-            out.bytes(b" ");
-        }
-        out.dec(*v);
-    }
-    out.bytes(b"\n");
-    out.flush();
-    // SAFETY: our own descriptor.
-    unsafe { libc::close(fd) };
-}
-
 /// The ids (arena offsets) of the stored stacks, in order.
 fn entry_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
     let mut at = 0;
@@ -842,7 +678,7 @@ pub(crate) fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
 
 /// Writes a dump whose body `body` produces (false: give up), then the mappings, to a
 /// temporary name renamed to `path` when all went well.
-fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) -> bool {
+pub(crate) fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) -> bool {
     let mut tmp = FixedPath::new();
     // SAFETY: the path holds len() initialised bytes before its NUL.
     let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
