@@ -139,7 +139,11 @@ fn lower_layers_do_not_name_upper_ones_except_the_listed_debt() {
 fn no_file_is_over_the_size_limit_except_the_listed_debt() {
     let mut wrong = Vec::new();
     let runtime = sources_in(&runtime());
-    assert!(!runtime.is_empty(), "no runtime sources under {}", self::runtime().display());
+    assert!(
+        !runtime.is_empty(),
+        "no runtime sources under {}",
+        self::runtime().display()
+    );
     for path in sources().into_iter().chain(runtime) {
         let rel = rel(&path);
         let lines = code(&std::fs::read_to_string(&path).unwrap()).len();
