@@ -1,25 +1,29 @@
-//! Which live allocations nothing points to any more: the evidence for a test that cannot
-//! be run again.
+//! Which live allocations nothing points to any more, and how the others are held: the
+//! evidence for a test that cannot be run again, and the retention paths of every test
+//! whose stacks are taken.
 //!
 //! Growth over extra runs is how cargo-leakcheck tells a leak from memory kept for the
 //! process lifetime. A test that cannot run twice in one process (`#[should_panic]`, one
 //! that initialises a global pool and asserts it did) gets no extra runs, so for it the
 //! runtime answers the question a conservative collector answers: is the object still
-//! reachable from a global variable, a live thread's stack or thread-local storage, through
-//! other reachable objects? An object with no pointer left to it can never be freed: it is
-//! lost. One still reachable is treated as kept on purpose (a pool's queues, a registry,
-//! a lazily built table), which is the call that never fails a healthy suite; growth that
-//! a second run would have shown cannot be seen in one run.
+//! reachable from a global variable, a thread's stack, registers or thread-local storage,
+//! through other reachable objects? An object to which no pointer was found is lost. One
+//! still reachable is treated as kept on purpose (a pool's queues, a registry, a lazily built
+//! table), which is the call that never fails a healthy suite; growth that a second run
+//! would have shown cannot be seen in one run.
 //!
 //! The scan is conservative: every aligned word of the roots and of each reachable object
 //! that points into a live allocation (at its start or anywhere inside it, as tagged and
 //! interior pointers do) makes that allocation reachable. The roots are the writable
-//! segments of every loaded object except this runtime, and the stacks of the threads the
-//! `threads` module recorded, from their current stack pointer (the kernel's record of a
-//! thread waiting in a system call) or, failing that, whole; the scanning thread's own stack
-//! from the exit handler's frame up, and its callee-saved registers, when a test thread
-//! called `exit`; and then the main thread's stack from where it waits (see [`add_thread_roots`]). A missing root only makes more memory
-//! look unreachable, the verdict every stack had before this scan.
+//! segments of every loaded object except this runtime; every known thread's static
+//! thread-local storage; the registers and stacks of the threads `crate::stop` stopped
+//! (from the interrupted stack pointer less the red zone), or of those that did not stop,
+//! from the kernel's record of a thread waiting in a system call or, failing that, whole;
+//! the scanning thread's own stack from the exit handler's frame up, and its callee-saved
+//! registers, when a test thread called `exit`; and the main thread's stack from its stack
+//! pointer (see [`add_thread_roots`]). The marking is breadth first and records how each
+//! object was first reached, for `crate::paths`. A missing root only makes more memory look
+//! unreachable, the verdict every stack had before this scan.
 
 use crate::stop::{self, Stop};
 use crate::threads;
