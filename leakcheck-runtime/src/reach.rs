@@ -753,6 +753,15 @@ mod tests {
             sp < near && near - sp < 1 << 20,
             "sp {sp:#x}, a local at {near:#x}"
         );
-        assert!(matches!(waiting_stack_pointer(tid), Some(Waiting::Gone)));
+        // `join` returns once the kernel cleared the thread's id, which it does before it
+        // takes the task out of /proc: the entry may outlive the join by a moment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !matches!(waiting_stack_pointer(tid), Some(Waiting::Gone)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "thread {tid} still in /proc/self/task 10 s after it was joined"
+            );
+            std::thread::yield_now();
+        }
     }
 }
