@@ -147,37 +147,21 @@ fn write_root(out: &mut Out, roots: &Roots, at: usize) {
             out.bytes(b"\n");
             return;
         }
-        Root::Tls { thread, .. } => {
-            let tid = roots.threads[thread as usize].tid;
-            match reach::tls_offset(reach::thread_pointer_of(tid), at) {
-                Some((name, offset)) => {
-                    out.bytes(b"root tls ");
-                    out.hex(offset as u64);
-                    out.bytes(b" ");
-                    module_name(out, name);
-                    out.bytes(b"\n");
-                }
-                None => out.bytes(b"root tls 0x0 ?\n"),
-            }
-            thread
-        }
-        Root::Registers { thread } => {
-            let name = stop::REGISTER_NAMES
-                .get((at - lo) / 8)
-                .copied()
-                .unwrap_or("?");
-            out.bytes(b"root register ");
-            out.bytes(name.as_bytes());
+        Root::Tls { thread, block } => {
+            out.bytes(b"root tls ");
+            out.hex((at - lo) as u64);
+            out.bytes(b" ");
+            module_name(out, reach::tls_name(block));
             out.bytes(b"\n");
             thread
         }
-        Root::ExitRegisters { thread } => {
-            let name = ["rbx", "rbp", "r12", "r13", "r14", "r15"]
-                .get((at - lo) / 8)
-                .copied()
-                .unwrap_or("?");
+        Root::Registers { thread } | Root::ExitRegisters { thread } => {
+            let names: &[&str] = match kind {
+                Root::Registers { .. } => &stop::REGISTER_NAMES,
+                _ => &reach::SAVED_NAMES,
+            };
             out.bytes(b"root register ");
-            out.bytes(name.as_bytes());
+            out.bytes(names.get((at - lo) / 8).copied().unwrap_or("?").as_bytes());
             out.bytes(b"\n");
             thread
         }

@@ -60,9 +60,9 @@ const MAX_CODE: usize = 1024;
 pub enum Root {
     /// A writable segment of loaded object `module`.
     Static { module: u16 },
-    /// The static thread-local storage of `module` in thread `thread` (an index into
+    /// The static thread-local block `block` (of one loaded object, see [`tls_name`]) of
     /// [`Roots::threads`]).
-    Tls { thread: u16, module: u16 },
+    Tls { thread: u16, block: u16 },
     /// The registers of a stopped thread.
     Registers { thread: u16 },
     /// A thread's stack.
@@ -353,50 +353,27 @@ pub fn record_tls_layout() {
     unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut tp).cast()) };
 }
 
-/// The static thread-local storage of the thread whose thread pointer is `tp`, as root
-/// ranges named by the loaded object each belongs to.
+/// The static thread-local storage of the thread whose thread pointer is `tp`, one root
+/// range per loaded object's block.
 fn add_tls(roots: &mut Roots, tp: usize, thread: u16) {
     use std::sync::atomic::Ordering::Relaxed;
     if tp == 0 {
         return;
     }
-    for b in &TLS[..N_TLS.load(Relaxed).min(MAX_TLS)] {
+    for (block, b) in TLS[..N_TLS.load(Relaxed).min(MAX_TLS)].iter().enumerate() {
         let (below, size) = (b.below_tp.load(Relaxed), b.size.load(Relaxed));
-        let name = b.name.load(Relaxed) as *const c_char;
-        let module = roots.modules[..roots.n_modules]
-            .iter()
-            .position(|m| m.name == name)
-            .unwrap_or(u16::MAX as usize) as u16;
         if below <= tp {
-            roots.push(tp - below, tp - below + size, Root::Tls { thread, module });
+            let block = block as u16;
+            roots.push(tp - below, tp - below + size, Root::Tls { thread, block });
         }
     }
 }
 
-/// For a root word in thread-local storage: the loaded object it belongs to (its name) and
-/// the word's offset in that object's block.
-pub fn tls_offset(tp: usize, at: usize) -> Option<(*const c_char, usize)> {
-    use std::sync::atomic::Ordering::Relaxed;
-    TLS[..N_TLS.load(Relaxed).min(MAX_TLS)]
-        .iter()
-        .find_map(|b| {
-            let start = tp.checked_sub(b.below_tp.load(Relaxed))?;
-            (start..start + b.size.load(Relaxed))
-                .contains(&at)
-                .then(|| (b.name.load(Relaxed) as *const c_char, at - start))
-        })
-}
-
-/// The thread pointer of the thread `roots.threads[thread]`.
-pub fn thread_pointer_of(tid: usize) -> usize {
-    use std::sync::atomic::Ordering;
-    if threads::main_thread().is_some_and(|(main, _)| main == tid) {
-        return threads::main_thread_pointer();
-    }
-    threads::REGISTRY
-        .iter()
-        .find(|e| e.tid.load(Ordering::Acquire) == tid)
-        .map_or(0, |e| e.tp.load(Ordering::Relaxed))
+/// The name of the loaded object whose thread-local block `block` is (see [`Root::Tls`]).
+pub fn tls_name(block: u16) -> *const c_char {
+    TLS.get(usize::from(block)).map_or(std::ptr::null(), |b| {
+        b.name.load(std::sync::atomic::Ordering::Relaxed) as *const c_char
+    })
 }
 
 /// The stacks, thread-local storage and registers of the recorded threads and of the main
@@ -524,6 +501,8 @@ const MAIN_STACK_MAX: usize = 1 << 30;
 
 /// Where the exit handler's frame starts on the thread that runs it (0: not yet).
 static EXIT_FRAME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The names of [`SAVED`]'s registers, in order.
+pub const SAVED_NAMES: [&str; 6] = ["rbx", "rbp", "r12", "r13", "r14", "r15"];
 /// That thread's callee-saved registers as the handler started.
 static SAVED: [std::sync::atomic::AtomicUsize; 6] =
     [const { std::sync::atomic::AtomicUsize::new(0) }; 6];

@@ -223,7 +223,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         Err(image::Refusal::BuildId) => return end(fd, "build-id"),
     };
     if !s.counting {
-        dump(0, false);
+        dump(0, true, true);
     }
     let _exit_guard = s.exit_guard.and_then(|g| ExitGuard::clear(g, s.build_id));
     let mut previous = first;
@@ -308,7 +308,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         let live = if s.counting {
             arenas::live_outside_main_arena()
         } else {
-            dump(k, k == max_runs);
+            dump(k, false, true);
             Live::default()
         };
         Line::new("run")
@@ -349,9 +349,11 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             }
         }
     }
-    // Stacks mode: the last dump is taken again once the runs' threads had their grace.
-    if !s.counting && max_runs > 0 && grace(fd, threads_before_runs, s.grace_ms, false).is_some() {
-        dump(max_runs, true);
+    // Stacks mode: the last dump is taken again once the runs' threads had their grace, and
+    // scanned once, whether it was retaken or not.
+    if !s.counting && max_runs > 0 {
+        let retake = grace(fd, threads_before_runs, s.grace_ms, false).is_some();
+        dump(max_runs, true, retake);
     }
     end(fd, "done")
 }
@@ -623,27 +625,32 @@ fn settle(before: Option<u64>, limit_ms: u64) -> bool {
     }
 }
 
-/// Writes `<prefix>.r<k>.heap` for this runtime's jemalloc, and for the test binary's own
-/// when it has one. After the test's own run and after the `last` extra run, the tracker's
-/// dump gets its reachability scan: what is lost, after the test's run, and how what is
-/// kept is held, after both.
-fn dump(k: u32, last: bool) {
+/// Writes `<prefix>.r<k>.heap` (when `write`) for this runtime's jemalloc, and for the test
+/// binary's own when it has one; when `scan`, the tracker's dump also gets its reachability
+/// scan: what is lost, after the test's own run, and how what is kept is held, after it and
+/// after the last extra run.
+fn dump(k: u32, scan: bool, write: bool) {
     let s = settings();
     let mut path = FixedPath::new();
     if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
         if crate::tracker::enabled() {
-            crate::tracker::dump(&path);
+            if write {
+                crate::tracker::dump(&path);
+            }
             if k == 0 {
                 FIRST_DUMPED.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            if k == 0 || last {
+            if scan {
                 dump_unreached(&mut path);
             }
-        } else {
+        } else if write {
             // SAFETY: "prof.dump" is a `const char *` file name, NUL-terminated, that
             // outlives the call.
             let _ = unsafe { tikv_jemalloc_ctl::raw::write(b"prof.dump\0", path.as_ptr()) };
         }
+    }
+    if !write {
+        return;
     }
     let Some(mallctl) = s.app_mallctl else { return };
     let Ok(address) = image::resolve(mallctl as usize, s.build_id) else {
