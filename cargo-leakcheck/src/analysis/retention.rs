@@ -7,7 +7,7 @@ use crate::analysis::analyze::{frame_report, resolve_stack};
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::profile;
-use crate::analysis::symbolize::{strip_hash, Frame, Symbolizer};
+use crate::analysis::symbolize::{elf_symbols, strip_hash, Frame, Symbolizer};
 use crate::model::{FrameReport, RetainedBy, RootKind};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -426,20 +426,15 @@ fn static_definitions(path: &Path) -> Option<HashMap<u64, (String, u32)>> {
 
 impl Table {
     fn read(path: &Path) -> Option<Table> {
-        use object::{Object, ObjectSymbol, SymbolKind};
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
         let mut table = Table::default();
-        for s in file.symbols().chain(file.dynamic_symbols()) {
-            let list = match s.kind() {
-                SymbolKind::Data => &mut table.data,
-                SymbolKind::Tls => &mut table.tls,
+        for s in elf_symbols(path)? {
+            let list = match s.kind {
+                object::SymbolKind::Data => &mut table.data,
+                object::SymbolKind::Tls => &mut table.tls,
                 _ => continue,
             };
-            if let Ok(name) = s.name() {
-                let name = addr2line::demangle_auto(name.into(), None);
-                list.push((s.address(), s.size(), strip_hash(&name).to_owned()));
-            }
+            let name = addr2line::demangle_auto(s.name.into(), None);
+            list.push((s.address, s.size, strip_hash(&name).to_owned()));
         }
         for list in [&mut table.data, &mut table.tls] {
             list.sort();

@@ -226,20 +226,46 @@ struct SymbolTable {
     symbols: Vec<(u64, String)>,
 }
 
+/// A symbol an ELF file defines.
+pub(crate) struct ElfSymbol {
+    pub kind: object::SymbolKind,
+    /// Its address (for a thread-local, its offset in the object's thread-local block).
+    pub address: u64,
+    pub size: u64,
+    /// As stored, without a symbol version (`memcpy@@GLIBC_2.14` is `memcpy`).
+    pub name: String,
+}
+
+/// The symbols the ELF file at `path` defines, from its symbol table and its dynamic
+/// symbols, in no order; None when it cannot be read.
+pub(crate) fn elf_symbols(path: &Path) -> Option<Vec<ElfSymbol>> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let symbols = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        // A thread-local's offset may be 0; any other address of 0 is no place.
+        .filter(|s| s.is_definition() && (s.kind() == SymbolKind::Tls || s.address() != 0))
+        .filter_map(|s| {
+            Some(ElfSymbol {
+                kind: s.kind(),
+                address: s.address(),
+                size: s.size(),
+                name: s.name().ok()?.split('@').next()?.to_owned(),
+            })
+        })
+        .collect();
+    Some(symbols)
+}
+
 impl SymbolTable {
     /// The function symbols of the ELF file at `path`; None when it cannot be read.
     fn read(path: &Path) -> Option<SymbolTable> {
-        use object::{Object, ObjectSymbol, SymbolKind};
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        let mut symbols: Vec<(u64, String)> = file
-            .symbols()
-            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-            // `memcpy@@GLIBC_2.14`: the version is not part of the function's name.
-            .filter_map(|s| {
-                let name = s.name().ok()?;
-                Some((s.address(), name.split('@').next()?.to_owned()))
-            })
+        let mut symbols: Vec<(u64, String)> = elf_symbols(path)?
+            .into_iter()
+            .filter(|s| s.kind == object::SymbolKind::Text)
+            .map(|s| (s.address, s.name))
             .collect();
         symbols.sort();
         symbols.dedup_by_key(|s| s.0);
