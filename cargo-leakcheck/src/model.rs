@@ -524,6 +524,30 @@ pub struct TestReport {
     pub left_processes: Vec<String>,
 }
 
+impl FrameReport {
+    /// A frame known by its function's name alone (no file or line).
+    pub fn named(function: &str) -> FrameReport {
+        FrameReport {
+            function: function.into(),
+            file: None,
+            line: None,
+            inlined: false,
+        }
+    }
+}
+
+#[cfg(test)]
+impl FrameReport {
+    /// A frame of `function` at `file:line`, not inlined.
+    pub fn at(function: &str, file: &str, line: u32) -> FrameReport {
+        FrameReport {
+            file: Some(file.into()),
+            line: Some(line),
+            ..FrameReport::named(function)
+        }
+    }
+}
+
 #[cfg(test)]
 impl StackReport {
     /// One object of `bytes` retained by a stack of `kind` with no frames, failing when it

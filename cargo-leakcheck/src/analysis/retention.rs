@@ -269,15 +269,7 @@ fn allocation_site(frames: &[Frame], exe: &str) -> FrameReport {
         .find(|f| user(f) && own_source(f))
         .or_else(|| frames.iter().find(user))
         .or(frames.first())
-        .map_or_else(
-            || FrameReport {
-                function: "?".into(),
-                file: None,
-                line: None,
-                inlined: false,
-            },
-            frame_report,
-        )
+        .map_or_else(|| FrameReport::named("?"), frame_report)
 }
 
 fn file_name(path: &str) -> String {

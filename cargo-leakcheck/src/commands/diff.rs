@@ -363,12 +363,7 @@ mod tests {
 
     #[test]
     fn the_summary_starts_each_stack_at_the_programs_own_code() {
-        let frame = |function: &str, file: &str, line| FrameReport {
-            function: function.into(),
-            file: Some(file.into()),
-            line: Some(line),
-            inlined: false,
-        };
+        let frame = FrameReport::at;
         let frames = vec![
             frame(
                 "alloc::vec::from_elem",

@@ -198,12 +198,7 @@ mod tests {
     use crate::model::StackKind;
 
     fn frame(name: &str) -> FrameReport {
-        FrameReport {
-            function: name.into(),
-            file: None,
-            line: None,
-            inlined: false,
-        }
+        FrameReport::named(name)
     }
 
     #[test]
@@ -226,11 +221,7 @@ mod tests {
 
     #[test]
     fn labels_name_the_workspace_s_code_not_std_s() {
-        let at = |name: &str, file: &str| FrameReport {
-            file: Some(file.into()),
-            line: Some(7),
-            ..frame(name)
-        };
+        let at = |name: &str, file: &str| FrameReport::at(name, file, 7);
         // Both frames have absolute paths; only one is under the workspace.
         let frames = [
             at(
@@ -247,11 +238,7 @@ mod tests {
 
     #[test]
     fn the_bench_summary() {
-        let at = |name: &str, file: &str| FrameReport {
-            file: Some(file.into()),
-            line: Some(12),
-            ..frame(name)
-        };
+        let at = |name: &str, file: &str| FrameReport::at(name, file, 12);
         let bench = |name: &str, verdict: Verdict| BenchReport {
             package: "benches".into(),
             binary: "grows".into(),
@@ -291,22 +278,12 @@ mod tests {
         };
         let mut failed = bench("crashes", Verdict::Crashed);
         failed.message = Some("killed by signal 11 (SIGSEGV)".into());
-        let report = Report {
-            version: 1,
-            settings: crate::model::ReportSettings {
-                sample_period: 4096,
-                stack_threshold: 0,
-                config: None,
-            },
-            tests: Vec::new(),
-            ignored: 0,
-            partition: None,
-            other_shards: 0,
-            unlisted: Vec::new(),
-            not_run: None,
+        let mut report = Report {
             benches: vec![grows, failed, bench("plateau", Verdict::Clean)],
             notes: vec!["a note".into()],
+            ..Report::example()
         };
+        report.settings.sample_period = 4096;
         let text = render(&report, Path::new("/ws"), Path::new("target/leakcheck"));
         crate::report::snapshot::assert_snapshot("bench-summary", &text);
     }

@@ -155,12 +155,7 @@ mod tests {
     use crate::model::{FrameReport, StackReport, Verdict};
 
     fn frame(name: &str) -> FrameReport {
-        FrameReport {
-            function: name.into(),
-            file: None,
-            line: None,
-            inlined: false,
-        }
+        FrameReport::named(name)
     }
 
     fn test_report() -> TestReport {

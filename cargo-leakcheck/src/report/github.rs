@@ -277,18 +277,12 @@ mod tests {
     use crate::model::{FrameReport, StackKind, StackReport, TestReport};
 
     fn leak(name: &str, stacks: usize) -> TestReport {
-        let frame = |line| FrameReport {
-            function: "p::tests::leaks".into(),
-            file: Some("/repo/src/lib.rs".into()),
-            line: Some(line),
-            inlined: false,
-        };
-        let std_frame = FrameReport {
-            function: "alloc::raw_vec::RawVec::grow".into(),
-            file: Some("/rustc/abc/library/alloc/src/raw_vec.rs".into()),
-            line: Some(9),
-            inlined: false,
-        };
+        let frame = |line| FrameReport::at("p::tests::leaks", "/repo/src/lib.rs", line);
+        let std_frame = FrameReport::at(
+            "alloc::raw_vec::RawVec::grow",
+            "/rustc/abc/library/alloc/src/raw_vec.rs",
+            9,
+        );
         TestReport {
             name: name.into(),
             verdict: Verdict::Leak,

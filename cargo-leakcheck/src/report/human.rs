@@ -567,20 +567,8 @@ mod tests {
         // Largest first: the two stacks of rule A are not next to each other.
         t.stacks = vec![allow("A", 300), allow("B", 200), allow("A", 100)];
         let report = Report {
-            version: 1,
-            settings: crate::model::ReportSettings {
-                sample_period: 1,
-                stack_threshold: 0,
-                config: None,
-            },
             tests: vec![t],
-            ignored: 0,
-            partition: None,
-            other_shards: 0,
-            unlisted: Vec::new(),
-            not_run: None,
-            benches: Vec::new(),
-            notes: Vec::new(),
+            ..Report::example()
         };
         let text = render(&report, Path::new("/ws"), Path::new("out"));
         assert_eq!(text.matches("by A").count(), 1, "{text}");
@@ -589,12 +577,7 @@ mod tests {
 
     #[test]
     fn a_held_stack_says_by_what_and_kept_memory_is_grouped_by_root() {
-        let frame = |function: &str, line| FrameReport {
-            function: function.into(),
-            file: Some("/ws/src/lib.rs".into()),
-            line: Some(line),
-            inlined: false,
-        };
+        let frame = |function: &str, line| FrameReport::at(function, "/ws/src/lib.rs", line);
         let registry = crate::model::RetainedBy {
             root_kind: crate::model::RootKind::Static,
             root: "static `app::REGISTRY`".into(),
@@ -647,12 +630,7 @@ mod tests {
 
     /// A report with one test of each kind of outcome the summary tells apart.
     fn varied_report() -> Report {
-        let fr = |function: &str, file: &str, line: u32| FrameReport {
-            function: function.into(),
-            file: Some(file.into()),
-            line: Some(line),
-            inlined: false,
-        };
+        let fr = FrameReport::at;
         let leak_frames = vec![
             fr(
                 "alloc::vec::from_elem",
@@ -752,22 +730,14 @@ mod tests {
                 .into(),
         );
 
-        Report {
-            version: 1,
-            settings: crate::model::ReportSettings {
-                sample_period: 1,
-                stack_threshold: 0,
-                config: Some("/ws/leakcheck.toml".into()),
-            },
+        let mut report = Report {
             tests: vec![leak, allowed, failed, hung, kept, clean, slow],
             ignored: 2,
-            partition: None,
-            other_shards: 0,
-            unlisted: Vec::new(),
-            not_run: None,
-            benches: Vec::new(),
             notes: vec!["doc-tests are not checked".into()],
-        }
+            ..Report::example()
+        };
+        report.settings.config = Some("/ws/leakcheck.toml".into());
+        report
     }
 
     #[test]
@@ -839,12 +809,7 @@ mod tests {
     #[test]
     fn shown_frames_start_in_the_workspace() {
         let root = Path::new("/ws");
-        let fr = |name: &str, file: &str| FrameReport {
-            function: name.into(),
-            file: Some(file.into()),
-            line: Some(3),
-            inlined: false,
-        };
+        let fr = |name: &str, file: &str| FrameReport::at(name, file, 3);
         let frames = vec![
             fr(
                 "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",

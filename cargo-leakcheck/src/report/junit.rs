@@ -250,12 +250,7 @@ mod tests {
             ..TestReport::example()
         };
         let mut stack = StackReport::example(StackKind::Leak, 8192);
-        let frame = |function: &str, file: &str, line| FrameReport {
-            function: function.into(),
-            file: Some(file.into()),
-            line: Some(line),
-            inlined: false,
-        };
+        let frame = FrameReport::at;
         stack.frames = vec![
             frame(
                 "alloc::vec::from_elem",
@@ -359,12 +354,7 @@ mod tests {
     #[test]
     fn a_held_leak_says_by_what_in_its_failure_text() {
         let mut stack = StackReport::example(StackKind::Leak, 512);
-        stack.frames = vec![FrameReport {
-            function: "app::remember".into(),
-            file: Some("/ws/src/lib.rs".into()),
-            line: Some(20),
-            inlined: false,
-        }];
+        stack.frames = vec![FrameReport::at("app::remember", "/ws/src/lib.rs", 20)];
         stack.retained_by = Some(crate::model::RetainedBy {
             root_kind: crate::model::RootKind::ThreadLocal,
             root: "thread-local `app::CACHE` of thread `worker`".into(),
@@ -372,12 +362,7 @@ mod tests {
             thread: Some("worker".into()),
             frame: None,
             definition: None,
-            via: vec![FrameReport {
-                function: "app::work".into(),
-                file: Some("/ws/src/lib.rs".into()),
-                line: Some(12),
-                inlined: false,
-            }],
+            via: vec![FrameReport::at("app::work", "/ws/src/lib.rs", 12)],
             skipped: 0,
         });
         let leak = TestReport {
