@@ -139,6 +139,14 @@ pub fn allocator_prefix_len(frames: &[Frame]) -> usize {
     frames.iter().take_while(|f| is_allocator_frame(f)).count()
 }
 
+/// Whether a source file is the program's own: not std's (`/rustc/…`), nor a crate std
+/// vendors (`/rust/deps/…`, hashbrown), nor a dependency from the registry.
+pub fn is_own_source(file: &str) -> bool {
+    !file.starts_with("/rustc/")
+        && !file.starts_with("/rust/deps/")
+        && !file.contains("/.cargo/registry/")
+}
+
 /// Whether a frame is outside std, libtest, libc and the loader.
 pub fn is_user_frame(f: &Frame, test_binary: &str) -> bool {
     match f.function.as_deref() {

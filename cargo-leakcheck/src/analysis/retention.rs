@@ -256,13 +256,7 @@ pub fn describe(
 /// Where an object was allocated: the first frame in the program's own code (not std's,
 /// nor a crate std vendors, nor the registry's), or of the binary, or the first.
 fn allocation_site(frames: &[Frame], exe: &str) -> FrameReport {
-    let own_source = |f: &&Frame| {
-        f.file.as_deref().is_some_and(|p| {
-            !p.starts_with("/rustc/")
-                && !p.starts_with("/rust/deps/")
-                && !p.contains("/.cargo/registry/")
-        })
-    };
+    let own_source = |f: &&Frame| f.file.as_deref().is_some_and(classify::is_own_source);
     let user = |f: &&Frame| classify::is_user_frame(f, exe);
     frames
         .iter()

@@ -4,6 +4,7 @@
 //! name against its binary, compute the growth, write the flame graph, pprof profile and
 //! JSON, print the largest stacks, and exit 3 when the growth is over `--threshold`.
 
+use crate::analysis::classify;
 use crate::analysis::heap_growth::{self, Growth};
 use crate::analysis::profile::{self, HeapProfile, Mapping};
 use crate::analysis::symbolize::Symbolizer;
@@ -312,14 +313,7 @@ fn summary(base: Option<&Dump>, new: &Dump, growth: &Growth, top: usize) -> Stri
 
 /// The frames from the first one in the program's own code on (all when none is).
 fn own_code(frames: &[FrameReport]) -> &[FrameReport] {
-    let own = |f: &FrameReport| {
-        f.file.as_deref().is_some_and(|p| {
-            // std's sources, and the crates std vendors (hashbrown) and the registry's.
-            !p.starts_with("/rustc/")
-                && !p.starts_with("/rust/deps/")
-                && !p.contains("/.cargo/registry/")
-        })
-    };
+    let own = |f: &FrameReport| f.file.as_deref().is_some_and(classify::is_own_source);
     match frames.iter().position(own) {
         Some(i) => &frames[i..],
         None => frames,
