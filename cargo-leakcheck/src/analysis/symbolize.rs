@@ -81,6 +81,7 @@ struct LoadSegment {
     file_start: u64,
     file_end: u64,
     vaddr: u64,
+    executable: bool,
 }
 
 /// Translates a file offset into the address DWARF and the symbol table use (the SVMA).
@@ -116,16 +117,35 @@ enum LayoutError {
 /// cheap even for large debug binaries (the `Loader` maps the whole file separately).
 fn read_layout(path: &Path) -> Result<ElfLayout, LayoutError> {
     let file = File::open(path)?;
-    let cache = ReadCache::new(file);
-    match FileKind::parse(&cache)? {
-        FileKind::Elf64 => layout_of::<elf::FileHeader64<object::Endianness>>(&cache),
-        FileKind::Elf32 => layout_of::<elf::FileHeader32<object::Endianness>>(&cache),
+    layout_in(&ReadCache::new(file))
+}
+
+fn layout_in<'a, R: object::ReadRef<'a>>(data: R) -> Result<ElfLayout, LayoutError> {
+    match FileKind::parse(data)? {
+        FileKind::Elf64 => layout_of::<elf::FileHeader64<object::Endianness>, R>(data),
+        FileKind::Elf32 => layout_of::<elf::FileHeader32<object::Endianness>, R>(data),
         other => Err(LayoutError::NotElf(other)),
     }
 }
 
-fn layout_of<Elf: FileHeader<Endian = object::Endianness>>(
-    data: &ReadCache<File>,
+/// File offsets (page-aligned) of the executable segments of the ELF file whose first bytes
+/// (enough for its program headers) are `data`.
+pub(crate) fn code_offsets(data: &[u8]) -> Result<Vec<u64>, String> {
+    const PAGE: u64 = 4096;
+    let layout = layout_in(data).map_err(|e| match e {
+        LayoutError::NotElf(_) => e.to_string(),
+        other => format!("not an ELF file ({other})"),
+    })?;
+    Ok(layout
+        .segments
+        .iter()
+        .filter(|s| s.executable)
+        .map(|s| s.file_start / PAGE * PAGE)
+        .collect())
+}
+
+fn layout_of<'a, Elf: FileHeader<Endian = object::Endianness>, R: object::ReadRef<'a>>(
+    data: R,
 ) -> Result<ElfLayout, LayoutError> {
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
@@ -141,6 +161,7 @@ fn layout_of<Elf: FileHeader<Endian = object::Endianness>>(
                 file_start,
                 file_end: file_start.saturating_add(size),
                 vaddr: ph.p_vaddr(endian).into(),
+                executable: (ph.p_flags(endian) & elf::PF_X).0 != 0,
             });
         } else if layout.build_id.is_none() {
             // A broken note segment only costs us the separate debug file lookup.
@@ -833,11 +854,13 @@ mod tests {
                 file_start: 0,
                 file_end: 0x5000,
                 vaddr: 0,
+                executable: true,
             },
             LoadSegment {
                 file_start: 0x5000,
                 file_end: 0x9000,
                 vaddr: 0x6000,
+                executable: true,
             },
         ];
         assert_eq!(file_offset_to_svma(&segments, 0x10), Some(0x10));

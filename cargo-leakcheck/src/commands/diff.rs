@@ -7,7 +7,7 @@
 use crate::analysis::classify;
 use crate::analysis::heap_growth::{self, Growth};
 use crate::analysis::profile::{self, HeapProfile, Mapping};
-use crate::analysis::symbolize::Symbolizer;
+use crate::analysis::symbolize::{code_offsets, Symbolizer};
 use crate::cli::DiffArgs;
 use crate::errors::{Error, ExitCode};
 use crate::model::{human_bytes, FrameReport};
@@ -146,27 +146,6 @@ fn check_program(dump: &Dump, binary: Option<&Path>) -> Result<Option<(String, S
         });
     }
     Ok(binary.map(|b| (program.clone(), b.display().to_string())))
-}
-
-/// File offsets (page-aligned) of the executable segments of the ELF file `data`.
-fn code_offsets(data: &[u8]) -> Result<Vec<u64>, String> {
-    use object::read::elf::{FileHeader, ProgramHeader};
-    const PAGE: u64 = 4096;
-    let header = object::elf::FileHeader64::<object::Endianness>::parse(data)
-        .map_err(|e| format!("not an ELF file ({e})"))?;
-    let endian = header
-        .endian()
-        .map_err(|e| format!("not an ELF file ({e})"))?;
-    Ok(header
-        .program_headers(endian, data)
-        .map_err(|e| format!("unreadable program headers ({e})"))?
-        .iter()
-        .filter(|ph| {
-            ph.p_type(endian) == object::elf::PT_LOAD
-                && (ph.p_flags(endian) & object::elf::PF_X).0 != 0
-        })
-        .map(|ph| ph.p_offset(endian) / PAGE * PAGE)
-        .collect())
 }
 
 /// The first `limit` bytes of a file (all of a shorter one).
