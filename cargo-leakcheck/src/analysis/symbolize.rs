@@ -266,8 +266,9 @@ pub(crate) fn elf_symbols(path: &Path) -> Option<Vec<ElfSymbol>> {
     let symbols = file
         .symbols()
         .chain(file.dynamic_symbols())
-        // A thread-local's offset may be 0; any other address of 0 is no place.
-        .filter(|s| s.is_definition() && (s.kind() == SymbolKind::Tls || s.address() != 0))
+        // `is_definition` is false for every thread-local, so: not undefined. A
+        // thread-local's offset may be 0; any other address of 0 is no place.
+        .filter(|s| !s.is_undefined() && (s.kind() == SymbolKind::Tls || s.address() != 0))
         .filter_map(|s| {
             Some(ElfSymbol {
                 kind: s.kind(),

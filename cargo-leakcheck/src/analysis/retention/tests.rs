@@ -146,3 +146,20 @@ fn a_static_of_this_binary_is_named_by_its_symbol() {
     assert!(file.ends_with("retention/tests.rs"), "{file}");
     assert_eq!(line, DEFINED_AT);
 }
+
+#[test]
+fn a_thread_local_of_this_binary_is_in_its_table() {
+    thread_local! {
+        static HELD_FOR_THE_TEST: std::cell::Cell<u64> = const { std::cell::Cell::new(3) };
+    }
+    HELD_FOR_THE_TEST.with(|h| std::hint::black_box(h.get()));
+    let table = Table::read(&std::env::current_exe().unwrap()).unwrap();
+    assert!(
+        table
+            .tls
+            .iter()
+            .any(|(_, _, name)| tls_name(name).ends_with("HELD_FOR_THE_TEST")),
+        "no thread-local symbol for HELD_FOR_THE_TEST among {} thread-locals",
+        table.tls.len()
+    );
+}
