@@ -26,7 +26,7 @@ if [ -z "$tool" ]; then
 fi
 echo "== building the service fixture (debug)" >&2
 rm -rf "$work/service" && cp -r "$here/tests/fixtures/service" "$work/service"
-cargo build --quiet --offline --manifest-path "$work/service/Cargo.toml" --target-dir "$work/target"
+cargo build --quiet --locked --manifest-path "$work/service/Cargo.toml" --target-dir "$work/target"
 service="$work/target/debug/service"
 _RJEM_MALLOC_CONF=prof:true,lg_prof_sample:19 "$service" "$work/base.heap" "$work/new.heap"
 

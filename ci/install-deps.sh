@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the project needs beyond a Rust toolchain: a C compiler and make, which
-# tikv-jemalloc-sys uses to build jemalloc from source. Nothing else (no perl, jeprof,
+# tikv-jemalloc-sys uses to build jemalloc from source; cargo-nextest; and every crate the
+# workspace, the fixture crates and the example need. Nothing else (no perl, jeprof,
 # graphviz or valgrind) is needed.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 missing=()
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
@@ -23,3 +25,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "ci/install-deps.sh: installing cargo-nextest"
   cargo install cargo-nextest --locked
 fi
+
+# Every crate the workspace, the fixture crates and the bundled example need, fetched now
+# (from each one's own Cargo.lock), so that no test depends on what happens to be in cargo's
+# cache or on which other test ran first, and the tests themselves need no network.
+echo "ci/install-deps.sh: fetching the crates of the workspace, fixtures and examples"
+cargo fetch --locked --quiet --manifest-path Cargo.toml
+for manifest in tests/fixtures/*/Cargo.toml examples/*/Cargo.toml; do
+  cargo fetch --locked --quiet --manifest-path "$manifest" ||
+    { echo "ci/install-deps.sh: cargo fetch failed for $manifest" >&2; exit 1; }
+done

@@ -19,14 +19,21 @@ fn dumps() -> &'static Dumps {
     DUMPS.get_or_init(|| {
         let project = copy_fixture("tests/fixtures/service");
         let target = scratch().join("targets/service");
+        // `--locked`, not `--offline`: what the fixture needs is fetched by
+        // `ci/install-deps.sh`, but a run of `cargo test` on its own must not depend on
+        // another test having filled cargo's cache first.
         let built = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--offline", "--manifest-path"])
+            .args(["build", "--quiet", "--locked", "--manifest-path"])
             .arg(project.join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&target)
-            .status()
+            .output()
             .unwrap();
-        assert!(built.success(), "the service fixture builds");
+        assert!(
+            built.status.success(),
+            "the service fixture builds: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
         let binary = target.join("debug/service");
         let dir = scratch().join("heap-diff");
         std::fs::create_dir_all(&dir).unwrap();
