@@ -122,11 +122,9 @@ pub struct Checking {
     )]
     pub extra_runs: Option<u32>,
 
-    /// Run every test that retained memory again as often as it takes, however long its
-    /// runs are (by default a test's extra runs may cost half the CPU time of its own run,
-    /// at least 1 s, and twice its wall time, at least 10 s; `full-repetition = true` in
-    /// leakcheck.toml does this per test).
-    #[arg(long)]
+    /// No effect any more (kept so that scripts that pass it still run): every test that
+    /// retained memory is run again as often as its evidence needs, whatever the runs cost.
+    #[arg(long, hide = true)]
     pub full_repetition: bool,
 
     /// GitHub Actions annotations at each leak's allocating line and a job summary:

@@ -189,9 +189,9 @@ pub struct SettingsLayer {
     pub timeout: Option<u64>,
     /// `extra-runs`: how many times a retaining test runs again in its process.
     pub extra_runs: Option<u32>,
-    /// `full-repetition`: extra runs as often as they take, whatever they cost (no budget).
+    /// `unsettled-fails`: a test that could not be judged (`unsettled`) fails the run.
     #[serde(default)]
-    pub full_repetition: Option<bool>,
+    pub unsettled_fails: Option<bool>,
 }
 
 /// A `[[tests]]` entry.
@@ -488,7 +488,7 @@ impl Reader<'_> {
             "one-time-fails",
             "timeout",
             "extra-runs",
-            "full-repetition",
+            "unsettled-fails",
         ];
         let mut s = SettingsLayer::default();
         for (k, v) in table.iter() {
@@ -500,7 +500,16 @@ impl Reader<'_> {
                 "one-time-fails" => s.one_time_fails = self.boolean(&key, v),
                 "timeout" => s.timeout = self.seconds(&key, v),
                 "extra-runs" => s.extra_runs = self.extra_runs(&key, v),
-                "full-repetition" => s.full_repetition = self.boolean(&key, v),
+                "unsettled-fails" => s.unsettled_fails = self.boolean(&key, v),
+                // Extra runs are no longer cut by their cost, so there is nothing to lift.
+                "full-repetition" => {
+                    let line = self.line(k.span().start);
+                    self.warnings.push(Diagnostic {
+                        line,
+                        key,
+                        message: "has no effect any more: every test that retained memory is run again as often as its evidence needs, whatever the runs cost".into(),
+                    });
+                }
                 n if extra.contains(&n) => {}
                 _ => {
                     let known: Vec<&str> = KEYS.iter().chain(extra).copied().collect();
@@ -839,8 +848,8 @@ pub struct Effective {
     pub timeout: u64,
     /// How many times a test that retained memory runs again in its process (0: never).
     pub extra_runs: u32,
-    /// Extra runs as often as they take, with no cost budget.
-    pub full_repetition: bool,
+    /// Whether an `unsettled` verdict fails the run (exit 5).
+    pub unsettled_fails: bool,
     /// Where `stack_threshold` was set: `built-in default`, `[defaults]`,
     /// `[[tests]] #2 (filter "cache::*")` or `command line`.
     pub stack_threshold_source: String,
@@ -891,7 +900,7 @@ impl Config {
             one_time_fails: false,
             timeout: DEFAULT_TIMEOUT_SECS,
             extra_runs: DEFAULT_EXTRA_RUNS,
-            full_repetition: false,
+            unsettled_fails: false,
             stack_threshold_source: "built-in default".into(),
             test_threshold_source: "built-in default".into(),
         };
@@ -935,8 +944,8 @@ impl Config {
             if let Some(v) = s.extra_runs {
                 e.extra_runs = v;
             }
-            if let Some(v) = s.full_repetition {
-                e.full_repetition = v;
+            if let Some(v) = s.unsettled_fails {
+                e.unsettled_fails = v;
             }
         }
         e
@@ -1382,7 +1391,7 @@ reason = "no frame"
         assert_eq!(
             w,
             vec![
-                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, full-repetition)",
+                "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, unsettled-fails)",
                 "leakcheck.toml:7: `suppress[1].reasn`: unknown key, ignored (known here: frame, reason, filter)",
                 "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress, bench, benches, output)",
             ]

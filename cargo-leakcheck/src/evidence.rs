@@ -185,8 +185,6 @@ pub struct Record {
     pub left: Vec<ExitCounts>,
     /// Why the runtime stopped (`steady`, `done`, `nothing-retained`, `no-entry`, …).
     pub end: Option<String>,
-    /// The next extra run would have cost more CPU time than the budget allowed.
-    pub budget: Option<BudgetStop>,
     /// What the test's own run cost: CPU and wall milliseconds.
     pub own_cost: Option<(u64, u64)>,
     /// The wait, once after the last extra run, for the threads the runs started.
@@ -203,21 +201,6 @@ pub struct Grace {
     pub threads_running: u64,
     /// Live counts after the wait (counting mode; zero otherwise).
     pub live: ExitCounts,
-}
-
-/// Why the runtime made no more extra runs, in milliseconds of CPU or of wall time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BudgetStop {
-    /// The wall-time side of the budget stopped them (else the CPU side).
-    pub wall: bool,
-    /// What the test's own run cost.
-    pub own_ms: u64,
-    /// What all its extra runs were allowed to cost.
-    pub allowed_ms: u64,
-    /// What the costliest run so far cost (the estimate for the next).
-    pub run_ms: u64,
-    /// The least the runs were allowed, whatever the test's own run cost.
-    pub floor_ms: u64,
 }
 
 impl Record {
@@ -281,19 +264,6 @@ impl Record {
                 ["cost", ..] => {
                     if let (Some(cpu), Some(wall)) = (int(1), int(2)) {
                         r.own_cost = Some((cpu.max(0) as u64, wall.max(0) as u64));
-                    }
-                }
-                ["budget", side @ ("cpu" | "wall"), ..] => {
-                    if let (Some(own), Some(allowed), Some(run), Some(floor)) =
-                        (int(2), int(3), int(4), int(5))
-                    {
-                        r.budget = Some(BudgetStop {
-                            wall: *side == "wall",
-                            own_ms: own.max(0) as u64,
-                            allowed_ms: allowed.max(0) as u64,
-                            run_ms: run.max(0) as u64,
-                            floor_ms: floor.max(0) as u64,
-                        });
                     }
                 }
                 _ => {}

@@ -3,7 +3,6 @@
 //! file is deterministic for the same results.
 
 use crate::errors::ExitCode;
-use crate::evidence::BudgetStop;
 use serde::{Deserialize, Serialize};
 
 /// Schema version of `report.json`.
@@ -96,12 +95,19 @@ impl Report {
             ExitCode::TestsFailed
         } else if any(&[Verdict::Leak]) {
             ExitCode::LeaksFound
-        } else if any(&[Verdict::Error, Verdict::Unanalysable]) || self.not_run.is_some() {
+        } else if any(&[Verdict::Error, Verdict::Unanalysable])
+            || self.not_run.is_some()
+            || self.tests.iter().any(TestReport::unsettled_fails_the_run)
+        {
             ExitCode::Incomplete
         } else {
             ExitCode::Success
         }
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -166,8 +172,8 @@ pub enum Verdict {
     Error,
     /// Its allocations are invisible to the profiler (e.g. a custom global allocator).
     Unanalysable,
-    /// Passed, and retained memory that it was not run again to tell apart (over the cost
-    /// budget, or its extra runs did not finish): not shown to leak, not shown to settle.
+    /// Passed, and retained memory that it could not be run again to tell apart (its extra
+    /// runs did not finish in time): not shown to leak, not shown to settle.
     Unsettled,
 }
 
@@ -377,9 +383,6 @@ pub enum ExtraRunsStatus {
     /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
     /// did not fit in the test's timeout.
     TimedOut,
-    /// The next extra run would have cost more than the budget allows: the test was judged
-    /// without it.
-    OverBudget(BudgetStop),
     /// An extra run returned an error (its message).
     Failed(String),
     /// The runtime could not make them (why).
@@ -522,6 +525,9 @@ pub struct TestReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub left_processes: Vec<String>,
+    /// `unsettled-fails` was in force for this test: an `unsettled` verdict fails the run.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unsettled_fails: bool,
 }
 
 impl FrameReport {
@@ -627,6 +633,7 @@ impl TestReport {
             first_run_retained: None,
             passed_without_profiling: false,
             left_processes: Vec::new(),
+            unsettled_fails: false,
         }
     }
 }
@@ -651,6 +658,11 @@ impl TestReport {
     /// The stacks that make this test fail.
     pub fn failing_stacks(&self) -> impl Iterator<Item = &StackReport> {
         self.stacks.iter().filter(|s| s.fails)
+    }
+
+    /// Whether it could not be judged and `unsettled-fails` makes that fail the run.
+    pub fn unsettled_fails_the_run(&self) -> bool {
+        self.verdict == Verdict::Unsettled && self.unsettled_fails
     }
 }
 
@@ -767,6 +779,17 @@ mod tests {
         };
         assert_eq!(leak_rest.exit_code(), ExitCode::LeaksFound);
         assert_eq!(NotRun::of(Vec::new(), "nothing"), None);
+        // An unsettled test passes the run unless `unsettled-fails` was in force for it.
+        assert_eq!(with(Verdict::Unsettled).exit_code(), ExitCode::Success);
+        let mut strict = with(Verdict::Unsettled);
+        strict.tests[0].unsettled_fails = true;
+        assert_eq!(strict.exit_code(), ExitCode::Incomplete);
+        strict.tests[0].verdict = Verdict::Clean;
+        assert_eq!(
+            strict.exit_code(),
+            ExitCode::Success,
+            "only an unsettled verdict"
+        );
     }
 
     #[test]

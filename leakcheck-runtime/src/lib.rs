@@ -342,7 +342,6 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_SETTLE_MS").and_then(sys::parse_u64) {
         s.settle_ms = ms;
     }
-    s.budget = sys::env(c"LEAKCHECK_RERUN_BUDGET").and_then(rerun::Budget::parse);
     // The same stack std gives a spawned thread, as libtest's test thread had.
     if let Some(size) = sys::env(c"RUST_MIN_STACK").and_then(sys::parse_u64) {
         s.stack_size = size as usize;

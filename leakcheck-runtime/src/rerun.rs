@@ -23,8 +23,15 @@
 //! epoch-based collector, say). A test that leaks leaves something behind on every run; so
 //! as soon as one extra run has left nothing behind, and the process's live memory has not
 //! grown on every run either (which would betray a leak made by a thread outside the run, on
-//! its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
-//! maximum, and cargo-leakcheck takes the test's stacks.
+//! its behalf, after it ended), the test is settled. Once [`CONFIRMING_RUNS`] runs in a row
+//! have each left something behind while the process grew on every one, more runs could only
+//! confirm it: the series ends there (`kept`), and cargo-leakcheck takes the test's stacks.
+//! Otherwise the runs go on up to the maximum, and cargo-leakcheck takes the test's stacks.
+//!
+//! Evidence ends a series, never the clock: how many runs a test gets does not depend on
+//! how long they take or how busy the machine is, so the same build gets the same verdicts.
+//! Only a run that does not finish in time (ten times the test's own run, at least
+//! [`RUN_FLOOR_MS`]) stops it.
 //!
 //! The record, one event per line:
 //! ```text
@@ -38,8 +45,7 @@
 //! grace <waited-ms> <threads> <objects> <bytes>  after the last run, once: the wait for the
 //!                                             runs' threads, how many still run, live counts
 //! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
-//! budget <cpu|wall> <own-ms> <allowed-ms> <run-ms> <floor-ms>   the next run would cost more than allowed
-//! end <why>                                  why: settled, kept, done, budget, exited-early, …
+//! end <why>                                  why: settled, kept, done, exited-early, …
 //! ```
 //! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
 //! `<prefix>.r<k>.heap` is written after the first run (k = 0) and after each extra run.
@@ -63,8 +69,6 @@ pub struct Settings {
     pub max_runs: u32,
     /// No extra run may go on past this many milliseconds after the process started.
     pub deadline_ms: u64,
-    /// What the extra runs may cost in CPU and wall time, when limited (see [`Budget`]).
-    pub budget: Option<Budget>,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
     /// Stack size of the thread each extra run runs on.
@@ -97,7 +101,6 @@ static mut SETTINGS: Settings = Settings {
     build_id: "",
     max_runs: 0,
     deadline_ms: u64::MAX,
-    budget: None,
     settle_ms: 500,
     stack_size: 2 << 20,
     dump_prefix: FixedPath::new(),
@@ -235,26 +238,11 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // threads that never end (started on every run: a leak, which the counts show anyway);
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
-    let mut meter = Meter::start();
     let threads_before_runs = sys::thread_count();
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
         if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
             return end(fd, "deadline");
-        }
-        meter.run_starts();
-        if let Some((what, own, allowed, run, floor)) = s.budget.and_then(|b| meter.over(b)) {
-            Line::new("budget")
-                .word(what)
-                .num(own as i64)
-                .num(allowed as i64)
-                .num(run as i64)
-                .num(floor as i64)
-                .write_to(fd);
-            if s.counting {
-                write_left(fd, &left[..i]);
-            }
-            return end(fd, "budget");
         }
         let route = if s.counting {
             match arenas::create() {
@@ -300,7 +288,6 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         }
         // What the run's threads free or allocate on their way out is still the run's.
         let settled = settle(before, settle_ms);
-        meter.run_ended();
         if !settled {
             settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
         }
@@ -329,6 +316,16 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             if !grew_every_run && left[..=i].contains(&Live::default()) {
                 write_left(fd, &left[..=i]);
                 return end(fd, "settled");
+            }
+            if k < max_runs
+                && k >= CONFIRMING_RUNS
+                && grew_every_run
+                && !left[..=i].contains(&Live::default())
+            {
+                // Growth on every run, each run's part still there: a leak's shape. The
+                // stacks pass runs the test again in full and says which stack grows.
+                write_left(fd, &left[..=i]);
+                return end(fd, "kept");
             }
             if k == max_runs {
                 if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
@@ -425,107 +422,6 @@ fn grace(fd: c_int, before: Option<u64>, grace_ms: u64, counting: bool) -> Optio
     (grace_ms > 0).then_some(live)
 }
 
-/// What a test's extra runs may cost, in CPU time of the whole process and in wall time,
-/// each as a share of what its own run cost with a floor. A run that would go past either
-/// (judged by the costliest run so far, the test's own included) is not started: a test
-/// whose every run takes seconds of computing cannot run five more times within a plain
-/// run's cost. Waiting costs little CPU, and a waiting process gives its place to another
-/// test, so the wall-time limit is the looser one: it only stops a test whose runs wait
-/// for long (a timeout of several seconds in every run).
-#[derive(Clone, Copy)]
-pub struct Budget {
-    pub cpu: Limit,
-    pub wall: Limit,
-}
-
-/// One side of the [`Budget`]: `percent` of the test's own run, at least `floor_ms`.
-#[derive(Clone, Copy)]
-pub struct Limit {
-    pub floor_ms: u64,
-    pub percent: u64,
-}
-
-impl Limit {
-    /// What the extra runs may cost, for a test whose own run cost `own_ms`.
-    fn allowed_ms(self, own_ms: u64) -> u64 {
-        (own_ms.saturating_mul(self.percent) / 100).max(self.floor_ms)
-    }
-}
-
-impl Budget {
-    /// `cpu_floor:cpu_percent:wall_floor:wall_percent`, milliseconds and percentages.
-    pub fn parse(text: &str) -> Option<Budget> {
-        let mut n = text.split(':').map(sys::parse_u64);
-        let mut next = || n.next().flatten();
-        let budget = Budget {
-            cpu: Limit {
-                floor_ms: next()?,
-                percent: next()?,
-            },
-            wall: Limit {
-                floor_ms: next()?,
-                percent: next()?,
-            },
-        };
-        Some(budget)
-    }
-}
-
-/// What the test's own run and its extra runs have cost: CPU time, wall time (ms).
-struct Meter {
-    own: [u64; 2],
-    costliest: [u64; 2],
-    runs_began: [u64; 2],
-    run_began: [u64; 2],
-}
-
-impl Meter {
-    fn now() -> [u64; 2] {
-        [cpu_ms(), sys::now_ms()]
-    }
-
-    /// At the end of the test's own run.
-    fn start() -> Meter {
-        let now = Meter::now();
-        let own = [now[0], first_run_ms()];
-        Meter {
-            own,
-            costliest: own,
-            runs_began: now,
-            run_began: now,
-        }
-    }
-
-    fn run_starts(&mut self) {
-        self.run_began = Meter::now();
-    }
-
-    fn run_ended(&mut self) {
-        let now = Meter::now();
-        for ((costliest, now), began) in self.costliest.iter_mut().zip(now).zip(self.run_began) {
-            *costliest = (*costliest).max(now.saturating_sub(began));
-        }
-    }
-
-    /// Which side of the budget the next run would go past, if any: its name, what the
-    /// test's own run cost, what the runs may cost, what the costliest run cost, the floor.
-    fn over(&self, budget: Budget) -> Option<(&'static str, u64, u64, u64, u64)> {
-        let sides = [("cpu", budget.cpu), ("wall", budget.wall)];
-        (0..2).find_map(|d| {
-            let (name, limit) = sides[d];
-            let spent = self.run_began[d].saturating_sub(self.runs_began[d]);
-            let allowed = limit.allowed_ms(self.own[d]);
-            (spent.saturating_add(self.costliest[d]) > allowed).then_some((
-                name,
-                self.own[d],
-                allowed,
-                self.costliest[d],
-                limit.floor_ms,
-            ))
-        })
-    }
-}
-
 /// CPU time the process has used so far, all threads, in milliseconds.
 fn cpu_ms() -> u64 {
     // SAFETY: getrusage fills the struct we own.
@@ -540,6 +436,10 @@ fn cpu_ms() -> u64 {
 
 /// The most extra runs one process makes.
 const MAX_RUNS: usize = 256;
+
+/// Runs in a row that each left something behind, with the process growing on every one,
+/// after which more counting runs could only confirm a leak's shape.
+const CONFIRMING_RUNS: u32 = 3;
 
 /// The least time an extra run is given, milliseconds.
 const RUN_FLOOR_MS: u64 = 10_000;
@@ -816,49 +716,5 @@ fn run_once(entry: usize, s: &Settings, message: &mut Message, route: Option<u32
         Outcome::Passed
     } else {
         Outcome::Failed
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn meter(own: [u64; 2], costliest: [u64; 2], spent: [u64; 2]) -> Meter {
-        Meter {
-            own,
-            costliest,
-            runs_began: [0, 0],
-            run_began: spent,
-        }
-    }
-
-    const BUDGET: &str = "1000:50:10000:200";
-
-    #[test]
-    fn the_budget_is_read_whole_or_not_at_all() {
-        let b = Budget::parse(BUDGET).expect("four numbers");
-        assert_eq!((b.cpu.floor_ms, b.cpu.percent), (1000, 50));
-        assert_eq!((b.wall.floor_ms, b.wall.percent), (10_000, 200));
-        assert!(Budget::parse("1000:50:10000").is_none());
-        assert!(Budget::parse("1000:x:10000:200").is_none());
-    }
-
-    #[test]
-    fn a_run_that_would_go_past_either_side_is_not_started() {
-        let b = Budget::parse(BUDGET).unwrap();
-        // A quick test: its runs fit under the floors many times over.
-        assert!(meter([20, 30], [20, 30], [200, 300]).over(b).is_none());
-        // 3 s of computing a run: half of it is 1.5 s, and one more run is 3 s.
-        assert_eq!(
-            meter([3000, 3000], [3000, 3000], [0, 0]).over(b),
-            Some(("cpu", 3000, 1500, 3000, 1000))
-        );
-        // Waiting 8 s a run: two runs fit in 16 s of wall time, a third does not.
-        let waiting = |spent| meter([10, 8000], [10, 8000], [20, spent]);
-        assert!(waiting(8000).over(b).is_none());
-        assert_eq!(
-            waiting(8001).over(b),
-            Some(("wall", 8000, 16_000, 8000, 10_000))
-        );
     }
 }

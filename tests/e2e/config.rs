@@ -168,6 +168,35 @@ fn the_configured_fixture_shows_what_allowed_each_stack() {
 }
 
 #[test]
+fn unsettled_fails_the_run_only_where_the_configuration_asks() {
+    // `unsettled-fails = true` for this one test in the fixture's leakcheck.toml.
+    let strict = run_fixture(
+        "tests/fixtures/configured",
+        &["--", "tests::second_run_never_returns", "--exact"],
+    );
+    assert_eq!(strict.code, 5, "{}", strict.stderr);
+    let t = strict.test("configured", "tests::second_run_never_returns");
+    assert_eq!(t["verdict"], "unsettled", "{t}");
+    assert_eq!(t["unsettled_fails"], true, "{t}");
+    // The same test under a configuration that does not ask for it: unsettled, exit 0.
+    let file = config("typo.toml");
+    let lenient = run_fixture(
+        "tests/fixtures/configured",
+        &[
+            "--config",
+            &file,
+            "--",
+            "tests::second_run_never_returns",
+            "--exact",
+        ],
+    );
+    assert_eq!(lenient.code, 0, "{}", lenient.stderr);
+    let t = lenient.test("configured", "tests::second_run_never_returns");
+    assert_eq!(t["verdict"], "unsettled", "{t}");
+    assert!(t.get("unsettled_fails").is_none(), "{t}");
+}
+
+#[test]
 fn invalid_config_fails_before_building_naming_file_key_and_line() {
     let project = copy_fixture("tests/fixtures/leaky");
     let file = config("invalid.toml");
@@ -211,7 +240,7 @@ fn unknown_keys_warn_and_the_run_goes_on() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let warning = format!(
-        "warning: {file}:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, full-repetition)"
+        "warning: {file}:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, unsettled-fails)"
     );
     assert!(run.stderr.contains(&warning), "{}", run.stderr);
 }

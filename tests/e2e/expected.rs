@@ -147,6 +147,11 @@ const RETENTION: Target = Target {
     package: "retention",
     binary: "retention",
 };
+const SLOW: Target = Target {
+    fixture: "tests/fixtures/slow",
+    package: "slow",
+    binary: "slow",
+};
 const LIFETIME: Target = Target {
     fixture: "tests/fixtures/lifetime",
     package: "lifetime",
@@ -660,15 +665,48 @@ pub const EXPECTED: &[Expected] = &[
     leak(CONFIGURED, "tests::real_leak", "real_leak").runs("completed"),
     clean(CONFIGURED, "tests::plain_clean"),
     outcome(CONFIGURED, "tests::hangs_forever", "timeout", None, false),
-    outcome(CONFIGURED, "tests::slow_registry_grows", "unsettled", None, false)
-        .runs("over-budget")
-        .by_counting(),
+    outcome(
+        CONFIGURED,
+        "tests::second_run_never_returns",
+        "unsettled",
+        None,
+        true,
+    )
+    .runs("timed-out"),
+    leak(CONFIGURED, "tests::slow_registry_grows", "slow_registry_grows").runs("completed"),
     leak(
         CONFIGURED,
         "tests::slow_registry_repeated",
         "slow_registry_repeated",
     )
     .runs("completed"),
+    // --- tests/fixtures/slow: every test judged, whatever its runs cost ---
+    leak(
+        SLOW,
+        "tests::one_byte_after_a_million_objects",
+        "one_byte_after_a_million_objects",
+    )
+    .runs("completed"),
+    leak(
+        SLOW,
+        "tests::sixteen_threads_one_forgets_a_box",
+        "sixteen_threads_one_forgets_a_box",
+    )
+    .runs("completed"),
+    leak(
+        SLOW,
+        "tests::slow_job_grows_a_static_map",
+        "slow_job_grows_a_static_map",
+    )
+    .runs("completed")
+    .held_by("static `slow::RESULTS`", Some("slow::record_results")),
+    clean_kept(SLOW, "tests::slow_job_fills_a_table_once")
+        .runs("completed")
+        .by_counting(),
+    clean_kept(SLOW, "tests::slow_job_on_a_pool_started_on_first_use")
+        .runs("completed")
+        .by_counting(),
+    clean(SLOW, "tests::epoch_garbage_is_freed_later").runs("completed"),
     // --- tests/fixtures/healthy: a suite that must pass (exit 0) ---
     // A worker thread started by the first call, never joined.
     clean_kept(HEALTHY, "tests::worker_squares")

@@ -201,10 +201,8 @@ fn run_command(command: &str, fixture: &str, args: &[&str], target: &Path) -> Ru
         ("nextest", Some(split)) => (&args[..split], &args[split + 1..]),
         _ => (&[][..], args),
     };
-    // The previous run's metrics.json would set the cost budget's floor from how long the
-    // suite took then (see the README's cost budget): every run here starts without one, as
-    // on a fresh checkout, so verdicts do not depend on earlier runs of this suite.
-    let _ = std::fs::remove_file(target.join("leakcheck/metrics.json"));
+    // A previous run's metrics.json is left in place: it orders the tests (longest first)
+    // and must not change a verdict.
     let output = tool()
         .arg(command)
         .args(own)

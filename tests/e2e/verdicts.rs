@@ -18,6 +18,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/counting-alloc"
         | "tests/fixtures/many-live"
         | "tests/fixtures/retention"
+        | "tests/fixtures/slow"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -278,6 +279,11 @@ fn lifetime_fixture_matches_the_table() {
 #[test]
 fn retention_fixture_matches_the_table_and_names_who_holds_what() {
     check_fixture("tests/fixtures/retention");
+}
+
+#[test]
+fn slow_wide_and_large_tests_are_all_judged() {
+    check_fixture("tests/fixtures/slow");
 }
 
 #[test]
@@ -564,7 +570,6 @@ fn report_schema_is_complete_and_sorted() {
         "timed-out",
         "failed",
         "unavailable",
-        "over-budget",
     ];
     let tests = r["tests"].as_array().unwrap();
     let keys: Vec<(String, String, String, String)> = tests

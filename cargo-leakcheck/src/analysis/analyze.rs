@@ -372,38 +372,15 @@ pub fn proven_clean(
     reruns: &rerun::Outcome,
     method: Method,
 ) -> TestReport {
-    let mut report = clean_report(id, result, policy, method, reruns);
-    if let rerun::Status::OverBudget(_) = reruns.status {
-        // Retained something, and not run again as often as it would take to tell a leak
-        // from state kept for the process lifetime.
-        let retained = report.first_run_retained.unwrap_or_default();
-        report.verdict = Verdict::Unsettled;
-        report.message = Some(format!(
-            "retained {} in {} by its own run, {}",
-            crate::model::human_bytes(retained.bytes),
-            plural_objects(retained.objects),
-            report
-                .extra_runs
-                .detail
-                .as_deref()
-                .unwrap_or("not run again")
-        ));
-    }
-    report
-}
-
-fn plural_objects(n: u64) -> String {
-    format!("{n} object{}", if n == 1 { "" } else { "s" })
+    clean_report(id, result, policy, method, reruns)
 }
 
 /// Whether a test judged clean on what was reachable at exit stays unsettled: its extra
-/// runs were cut short (by the cost budget or by time), so the growth a reachable registry
-/// shows over runs was never looked for, and it kept memory for the process lifetime.
+/// runs did not finish in time, so the growth a reachable registry shows over runs was
+/// never looked for, and it kept memory for the process lifetime.
 pub fn unsettled_without_repetition(report: &TestReport, status: &rerun::Status) -> bool {
-    matches!(
-        status,
-        rerun::Status::OverBudget(_) | rerun::Status::TimedOut
-    ) && report.verdict == Verdict::Clean
+    matches!(status, rerun::Status::TimedOut)
+        && report.verdict == Verdict::Clean
         && report
             .stacks
             .iter()
@@ -446,6 +423,7 @@ fn clean_report(
         first_run_retained,
         passed_without_profiling: false,
         left_processes: result.left_running.clone(),
+        unsettled_fails: policy.effective.unsettled_fails,
     }
 }
 
@@ -973,18 +951,10 @@ mod tests {
             StackKind::ProcessLifetime,
             4096,
         )];
-        let budget = rerun::Status::OverBudget(crate::evidence::BudgetStop {
-            wall: false,
-            own_ms: 3000,
-            allowed_ms: 1500,
-            run_ms: 3000,
-            floor_ms: 1000,
-        });
         assert!(unsettled_without_repetition(
             &report,
             &rerun::Status::TimedOut
         ));
-        assert!(unsettled_without_repetition(&report, &budget));
         // Completed runs, or a test that cannot run again at all: reachability decides.
         assert!(!unsettled_without_repetition(
             &report,

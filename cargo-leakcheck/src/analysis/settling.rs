@@ -1,76 +1,10 @@
-//! The rules that read a test's extra runs: what they may cost ([`BUDGET`]), why a test had
-//! as many as it had ([`Status`], from its process's evidence: [`interpret`]), whether the
-//! counting pass settles it ([`settled`]), and whether a stack grew in every run
-//! ([`grows_every_run`]), compared up to the call of the test's entry point
-//! ([`cut_at_entry`]).
+//! The rules that read a test's extra runs: why a test had as many as it had ([`Status`],
+//! from its process's evidence: [`interpret`]), whether the counting pass settles it
+//! ([`settled`]), and whether a stack grew in every run ([`grows_every_run`]), compared up
+//! to the call of the test's entry point ([`cut_at_entry`]).
 
 use crate::analysis::diff::FrameKey;
 use crate::evidence::{signal_name, ExitCounts, ExtraRun, Grace, ProcessEnd, Record};
-
-/// What the counting pass's extra runs of a test may cost, unless it is to be repeated in
-/// full (`full-repetition`): half the CPU time of its own run (at least 1 s, or 5% of the
-/// suite, see [`budget_for`]), and twice its wall time (at least 10 s). The runtime does not
-/// start a run that would go past either.
-pub const BUDGET: Budget = Budget {
-    cpu: Limit {
-        floor_ms: 1000,
-        percent: 50,
-    },
-    wall: Limit {
-        floor_ms: 10_000,
-        percent: 200,
-    },
-};
-
-/// What the extra runs may cost (see [`BUDGET`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// CPU time of the whole process.
-    pub cpu: Limit,
-    /// Wall time.
-    pub wall: Limit,
-}
-
-/// One side of a [`Budget`]: this share of the test's own run, and at least the floor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limit {
-    /// Milliseconds.
-    pub floor_ms: u64,
-    /// Percent of what the test's own run cost.
-    pub percent: u64,
-}
-
-/// The budget for a suite a plain run of which takes `suite_seconds` (known from the
-/// previous run): the CPU floor is 5% of the suite, between 0.1 s and 1 s, so a test of a
-/// suite that takes two seconds cannot double it by running again; without a previous run,
-/// 1 s.
-pub fn budget_for(suite_seconds: Option<f64>) -> Budget {
-    let floor_ms = suite_seconds.map_or(BUDGET.cpu.floor_ms, |s| {
-        ((s * 1000.0 * SUITE_SHARE) as u64).clamp(MIN_CPU_FLOOR_MS, BUDGET.cpu.floor_ms)
-    });
-    Budget {
-        cpu: Limit {
-            floor_ms,
-            ..BUDGET.cpu
-        },
-        ..BUDGET
-    }
-}
-
-/// See [`budget_for`].
-const SUITE_SHARE: f64 = 0.05;
-
-const MIN_CPU_FLOOR_MS: u64 = 100;
-
-impl Budget {
-    /// The runtime's form (see [`crate::execution::protocol::RERUN_BUDGET_ENV`]).
-    pub fn to_env(self) -> String {
-        format!(
-            "{}:{}:{}:{}",
-            self.cpu.floor_ms, self.cpu.percent, self.wall.floor_ms, self.wall.percent
-        )
-    }
-}
 
 pub use crate::model::ExtraRunsStatus as Status;
 
@@ -98,25 +32,8 @@ pub fn detail(status: &Status, made: u32) -> Option<String> {
                 "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s, within its timeout)"
             )),
             Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
-            Status::OverBudget(b) => Some(format!(
-                "not run again{after}: a run takes {} s {what} and the extra runs may take {} s ({}% of the test's own run, at least {} s); `full-repetition = true` for it in leakcheck.toml, or --full-repetition, runs it again as often as it takes",
-                secs(b.run_ms),
-                secs(b.allowed_ms),
-                if b.wall { BUDGET.wall.percent } else { BUDGET.cpu.percent },
-                secs(b.floor_ms),
-                what = if b.wall { "of wall time" } else { "of CPU" },
-                after = match made {
-                    0 => String::new(),
-                    1 => " after 1 extra run".into(),
-                    n => format!(" after {n} extra runs"),
-                },
-            )),
             Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
         }
-}
-
-fn secs(ms: u64) -> String {
-    format!("{:.1}", ms as f64 / 1000.0)
 }
 
 fn ordinal(n: u32) -> String {
@@ -199,11 +116,6 @@ pub fn interpret(
         why.clone()
     } else if let Some(message) = &record.failed {
         Status::Failed(message.clone())
-    } else if let Some(stop) = record
-        .budget
-        .filter(|_| record.end.as_deref() == Some("budget"))
-    {
-        Status::OverBudget(stop)
     } else if record.timed_out
         || matches!(record.end.as_deref(), Some("deadline" | "timeout"))
         || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
@@ -296,16 +208,6 @@ pub fn cut_at_entry<'a>(frames: &'a [FrameKey], exe: &str, range: (u64, u64)) ->
 mod tests {
     use super::*;
     use std::sync::Arc;
-
-    #[test]
-    fn the_cpu_floor_is_five_percent_of_the_suite_between_a_tenth_and_one_second() {
-        assert_eq!(budget_for(None), BUDGET);
-        assert_eq!(budget_for(Some(1.8)).cpu.floor_ms, 100, "a 2 s suite");
-        assert_eq!(budget_for(Some(10.0)).cpu.floor_ms, 500);
-        assert_eq!(budget_for(Some(100.0)).cpu.floor_ms, 1000);
-        assert_eq!(budget_for(Some(100.0)).wall, BUDGET.wall);
-        assert_eq!(BUDGET.to_env(), "1000:50:10000:200");
-    }
 
     fn live(objects: i64, bytes: i64) -> ExitCounts {
         ExitCounts { objects, bytes }

@@ -67,7 +67,6 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
     let bench_settings = crate::config::SettingsLayer {
         timeout: Some(args.bench_time),
         extra_runs: Some(0),
-        full_repetition: Some(true),
         one_time_fails: Some(false),
         ..Default::default()
     };

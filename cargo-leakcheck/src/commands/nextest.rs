@@ -472,6 +472,7 @@ fn unjudged(id: &TestId) -> TestReport {
         first_run_retained: None,
         passed_without_profiling: false,
         left_processes: Vec::new(),
+        unsettled_fails: false,
     }
 }
 
@@ -837,6 +838,7 @@ fn exit_code_for(
                 _ => 101,
             }
         }
+        Verdict::Unsettled if report.unsettled_fails => ExitCode::Incomplete as i32,
         Verdict::Clean | Verdict::Error | Verdict::Unanalysable | Verdict::Unsettled => 0,
     }
 }

@@ -145,6 +145,11 @@ pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLaye
             .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
             .transpose()
     };
+    if flags.full_repetition {
+        eprintln!(
+            "warning: --full-repetition has no effect any more: every test that retained memory is run again as often as its evidence needs, whatever the runs cost"
+        );
+    }
     if flags.timeout == Some(0) {
         return Err(Error::Usage("--timeout must be at least 1 second".into()));
     }
@@ -154,7 +159,7 @@ pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLaye
         one_time_fails: None,
         timeout: flags.timeout,
         extra_runs: flags.extra_runs,
-        full_repetition: flags.full_repetition.then_some(true),
+        unsettled_fails: None,
     })
 }
 

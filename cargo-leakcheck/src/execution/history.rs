@@ -11,8 +11,6 @@ use std::path::Path;
 #[derive(Clone, Debug, Default)]
 pub struct History {
     seconds: HashMap<(String, String), f64>,
-    /// Wall seconds of each test's own run (without its extra runs), where it was counted.
-    own: HashMap<(String, String), f64>,
 }
 
 impl History {
@@ -27,7 +25,6 @@ impl History {
 
     fn parse(text: &str) -> History {
         let mut seconds: HashMap<(String, String), f64> = HashMap::new();
-        let mut own: HashMap<(String, String), f64> = HashMap::new();
         let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
             return History::default();
         };
@@ -38,13 +35,10 @@ impl History {
             let secs = t.get("seconds").and_then(|s| s.as_f64());
             if let (Some(binary), Some(name), Some(secs)) = (binary, name, secs) {
                 let key = (binary.to_string(), name.to_string());
-                if let Some(o) = t.get("own_seconds").and_then(|s| s.as_f64()) {
-                    own.insert(key.clone(), o);
-                }
                 *seconds.entry(key).or_default() += secs;
             }
         }
-        History { seconds, own }
+        History { seconds }
     }
 
     /// Seconds the test took last time, if it ran.
@@ -52,15 +46,6 @@ impl History {
         self.seconds
             .get(&(binary_id.to_string(), test.to_string()))
             .copied()
-    }
-}
-
-impl History {
-    /// What a plain run of the whole suite takes on `jobs` cores, as far as the previous
-    /// run saw: its tests' own runs (extra runs left out) shared among the cores. None
-    /// without a previous run.
-    pub fn suite_seconds(&self, jobs: usize) -> Option<f64> {
-        (!self.own.is_empty()).then(|| self.own.values().sum::<f64>() / jobs.max(1) as f64)
     }
 }
 
@@ -91,12 +76,6 @@ mod tests {
         assert_eq!(h.expected("p", "slow"), Some(5.5));
         assert_eq!(h.expected("p::it", "slow"), Some(0.1));
         assert_eq!(h.expected("p", "other"), None);
-        assert_eq!(
-            h.suite_seconds(2),
-            Some(0.5),
-            "own runs only, shared by 2 cores"
-        );
-        assert_eq!(History::default().suite_seconds(2), None);
     }
 
     #[test]

@@ -92,12 +92,7 @@ pub fn countable(binary: &TestBinary) -> bool {
 }
 
 /// The extra runs a test can have, or why it can have none.
-fn rerun_request(
-    t: &TestCase,
-    binary: &TestBinary,
-    runs: u32,
-    budget: Option<rerun::Budget>,
-) -> Result<RerunRequest, Status> {
+fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRequest, Status> {
     if runs == 0 {
         return Err(Status::Off);
     }
@@ -124,7 +119,6 @@ fn rerun_request(
         app_mallctl: inspection.app_mallctl,
         exit_guard: inspection.exit_guard,
         grace_ms: rerun::GRACE_MS,
-        budget,
     })
 }
 
@@ -163,10 +157,6 @@ enum Counted {
     },
     /// Crashed or timed out while counting.
     Over(rerun::Outcome),
-    /// Retained something and not run again as often as it takes, for the cost budget:
-    /// judged on its counts, without the stacks pass (a tracked run of a test this costly
-    /// would cost several times more).
-    Unsettled(rerun::Outcome),
 }
 
 fn judge_count(
@@ -190,10 +180,6 @@ fn judge_count(
     });
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
-        // With `one-time-fails`, what it kept fails it whatever it is: its stacks must show.
-        Some(_) if !lifetime_fails && matches!(outcome.status, Status::OverBudget(_)) => {
-            Counted::Unsettled(outcome)
-        }
         // Every extra run left something behind: the stacks say what grows.
         _ if outcome.usable() => Counted::Stacks {
             rerun: true,
@@ -223,17 +209,9 @@ pub fn run(
     } = runner::list_all(binaries, config);
     crate::execution::inspect::binaries(binaries, &names, config.known_layout);
     let binaries = &*binaries;
-    let budget = rerun::budget_for(config.history.suite_seconds(config.jobs));
     let requests: Vec<Result<RerunRequest, Status>> = tests
         .iter()
-        .map(|t| {
-            rerun_request(
-                t,
-                &binaries[t.binary],
-                t.settings.extra_runs,
-                (!t.settings.full_repetition).then_some(budget),
-            )
-        })
+        .map(|t| rerun_request(t, &binaries[t.binary], t.settings.extra_runs))
         .collect();
     let entries: Vec<Option<Entry>> = tests
         .iter()
@@ -299,7 +277,7 @@ pub fn run(
     let mut profile: Vec<(usize, Result<RerunRequest, Status>)> = Vec::new();
     for t in 0..tests.len() {
         match &settled[t] {
-            Some(Counted::Clean(_)) | Some(Counted::Over(_)) | Some(Counted::Unsettled(_)) => {}
+            Some(Counted::Clean(_)) | Some(Counted::Over(_)) => {}
             Some(Counted::Stacks { rerun, outcome }) => {
                 // Threads the counting runs started that were still running after their
                 // grace will not have ended in the stacks pass either: no second wait.
@@ -344,12 +322,8 @@ pub fn run(
             settings: exact,
             quiet_backtraces: !failed,
             // Only tests every counted run of which left memory behind come here (or every
-            // test, with --stacks-for-all): their runs are what shows the growing stacks, so
-            // they are made in full.
-            rerun: request.as_ref().ok().map(|r| RerunRequest {
-                budget: None,
-                ..r.clone()
-            }),
+            // test, with --stacks-for-all): their runs are what shows the growing stacks.
+            rerun: request.as_ref().ok().cloned(),
             first: counted[*t].is_none(),
             expected: expected[*t],
         }
@@ -405,7 +379,7 @@ pub fn run(
         }
         let (result, method, reruns) = match (profiled[t].take(), &counted, settled[t].take()) {
             (Some(r), _, Some(Counted::Stacks { outcome, .. })) => (r, Method::Stacks, outcome),
-            (None, Some(c), Some(Counted::Clean(outcome) | Counted::Unsettled(outcome))) => {
+            (None, Some(c), Some(Counted::Clean(outcome))) => {
                 (c.clone(), Method::Counters, outcome)
             }
             (None, Some(c), Some(Counted::Over(outcome))) => {
@@ -490,14 +464,13 @@ mod tests {
     }
 
     #[test]
-    fn a_test_over_the_budget_is_unsettled_unless_what_it_keeps_fails_it() {
-        let over = || {
-            let mut r = result(ProcessEnd::Exited(0), Some((3, 96)));
-            r.record = Some(Record::parse(
-                "arena 3\nfirst 0 3 96 1\ncost 3000 3000\nbudget cpu 3000 1500 3000 1000\nend budget\n",
-            ));
-            r
-        };
+    fn every_extra_run_leaving_memory_goes_to_the_stacks_pass_whatever_it_cost() {
+        // A test that costs seconds a run, each of whose three extra runs left something
+        // behind while the process grew: the stacks decide, it is never judged on counts.
+        let mut r = result(ProcessEnd::Exited(0), Some((1, 8)));
+        r.record = Some(Record::parse(
+            "arena 3\nfirst 0 1 8 1\ncost 9000 9000\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\nrun 2 ok 3 24 1 1\nrun 3 start\nrun 3 ok 4 32 1 1\nleft 1 1 8\nleft 2 1 8\nleft 3 1 8\nend kept\n",
+        ));
         let test = TestCase {
             binary: 0,
             name: "tests::slow".into(),
@@ -505,19 +478,12 @@ mod tests {
             settings: crate::config::Config::default()
                 .effective("tests::slow", &crate::config::SettingsLayer::default()),
         };
-        let is_over_budget = |o: &rerun::Outcome| matches!(o.status, Status::OverBudget(_));
-        match judge_count(&mut over(), &test, None, false) {
-            Counted::Unsettled(o) => assert!(is_over_budget(&o)),
-            _ => panic!("unsettled, without the stacks pass"),
-        }
-        match judge_count(&mut over(), &test, None, true) {
+        match judge_count(&mut r, &test, None, false) {
             Counted::Stacks { rerun, outcome } => {
-                assert!(
-                    !rerun && is_over_budget(&outcome),
-                    "its stacks, no more runs"
-                )
+                assert!(rerun, "its stacks, with extra runs");
+                assert_eq!((outcome.made, outcome.status), (3, Status::Completed));
             }
-            _ => panic!("one-time-fails: its stacks are taken"),
+            _ => panic!("a leak's shape goes to the stacks pass"),
         }
     }
 

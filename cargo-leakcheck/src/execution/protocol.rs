@@ -43,10 +43,6 @@ pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
 pub const EXIT_GUARD_ENV: &str = "LEAKCHECK_RERUN_EXIT_GUARD";
 /// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
 pub const RERUN_GRACE_ENV: &str = "LEAKCHECK_RERUN_GRACE_MS";
-/// What the extra runs may cost (absent: no budget), as
-/// `cpu_floor_ms:cpu_percent:wall_floor_ms:wall_percent`: at least the floor, or that
-/// percentage of what the test's own run cost, whichever is more, in CPU and in wall time.
-pub const RERUN_BUDGET_ENV: &str = "LEAKCHECK_RERUN_BUDGET";
 /// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.
 pub const APP_MALLCTL_ENV: &str = "LEAKCHECK_APP_MALLCTL";
 /// Where that jemalloc's dumps between runs go (a prefix, like `prof_prefix`).
@@ -164,25 +160,13 @@ pub fn run_dump(dir: &Path, job: &str, stem: &str, k: u32) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{BudgetStop, ExitCounts, ExtraRun, FirstRun};
+    use crate::evidence::{ExitCounts, ExtraRun, FirstRun};
 
     #[test]
-    fn a_budget_stop_parses() {
-        let r = Record::parse(
-            "arena 9\nfirst 0 2 208 1\ncost 2500 1300\nbudget cpu 2500 1250 2500 1000\nend budget\n",
-        );
+    fn the_own_runs_cost_parses() {
+        let r = Record::parse("arena 9\nfirst 0 2 208 1\ncost 2500 1300\nend kept\n");
         assert_eq!(r.own_cost, Some((2500, 1300)));
-        assert_eq!(
-            r.budget,
-            Some(BudgetStop {
-                wall: false,
-                own_ms: 2500,
-                allowed_ms: 1250,
-                run_ms: 2500,
-                floor_ms: 1000
-            })
-        );
-        assert_eq!(r.end.as_deref(), Some("budget"));
+        assert_eq!(r.end.as_deref(), Some("kept"));
     }
 
     #[test]

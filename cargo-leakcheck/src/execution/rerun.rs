@@ -1,5 +1,5 @@
 //! Extra runs of a test inside its own process: how long the runtime waits for a run's
-//! threads. The rules that read the runs' evidence and what they may cost live in
+//! threads. The rules that read the runs' evidence live in
 //! [`crate::analysis::settling`]; this is how they work together.
 //!
 //! After libtest's `main` returns, the runtime calls the test's entry point again (see the
@@ -13,7 +13,10 @@
 //!   ([`settled`]): whatever its first run retained is state the process keeps (a pool, a
 //!   logger, a table built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made
 //!   (N = `extra-runs`), so that state warming up over several runs (a pool whose workers
-//!   each allocate on their first job) has time to settle.
+//!   each allocate on their first job) has time to settle; the series ends sooner when
+//!   three runs in a row each left something behind while the process grew on every one
+//!   (more could only confirm a leak's shape). No clock ends a series: a test is run again
+//!   whatever its runs cost, so its verdict does not depend on the machine's speed or load.
 //! - **Stacks pass**, for the tests every extra run of which left something behind: a heap
 //!   dump after the first run and after each of N extra runs. A stack is a leak when it
 //!   holds more after *every* extra run than before it ([`grows_every_run`]); a stack that
@@ -24,9 +27,7 @@
 //! frames, then the runtime's), so stacks are compared cut at the call of the test's entry
 //! point ([`cut_at_entry`]).
 
-pub use crate::analysis::settling::{
-    budget_for, interpret, settled, Budget, Evidence, Outcome, Status,
-};
+pub use crate::analysis::settling::{interpret, settled, Evidence, Outcome, Status};
 
 /// How long the runtime waits after a run for the threads it started to be gone (once a
 /// run's threads did not all end in that time, later runs wait 20 ms).

@@ -75,7 +75,7 @@ pub struct RunConfig<'a> {
     pub jobs: usize,
     /// Timeout of processes that run no test (baselines).
     pub timeout: Duration,
-    /// What each test's settings (timeout, extra runs, budget, whether process-lifetime
+    /// What each test's settings (timeout, extra runs, whether process-lifetime
     /// memory fails it) are computed from, once per test as it is listed.
     pub settings: Layers<'a>,
     /// Filters from the command line.
@@ -302,9 +302,6 @@ pub struct RerunRequest {
     /// How long the runtime waits, once after the last run, for the runs' threads (see
     /// [`crate::execution::rerun::GRACE_MS`]).
     pub grace_ms: u64,
-    /// The cost budget its extra runs are held to, if any (see
-    /// [`crate::execution::rerun::BUDGET`]).
-    pub budget: Option<crate::execution::rerun::Budget>,
 }
 
 /// The tests of every binary, as far as the filters and the partition select them.
@@ -461,9 +458,6 @@ fn run_one(
             crate::execution::rerun::SETTLE_MS.to_string(),
         ));
         env.push((protocol::RERUN_GRACE_ENV, r.grace_ms.to_string()));
-        if let Some(budget) = r.budget {
-            env.push((protocol::RERUN_BUDGET_ENV, budget.to_env()));
-        }
         if let Some(g) = r.exit_guard {
             env.push((protocol::EXIT_GUARD_ENV, format!("{g:x}")));
         }

@@ -716,17 +716,11 @@ mod tests {
         slow.verdict = Verdict::Unsettled;
         slow.extra_runs = crate::model::ExtraRuns {
             made: 0,
-            status: Status::OverBudget(crate::evidence::BudgetStop {
-                wall: false,
-                own_ms: 100,
-                allowed_ms: 1000,
-                run_ms: 1200,
-                floor_ms: 1000,
-            }),
-            detail: Some("not run again after 0 extra runs: …".into()),
+            status: Status::TimedOut,
+            detail: Some("the 1st extra run did not finish in time (…)".into()),
         };
         slow.message = Some(
-            "retained 4.0 KiB in 4 objects by its own run, not run again after 0 extra runs: …"
+            "kept 4.0 KiB still reachable at exit, and its extra runs could not show whether that grows: …"
                 .into(),
         );
 
