@@ -2,10 +2,13 @@
 # What a leak check costs on real crates' own test suites: `cargo nextest run` and
 # `cargo leakcheck test` timed back to back on each suite, with its tests already built,
 # best of N, and the ratio. Also prints every non-clean verdict and checks the ones known
-# from these suites (the leaks below, nothing else).
+# from these suites (the leaks below, nothing else), and that the verdicts do not depend on
+# the run: with --determinism K, K more runs of `cargo leakcheck test` and one more while a
+# second job keeps both cores busy must give every test the same verdict as the timed runs.
 #
-# Usage: bench/real_suites.sh [--repeat N] [--tool PATH] [--work DIR] [--tokio] [CRATE@VERSION…]
+# Usage: bench/real_suites.sh [--repeat N] [--determinism K] [--tool PATH] [--work DIR] [--tokio] [CRATE@VERSION…]
 #   --repeat N   timed runs of each command per suite, the best counts (default 2)
+#   --determinism K  K more runs, then one under load; verdicts compared (default 0: off)
 #   --tool PATH  the cargo-leakcheck binary to time (default: a release build of this checkout)
 #   --work DIR   where the crates are copied and built (default /tmp/leakcheck-real)
 #   --tokio      also tokio 1.54.1's own suite (--features full,test-util), about 10 minutes
@@ -14,6 +17,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 repeat=2
+determinism=0
 tool=""
 work=/tmp/leakcheck-real
 tokio=0
@@ -21,17 +25,19 @@ crates=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeat) repeat=$2; shift 2 ;;
+    --determinism) determinism=$2; shift 2 ;;
     --tool) tool=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --tokio) tokio=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) echo "real_suites.sh: unknown option $1" >&2; exit 2 ;;
     *) crates+=("$1"); shift ;;
   esac
 done
 if [ ${#crates[@]} -eq 0 ]; then
   crates=(rayon-core@1.13.0 crossbeam-epoch@0.9.21 crossbeam-channel@0.5.17 sharded-slab@0.1.7
-          flume@0.11.1 memchr@2.8.3 indexmap@2.14.2)
+          flume@0.11.1 memchr@2.8.3 indexmap@2.14.2 crossbeam-deque@0.8.8 crossbeam-queue@0.3.14
+          concurrent-queue@2.5.0 arc-swap@1.9.5)
 fi
 [ "$tokio" = 1 ] && crates+=(tokio@1.54.1)
 
@@ -92,7 +98,7 @@ prepare() {
   local name=$1 version=$2 src dest
   dest="$work/$name-$version"
   if [ ! -f "$dest/.prepared" ]; then
-    src=$(ls -d "$HOME"/.cargo/registry/src/*/"$name-$version" | head -n 1)
+    src=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$name-$version" | head -n 1)
     rm -rf "$dest"
     cp -r "$src" "$dest"
     grep -q '^\[workspace\]' "$dest/Cargo.toml" || printf '\n[workspace]\n' >> "$dest/Cargo.toml"
@@ -126,6 +132,38 @@ secs() {
   python3 -c "print(f'{$end - $start:.1f} $rc')"
 }
 
+# Every test's verdict in a report, one `binary test verdict` line each, sorted.
+verdicts_of() {
+  python3 - "$1" <<'PY'
+import json, sys
+for t in sorted(json.load(open(sys.argv[1]))["tests"], key=lambda t: (t["binary"], t["name"])):
+    print(t["binary"], t["name"], t["verdict"])
+PY
+}
+
+# K more runs of the suite, then one while two busy loops load both cores: every test's
+# verdict must be the one the last timed run gave.
+check_determinism() {
+  local dir=$1 name=$2 base k loaded diff_file
+  base=$(verdicts_of "$dir/target/leakcheck/report.json")
+  diff_file=$(mktemp)
+  for k in $(seq "$determinism") loaded; do
+    local pids=()
+    if [ "$k" = loaded ]; then
+      for _ in 1 2; do sh -c 'while :; do :; done' & pids+=($!); done
+    fi
+    (cd "$dir" && cargo leakcheck test -q $(features "$name") >/dev/null 2>&1) || true
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
+    if ! diff <(echo "$base") <(verdicts_of "$dir/target/leakcheck/report.json") > "$diff_file"; then
+      echo "verdicts DIFFER in run $k: $(grep '^[<>]' "$diff_file" | head -n 6 | tr '\n' ';')"
+      rm -f "$diff_file"
+      return 1
+    fi
+  done
+  rm -f "$diff_file"
+  echo "verdicts identical over $((determinism + 1)) more runs, the last with both cores loaded"
+}
+
 fetch_sources
 printf '%-24s %6s %12s %16s %7s  %s\n' suite tests "nextest (s)" "leakcheck (s)" ratio verdicts
 failures=0
@@ -152,7 +190,7 @@ def known(t):
     return t["verdict"] == "leak" and (t["name"] in expected or t["name"] in maybe)
 found = {t["name"] for t in bad if known(t)}
 missing = sorted(expected - found)
-# Not a leak, not clean: retained memory it was not run again enough to judge (the budget).
+# Not a leak, not clean: kept reachable memory its extra runs could not judge (they timed out).
 unsettled = [t for t in bad if t["verdict"] == "unsettled"]
 unexpected = [
     t for t in bad
@@ -173,5 +211,9 @@ PY
   ratio=$(python3 -c "print(f'{$lc_best / $nt_best:.2f}x')")
   printf '%-24s %6s %12s %16s %7s  %s (exit %s)\n' "$name $version" "$ntests" "$nt_best" "$lc_best" "$ratio" "$rest" "$lc_rc"
   case "$rest" in *DIFFERS) failures=$((failures + 1)) ;; esac
+  if [ "$determinism" -gt 0 ]; then
+    same=$(check_determinism "$dir" "$name") || failures=$((failures + 1))
+    printf '%-24s %s\n' "" "$same"
+  fi
 done
 exit $((failures > 0))

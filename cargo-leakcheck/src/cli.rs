@@ -91,8 +91,8 @@ pub struct DiffArgs {
 /// How tests are checked, shared by `test` and `nextest`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Checking {
-    /// Kill a test that runs longer than this many seconds; it is reported as `timeout`
-    /// [default: 300, or `timeout` in leakcheck.toml].
+    /// Kill a test whose own run takes longer than this many seconds; it is reported as
+    /// `timeout` [default: none, as under nextest, or `timeout` in leakcheck.toml].
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
 

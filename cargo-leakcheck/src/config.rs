@@ -23,9 +23,6 @@ pub const DEFAULT_CONFIG: &str = include_str!("default-config.toml");
 /// Where the configuration is looked for, relative to the workspace root, in order.
 pub const FILE_NAMES: [&str; 2] = ["leakcheck.toml", ".config/leakcheck.toml"];
 
-/// Built-in per-test timeout, in seconds.
-pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
-
 /// The most extra runs a test may be given.
 pub const MAX_EXTRA_RUNS: u32 = 100;
 
@@ -844,8 +841,9 @@ pub struct Effective {
     pub test_threshold: Option<u64>,
     /// Whether one-time initialisation counts as a leak.
     pub one_time_fails: bool,
-    /// Seconds before the test is killed.
-    pub timeout: u64,
+    /// Seconds the test's own run may take before it is killed; none by default, as under
+    /// `cargo test` and nextest (its extra runs are bounded by the runtime).
+    pub timeout: Option<u64>,
     /// How many times a test that retained memory runs again in its process (0: never).
     pub extra_runs: u32,
     /// Whether an `unsettled` verdict fails the run (exit 5).
@@ -898,7 +896,7 @@ impl Config {
             stack_threshold: 0,
             test_threshold: None,
             one_time_fails: false,
-            timeout: DEFAULT_TIMEOUT_SECS,
+            timeout: None,
             extra_runs: DEFAULT_EXTRA_RUNS,
             unsettled_fails: false,
             stack_threshold_source: "built-in default".into(),
@@ -939,7 +937,7 @@ impl Config {
                 e.one_time_fails = v;
             }
             if let Some(v) = s.timeout {
-                e.timeout = v;
+                e.timeout = Some(v);
             }
             if let Some(v) = s.extra_runs {
                 e.extra_runs = v;
@@ -1066,9 +1064,10 @@ mod tests {
         );
         let none = SettingsLayer::default();
         let global = c.global(&none);
-        assert_eq!((global.timeout, global.stack_threshold), (100, 1024));
+        assert_eq!((global.timeout, global.stack_threshold), (Some(100), 1024));
         let any = c.effective("any::test", &none);
-        assert_eq!((any.timeout, any.stack_threshold), (7, 2048));
+        assert_eq!((any.timeout, any.stack_threshold), (Some(7), 2048));
+        assert_eq!(Config::default().global(&none).timeout, None, "no default");
     }
 
     #[test]
@@ -1076,7 +1075,10 @@ mod tests {
         let e = parse_err("[defaults]\ntimeout = \"307445734561825861m\"\n");
         assert!(e.contains("expected a positive number of seconds"), "{e}");
         let (c, _) = parse_ok("[defaults]\ntimeout = \"5m\"\n");
-        assert_eq!(c.effective("t", &SettingsLayer::default()).timeout, 300);
+        assert_eq!(
+            c.effective("t", &SettingsLayer::default()).timeout,
+            Some(300)
+        );
     }
 
     #[test]
@@ -1193,7 +1195,7 @@ timeout = "2m"
         let plain = c.effective("other::t", &none);
         assert_eq!(
             (plain.stack_threshold, plain.test_threshold, plain.timeout),
-            (1024, None, 30)
+            (1024, None, Some(30))
         );
         assert!(plain.stack_threshold_source.starts_with("[defaults]"));
         let cache = c.effective("cache::tests::warm", &none);
@@ -1216,7 +1218,7 @@ timeout = "2m"
                 huge.one_time_fails,
                 huge.timeout
             ),
-            (1 << 20, Some(2 << 20), true, 120)
+            (1 << 20, Some(2 << 20), true, Some(120))
         );
         let cli = SettingsLayer {
             stack_threshold: Some(0),
@@ -1226,7 +1228,7 @@ timeout = "2m"
         let over = c.effective("cache::tests::huge", &cli);
         assert_eq!(
             (over.stack_threshold, over.timeout, over.test_threshold),
-            (0, 5, Some(2 << 20))
+            (0, Some(5), Some(2 << 20))
         );
         assert_eq!(over.stack_threshold_source, "the command line");
     }

@@ -279,7 +279,7 @@ fn symbolizer_and_entry_finder_survive_damaged_executables() {
     let mut rng = Rng(seed() ^ 0xe1f);
     fuzz("elf", 300, |input| {
         // The entry finder reads the executable from memory...
-        let found = entry::inspect(input, &["tests::a", "main"]);
+        let found = entry::inspect(input, &["tests::a", "main"], "fuzzed");
         let _ = found.problem;
         let _ = crate::execution::inspect::BinarySymbols::of(input);
         // ...the symbolizer from a file.

@@ -336,9 +336,6 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     s.max_runs = sys::env(c"LEAKCHECK_RERUNS")
         .and_then(sys::parse_u64)
         .map_or(0, |n| n.min(1000) as u32);
-    if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_DEADLINE_MS").and_then(sys::parse_u64) {
-        s.deadline_ms = ms;
-    }
     if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_SETTLE_MS").and_then(sys::parse_u64) {
         s.settle_ms = ms;
     }

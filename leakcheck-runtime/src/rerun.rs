@@ -67,8 +67,6 @@ pub struct Settings {
     pub build_id: &'static str,
     /// At most this many extra runs.
     pub max_runs: u32,
-    /// No extra run may go on past this many milliseconds after the process started.
-    pub deadline_ms: u64,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
     /// Stack size of the thread each extra run runs on.
@@ -100,7 +98,6 @@ static mut SETTINGS: Settings = Settings {
     entry: None,
     build_id: "",
     max_runs: 0,
-    deadline_ms: u64::MAX,
     settle_ms: 500,
     stack_size: 2 << 20,
     dump_prefix: FixedPath::new(),
@@ -241,9 +238,6 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     let threads_before_runs = sys::thread_count();
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
-        if sys::now_ms().saturating_sub(s.started_ms) >= s.deadline_ms {
-            return end(fd, "deadline");
-        }
         let route = if s.counting {
             match arenas::create() {
                 Some(a) => Some(a),
@@ -317,17 +311,13 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 write_left(fd, &left[..=i]);
                 return end(fd, "settled");
             }
-            if k < max_runs
-                && k >= CONFIRMING_RUNS
-                && grew_every_run
-                && !left[..=i].contains(&Live::default())
-            {
-                // Growth on every run, each run's part still there: a leak's shape. The
-                // stacks pass runs the test again in full and says which stack grows.
-                write_left(fd, &left[..=i]);
-                return end(fd, "kept");
-            }
-            if k == max_runs {
+            // Growth on every run, each run's part still there: a leak's shape, which more
+            // runs could only confirm. The stacks pass runs the test again in full and says
+            // which stack grows; first, threads the runs left get their grace, as after the
+            // last run (a thread that ends a second later frees what it held).
+            let confirmed =
+                k >= CONFIRMING_RUNS && grew_every_run && !left[..=i].contains(&Live::default());
+            if k == max_runs || confirmed {
                 if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
                     arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
@@ -685,16 +675,11 @@ fn run_once(entry: usize, s: &Settings, message: &mut Message, route: Option<u32
         (*slot_ptr)
             .go
             .store(true, std::sync::atomic::Ordering::Release);
-        // A run may take ten times what the test's own run took (at least RUN_FLOOR_MS),
-        // and never go past the overall deadline: a run that hangs (waiting for something
-        // that happens once per process) must not hold the process for the test's whole
-        // timeout.
-        let now = sys::now_ms();
-        let first_run_ms = first_run_ms();
-        let remaining = s
-            .deadline_ms
-            .saturating_sub(now.saturating_sub(s.started_ms))
-            .min(first_run_ms.saturating_mul(10).max(RUN_FLOOR_MS));
+        // A run may take ten times what the test's own run took (at least RUN_FLOOR_MS): a
+        // run that hangs (waiting for something that happens once per process) must not
+        // hold the process for good. cargo-leakcheck's own timeout bounds the test's own
+        // run only, and waits for the extra runs while they make progress.
+        let remaining = first_run_ms().saturating_mul(10).max(RUN_FLOOR_MS);
         let mut until = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,

@@ -164,6 +164,16 @@ const TOKEN_MACROS: Target = Target {
     binary: "token_macros",
 };
 /// Test names that are hard to turn into file names.
+const NAMES_INTEGRATION: Target = Target {
+    fixture: "tests/fixtures/names",
+    package: "names",
+    binary: "names",
+};
+const NAMES_LONE: Target = Target {
+    fixture: "tests/fixtures/names",
+    package: "names",
+    binary: "lone",
+};
 const NAMES: Target = Target {
     fixture: "tests/fixtures/names",
     package: "names",
@@ -567,6 +577,12 @@ pub const EXPECTED: &[Expected] = &[
         .runs("completed")
         .by_stacks(),
     // --- tests/fixtures/names: each gets flame graph files of its own ---
+    // The integration test target `names`, whose test `names` has the name of the target
+    // and of `module_path!()` at its root: its entry point is still found.
+    leak(NAMES_INTEGRATION, "names", "names").runs("completed"),
+    clean(NAMES_INTEGRATION, "logs_only").runs("not-needed"),
+    // A target of one test: its entry point is found even when it is selected alone.
+    leak(NAMES_LONE, "lone_test_grows_a_list", "lone_test_grows_a_list").runs("completed"),
     leak(NAMES, "m::größe", "größe"),
     leak(NAMES, "m::grüße", "grüße"),
     leak(NAMES, "a::b__c", "b__c"),
@@ -670,10 +686,16 @@ pub const EXPECTED: &[Expected] = &[
         "tests::second_run_never_returns",
         "unsettled",
         None,
-        true,
+        false,
     )
     .runs("timed-out"),
     leak(CONFIGURED, "tests::slow_registry_grows", "slow_registry_grows").runs("completed"),
+    leak(
+        CONFIGURED,
+        "tests::slow_registry_under_a_short_timeout",
+        "slow_registry_under_a_short_timeout",
+    )
+    .runs("completed"),
     leak(
         CONFIGURED,
         "tests::slow_registry_repeated",
@@ -823,10 +845,14 @@ fn expected_table_matches_fixture_sources() {
             );
             test_fns.insert(e.test.rsplit("::").next().unwrap().to_owned());
         }
-        for e in EXPECTED
-            .iter()
-            .filter(|e| e.fixture == fixture && e.test == e.binary && !e.bench)
-        {
+        // (A test named like its target in a fixture with no `harness = false` target is an
+        // ordinary `#[test]` function, found below.)
+        for e in EXPECTED.iter().filter(|e| {
+            e.fixture == fixture
+                && e.test == e.binary
+                && !e.bench
+                && manifest.contains("harness = false")
+        }) {
             assert!(
                 manifest.contains(&format!("name = \"{}\"", e.binary))
                     && manifest.contains("harness = false"),

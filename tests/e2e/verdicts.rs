@@ -308,7 +308,7 @@ fn every_failing_test_gets_flame_graph_files_of_its_own() {
     let run = run_fixture("tests/fixtures/names", &[]);
     let tests = run.report()["tests"].as_array().unwrap();
     let mut svgs = BTreeSet::new();
-    for t in tests {
+    for t in tests.iter().filter(|t| t["verdict"] == "leak") {
         let svg = t["artifacts"]["flamegraph"].as_str().unwrap_or_else(|| {
             panic!(
                 "{} has no flame graph: {:?}",
@@ -321,8 +321,9 @@ fn every_failing_test_gets_flame_graph_files_of_its_own() {
         let text = std::fs::read_to_string(&path).unwrap();
         // Each file is the test's own: its title names it.
         let name = t["name"].as_str().unwrap();
+        let binary = t["binary"].as_str().unwrap();
         assert!(
-            text.contains(&format!("names {name}")),
+            text.contains(&format!("{binary} {name}")),
             "{svg} is not {name}'s"
         );
         assert!(run
@@ -330,7 +331,20 @@ fn every_failing_test_gets_flame_graph_files_of_its_own() {
             .join(t["artifacts"]["folded"].as_str().unwrap())
             .is_file());
     }
-    assert_eq!(svgs.len(), 5);
+    assert_eq!(svgs.len(), 7);
+}
+
+#[test]
+fn a_target_selected_alone_still_finds_its_tests_entry_points() {
+    // No other binary of the build is inspected: a target of one test, and a target whose
+    // test is named like the target and `module_path!()`, prove their own layout.
+    for (target, test) in [("lone", "lone_test_grows_a_list"), ("names", "names")] {
+        let run = run_fixture("tests/fixtures/names", &["--test", target]);
+        assert_eq!(run.code, 3, "{}", run.stderr);
+        let t = run.test(target, test);
+        assert_eq!(t["verdict"], "leak", "{t}");
+        assert_eq!(t["extra_runs"]["status"], "completed", "{t}");
+    }
 }
 
 #[test]

@@ -263,7 +263,8 @@ pub enum Reach {
 }
 
 /// Pairs each retained stack with its growth over the extra runs; adds the stacks that
-/// the first run did not retain but that grew on every extra run.
+/// the first run did not retain but that grew over the extra runs (on every one, or in
+/// some: [`judge_stacks`] keeps those only when their line grew on every run).
 pub fn with_growth(
     deltas: Vec<diff::StackDelta>,
     series: Option<&HashMap<Vec<FrameKey>, Vec<Counts>>>,
@@ -307,8 +308,8 @@ pub fn with_growth(
     let mut late: Vec<(&Vec<FrameKey>, &Vec<Counts>)> = series
         .iter()
         .filter(|(cut, s)| {
-            !seen.contains(*cut)
-                && rerun::grows_every_run(&s.iter().map(|c| c.bytes).collect::<Vec<_>>())
+            let bytes: Vec<u64> = s.iter().map(|c| c.bytes).collect();
+            !seen.contains(*cut) && (rerun::grows_every_run(&bytes) || bytes.last() > bytes.first())
         })
         .collect();
     late.sort_by(|a, b| a.0.cmp(b.0));
@@ -376,11 +377,16 @@ pub fn proven_clean(
 }
 
 /// Whether a test judged clean on what was reachable at exit stays unsettled: its extra
-/// runs did not finish in time, so the growth a reachable registry shows over runs was
-/// never looked for, and it kept memory for the process lifetime.
+/// runs did not finish in time, or could not be made though the test could run again (its
+/// entry point was not found, the runtime could not start them), so the growth a reachable
+/// registry shows over runs was never looked for, and it kept memory for the process
+/// lifetime. (A test that cannot run again by its nature, `#[should_panic]` or
+/// `harness = false`, is judged on its own run, as documented.)
 pub fn unsettled_without_repetition(report: &TestReport, status: &rerun::Status) -> bool {
-    matches!(status, rerun::Status::TimedOut)
-        && report.verdict == Verdict::Clean
+    matches!(
+        status,
+        rerun::Status::TimedOut | rerun::Status::NoEntryPoint(_) | rerun::Status::Unavailable(_)
+    ) && report.verdict == Verdict::Clean
         && report
             .stacks
             .iter()
@@ -746,16 +752,52 @@ pub fn judge_stacks(
         held: Option<retention::HeldPath>,
     }
     let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
-    for r in retained {
-        let frames = resolve_stack(&r.frames, &mut bin.symbolizer);
-        let trimmed = &frames[..];
-        let classified = classify::classify_test(trimmed, &bin.exe, entry_range);
+    let resolved: Vec<(Vec<FrameReport>, classify::Classified)> = retained
+        .iter()
+        .map(|r| {
+            let frames = resolve_stack(&r.frames, &mut bin.symbolizer);
+            let classified = classify::classify_test(&frames, &bin.exe, entry_range);
+            (frames.iter().map(frame_report).collect(), classified)
+        })
+        .collect();
+    let growing = growing_sites(
+        retained
+            .iter()
+            .zip(&resolved)
+            .filter_map(|(r, (shown, c))| {
+                (c.kind == StackKind::Leak).then_some((site_of(shown)?, r.growth.as_deref()?))
+            }),
+    );
+    for (r, (shown, classified)) in retained.iter().zip(&resolved) {
         let (kind, reason) = match r.reach {
-            Some(reach) if r.growth.is_none() => kind_with_reach(&classified, reach),
-            _ => kind_with_growth(&classified, r.growth.as_deref()),
+            Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
+            _ => kind_with_growth(classified, r.growth.as_deref()),
         };
-        let shown: Vec<FrameReport> = trimmed.iter().map(frame_report).collect();
-        let e = merged.entry((kind, shown)).or_insert(Merged {
+        // One line that allocates by different paths inside std from run to run (whether
+        // `format!` grows a string once or twice depends on what it formats): no single
+        // stack grows every time, the line does.
+        let (kind, reason) = match (kind, r.growth.as_deref(), site_of(shown)) {
+            (StackKind::ProcessLifetime, Some(g), Some(site))
+                if classified.kind == StackKind::Leak
+                    && g.iter().map(|g| g.bytes).sum::<i64>() > 0
+                    && growing.contains(site) =>
+            {
+                (
+                    StackKind::Leak,
+                    Some(format!(
+                        "grew in every one of {} extra runs of the test, with the other stacks that allocate at the same line",
+                        g.len()
+                    )),
+                )
+            }
+            _ => (kind, reason),
+        };
+        // A stack the test's own run did not retain, that grew in some extra runs only, is
+        // shown only as part of a line that grew on every run.
+        if r.live.bytes == 0 && r.growth.is_some() && kind != StackKind::Leak {
+            continue;
+        }
+        let e = merged.entry((kind, shown.clone())).or_insert(Merged {
             bytes: 0,
             objects: 0,
             reason,
@@ -862,6 +904,37 @@ pub fn never_ran(end: &ProcessEnd, what: &str) -> Option<String> {
     }
 }
 
+/// Where a stack allocates, as the program sees it: its frames from the first one in the
+/// program's own source outwards. Two stacks of one site differ only inside std or a
+/// dependency. None when no frame is the program's own.
+fn site_of(shown: &[FrameReport]) -> Option<&[FrameReport]> {
+    let own = shown
+        .iter()
+        .position(|f| f.file.as_deref().is_some_and(classify::is_own_source))?;
+    Some(&shown[own..])
+}
+
+/// The sites (see [`site_of`]) of two or more stacks whose growth, added up, was positive
+/// in every extra run.
+fn growing_sites<'a>(
+    stacks: impl Iterator<Item = (&'a [FrameReport], &'a [RunGrowth])>,
+) -> std::collections::HashSet<&'a [FrameReport]> {
+    let mut sums: HashMap<&[FrameReport], (Vec<i64>, usize)> = HashMap::new();
+    for (site, growth) in stacks {
+        let (sum, n) = sums
+            .entry(site)
+            .or_insert_with(|| (vec![0; growth.len()], 0));
+        for (s, g) in sum.iter_mut().zip(growth) {
+            *s = s.saturating_add(g.bytes);
+        }
+        *n += 1;
+    }
+    sums.into_iter()
+        .filter(|(_, (sum, n))| *n >= 2 && !sum.is_empty() && sum.iter().all(|&b| b > 0))
+        .map(|(site, _)| site)
+        .collect()
+}
+
 /// A stack as reports show it: each return address symbolized (inlined frames included),
 /// the allocator's own frames at the top cut off, and the runtime's thread trampoline (the
 /// frame every thread starts in under the preload) left out wherever it is.
@@ -945,6 +1018,60 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn a_line_whose_stacks_vary_from_run_to_run_grows_as_one_site() {
+        let at = |function: &str, file: &str| FrameReport {
+            function: function.into(),
+            file: Some(file.into()),
+            line: Some(1),
+            inlined: false,
+        };
+        let own = [
+            at("app::register", "/src/app/src/lib.rs"),
+            at("app::t", "/src/app/src/lib.rs"),
+        ];
+        // Two ways std grows a string at `app::register`'s line: runs 1 and 3 one way, run
+        // 2 the other. Neither grows every run; the line does.
+        let one: Vec<FrameReport> = [at("alloc::raw_vec::grow", "/rustc/x/raw_vec.rs")]
+            .into_iter()
+            .chain(own.clone())
+            .collect();
+        let two: Vec<FrameReport> = [at("alloc::fmt::pad", "/rustc/x/fmt.rs")]
+            .into_iter()
+            .chain(own.clone())
+            .collect();
+        let g = |b: &[i64]| -> Vec<RunGrowth> {
+            b.iter()
+                .map(|&bytes| RunGrowth { objects: 1, bytes })
+                .collect()
+        };
+        let (g1, g2) = (g(&[2400, 0, 2400]), g(&[0, 2400, 0]));
+        assert_eq!(site_of(&one), Some(&own[..]));
+        assert_eq!(site_of(&own[..1]), Some(&own[..1]));
+        let growing = growing_sites(
+            [
+                (site_of(&one).unwrap(), &g1[..]),
+                (site_of(&two).unwrap(), &g2[..]),
+            ]
+            .into_iter(),
+        );
+        assert!(growing.contains(&own[..]));
+        // A cache at one line that evicts as much as it adds does not grow.
+        let evicts = g(&[-2400, 0, -2400]);
+        let bounded = growing_sites(
+            [
+                (site_of(&one).unwrap(), &evicts[..]),
+                (site_of(&two).unwrap(), &g2[..]),
+            ]
+            .into_iter(),
+        );
+        assert!(bounded.is_empty());
+        // One stack alone is judged by its own growth, not as a site.
+        assert!(growing_sites([(site_of(&one).unwrap(), &g1[..])].into_iter()).is_empty());
+        // Frames only in std have no site.
+        assert_eq!(site_of(&one[..1]), None);
+    }
+
+    #[test]
     fn reachable_memory_of_a_test_whose_runs_were_cut_short_is_unsettled_not_clean() {
         let mut report = crate::model::TestReport::example();
         report.stacks = vec![crate::model::StackReport::example(
@@ -956,6 +1083,10 @@ mod tests {
             &rerun::Status::TimedOut
         ));
         // Completed runs, or a test that cannot run again at all: reachability decides.
+        assert!(unsettled_without_repetition(
+            &report,
+            &rerun::Status::NoEntryPoint("none is certain".into())
+        ));
         assert!(!unsettled_without_repetition(
             &report,
             &rerun::Status::Completed

@@ -29,7 +29,7 @@ pub fn detail(status: &Status, made: u32) -> Option<String> {
             Status::Panicked(message) => Some(format!("the {nth} extra run panicked: {message}")),
             Status::Crashed(how) => Some(format!("the process died in the {nth} extra run: {how}")),
             Status::TimedOut => Some(format!(
-                "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s, within its timeout)"
+                "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s)"
             )),
             Status::Failed(message) => Some(format!("the {nth} extra run failed: {message}")),
             Status::Unavailable(why) => Some(format!("extra runs could not be made: {why}")),
@@ -117,7 +117,7 @@ pub fn interpret(
     } else if let Some(message) = &record.failed {
         Status::Failed(message.clone())
     } else if record.timed_out
-        || matches!(record.end.as_deref(), Some("deadline" | "timeout"))
+        || record.end.as_deref() == Some("timeout")
         || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
     {
         Status::TimedOut

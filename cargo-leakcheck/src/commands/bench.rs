@@ -76,7 +76,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         runtime: &session.runtime,
         work_dir: &session.work_dir,
         jobs: 1,
-        timeout: cap,
+        timeout: Some(cap),
         settings: crate::config::Layers {
             config: &no_config,
             cli: &bench_settings,
@@ -126,11 +126,11 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             settings,
             quiet_backtraces: false,
             // Criterion stops itself after --profile-time; give it room to start and finish.
-            timeout: if case.criterion {
+            timeout: Some(if case.criterion {
                 cap + Duration::from_secs(60)
             } else {
                 cap
-            },
+            }),
             extra_env: &[(protocol::INTERVAL_ENV, args.snapshot_interval.to_string())],
             place: None,
         };

@@ -785,7 +785,13 @@ fn shared_layout(session: &RunnerSession, exe: &Path) -> Option<Layout> {
         if names.len() < 2 {
             continue;
         }
-        if let Some(layout) = crate::execution::entry::inspect(&data, &names).proven_layout {
+        // cargo names a test executable `<crate>-<hash>`.
+        let krate = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('-'))
+            .map_or("", |(name, _)| name);
+        if let Some(layout) = crate::execution::entry::inspect(&data, &names, krate).proven_layout {
             share_layout(session, layout);
             return Some(layout);
         }

@@ -256,7 +256,7 @@ pub(crate) fn check(
         runtime: setup.runtime,
         work_dir: setup.work_dir,
         jobs: setup.jobs,
-        timeout: Duration::from_secs(settings.global().timeout),
+        timeout: settings.global().timeout.map(Duration::from_secs),
         settings,
         filter: setup.filter,
         wrapper: setup.wrapper,

@@ -19,9 +19,17 @@
 //!
 //! The layout belongs to the toolchain's libtest, so it is the same in every test binary of
 //! one build: a binary with a single test, whose struct alone may leave several offsets
-//! possible, takes the layout another binary of the build proved (see [`Layout`]). If the
-//! layout cannot be pinned down to one offset, no test of the binary gets an entry point,
-//! and its tests are reported as not repeatable.
+//! possible, takes the layout another binary of the build proved (see [`Layout`]).
+//!
+//! Where the table alone leaves it open (a binary of one test, selected alone; a test whose
+//! name is also another string of the binary, such as `module_path!()` in an integration
+//! test named like its crate), the symbols of a debug build settle it: each test's body is
+//! the closure `<crate>::<test name>::{{closure}}`, and the function libtest keeps is that
+//! closure or the `FnOnce::call_once` shim that calls it; so the one offset at which the
+//! structs point to a function that is, or directly calls, their own test's closure, by
+//! that exact name, is the layout ([`find_entries_by_symbols`]). If the layout cannot be pinned down to one offset either
+//! way, no test of the binary gets an entry point, and its tests are reported as not
+//! repeatable.
 
 pub use crate::evidence::Entry;
 use addr2line::gimli;
@@ -122,8 +130,9 @@ pub struct Image<'a> {
     pub functions: BTreeMap<u64, u64>,
 }
 
-/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`.
-pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
+/// Reads what [`find_entries`] needs from an ELF executable and looks up `names`, the
+/// tests of crate `krate` (the target's name, `-` as `_`).
+pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     let file = match ElfFile64::<LE>::parse(data) {
         Ok(f) => f,
         Err(e) => {
@@ -150,18 +159,58 @@ pub fn inspect(data: &[u8], names: &[&str]) -> Inspection {
         }
     };
     (inspection.app_mallctl, inspection.exit_guard) = runtime_symbols(&file);
-    match find_entries(&image, names) {
-        Ok(found) => {
+    let by_table = find_entries(&image, names);
+    let complete = by_table
+        .as_ref()
+        .is_ok_and(|f| names.iter().all(|n| f.entries.contains_key(*n)));
+    // Only when the table leaves something open are the symbols read (demangling every
+    // function's name costs more than the rest of the inspection).
+    let by_symbols = (!complete)
+        .then(|| find_entries_by_symbols(&image, &closures_of(&file), names, krate))
+        .flatten();
+    match (by_table, by_symbols) {
+        (Ok(mut found), Some(named)) if named.layout == found.layout => {
+            for (name, entry) in named.entries {
+                found.entries.entry(name).or_insert(entry);
+            }
             inspection.entries = found.entries;
             inspection.proven_layout = Some(found.layout);
             inspection.check_complete(names);
         }
-        Err(e) => {
+        (Ok(found), _) => {
+            inspection.entries = found.entries;
+            inspection.proven_layout = Some(found.layout);
+            inspection.check_complete(names);
+        }
+        (Err(_), Some(named)) => {
+            inspection.entries = named.entries;
+            inspection.proven_layout = Some(named.layout);
+            inspection.check_complete(names);
+        }
+        (Err(e), None) => {
             inspection.alternatives = e.alternatives;
             inspection.problem = Some(e.message);
         }
     }
     inspection
+}
+
+/// Functions whose demangled name is a closure's (`…::{{closure}}`, or `…::{closure#0}` in
+/// the v0 mangling), by address, hash dropped.
+fn closures_of<'data>(file: &impl object::Object<'data>) -> HashMap<u64, String> {
+    let mut closures = HashMap::new();
+    for s in file.symbols() {
+        if s.kind() != SymbolKind::Text || s.size() == 0 {
+            continue;
+        }
+        let Ok(raw) = s.name() else { continue };
+        let demangled = addr2line::demangle_auto(raw.into(), None);
+        let name = crate::analysis::symbolize::strip_hash(&demangled);
+        if name.ends_with("::{{closure}}") || name.ends_with("::{closure#0}") {
+            closures.insert(s.address(), name.to_owned());
+        }
+    }
+    closures
 }
 
 impl Inspection {
@@ -401,16 +450,11 @@ fn not_found(message: impl Into<String>) -> NotFound {
     }
 }
 
-/// Finds every named test's entry point; see the module documentation for the rules.
-pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
-    if names.is_empty() {
-        return Err(not_found("no tests to look up"));
-    }
-    let targets: BTreeSet<u64> = image.pointers.values().copied().collect();
+/// Name fields: for each name, every place that holds a pointer to its bytes followed by
+/// their length.
+fn name_fields<'n>(image: &Image, names: &[&'n str]) -> HashMap<&'n str, Vec<u64>> {
     let wanted: HashMap<&[u8], &str> = names.iter().map(|n| (n.as_bytes(), *n)).collect();
     let lengths: BTreeSet<u64> = names.iter().map(|n| n.len() as u64).collect();
-
-    // Name fields: a pointer to the name's bytes, followed by their length.
     let mut fields: HashMap<&str, Vec<u64>> = HashMap::new();
     for (&at, &target) in &image.pointers {
         let Some(len) = image.word(at + 8) else {
@@ -423,30 +467,49 @@ pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
             fields.entry(name).or_default().push(at);
         }
     }
-    let candidates = |name: &str| -> Vec<Candidate> {
-        fields
-            .get(name)
-            .into_iter()
-            .flatten()
-            .filter_map(|&field| {
-                let start = *targets
-                    .range(field.saturating_sub(MAX_NAME_OFFSET)..=field)
-                    .next_back()?;
-                let seg = image.segment_of(start)?;
-                let end = targets
-                    .range(start + 1..)
-                    .next()
-                    .copied()
-                    .unwrap_or(u64::MAX)
-                    .min(seg.vaddr + seg.memsz);
-                Some(Candidate {
-                    name_field: field,
-                    start,
-                    end,
-                })
+    fields
+}
+
+/// The structs a name's fields could belong to (see [`Candidate`]); `targets` is every
+/// pointed-to address.
+fn candidates(
+    image: &Image,
+    targets: &BTreeSet<u64>,
+    fields: &HashMap<&str, Vec<u64>>,
+    name: &str,
+) -> Vec<Candidate> {
+    fields
+        .get(name)
+        .into_iter()
+        .flatten()
+        .filter_map(|&field| {
+            let start = *targets
+                .range(field.saturating_sub(MAX_NAME_OFFSET)..=field)
+                .next_back()?;
+            let seg = image.segment_of(start)?;
+            let end = targets
+                .range(start + 1..)
+                .next()
+                .copied()
+                .unwrap_or(u64::MAX)
+                .min(seg.vaddr + seg.memsz);
+            Some(Candidate {
+                name_field: field,
+                start,
+                end,
             })
-            .collect()
-    };
+        })
+        .collect()
+}
+
+/// Finds every named test's entry point; see the module documentation for the rules.
+pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
+    if names.is_empty() {
+        return Err(not_found("no tests to look up"));
+    }
+    let targets: BTreeSet<u64> = image.pointers.values().copied().collect();
+    let fields = name_fields(image, names);
+    let candidates = |name: &str| candidates(image, &targets, &fields, name);
 
     // The layout, from the tests whose name field is unambiguous.
     let sure: Vec<Candidate> = names
@@ -523,6 +586,101 @@ pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
         }),
     }
 }
+
+/// The layout proven by symbols (see the module documentation): for every test, the
+/// offsets at which one of its candidate structs points to a function that is, or directly
+/// calls, one named `<krate>::<test>::{{closure}}`. One (name, function) offset pair over all of them is the
+/// layout; each test's entry is then the closure its struct points to there, when exactly
+/// one of its structs does. None when no test's closure is found, or the offsets disagree.
+pub fn find_entries_by_symbols(
+    image: &Image,
+    closures: &HashMap<u64, String>,
+    names: &[&str],
+    krate: &str,
+) -> Option<Found> {
+    if closures.is_empty() {
+        return None;
+    }
+    let targets: BTreeSet<u64> = image.pointers.values().copied().collect();
+    let fields = name_fields(image, names);
+    let is_own_closure = |name: &str, function: &str| {
+        function
+            .strip_prefix(krate)
+            .and_then(|rest| rest.strip_prefix("::"))
+            .and_then(|rest| rest.strip_prefix(name))
+            .is_some_and(|rest| rest == "::{{closure}}" || rest == "::{closure#0}")
+    };
+    // (layout, test) -> the closures its structs point to at that layout.
+    let mut proofs: BTreeMap<Layout, HashMap<&str, BTreeSet<u64>>> = BTreeMap::new();
+    for name in names {
+        for c in candidates(image, &targets, &fields, name) {
+            let span = (c.end - c.start).min(MAX_STRUCT_SIZE);
+            for offset in (0..span).step_by(8) {
+                let Some(&target) = image.pointers.get(&(c.start + offset)) else {
+                    continue;
+                };
+                let own = |f: u64| closures.get(&f).is_some_and(|n| is_own_closure(name, n));
+                if own(target) || direct_callees(image, target).any(own) {
+                    let layout = Layout {
+                        name: c.name_field - c.start,
+                        function: offset,
+                    };
+                    let by_test = proofs.entry(layout).or_default();
+                    by_test.entry(*name).or_default().insert(target);
+                }
+            }
+        }
+    }
+    let mut layouts = proofs.into_iter();
+    let (layout, by_test) = layouts.next()?;
+    if layouts.next().is_some() {
+        return None;
+    }
+    let entries = by_test
+        .into_iter()
+        .filter_map(|(name, found)| {
+            let [address] = *found.iter().copied().collect::<Vec<_>>().as_slice() else {
+                return None;
+            };
+            let size = image.functions.get(&address).copied().unwrap_or(0);
+            let start = image.file_offset(address)?;
+            Some((
+                name.to_string(),
+                Entry {
+                    address,
+                    file_range: (start, start + size),
+                },
+            ))
+        })
+        .collect();
+    Some(Found { entries, layout })
+}
+
+/// The furthest a struct's function pointer may lie from the struct's start, when it is
+/// found by its name (libtest's struct is a few hundred bytes at most).
+const MAX_STRUCT_SIZE: u64 = 1024;
+
+/// The targets of the x86-64 direct calls and jumps (`e8`/`e9` with a 32-bit displacement)
+/// in a short function (a shim): every byte is tried as an opcode, which is harmless here,
+/// since a target only counts when it is exactly the start of the test's own closure.
+fn direct_callees<'i>(image: &'i Image, function: u64) -> impl Iterator<Item = u64> + 'i {
+    let size = image.functions.get(&function).copied().unwrap_or(0);
+    let code = (size <= MAX_SHIM_SIZE)
+        .then(|| image.bytes(function, size))
+        .flatten()
+        .unwrap_or(&[]);
+    (0..code.len().saturating_sub(4)).filter_map(move |i| {
+        if code[i] != 0xe8 && code[i] != 0xe9 {
+            return None;
+        }
+        let rel = i32::from_le_bytes(code[i + 1..i + 5].try_into().ok()?);
+        let next = function.checked_add(i as u64 + 5)?;
+        Some(next.wrapping_add_signed(i64::from(rel)))
+    })
+}
+
+/// The largest function read for its calls: a `call_once` shim is a few dozen bytes.
+const MAX_SHIM_SIZE: u64 = 256;
 
 #[cfg(test)]
 mod tests {
@@ -746,10 +904,33 @@ mod tests {
         let here = module_path!().split_once("::").unwrap().1;
         let me = &format!("{here}::this_test_binary_is_readable_as_an_image");
         let other = &format!("{here}::no_table_is_an_error_not_a_guess");
-        let found = inspect(&data, &[me, other]);
+        let found = inspect(&data, &[me, other], "cargo_leakcheck");
         assert_eq!(found.problem, None);
         let entry = found.entries[me];
         assert!(entry.file_range.1 > entry.file_range.0);
         assert!(!found.build_id.is_empty());
+    }
+
+    #[test]
+    fn symbols_prove_the_layout_of_a_lone_test_and_agree_with_the_table() {
+        // One test alone, as a binary of one test or `--test NAME` leaves it: the closure
+        // its struct points to, found by its name, gives the same layout and entry as the
+        // table read with more tests.
+        let exe = std::env::current_exe().unwrap();
+        let data = std::fs::read(&exe).unwrap();
+        let file = ElfFile64::<LE>::parse(&*data).unwrap();
+        let image = image_of(&file, &data).unwrap();
+        let here = module_path!().split_once("::").unwrap().1;
+        let me =
+            &format!("{here}::symbols_prove_the_layout_of_a_lone_test_and_agree_with_the_table");
+        let other = &format!("{here}::no_table_is_an_error_not_a_guess");
+        let by_table = find_entries(&image, &[me, other]).unwrap();
+        let closures = closures_of(&file);
+        let named = find_entries_by_symbols(&image, &closures, &[me], "cargo_leakcheck")
+            .expect("this debug test binary has its closures' symbols");
+        assert_eq!(named.layout, by_table.layout);
+        assert_eq!(named.entries[me], by_table.entries[me]);
+        // Another crate's name proves nothing: the closure must be the test's own.
+        assert!(find_entries_by_symbols(&image, &closures, &[me], "other_crate").is_none());
     }
 }

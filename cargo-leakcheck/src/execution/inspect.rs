@@ -73,7 +73,8 @@ pub fn read(binary: &TestBinary, names: &[&str]) -> BinaryFacts {
     };
     BinaryFacts {
         symbols: BinarySymbols::of(&data),
-        tests: (binary.harness && !names.is_empty()).then(|| entry::inspect(&data, names)),
+        tests: (binary.harness && !names.is_empty())
+            .then(|| entry::inspect(&data, names, &binary.target.replace('-', "_"))),
     }
 }
 

@@ -34,8 +34,6 @@ pub const RERUN_ENTRY_ENV: &str = "LEAKCHECK_RERUN_ENTRY";
 pub const RERUN_BUILD_ID_ENV: &str = "LEAKCHECK_RERUN_BUILD_ID";
 /// How many extra runs to make at most.
 pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
-/// No extra run goes on past this many milliseconds after the process started.
-pub const RERUN_DEADLINE_ENV: &str = "LEAKCHECK_RERUN_DEADLINE_MS";
 /// How long to wait after a run for its threads to be gone, milliseconds.
 pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
 /// Where std records the thread ending the process (hexadecimal address in the image),

@@ -73,8 +73,8 @@ pub struct RunConfig<'a> {
     pub work_dir: &'a Path,
     /// Parallel processes.
     pub jobs: usize,
-    /// Timeout of processes that run no test (baselines).
-    pub timeout: Duration,
+    /// Timeout of processes that run no test (baselines); none: no limit.
+    pub timeout: Option<Duration>,
     /// What each test's settings (timeout, extra runs, whether process-lifetime
     /// memory fails it) are computed from, once per test as it is listed.
     pub settings: Layers<'a>,
@@ -442,17 +442,15 @@ fn run_one(
             args.push("--include-ignored".into());
         }
     }
-    let timeout = test
-        .map(|t| Duration::from_secs(t.settings.timeout))
-        .unwrap_or(config.timeout);
+    let timeout = match test {
+        Some(t) => t.settings.timeout.map(Duration::from_secs),
+        None => config.timeout,
+    };
     let mut env: Vec<(&str, String)> = Vec::new();
     if let Some(r) = &job.rerun {
         env.push((protocol::RERUN_ENTRY_ENV, format!("{:x}", r.entry)));
         env.push((protocol::RERUN_BUILD_ID_ENV, r.build_id.clone()));
         env.push((protocol::RERUNS_ENV, r.runs.to_string()));
-        // Leave a tenth of the timeout for the exit dumps after the last run.
-        let deadline = timeout.as_millis().saturating_mul(9) / 10;
-        env.push((protocol::RERUN_DEADLINE_ENV, deadline.to_string()));
         env.push((
             protocol::RERUN_SETTLE_ENV,
             crate::execution::rerun::SETTLE_MS.to_string(),
@@ -490,8 +488,8 @@ pub struct ProcessSpec<'a> {
     pub settings: ProfileSettings,
     /// Set `RUST_BACKTRACE=0`.
     pub quiet_backtraces: bool,
-    /// Kill it after this long.
-    pub timeout: Duration,
+    /// Kill it when its own run takes longer than this (none: no limit).
+    pub timeout: Option<Duration>,
     /// More environment.
     pub extra_env: &'a [(&'a str, String)],
     /// The place among the processes running at once this one takes, if any (see
@@ -597,9 +595,9 @@ pub fn run_process(
         let _ = tx.send(status);
         drop(child);
     });
-    let waited = match rx.recv_timeout(spec.timeout) {
-        Ok(s) => Some(s),
-        Err(_) => {
+    let waited = match wait_for(&rx, spec.timeout, &record_file) {
+        Some(s) => Some(s),
+        None => {
             let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
             if !*reaped {
                 // SAFETY: kill(2) on the process group we created for this child, whose
@@ -670,7 +668,7 @@ pub fn run_process(
         left_running,
         end,
         duration: started.elapsed(),
-        timeout: spec.timeout,
+        timeout: spec.timeout.unwrap_or_default(),
         peak_rss_kib,
         record,
         preload_dumps,
@@ -680,6 +678,44 @@ pub fn run_process(
         stderr,
     }
 }
+
+/// Waits for the process's wait status. `timeout` bounds the test's own run, as it bounds a
+/// test under `cargo test` or nextest: once the record says that run is over (its `first`
+/// line), the extra runs are the runtime's to bound (each at most ten times the own run, at
+/// least 10 s), so the wait goes on while the record keeps growing, each time for the
+/// longest of the timeout, eleven times the own run and [`EXTRA_RUN_FLOOR`]. None: the time
+/// ran out (the caller kills the process group).
+fn wait_for(
+    rx: &mpsc::Receiver<std::io::Result<(i32, u64)>>,
+    timeout: Option<Duration>,
+    record: &Path,
+) -> Option<std::io::Result<(i32, u64)>> {
+    let Some(timeout) = timeout else {
+        return rx.recv().ok();
+    };
+    let mut limit = timeout;
+    let mut seen = 0;
+    loop {
+        match rx.recv_timeout(limit) {
+            Ok(status) => return Some(status),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let text = std::fs::read_to_string(record).unwrap_or_default();
+                let parsed = protocol::Record::parse(&text);
+                if parsed.first.is_none() || text.len() <= seen {
+                    return None;
+                }
+                seen = text.len();
+                let own = Duration::from_millis(parsed.own_cost.map_or(0, |(_, wall)| wall));
+                limit = timeout.max(own.saturating_mul(11)).max(EXTRA_RUN_FLOOR);
+            }
+        }
+    }
+}
+
+/// The least time the wait for a process in its extra runs is renewed by: more than the
+/// runtime gives one extra run at least (10 s).
+const EXTRA_RUN_FLOOR: Duration = Duration::from_secs(12);
 
 /// At most `max` bytes of `line`, cut at a character boundary (a test name may hold
 /// multi-byte characters).
