@@ -220,20 +220,18 @@ unsafe fn scan(
         Err(r) => r,
     };
     let word = std::mem::size_of::<usize>();
-    let mut at = lo.next_multiple_of(word);
-    while at + word <= hi {
+    let mut visit = |at: usize| {
         // SAFETY: `at` is an aligned word inside a range the caller guarantees readable.
         // The other threads are stopped while the scan reads (see `crate::stop`); one that
         // did not answer may still write, which the volatile load tolerates: on x86-64 an
         // aligned word load reads one whole value, old or new.
         let value = unsafe { std::ptr::read_volatile(at as *const usize) };
-        at += word;
         if value < min || value >= max {
-            continue;
+            return;
         }
         let i = objs.partition_point(|o| o.start <= value);
         if i == 0 {
-            continue;
+            return;
         }
         let o = &mut objs[i - 1];
         if value < o.end && !o.marked {
@@ -242,13 +240,23 @@ unsafe fn scan(
             match parent {
                 Ok(p) => o.from = p,
                 Err(_) => {
-                    o.from = at - word;
+                    o.from = at;
                     o.direct = true;
                 }
             }
             work[*queued] = (i - 1) as u32;
             *queued += 1;
         }
+    };
+    let words = (lo.next_multiple_of(word)..hi.saturating_sub(word - 1)).step_by(word);
+    if parent.is_err() {
+        // A root range is read from its top down: on a stack, the outermost frame that
+        // points to an object names who holds it (a local of a frame that lives on), not a
+        // copy in whichever frame the thread happened to be stopped in, so the same
+        // program gives the same path on every run.
+        words.rev().for_each(&mut visit);
+    } else {
+        words.for_each(&mut visit);
     }
 }
 
