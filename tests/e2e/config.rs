@@ -178,6 +178,13 @@ fn unsettled_fails_the_run_only_where_the_configuration_asks() {
     let t = strict.test("configured", "tests::second_run_never_returns");
     assert_eq!(t["verdict"], "unsettled", "{t}");
     assert_eq!(t["unsettled_fails"], true, "{t}");
+    assert!(
+        strict
+            .stderr
+            .contains("tests::second_run_never_returns (fails the run: unsettled-fails)"),
+        "{}",
+        strict.stderr
+    );
     // The same test under a configuration that does not ask for it: unsettled, exit 0.
     let file = config("typo.toml");
     let lenient = run_fixture(

@@ -315,7 +315,12 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
             }
             other => {
                 let label = other.as_str().to_uppercase();
-                let _ = writeln!(s, "{label:>8} {}", test_header(t));
+                let fails = if t.unsettled_fails_the_run() {
+                    " (fails the run: unsettled-fails)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(s, "{label:>8} {}{fails}", test_header(t));
                 if let Some(m) = &t.message {
                     for line in m.lines().take(20) {
                         let _ = writeln!(s, "           | {line}");
@@ -714,6 +719,7 @@ mod tests {
         slow.name = "pool::tests::slow_sums".into();
         slow.method = Method::Counters;
         slow.verdict = Verdict::Unsettled;
+        slow.unsettled_fails = true;
         slow.extra_runs = crate::model::ExtraRuns {
             made: 0,
             status: Status::TimedOut,
