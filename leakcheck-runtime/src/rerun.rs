@@ -23,10 +23,11 @@
 //! epoch-based collector, say). A test that leaks leaves something behind on every run; so
 //! as soon as one extra run has left nothing behind, and the process's live memory has not
 //! grown on every run either (which would betray a leak made by a thread outside the run, on
-//! its behalf, after it ended), the test is settled. Once [`CONFIRMING_RUNS`] runs in a row
-//! have each left something behind while the process grew on every one, more runs could only
-//! confirm it: the series ends there (`kept`), and cargo-leakcheck takes the test's stacks.
-//! Otherwise the runs go on up to the maximum, and cargo-leakcheck takes the test's stacks.
+//! its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
+//! maximum, and cargo-leakcheck takes the test's stacks. (The series is not cut sooner when
+//! every run so far left something: a pool whose workers each warm a cache on their first
+//! job leaves something on every run until each worker had one, however many runs that
+//! takes.)
 //!
 //! Evidence ends a series, never the clock: how many runs a test gets does not depend on
 //! how long they take or how busy the machine is, so the same build gets the same verdicts.
@@ -311,34 +312,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 write_left(fd, &left[..=i]);
                 return end(fd, "settled");
             }
-            if left[..=i].contains(&Live::default()) {
-                // Only the process's total, which rose on every run, holds the test back,
-                // and threads the runs started may be what rose (a pool's workers winding
-                // down after the run returned). They get their grace now, once; its counts
-                // are the series' last point, and the series ends on it either way: settled,
-                // or to the stacks pass. Without threads to wait for, the runs go on.
-                let series = Series {
-                    run_arenas: &run_arenas[..=i],
-                    previous,
-                    grew_every_run,
-                };
-                if end_after_grace(
-                    fd,
-                    threads_before_runs,
-                    s.grace_ms,
-                    &series,
-                    &mut left[..=i],
-                ) {
-                    return;
-                }
-            }
-            // Growth on every run, each run's part still there: a leak's shape, which more
-            // runs could only confirm. The stacks pass runs the test again in full and says
-            // which stack grows; first, threads the runs left get their grace, as after the
-            // last run (a thread that ends a second later frees what it held).
-            let confirmed =
-                k >= CONFIRMING_RUNS && grew_every_run && !left[..=i].contains(&Live::default());
-            if k == max_runs || confirmed {
+            if k == max_runs {
                 let series = Series {
                     run_arenas: &run_arenas[..=i],
                     previous,
@@ -479,10 +453,6 @@ fn cpu_ms() -> u64 {
 
 /// The most extra runs one process makes.
 const MAX_RUNS: usize = 256;
-
-/// Runs in a row that each left something behind, with the process growing on every one,
-/// after which more counting runs could only confirm a leak's shape.
-const CONFIRMING_RUNS: u32 = 3;
 
 /// The least time an extra run is given, milliseconds.
 const RUN_FLOOR_MS: u64 = 10_000;

@@ -13,10 +13,9 @@
 //!   ([`settled`]): whatever its first run retained is state the process keeps (a pool, a
 //!   logger, a table built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made
 //!   (N = `extra-runs`), so that state warming up over several runs (a pool whose workers
-//!   each allocate on their first job) has time to settle; the series ends sooner when
-//!   three runs in a row each left something behind while the process grew on every one
-//!   (more could only confirm a leak's shape). No clock ends a series: a test is run again
-//!   whatever its runs cost, so its verdict does not depend on the machine's speed or load.
+//!   each allocate on their first job) has time to settle. No clock ends a series: a test is
+//!   run again whatever its runs cost, so its verdict does not depend on the machine's speed
+//!   or load.
 //! - **Stacks pass**, for the tests every extra run of which left something behind: a heap
 //!   dump after the first run and after each of N extra runs. A stack is a leak when it
 //!   holds more after *every* extra run than before it ([`grows_every_run`]); a stack that
