@@ -313,22 +313,21 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 return end(fd, "settled");
             }
             if k == max_runs {
-                let series = Series {
-                    run_arenas: &run_arenas[..=i],
-                    previous,
-                    grew_every_run,
-                };
-                if !end_after_grace(
-                    fd,
-                    threads_before_runs,
-                    s.grace_ms,
-                    &series,
-                    &mut left[..=i],
-                ) {
+                if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
+                    arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
-                    end(fd, "kept");
+                    // The same rule as after each run, with the grace's counts as the
+                    // last point of the series.
+                    let rose = live.objects >= previous.objects
+                        && live.bytes >= previous.bytes
+                        && live != previous;
+                    if !(grew_every_run && rose) && left[..=i].contains(&Live::default()) {
+                        return end(fd, "settled");
+                    }
+                } else {
+                    write_left(fd, &left[..=i]);
                 }
-                return;
+                return end(fd, "kept");
             }
         }
     }
@@ -339,37 +338,6 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         dump(max_runs, true, retake);
     }
     end(fd, "done")
-}
-
-/// A counting series so far: each run's arena, the live counts after the last run, and
-/// whether they rose on every run.
-struct Series<'a> {
-    run_arenas: &'a [u32],
-    previous: Live,
-    grew_every_run: bool,
-}
-
-/// Gives the runs' threads their grace (once per test) and ends the record on it: what each
-/// run left, then `settled` by the same rule as after each run, with the counts after the
-/// grace as the series' last point, or `kept`. False, having written nothing, when there
-/// were no threads to wait for.
-fn end_after_grace(
-    fd: c_int,
-    threads_before: Option<u64>,
-    grace_ms: u64,
-    series: &Series,
-    left: &mut [Live],
-) -> bool {
-    let Some(live) = grace(fd, threads_before, grace_ms, true) else {
-        return false;
-    };
-    arenas::live_in_each(series.run_arenas, left);
-    write_left(fd, left);
-    let previous = series.previous;
-    let rose = live.objects >= previous.objects && live.bytes >= previous.bytes && live != previous;
-    let settled = !(series.grew_every_run && rose) && left.contains(&Live::default());
-    end(fd, if settled { "settled" } else { "kept" });
-    true
 }
 
 /// std lets one thread end the process: `main`'s return (and `exit`) records the calling
