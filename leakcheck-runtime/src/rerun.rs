@@ -21,9 +21,11 @@
 //! makes it (see [`crate::arenas`]). That arena's live count is then exactly what the run
 //! left behind, however much other memory comes and goes meanwhile (garbage of an
 //! epoch-based collector, say). A test that leaks leaves something behind on every run; so
-//! as soon as one extra run has left nothing behind, and the process's live memory has not
-//! grown on every run either (which would betray a leak made by a thread outside the run, on
-//! its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
+//! as soon as one extra run has left nothing behind, or a run after the first has left the
+//! process's live objects and bytes exactly where the run before it had (a collector's
+//! garbage: each run's arena holds what later runs free), and the process's live memory has
+//! not grown on every run either (which would betray a leak made by a thread outside the
+//! run, on its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
 //! maximum, and cargo-leakcheck takes the test's stacks. (The series is not cut sooner when
 //! every run so far left something: a pool whose workers each warm a cache on their first
 //! job leaves something on every run until each worker had one, however many runs that
@@ -306,9 +308,12 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             grew_every_run &= live.objects >= previous.objects
                 && live.bytes >= previous.bytes
                 && live != previous;
+            // Not the first extra run: it frees the own run's garbage (see
+            // `cargo_leakcheck::analysis::settling::settled`, the same rule).
+            let added_nothing = k >= 2 && live == previous;
             previous = live;
             arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
-            if !grew_every_run && left[..=i].contains(&Live::default()) {
+            if !grew_every_run && (added_nothing || left[..=i].contains(&Live::default())) {
                 write_left(fd, &left[..=i]);
                 return end(fd, "settled");
             }

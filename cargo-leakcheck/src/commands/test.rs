@@ -154,7 +154,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             path.display()
         );
     }
-    let metrics = metrics_json(&binaries, &results, run_seconds, &timings);
+    let metrics = metrics_json(&binaries, &results, run_seconds, &timings, &session.history);
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
@@ -335,6 +335,7 @@ fn metrics_json(
     results: &passes::Outcome,
     run_seconds: f64,
     timings: &Timings,
+    history: &crate::execution::history::History,
 ) -> String {
     let entry = |b: &TestBinary, name: Option<&str>, r: &runner::ProcessResult| {
         serde_json::json!({
@@ -356,14 +357,25 @@ fn metrics_json(
     let mut tests: Vec<_> = Vec::new();
     for t in &results.tests {
         let b = &binaries[t.case.binary];
+        let stacks = t.method == Method::Stacks;
+        let took = t.counted.as_ref().map_or(0.0, |c| c.duration.as_secs_f64())
+            + if stacks { t.result.duration.as_secs_f64() } else { 0.0 };
+        let expected = crate::execution::history::next_expectation(
+            history.expected(&b.id(), &t.case.name),
+            took,
+        );
         if let Some(c) = &t.counted {
             let mut e = entry(b, Some(&t.case.name), c);
             e["pass"] = "count".into();
+            e["expected_seconds"] = expected.into();
             tests.push(e);
         }
-        if t.method == Method::Stacks {
+        if stacks {
             let mut e = entry(b, Some(&t.case.name), &t.result);
             e["pass"] = "stacks".into();
+            if t.counted.is_none() {
+                e["expected_seconds"] = expected.into();
+            }
             let key = (
                 b.package.clone(),
                 b.kind,

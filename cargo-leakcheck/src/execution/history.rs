@@ -1,12 +1,20 @@
-//! How long each test took last time, read from the previous run's `metrics.json`, so that
-//! the longest tests start first and the run does not end waiting for one slow test that
-//! happened to start last.
+//! How long each test is expected to take, read from the previous run's `metrics.json`, so
+//! that the longest tests start first and the run does not end waiting for one slow test
+//! that happened to start last.
+//!
+//! The expectation is not simply last time's duration: a test that spins while it waits
+//! for another thread (a producer and a consumer on a lock-free queue) collapses when it
+//! shares the cores with another such test (crossbeam-queue's `drops` took 0.2 s alone and
+//! 60 s beside `mpmc`), and starting the longest first would then put the two side by side
+//! again on every later run. So a duration may raise the expectation only to twice the
+//! previous one (at least by half a second), while a shorter one lowers it at once: a
+//! test that really became slower is started first within a few runs, and one bad pairing
+//! is not repeated.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Seconds each test's processes took in the previous run (every pass added up), by
-/// binary id and test name. Empty when there was no previous run or it cannot be read: the
+/// Seconds each test is expected to take (every pass added up), by binary id and test name. Empty when there was no previous run or it cannot be read: the
 /// order then is the listing's.
 #[derive(Clone, Debug, Default)]
 pub struct History {
@@ -29,15 +37,23 @@ impl History {
             return History::default();
         };
         let tests = value.get("tests").and_then(|t| t.as_array());
+        let mut expected: HashMap<(String, String), f64> = HashMap::new();
         for t in tests.into_iter().flatten() {
             let binary = t.get("binary").and_then(|b| b.as_str());
             let name = t.get("test").and_then(|n| n.as_str());
-            let secs = t.get("seconds").and_then(|s| s.as_f64());
-            if let (Some(binary), Some(name), Some(secs)) = (binary, name, secs) {
-                let key = (binary.to_string(), name.to_string());
-                *seconds.entry(key).or_default() += secs;
+            let (Some(binary), Some(name)) = (binary, name) else {
+                continue;
+            };
+            let key = (binary.to_string(), name.to_string());
+            if let Some(secs) = t.get("seconds").and_then(|s| s.as_f64()) {
+                *seconds.entry(key.clone()).or_default() += secs;
+            }
+            if let Some(e) = t.get("expected_seconds").and_then(|s| s.as_f64()) {
+                expected.insert(key, e);
             }
         }
+        // A file written before expectations were recorded: its durations are all there is.
+        seconds.extend(expected);
         History { seconds }
     }
 
@@ -46,6 +62,15 @@ impl History {
         self.seconds
             .get(&(binary_id.to_string(), test.to_string()))
             .copied()
+    }
+}
+
+/// What to expect of a test next time, having taken `took` seconds now: see the module's
+/// documentation.
+pub fn next_expectation(previous: Option<f64>, took: f64) -> f64 {
+    match previous {
+        Some(p) => took.min((p * 2.0).max(p + 0.5)),
+        None => took,
     }
 }
 
@@ -76,6 +101,31 @@ mod tests {
         assert_eq!(h.expected("p", "slow"), Some(5.5));
         assert_eq!(h.expected("p::it", "slow"), Some(0.1));
         assert_eq!(h.expected("p", "other"), None);
+    }
+
+    #[test]
+    fn a_recorded_expectation_wins_over_the_durations() {
+        let h = History::parse(
+            r#"{"tests": [
+                {"binary": "p", "test": "spins", "seconds": 60.0, "pass": "count", "expected_seconds": 0.7},
+                {"binary": "p", "test": "spins", "seconds": 3.0, "pass": "stacks"}
+            ]}"#,
+        );
+        assert_eq!(h.expected("p", "spins"), Some(0.7));
+    }
+
+    #[test]
+    fn one_slow_run_raises_the_expectation_a_little_and_a_fast_one_lowers_it_at_once() {
+        assert_eq!(next_expectation(None, 60.0), 60.0);
+        // Collapsed beside another spinning test: 0.2 s becomes 0.7 s, not 60 s.
+        assert_eq!(next_expectation(Some(0.2), 60.0), 0.7);
+        assert_eq!(next_expectation(Some(0.7), 0.2), 0.2);
+        // A test that really became slow is expected so within a few runs.
+        let mut e = Some(1.0);
+        for _ in 0..4 {
+            e = Some(next_expectation(e, 12.0));
+        }
+        assert_eq!(e, Some(12.0));
     }
 
     #[test]
