@@ -359,7 +359,11 @@ fn metrics_json(
         let b = &binaries[t.case.binary];
         let stacks = t.method == Method::Stacks;
         let took = t.counted.as_ref().map_or(0.0, |c| c.duration.as_secs_f64())
-            + if stacks { t.result.duration.as_secs_f64() } else { 0.0 };
+            + if stacks {
+                t.result.duration.as_secs_f64()
+            } else {
+                0.0
+            };
         let expected = crate::execution::history::next_expectation(
             history.expected(&b.id(), &t.case.name),
             took,

@@ -97,13 +97,26 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             )
         })
         .collect();
+    // A test that could not be judged has no line to point at; when the configuration
+    // makes that fail the run, the run's page must still say which test and why.
+    for t in report.tests.iter().filter(|t| t.unsettled_fails_the_run()) {
+        let why = t.message.as_deref().unwrap_or("it could not be judged");
+        all.push(format!(
+            "::error title={}::{}",
+            property(&format!("unsettled: {}", t.name)),
+            data(&format!(
+                "{} {} was not judged: {why}; `unsettled-fails` in leakcheck.toml makes that fail the run (cargo-leakcheck)",
+                t.binary, t.name
+            ))
+        ));
+    }
     let left_out = all.len().saturating_sub(MAX_ANNOTATIONS);
     all.truncate(MAX_ANNOTATIONS);
     if left_out > 0 {
         all.push(format!(
             "::notice title=cargo-leakcheck::{}",
             data(&format!(
-                "{left_out} more leaking allocation site(s) are not annotated (GitHub shows {MAX_ANNOTATIONS}); see the job summary and report.json"
+                "{left_out} more leaking allocation site(s) or unjudged tests are not annotated (GitHub shows {MAX_ANNOTATIONS}); see the job summary and report.json"
             ))
         ));
     }
@@ -318,6 +331,32 @@ mod tests {
             .starts_with("::notice title=cargo-leakcheck::3 more leaking allocation site(s)"));
         // A site outside the repository is not annotated.
         assert!(annotations(&report, Path::new("/elsewhere")).is_empty());
+    }
+
+    #[test]
+    fn an_unsettled_test_that_fails_the_run_is_annotated_with_its_reason() {
+        let unsettled = |fails: bool| TestReport {
+            name: "tests::slow".into(),
+            verdict: Verdict::Unsettled,
+            message: Some("the 2nd extra run did not finish in time".into()),
+            unsettled_fails: fails,
+            ..TestReport::example()
+        };
+        let report = Report {
+            tests: vec![unsettled(false)],
+            ..Report::example()
+        };
+        assert!(annotations(&report, Path::new("/repo")).is_empty());
+        let report = Report {
+            tests: vec![leak("tests::a", 1), unsettled(true)],
+            ..Report::example()
+        };
+        let lines = annotations(&report, Path::new("/repo"));
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[1],
+            "::error title=unsettled%3A tests%3A%3Aslow::p tests::slow was not judged: the 2nd extra run did not finish in time; `unsettled-fails` in leakcheck.toml makes that fail the run (cargo-leakcheck)"
+        );
     }
 
     #[test]

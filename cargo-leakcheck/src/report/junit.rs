@@ -56,7 +56,9 @@ pub fn render(
             .filter(|c| matches!(c, Case::Judged(t) if f(t)))
             .count()
     };
-    let is_failure = |t: &TestReport| matches!(t.verdict, Verdict::Leak | Verdict::Failed);
+    let is_failure = |t: &TestReport| {
+        matches!(t.verdict, Verdict::Leak | Verdict::Failed) || t.unsettled_fails_the_run()
+    };
     let is_error = |t: &TestReport| {
         matches!(
             t.verdict,
@@ -140,6 +142,13 @@ fn outcome(
 ) -> Option<(&'static str, &'static str, String, String)> {
     let detail = t.message.clone().unwrap_or_default();
     match t.verdict {
+        // Could not be judged, and the configuration asks that this fail the run.
+        Verdict::Unsettled if t.unsettled_fails => Some((
+            "failure",
+            "unsettled",
+            "not judged, and `unsettled-fails` makes that fail the run".into(),
+            detail,
+        )),
         // Not shown to leak: it passes, with the reason in report.json and the summary.
         Verdict::Clean | Verdict::Unsettled => None,
         Verdict::Leak => {
@@ -239,6 +248,40 @@ fn escape(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::model::{FrameReport, StackKind, StackReport};
+
+    #[test]
+    fn an_unsettled_test_fails_only_where_the_configuration_asks() {
+        let unsettled = |name: &str, fails: bool| TestReport {
+            name: name.into(),
+            verdict: Verdict::Unsettled,
+            message: Some("no usable entry point: none is certain".into()),
+            unsettled_fails: fails,
+            ..TestReport::example()
+        };
+        let report = Report {
+            tests: vec![
+                unsettled("tests::lenient", false),
+                unsettled("tests::strict", true),
+            ],
+            ..Report::example()
+        };
+        let xml = render(
+            &report,
+            &Durations::default(),
+            &[],
+            Path::new("/ws/target/leakcheck"),
+            Path::new("/ws"),
+        );
+        assert!(
+            xml.contains("tests=\"2\" failures=\"1\" errors=\"0\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<testcase name=\"tests::lenient\" classname=\"p\" time=\"0.000\"/>"),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase name=\"tests::strict\" classname=\"p\" time=\"0.000\">\n      <failure type=\"unsettled\" message=\"not judged, and `unsettled-fails` makes that fail the run\">no usable entry point: none is certain</failure>"), "{xml}");
+    }
 
     #[test]
     fn verdicts_become_testcases_failures_errors_and_skips() {
