@@ -500,6 +500,16 @@ pub const EXPECTED: &[Expected] = &[
         false,
     )
     .runs("test-failed"),
+    // Fails keeping memory in a static: held by it, not a leak (no leak site).
+    outcome(
+        MISBEHAVING,
+        "tests::keeps_memory_then_fails",
+        "failed",
+        None,
+        false,
+    )
+    .runs("test-failed")
+    .held_by("static `misbehaving::tests::keeps_memory_then_fails::KEPT`", None),
     outcome(MISBEHAVING, "tests::aborts", "crashed", None, false).runs("test-failed"),
     // Its failure message shows what it wrote, bytes that are not UTF-8 included.
     outcome(

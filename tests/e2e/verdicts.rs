@@ -133,6 +133,19 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
             ));
         }
     }
+    // A failed test with no leak site leaks nothing: what it keeps reachable is kept
+    // memory, as for a test that passes.
+    if row.verdict == "failed" && row.site.is_none() && stacks.iter().any(|s| s["kind"] == "leak") {
+        let shown: Vec<String> = stacks
+            .iter()
+            .filter(|s| s["kind"] == "leak")
+            .map(frames_text)
+            .collect();
+        problems.push(format!(
+            "{who}: failed, and a stack is typed leak:\n    {}",
+            shown.join("\n  --\n    ")
+        ));
+    }
     if row.verdict == "clean" && stacks.iter().any(|s| s["fails"] == true) {
         problems.push(format!("{who}: clean, yet a stack is marked failing"));
     }

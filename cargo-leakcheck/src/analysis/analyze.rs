@@ -553,10 +553,12 @@ fn judge_profiled(
         _ => None,
     };
     let retained = with_growth(deltas, series.as_ref(), &bin.exe, reruns.entry);
-    // Without extra runs, reachability at exit tells what is kept from what is lost.
-    let lost = match (&series, code) {
-        (None, 0) => lost::load(result),
-        _ => None,
+    // Without extra runs, reachability at exit tells what is kept from what is lost, for a
+    // test that failed as well: what a static still holds is not lost because the test
+    // failed.
+    let lost = match &series {
+        None => lost::load(result),
+        Some(_) => None,
     };
     let retained = with_reachability(retained, lost.as_ref(), bin.baseline_unreached.as_ref());
     let held = held_by(result, series.is_some(), reruns.entry, &bin.exe);

@@ -71,6 +71,9 @@ fn kept_by_root(report: &Report) -> Vec<(String, u64, u64)> {
     let mut by: std::collections::BTreeMap<String, (u64, std::collections::BTreeSet<usize>)> =
         Default::default();
     for (i, t) in report.tests.iter().enumerate() {
+        if !keeps_for_the_summary(t) {
+            continue;
+        }
         for st in t
             .stacks
             .iter()
@@ -155,9 +158,20 @@ fn single_run_reason(t: &TestReport) -> Option<&str> {
     }
 }
 
+/// Whether what a test kept belongs in the summary's "kept for the process lifetime": only
+/// a test that passed says anything there. A failed test's process holds what its failure
+/// left (unwound frames' values, std's backtrace symbol cache when `RUST_BACKTRACE` is on:
+/// tens of MiB), and it was never run again.
+fn keeps_for_the_summary(t: &TestReport) -> bool {
+    matches!(t.verdict, Verdict::Clean | Verdict::Leak)
+}
+
 /// What a test kept for the process lifetime: its one-time and process-lifetime stacks,
 /// or, when the counting pass settled it, everything its own run retained.
 fn kept_bytes(t: &TestReport) -> u64 {
+    if !keeps_for_the_summary(t) {
+        return 0;
+    }
     let stacks: u64 = t
         .stacks
         .iter()
@@ -543,6 +557,11 @@ mod tests {
             stack(StackKind::Leak, 8, &[8, 8]),
         ];
         assert_eq!(kept_bytes(&t), 120);
+        // A failed test's process holds what its failure left (std's backtrace cache):
+        // not counted as kept.
+        t.verdict = Verdict::Failed;
+        assert_eq!(kept_bytes(&t), 0);
+        t.verdict = Verdict::Clean;
         // Settled by the counting pass: no stacks, everything its run retained was kept.
         t.stacks.clear();
         t.method = Method::Counters;
