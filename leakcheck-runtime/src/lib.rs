@@ -42,6 +42,7 @@
 
 mod arenas;
 mod image;
+mod live;
 mod paths;
 mod reach;
 mod rerun;

@@ -410,6 +410,9 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
     let mut stacks: [(usize, usize, u16); threads::MAX_THREADS + 1] =
         [(0, 0, 0); threads::MAX_THREADS + 1];
     let mut n_stacks = 0;
+    // The thread that called `exit` and runs this scan: its frames are reduced to their
+    // live slots (see `crate::live`).
+    let mut exiting: Option<u16> = None;
     for (slot, e) in threads::REGISTRY.iter().enumerate() {
         let tid = e.tid.load(Ordering::Acquire);
         if tid == 0 {
@@ -443,6 +446,9 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
             }
         };
         let Some(index) = roots.thread(t) else { break };
+        if tid == me && range.is_some() {
+            exiting = Some(index);
+        }
         add_tls(roots, e.tp.load(Ordering::Relaxed), index);
         if let Some((from, to)) = range {
             stacks[n_stacks] = (from, to, index);
@@ -496,8 +502,20 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
             roots.push(regs, regs + words, Root::Registers { thread: i as u16 });
         }
     }
+    // The program's load bias, for the table of live slots (link-time addresses).
+    let bias = (roots.n_modules > 0)
+        .then(|| roots.modules[0])
+        // SAFETY: the loader's names are NUL-terminated strings that outlive the scan.
+        .filter(|m| !m.name.is_null() && unsafe { *m.name } == 0)
+        .map_or(0, |m| m.base);
     for &(from, to, thread) in &stacks[..n_stacks] {
-        roots.push(from, to, Root::Stack { thread });
+        if exiting == Some(thread) {
+            crate::live::stack_ranges(from, to, bias, |lo, hi| {
+                roots.push(lo, hi, Root::Stack { thread })
+            });
+        } else {
+            roots.push(from, to, Root::Stack { thread });
+        }
     }
 }
 

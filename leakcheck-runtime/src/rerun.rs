@@ -154,6 +154,10 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
     if unsafe { libc::getpid() } != settings().pid {
         return;
     }
+    if !on_main_thread() && crate::tracker::enabled() {
+        // A test thread called `exit`: none of its frames runs again (see `crate::live`).
+        crate::live::prepare();
+    }
     judge_and_rerun(status, arg);
     // The exit dump, named as jemalloc names its own (`<prefix>.<pid>.<seq>.f.heap`), last
     // thing in the handler (jemalloc writes its own, when profiling, from a handler that

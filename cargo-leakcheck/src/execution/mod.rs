@@ -12,6 +12,7 @@ pub(crate) mod entry;
 pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod interrupt;
+pub(crate) mod live_slots;
 pub(crate) mod lock;
 pub(crate) mod nextest_list;
 pub(crate) mod partition;

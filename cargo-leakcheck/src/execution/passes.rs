@@ -68,6 +68,23 @@ pub struct TestOutcome {
     pub entry: Option<Entry>,
 }
 
+/// Writes the binary's table of live stack slots into the work directory; None when the
+/// executable cannot be read or describes none (the runtime then keeps whole frames).
+fn write_live_slots(
+    binary: &TestBinary,
+    index: usize,
+    config: &RunConfig,
+) -> Option<std::path::PathBuf> {
+    let data = std::fs::read(&binary.path).ok()?;
+    let functions = crate::execution::live_slots::read(&data).ok()?;
+    if functions.is_empty() {
+        return None;
+    }
+    let path = config.work_dir.join(format!("b{index}.live-slots"));
+    std::fs::write(&path, crate::execution::live_slots::render(&functions)).ok()?;
+    Some(path)
+}
+
 /// Whether a counting run leaves the test's verdict open.
 pub fn needs_stacks(result: &ProcessResult) -> bool {
     let counts = result.record.as_ref().and_then(|r| r.counts());
@@ -250,6 +267,7 @@ pub fn run(
             }),
             first: true,
             expected: expected[t],
+            live_slots: None,
         })
         .collect();
     let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
@@ -309,13 +327,31 @@ pub fn run(
                 rerun: None,
                 first: false,
                 expected: None,
+                live_slots: None,
             });
+        }
+    }
+    // Tests that ended the process themselves: their frames are judged by the binary's
+    // table of live stack slots, written once per binary.
+    let mut tables: Vec<Option<Option<std::path::PathBuf>>> = vec![None; binaries.len()];
+    for (t, _) in &profile {
+        let exited_early = counted[*t]
+            .as_ref()
+            .and_then(|c| c.record.as_ref())
+            .is_some_and(|r| r.end.as_deref() == Some("exited-early"));
+        let b = tests[*t].binary;
+        if exited_early && tables[b].is_none() {
+            tables[b] = Some(write_live_slots(&binaries[b], b, config));
         }
     }
     stack_jobs.extend(profile.iter().map(|(t, request)| {
         let failed = counted[*t]
             .as_ref()
             .is_some_and(|c| c.end != ProcessEnd::Exited(0));
+        let exited_early = counted[*t]
+            .as_ref()
+            .and_then(|c| c.record.as_ref())
+            .is_some_and(|r| r.end.as_deref() == Some("exited-early"));
         Job {
             binary: tests[*t].binary,
             test: Some(*t),
@@ -326,6 +362,11 @@ pub fn run(
             rerun: request.as_ref().ok().cloned(),
             first: counted[*t].is_none(),
             expected: expected[*t],
+            live_slots: if exited_early {
+                tables[tests[*t].binary].clone().flatten()
+            } else {
+                None
+            },
         }
     }));
     let mut baselines = vec![None; binaries.len()];

@@ -39,6 +39,9 @@ pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
 /// Where std records the thread ending the process (hexadecimal address in the image),
 /// for the runtime to clear during extra runs.
 pub const EXIT_GUARD_ENV: &str = "LEAKCHECK_RERUN_EXIT_GUARD";
+/// The table of where the executable's unoptimised functions keep their variables, for the
+/// scan of a test thread that called `exit` (see `crate::execution::live_slots`).
+pub const LIVE_SLOTS_ENV: &str = "LEAKCHECK_LIVE_SLOTS";
 /// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
 pub const RERUN_GRACE_ENV: &str = "LEAKCHECK_RERUN_GRACE_MS";
 /// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.

@@ -284,6 +284,9 @@ pub struct Job {
     pub first: bool,
     /// Seconds the test took in the previous run, if known: the longest start first.
     pub expected: Option<f64>,
+    /// The table of the binary's live stack slots, for a test that ends the process
+    /// itself (see [`crate::execution::live_slots`]).
+    pub live_slots: Option<std::path::PathBuf>,
 }
 
 /// What the runtime needs to run a test again after its own run.
@@ -468,6 +471,9 @@ fn run_one(
                     .to_string(),
             ));
         }
+    }
+    if let Some(table) = &job.live_slots {
+        env.push((protocol::LIVE_SLOTS_ENV, table.display().to_string()));
     }
     let spec = ProcessSpec {
         args: &args,

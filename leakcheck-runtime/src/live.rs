@@ -1,0 +1,258 @@
+//! Which words of the frames of a test thread that ended the process are still roots.
+//!
+//! A thread that calls `exit` never returns to any of its frames. A word there matters only
+//! if it is a variable still in scope (`let local = vec![…]; exit(0)` keeps `local`); the
+//! slot of a value moved away (`mem::forget(vec![…])`) still holds a stale copy of its
+//! pointer, which would make the forgotten buffer look reachable. cargo-leakcheck passes a
+//! table, from the executable's debug information, of where each unoptimised function keeps
+//! its variables and saves callee-saved registers (`LEAKCHECK_LIVE_SLOTS`, the format in
+//! `cargo_leakcheck::execution::live_slots`). Here the exiting thread's frames are found by
+//! unwinding it as the exit handler starts (before any other thread is stopped: the
+//! unwinder takes the loader's lock), the table is mapped, and for each frame of a function
+//! the table describes only its live slots are roots; every other frame stays whole, as
+//! without a table.
+
+use crate::sys;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Most frames of the exiting thread recorded.
+const MAX_FRAMES: usize = 256;
+
+/// The exiting thread's frames, innermost first: return address (or pc) and CFA.
+static FRAMES: [[AtomicUsize; 2]; MAX_FRAMES] =
+    [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; MAX_FRAMES];
+static N_FRAMES: AtomicUsize = AtomicUsize::new(0);
+/// The mapped table and its length (0: none).
+static TABLE: AtomicUsize = AtomicUsize::new(0);
+static TABLE_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Records the calling thread's frames and maps the table named by `LEAKCHECK_LIVE_SLOTS`,
+/// when there is one. Called by the exit handler on a test thread that called `exit`.
+pub fn prepare() {
+    let Some(path) = sys::env(c"LEAKCHECK_LIVE_SLOTS") else {
+        return;
+    };
+    let mut name = sys::FixedPath::new();
+    if !name.push(path.as_bytes()) {
+        return;
+    }
+    // SAFETY: name is NUL-terminated; the descriptor is closed below and the mapping is
+    // never unmapped (the process is ending).
+    unsafe {
+        let fd = libc::open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return;
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) == 0 && st.st_size > 0 {
+            let len = st.st_size as usize;
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                fd,
+                0,
+            );
+            if p != libc::MAP_FAILED {
+                TABLE.store(p as usize, Ordering::Relaxed);
+                TABLE_LEN.store(len, Ordering::Relaxed);
+            }
+        }
+        libc::close(fd);
+    }
+    if TABLE_LEN.load(Ordering::Relaxed) > 0 {
+        unwind();
+    }
+}
+
+fn unwind() {
+    use crate::sys::{_Unwind_Backtrace, _Unwind_GetCFA, _Unwind_GetIP};
+    extern "C" fn each(context: *mut c_void, _arg: *mut c_void) -> libc::c_int {
+        let n = N_FRAMES.load(Ordering::Relaxed);
+        if n >= MAX_FRAMES {
+            return 4; // _URC_NORMAL_STOP
+        }
+        // SAFETY: the context is the unwinder's, valid during the callback.
+        let (ip, cfa) = unsafe { (_Unwind_GetIP(context), _Unwind_GetCFA(context)) };
+        FRAMES[n][0].store(ip, Ordering::Relaxed);
+        FRAMES[n][1].store(cfa, Ordering::Relaxed);
+        N_FRAMES.store(n + 1, Ordering::Relaxed);
+        0 // _URC_NO_REASON
+    }
+    N_FRAMES.store(0, Ordering::Relaxed);
+    // SAFETY: the callback only stores into statics.
+    unsafe { _Unwind_Backtrace(each, std::ptr::null_mut()) };
+}
+
+fn table() -> Option<&'static [u8]> {
+    let (p, len) = (
+        TABLE.load(Ordering::Relaxed),
+        TABLE_LEN.load(Ordering::Relaxed),
+    );
+    // SAFETY: prepare mapped `len` readable bytes at `p`, never unmapped.
+    (len > 0).then(|| unsafe { std::slice::from_raw_parts(p as *const u8, len) })
+}
+
+/// The root ranges of the exiting thread's stack from `from` (the exit handler's frame) to
+/// `to` (its top), passed to `push` one by one: without a table, recorded frames or a
+/// described function among them, the whole range; with them, each frame of a described
+/// function reduced to its live slots, and the frames below the innermost one left out.
+/// `bias` is the main program's load bias (table addresses are link-time ones).
+pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(usize, usize)) {
+    let n = N_FRAMES.load(Ordering::Relaxed).min(MAX_FRAMES);
+    let Some(table) = table().filter(|_| n > 0) else {
+        push(from, to);
+        return;
+    };
+    // The unwinder gives each return address with the CFA of the frame it returns from:
+    // the stack pointer of the frame it returns into, at its call. So frame j (the code
+    // at `ip_j`) spans from `cfa_j` to the next entry's `cfa`.
+    let frame = |j: usize| {
+        let ip = FRAMES[j][0].load(Ordering::Relaxed);
+        let sp = FRAMES[j][1].load(Ordering::Relaxed);
+        let top = if j + 1 < n {
+            FRAMES[j + 1][1].load(Ordering::Relaxed)
+        } else {
+            to
+        };
+        // The return address points after the call; the call is the byte before.
+        let pc = ip.wrapping_sub(1).wrapping_sub(bias) as u64;
+        (pc, sp, top.min(to))
+    };
+    // Below the innermost frame the table describes are the frames of the call of `exit`
+    // itself (std's `process::exit`, the C library's exit path, this handler), which hold
+    // nothing of the test's, only stale words of calls made earlier: they are left out.
+    let Some(first) = (0..n).find(|&j| {
+        let (pc, sp, top) = frame(j);
+        sp >= from && sp < top && function_at(table, pc).is_some()
+    }) else {
+        push(from, to);
+        return;
+    };
+    let mut low = frame(first).1;
+    for j in first..n {
+        let (pc, sp, top) = frame(j);
+        if sp < low || sp >= top {
+            continue;
+        }
+        let Some(body) = function_at(table, pc) else {
+            continue;
+        };
+        push(low, sp);
+        each_slot(body, pc, |slot| {
+            let (at, len) = match slot {
+                Slot::Saved(off) => (top.wrapping_add_signed(off as isize), 8),
+                Slot::Var(off, size) => (sp.wrapping_add_signed(off as isize), size as usize),
+            };
+            push(at.max(sp), at.saturating_add(len).min(top));
+        });
+        low = top;
+    }
+    push(low, to);
+}
+
+enum Slot {
+    Saved(i64),
+    Var(i64, u64),
+}
+
+/// The lines after the `f` record whose range holds `pc`, up to the next `f`.
+fn function_at(table: &[u8], pc: u64) -> Option<&[u8]> {
+    let mut at = 0;
+    while at < table.len() {
+        let end = table[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(table.len(), |i| at + i);
+        let line = &table[at..end];
+        if line.first() == Some(&b'f') {
+            let mut nums = numbers(&line[1..]);
+            if let (Some(lo), Some(hi)) = (nums.next(), nums.next()) {
+                if (lo as u64) <= pc && pc < hi as u64 {
+                    let rest = &table[(end + 1).min(table.len())..];
+                    let stop = rest
+                        .windows(2)
+                        .position(|w| w == b"\nf")
+                        .map_or(rest.len(), |i| i + 1);
+                    return Some(if rest.starts_with(b"f") {
+                        &[]
+                    } else {
+                        &rest[..stop]
+                    });
+                }
+            }
+        }
+        at = end + 1;
+    }
+    None
+}
+
+fn each_slot(body: &[u8], pc: u64, mut f: impl FnMut(Slot)) {
+    for line in body.split(|&b| b == b'\n') {
+        match line.first() {
+            Some(b's') => {
+                if let Some(off) = numbers(&line[1..]).next() {
+                    f(Slot::Saved(off));
+                }
+            }
+            Some(b'v') => {
+                let mut nums = numbers(&line[1..]);
+                if let (Some(lo), Some(hi), Some(off), Some(size)) =
+                    (nums.next(), nums.next(), nums.next(), nums.next())
+                {
+                    if (lo as u64) <= pc && pc < hi as u64 && size > 0 {
+                        f(Slot::Var(off, size as u64));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The space-separated decimal numbers of a line (a leading `-` for negative ones).
+fn numbers(line: &[u8]) -> impl Iterator<Item = i64> + '_ {
+    line.split(|&b| b == b' ')
+        .filter(|w| !w.is_empty())
+        .map_while(|w| {
+            let (neg, digits) = match w.split_first() {
+                Some((b'-', rest)) => (true, rest),
+                _ => (false, w),
+            };
+            let mut v: i64 = 0;
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+            }
+            Some(if neg { -v } else { v })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_record_is_found_by_its_range_and_read_slot_by_slot() {
+        let table = b"f 100 200\ns -16\nv 100 200 8 24\nv 150 160 40 8\nf 200 300\nv 200 300 0 8\n";
+        let body = function_at(table, 155).unwrap();
+        let mut seen = Vec::new();
+        each_slot(body, 155, |s| {
+            seen.push(match s {
+                Slot::Saved(o) => (o, 0),
+                Slot::Var(o, n) => (o, n as i64),
+            })
+        });
+        assert_eq!(seen, [(-16, 0), (8, 24), (40, 8)]);
+        let mut seen = 0;
+        each_slot(function_at(table, 120).unwrap(), 120, |_| seen += 1);
+        assert_eq!(seen, 2, "the inner block's variable is out of scope at 120");
+        assert_eq!(function_at(table, 250).map(<[u8]>::len), Some(14));
+        assert!(function_at(table, 300).is_none());
+        assert_eq!(numbers(b" 12 -7 x 3").collect::<Vec<_>>(), [12, -7]);
+    }
+}
