@@ -106,6 +106,9 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
         push(from, to);
         return;
     };
+    // A stack deeper than the record: the last frame recorded does not reach the top, so
+    // it is judged with everything above it, whole.
+    let judged = if n == MAX_FRAMES { n - 1 } else { n };
     // The unwinder gives each return address with the CFA of the frame it returns from:
     // the stack pointer of the frame it returns into, at its call. So frame j (the code
     // at `ip_j`) spans from `cfa_j` to the next entry's `cfa`.
@@ -124,7 +127,7 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
     // Below the innermost frame the table describes are the frames of the call of `exit`
     // itself (std's `process::exit`, the C library's exit path, this handler), which hold
     // nothing of the test's, only stale words of calls made earlier: they are left out.
-    let Some(first) = (0..n).find(|&j| {
+    let Some(first) = (0..judged).find(|&j| {
         let (pc, sp, top) = frame(j);
         sp >= from && sp < top && function_at(table, pc).is_some()
     }) else {
@@ -132,7 +135,7 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
         return;
     };
     let mut low = frame(first).1;
-    for j in first..n {
+    for j in first..judged {
         let (pc, sp, top) = frame(j);
         if sp < low || sp >= top {
             continue;
@@ -235,6 +238,39 @@ fn numbers(line: &[u8]) -> impl Iterator<Item = i64> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_described_frame_keeps_its_slots_and_the_exit_calls_frames_are_left_out() {
+        static TEXT: &[u8] = b"f 100 200\ns -16\nv 100 200 8 16\n";
+        TABLE.store(TEXT.as_ptr() as usize, Ordering::Relaxed);
+        TABLE_LEN.store(TEXT.len(), Ordering::Relaxed);
+        // Innermost first: the exit call's frame (not described), the test's frame (pc
+        // 150), its caller (not described).
+        for (j, (ip, sp)) in [(9001usize, 1000usize), (151, 2000), (501, 2100)]
+            .into_iter()
+            .enumerate()
+        {
+            FRAMES[j][0].store(ip, Ordering::Relaxed);
+            FRAMES[j][1].store(sp, Ordering::Relaxed);
+        }
+        N_FRAMES.store(3, Ordering::Relaxed);
+        let mut pushed = Vec::new();
+        stack_ranges(900, 3000, 0, |lo, hi| {
+            if lo < hi {
+                pushed.push((lo, hi))
+            }
+        });
+        // The variable at sp+8 (16 bytes), the register saved at the frame's top less 16,
+        // then everything above the described frame, whole.
+        assert_eq!(pushed, [(2084, 2092), (2008, 2024), (2100, 3000)]);
+        // No described frame: the whole range, as without a table.
+        FRAMES[1][0].store(701, Ordering::Relaxed);
+        let mut pushed = Vec::new();
+        stack_ranges(900, 3000, 0, |lo, hi| pushed.push((lo, hi)));
+        assert_eq!(pushed, [(900, 3000)]);
+        N_FRAMES.store(0, Ordering::Relaxed);
+        TABLE_LEN.store(0, Ordering::Relaxed);
+    }
 
     #[test]
     fn a_function_record_is_found_by_its_range_and_read_slot_by_slot() {
