@@ -13,7 +13,6 @@
 //! without a table.
 
 use crate::sys;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Most frames of the exiting thread recorded.
@@ -63,27 +62,8 @@ pub fn prepare() {
         libc::close(fd);
     }
     if TABLE_LEN.load(Ordering::Relaxed) > 0 {
-        unwind();
+        sys::record_frames(&FRAMES, &N_FRAMES);
     }
-}
-
-fn unwind() {
-    use crate::sys::{_Unwind_Backtrace, _Unwind_GetCFA, _Unwind_GetIP};
-    extern "C" fn each(context: *mut c_void, _arg: *mut c_void) -> libc::c_int {
-        let n = N_FRAMES.load(Ordering::Relaxed);
-        if n >= MAX_FRAMES {
-            return 4; // _URC_NORMAL_STOP
-        }
-        // SAFETY: the context is the unwinder's, valid during the callback.
-        let (ip, cfa) = unsafe { (_Unwind_GetIP(context), _Unwind_GetCFA(context)) };
-        FRAMES[n][0].store(ip, Ordering::Relaxed);
-        FRAMES[n][1].store(cfa, Ordering::Relaxed);
-        N_FRAMES.store(n + 1, Ordering::Relaxed);
-        0 // _URC_NO_REASON
-    }
-    N_FRAMES.store(0, Ordering::Relaxed);
-    // SAFETY: the callback only stores into statics.
-    unsafe { _Unwind_Backtrace(each, std::ptr::null_mut()) };
 }
 
 fn table() -> Option<&'static [u8]> {

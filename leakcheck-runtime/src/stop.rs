@@ -259,30 +259,7 @@ fn save(_slot: &Slot, _context: *mut c_void) {}
 /// inside the loader unwinds; one that must wait for a thread stopped there answers late,
 /// and is scanned as a thread that did not stop.
 fn unwind(slot: &Slot) {
-    use crate::sys::{_Unwind_Backtrace, _Unwind_GetCFA, _Unwind_GetIP};
-    extern "C" fn each(context: *mut c_void, arg: *mut c_void) -> c_int {
-        // SAFETY: `arg` is the slot passed below; the context is the unwinder's.
-        let (slot, ip, cfa) = unsafe {
-            (
-                &*arg.cast::<Slot>(),
-                _Unwind_GetIP(context),
-                _Unwind_GetCFA(context),
-            )
-        };
-        let n = slot.n_frames.load(Ordering::Relaxed);
-        if n >= MAX_FRAMES {
-            return URC_NORMAL_STOP;
-        }
-        slot.frames[n][0].store(ip, Ordering::Relaxed);
-        slot.frames[n][1].store(cfa, Ordering::Relaxed);
-        slot.n_frames.store(n + 1, Ordering::Relaxed);
-        URC_NO_REASON
-    }
-    const URC_NO_REASON: c_int = 0;
-    const URC_NORMAL_STOP: c_int = 4;
-    slot.n_frames.store(0, Ordering::Relaxed);
-    // SAFETY: the callback only stores into the slot, which outlives the call.
-    unsafe { _Unwind_Backtrace(each, (slot as *const Slot).cast_mut().cast()) };
+    crate::sys::record_frames(&slot.frames, &slot.n_frames);
 }
 
 /// The names of the saved general-purpose registers, in slot order.

@@ -251,6 +251,46 @@ extern "C" {
     pub fn _Unwind_GetCFA(context: *mut c_void) -> usize;
 }
 
+/// Records the calling thread's frames, innermost first, into `frames` (at most its length)
+/// and their number into `n`: each frame's address (a return address, or where a signal
+/// interrupted it) and the CFA libgcc reports beside it, which is that of the frame below
+/// (the callee's: this frame's stack pointer at the call). Stores only into its arguments.
+pub fn record_frames(
+    frames: &[[std::sync::atomic::AtomicUsize; 2]],
+    n: &std::sync::atomic::AtomicUsize,
+) {
+    use std::sync::atomic::Ordering;
+    struct Out<'a> {
+        frames: &'a [[std::sync::atomic::AtomicUsize; 2]],
+        n: &'a std::sync::atomic::AtomicUsize,
+    }
+    extern "C" fn each(context: *mut c_void, arg: *mut c_void) -> c_int {
+        const URC_NO_REASON: c_int = 0;
+        const URC_NORMAL_STOP: c_int = 4;
+        // SAFETY: `arg` is the `Out` passed below, alive for the whole backtrace; the
+        // context is the unwinder's.
+        let (out, ip, cfa) = unsafe {
+            (
+                &*arg.cast::<Out>(),
+                _Unwind_GetIP(context),
+                _Unwind_GetCFA(context),
+            )
+        };
+        let k = out.n.load(Ordering::Relaxed);
+        let Some(slot) = out.frames.get(k) else {
+            return URC_NORMAL_STOP;
+        };
+        slot[0].store(ip, Ordering::Relaxed);
+        slot[1].store(cfa, Ordering::Relaxed);
+        out.n.store(k + 1, Ordering::Relaxed);
+        URC_NO_REASON
+    }
+    n.store(0, Ordering::Relaxed);
+    let out = Out { frames, n };
+    // SAFETY: the callback only stores into `out`'s arrays, which outlive the call.
+    unsafe { _Unwind_Backtrace(each, (&out as *const Out).cast_mut().cast()) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

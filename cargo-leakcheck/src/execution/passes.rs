@@ -333,14 +333,18 @@ pub fn run(
     }
     // Tests that ended the process themselves: their frames are judged by the binary's
     // table of live stack slots, written once per binary.
+    let exited_early: Vec<bool> = counted
+        .iter()
+        .map(|c| {
+            c.as_ref()
+                .and_then(|c| c.record.as_ref())
+                .is_some_and(|r| r.end.as_deref() == Some("exited-early"))
+        })
+        .collect();
     let mut tables: Vec<Option<Option<std::path::PathBuf>>> = vec![None; binaries.len()];
-    for (t, _) in &profile {
-        let exited_early = counted[*t]
-            .as_ref()
-            .and_then(|c| c.record.as_ref())
-            .is_some_and(|r| r.end.as_deref() == Some("exited-early"));
+    for (t, _) in profile.iter().filter(|(t, _)| exited_early[*t]) {
         let b = tests[*t].binary;
-        if exited_early && tables[b].is_none() {
+        if tables[b].is_none() {
             tables[b] = Some(write_live_slots(&binaries[b], b, config));
         }
     }
@@ -348,10 +352,6 @@ pub fn run(
         let failed = counted[*t]
             .as_ref()
             .is_some_and(|c| c.end != ProcessEnd::Exited(0));
-        let exited_early = counted[*t]
-            .as_ref()
-            .and_then(|c| c.record.as_ref())
-            .is_some_and(|r| r.end.as_deref() == Some("exited-early"));
         Job {
             binary: tests[*t].binary,
             test: Some(*t),
@@ -362,7 +362,7 @@ pub fn run(
             rerun: request.as_ref().ok().cloned(),
             first: counted[*t].is_none(),
             expected: expected[*t],
-            live_slots: if exited_early {
+            live_slots: if exited_early[*t] {
                 tables[tests[*t].binary].clone().flatten()
             } else {
                 None

@@ -249,6 +249,17 @@ mod tests {
     use super::*;
     use crate::model::{FrameReport, StackKind, StackReport};
 
+    /// The JUnit text of a report from workspace `/ws`, nothing skipped, no durations.
+    fn render_in_ws(report: &Report) -> String {
+        render(
+            report,
+            &Durations::default(),
+            &[],
+            Path::new("/ws/target/leakcheck"),
+            Path::new("/ws"),
+        )
+    }
+
     #[test]
     fn an_unsettled_test_fails_only_where_the_configuration_asks() {
         let unsettled = |name: &str, fails: bool| TestReport {
@@ -265,13 +276,7 @@ mod tests {
             ],
             ..Report::example()
         };
-        let xml = render(
-            &report,
-            &Durations::default(),
-            &[],
-            Path::new("/ws/target/leakcheck"),
-            Path::new("/ws"),
-        );
+        let xml = render_in_ws(&report);
         assert!(
             xml.contains("tests=\"2\" failures=\"1\" errors=\"0\""),
             "{xml}"
@@ -419,13 +424,7 @@ mod tests {
             tests: vec![leak],
             ..Report::example()
         };
-        let xml = render(
-            &report,
-            &Durations::default(),
-            &[],
-            Path::new("/ws/target/leakcheck"),
-            Path::new("/ws"),
-        );
+        let xml = render_in_ws(&report);
         assert!(
             xml.contains("    app::remember (src/lib.rs:20)\n  held by thread-local `app::CACHE` of thread `worker`\n    → app::work (src/lib.rs:12)\n"),
             "{xml}"
