@@ -32,9 +32,25 @@ fn main() {
             entry.display()
         ));
     }
+    // The contract the runtime shares with this tool: `protocol/` links to the workspace's
+    // `leakcheck-protocol` (a real directory in the published package, like `runtime/`).
+    let protocol = manifest_dir.join("protocol");
+    if !protocol.join("Cargo.toml").is_file() {
+        fail(&format!(
+            "the protocol crate is missing: no `{}`",
+            protocol.join("Cargo.toml").display()
+        ));
+    }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/fnv.rs");
-    for file in rust_files(&sources) {
+    println!(
+        "cargo:rerun-if-changed={}",
+        protocol.join("Cargo.toml").display()
+    );
+    for file in rust_files(&sources)
+        .into_iter()
+        .chain(rust_files(&protocol.join("src")))
+    {
         println!("cargo:rerun-if-changed={}", file.display());
     }
 
@@ -81,6 +97,7 @@ path = "{entry}"
 tikv-jemalloc-sys = {{ version = "={sys_semver}", features = ["profiling", "stats"] }}
 tikv-jemalloc-ctl = "={ctl_version}"
 libc = "0.2"
+leakcheck-protocol = {{ path = "{protocol}" }}
 
 [profile.release]
 debug = false
@@ -95,6 +112,7 @@ debug = false
             .and_then(|text| locked_version(text, "tikv-jemalloc-ctl"))
             .unwrap_or_else(|| fail("no tikv-jemalloc-ctl version in Cargo.lock")),
         entry = entry.display().to_string().replace('\\', "\\\\"),
+        protocol = protocol.display().to_string().replace('\\', "\\\\"),
     );
     write(&package.join("Cargo.toml"), manifest.as_bytes());
     if let Some(text) = &lock_text {

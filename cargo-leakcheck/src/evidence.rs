@@ -3,6 +3,7 @@
 //! output, and where the test's entry point is in its executable. `execution` collects it;
 //! `analysis` judges it; neither is needed to read it.
 
+use leakcheck_protocol::record::Entry as RecordEntry;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -132,14 +133,11 @@ pub fn capture_tail(path: &Path, limit: u64) -> String {
     String::from_utf8_lossy(&bytes[from..]).into_owned()
 }
 
-/// Exact live counts from the runtime (counting mode).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ExitCounts {
-    /// Objects allocated off the main thread and still live.
-    pub objects: i64,
-    /// Their bytes (jemalloc size classes).
-    pub bytes: i64,
-}
+/// Exact live counts from the runtime (counting mode): objects allocated off the main
+/// thread's arena and still live, and their bytes.
+pub use leakcheck_protocol::record::Counts as ExitCounts;
+/// Why the runtime stopped making extra runs.
+pub use leakcheck_protocol::record::End;
 
 /// What the test's own run left when libtest's `main` returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,8 +181,8 @@ pub struct Record {
     pub timed_out: bool,
     /// Counting mode: what each extra run left behind (still live at the end), in order.
     pub left: Vec<ExitCounts>,
-    /// Why the runtime stopped (`steady`, `done`, `nothing-retained`, `no-entry`, …).
-    pub end: Option<String>,
+    /// Why the runtime stopped.
+    pub end: Option<End>,
     /// What the test's own run cost: CPU and wall milliseconds.
     pub own_cost: Option<(u64, u64)>,
     /// The wait, once after the last extra run, for the threads the runs started.
@@ -208,65 +206,49 @@ impl Record {
     /// crash still gives what it has.
     pub fn parse(text: &str) -> Record {
         let mut r = Record::default();
-        for line in text.lines() {
-            let words: Vec<&str> = line.split(' ').collect();
-            let int = |i: usize| words.get(i).and_then(|w| w.parse::<i64>().ok());
-            match words.as_slice() {
-                ["arena", ..] => r.main_arena = int(1).filter(|&a| a >= 0),
-                ["first", ..] => {
-                    if let (Some(status), Some(objects), Some(bytes), Some(threads)) =
-                        (int(1), int(2), int(3), int(4))
-                    {
-                        r.first = Some(FirstRun {
-                            status: status as i32,
-                            live: ExitCounts { objects, bytes },
-                            threads,
-                        });
-                    }
+        for entry in text.lines().filter_map(RecordEntry::decode) {
+            match entry {
+                RecordEntry::Arena(a) => r.main_arena = Some(a).filter(|&a| a >= 0),
+                RecordEntry::First {
+                    status,
+                    live,
+                    threads,
+                } => {
+                    r.first = Some(FirstRun {
+                        status: status as i32,
+                        live,
+                        threads,
+                    })
                 }
-                ["run", k, "start"] => {
-                    if let Ok(k) = k.parse() {
-                        r.started = r.started.max(k);
-                    }
+                RecordEntry::RunStart { run } => r.started = r.started.max(run),
+                RecordEntry::RunOk {
+                    live,
+                    threads,
+                    settled,
+                    ..
+                } => r.runs.push(ExtraRun {
+                    live,
+                    threads,
+                    settled,
+                }),
+                RecordEntry::RunFailed { message, .. } => r.failed = Some(message.to_string()),
+                RecordEntry::RunTimeout { .. } => r.timed_out = true,
+                RecordEntry::Left { live, .. } => r.left.push(live),
+                RecordEntry::Grace {
+                    waited_ms,
+                    threads,
+                    live,
+                } => {
+                    r.grace = Some(Grace {
+                        waited_ms: waited_ms.max(0) as u64,
+                        threads_running: threads.max(0) as u64,
+                        live,
+                    })
                 }
-                ["run", _, "ok", ..] => {
-                    if let (Some(objects), Some(bytes), Some(threads), Some(settled)) =
-                        (int(3), int(4), int(5), int(6))
-                    {
-                        r.runs.push(ExtraRun {
-                            live: ExitCounts { objects, bytes },
-                            threads,
-                            settled: settled == 1,
-                        });
-                    }
+                RecordEntry::End(why) => r.end = Some(why),
+                RecordEntry::Cost { cpu_ms, wall_ms } => {
+                    r.own_cost = Some((cpu_ms.max(0) as u64, wall_ms.max(0) as u64))
                 }
-                ["run", _, "failed", ..] => {
-                    r.failed = Some(words[3..].join(" ").trim().to_string());
-                }
-                ["run", _, "timeout"] => r.timed_out = true,
-                ["left", ..] => {
-                    if let (Some(objects), Some(bytes)) = (int(2), int(3)) {
-                        r.left.push(ExitCounts { objects, bytes });
-                    }
-                }
-                ["grace", ..] => {
-                    if let (Some(waited), Some(threads), Some(objects), Some(bytes)) =
-                        (int(1), int(2), int(3), int(4))
-                    {
-                        r.grace = Some(Grace {
-                            waited_ms: waited.max(0) as u64,
-                            threads_running: threads.max(0) as u64,
-                            live: ExitCounts { objects, bytes },
-                        });
-                    }
-                }
-                ["end", why] => r.end = Some((*why).to_string()),
-                ["cost", ..] => {
-                    if let (Some(cpu), Some(wall)) = (int(1), int(2)) {
-                        r.own_cost = Some((cpu.max(0) as u64, wall.max(0) as u64));
-                    }
-                }
-                _ => {}
             }
         }
         r

@@ -93,12 +93,8 @@ pub fn create() -> Option<u32> {
     unsafe { ctl::raw::read::<u32>(b"arenas.create\0") }.ok()
 }
 
-/// Live objects and bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Live {
-    pub objects: i64,
-    pub bytes: i64,
-}
+/// Live objects and bytes, as the exit record carries them.
+pub use leakcheck_protocol::record::Counts as Live;
 
 /// The main thread's own arena, when binding it worked.
 pub fn main_arena() -> Option<u32> {

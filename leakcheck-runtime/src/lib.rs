@@ -52,6 +52,7 @@ mod sys;
 mod threads;
 mod tracker;
 
+use leakcheck_protocol::env;
 use std::ffi::{c_char, c_int, c_void};
 use sys::FixedPath;
 use tikv_jemalloc_ctl as ctl;
@@ -315,10 +316,10 @@ fn start_periodic_dumps(ms: u64) {
     drop(spawned);
 }
 
-/// Reads the exit handler's settings from the environment (see `cargo-leakcheck`'s
-/// `protocol` module for the names, which must stay in step).
+/// Reads the exit handler's settings from the environment (the names are the contract's,
+/// `leakcheck_protocol::env`).
 fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
-    let Some(record) = sys::env(c"LEAKCHECK_RECORD") else {
+    let Some(record) = sys::var(env::RECORD) else {
         return;
     };
     if !s.record.push(record.as_bytes()) {
@@ -327,17 +328,19 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     s.started_ms = sys::now_ms();
     // SAFETY: getpid has no preconditions.
     s.pid = unsafe { libc::getpid() };
-    if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_GRACE_MS").and_then(sys::parse_u64) {
+    if let Some(ms) = sys::var(env::RERUN_GRACE_MS).and_then(sys::parse_u64) {
         s.grace_ms = ms;
     }
-    s.exit_guard = sys::env(c"LEAKCHECK_RERUN_EXIT_GUARD").and_then(sys::parse_hex);
-    s.counting = sys::env(c"LEAKCHECK_COUNTING") == Some("1");
-    s.entry = sys::env(c"LEAKCHECK_RERUN_ENTRY").and_then(sys::parse_hex);
-    s.build_id = sys::env(c"LEAKCHECK_RERUN_BUILD_ID").unwrap_or("");
-    s.max_runs = sys::env(c"LEAKCHECK_RERUNS")
+    s.exit_guard = sys::var(env::RERUN_EXIT_GUARD).and_then(sys::parse_hex);
+    s.counting = sys::var(env::COUNTING) == Some(env::ON);
+    s.entry = sys::var(env::RERUN_ENTRY).and_then(sys::parse_hex);
+    s.build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");
+    s.max_runs = sys::var(env::RERUNS)
         .and_then(sys::parse_u64)
-        .map_or(0, |n| n.min(1000) as u32);
-    if let Some(ms) = sys::env(c"LEAKCHECK_RERUN_SETTLE_MS").and_then(sys::parse_u64) {
+        .map_or(0, |n| {
+            n.min(u64::from(leakcheck_protocol::MAX_EXTRA_RUNS)) as u32
+        });
+    if let Some(ms) = sys::var(env::RERUN_SETTLE_MS).and_then(sys::parse_u64) {
         s.settle_ms = ms;
     }
     // The same stack std gives a spawned thread, as libtest's test thread had.
@@ -347,8 +350,8 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     if let Some(prefix) = prefix {
         s.dump_prefix.push(prefix.as_bytes());
     }
-    s.app_mallctl = sys::env(c"LEAKCHECK_APP_MALLCTL").and_then(sys::parse_hex);
-    if let Some(app) = sys::env(c"LEAKCHECK_APP_PREFIX") {
+    s.app_mallctl = sys::var(env::APP_MALLCTL).and_then(sys::parse_hex);
+    if let Some(app) = sys::var(env::APP_PREFIX) {
         s.app_prefix.push(app.as_bytes());
     }
     if s.counting {
@@ -377,8 +380,8 @@ fn start_tracking(prefix: Option<&str>) {
 
 /// Runs from `.init_array`, before the test binary's `main`.
 extern "C" fn leakcheck_init() {
-    let prefix = sys::env(c"LEAKCHECK_RUNTIME_PREFIX");
-    let track = sys::env(c"LEAKCHECK_TRACK") == Some("1");
+    let prefix = sys::var(env::RUNTIME_PREFIX);
+    let track = sys::var(env::TRACK) == Some(env::ON);
     if let Some(prefix) = prefix.filter(|_| !track) {
         // SAFETY: "prof.prefix" is a `const char *`: `sys::env` returned the environment's
         // own NUL-terminated string, and jemalloc copies it.
@@ -399,7 +402,7 @@ extern "C" fn leakcheck_init() {
     unsafe {
         libc::unsetenv(c"LD_PRELOAD".as_ptr());
     }
-    if let Some(ms) = sys::env(c"LEAKCHECK_DUMP_INTERVAL_MS")
+    if let Some(ms) = sys::var(env::DUMP_INTERVAL_MS)
         .and_then(sys::parse_u64)
         .filter(|&ms| ms > 0)
     {

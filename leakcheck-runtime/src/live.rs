@@ -6,13 +6,14 @@
 //! pointer, which would make the forgotten buffer look reachable. cargo-leakcheck passes a
 //! table, from the executable's debug information, of where each unoptimised function keeps
 //! its variables and saves callee-saved registers (`LEAKCHECK_LIVE_SLOTS`, the format in
-//! `cargo_leakcheck::execution::live_slots`). Here the exiting thread's frames are found by
+//! `leakcheck_protocol::slots`). Here the exiting thread's frames are found by
 //! unwinding it as the exit handler starts (before any other thread is stopped: the
 //! unwinder takes the loader's lock), the table is mapped, and for each frame of a function
 //! the table describes only its live slots are roots; every other frame stays whole, as
 //! without a table.
 
 use crate::sys;
+use leakcheck_protocol::slots::Slot;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Most frames of the exiting thread recorded.
@@ -29,7 +30,7 @@ static TABLE_LEN: AtomicUsize = AtomicUsize::new(0);
 /// Records the calling thread's frames and maps the table named by `LEAKCHECK_LIVE_SLOTS`,
 /// when there is one. Called by the exit handler on a test thread that called `exit`.
 pub fn prepare() {
-    let Some(path) = sys::env(c"LEAKCHECK_LIVE_SLOTS") else {
+    let Some(path) = sys::var(leakcheck_protocol::env::LIVE_SLOTS) else {
         return;
     };
     let mut name = sys::FixedPath::new();
@@ -126,8 +127,11 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
         push(low, sp);
         each_slot(body, pc, |slot| {
             let (at, len) = match slot {
-                Slot::Saved(off) => (top.wrapping_add_signed(off as isize), 8),
-                Slot::Var(off, size) => (sp.wrapping_add_signed(off as isize), size as usize),
+                Slot::Saved { offset } => (top.wrapping_add_signed(offset as isize), 8),
+                Slot::Var { offset, size, .. } => {
+                    (sp.wrapping_add_signed(offset as isize), size as usize)
+                }
+                Slot::Function { .. } => return,
             };
             push(at.max(sp), at.saturating_add(len).min(top));
         });
@@ -136,83 +140,40 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
     push(low, to);
 }
 
-enum Slot {
-    Saved(i64),
-    Var(i64, u64),
-}
-
-/// The lines after the `f` record whose range holds `pc`, up to the next `f`.
+/// The lines after the `f` line whose range holds `pc`, up to the next `f` line.
 fn function_at(table: &[u8], pc: u64) -> Option<&[u8]> {
     let mut at = 0;
-    while at < table.len() {
-        let end = table[at..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(table.len(), |i| at + i);
-        let line = &table[at..end];
-        if line.first() == Some(&b'f') {
-            let mut nums = numbers(&line[1..]);
-            if let (Some(lo), Some(hi)) = (nums.next(), nums.next()) {
-                if (lo as u64) <= pc && pc < hi as u64 {
-                    let rest = &table[(end + 1).min(table.len())..];
-                    let stop = rest
-                        .windows(2)
-                        .position(|w| w == b"\nf")
-                        .map_or(rest.len(), |i| i + 1);
-                    return Some(if rest.starts_with(b"f") {
-                        &[]
-                    } else {
-                        &rest[..stop]
-                    });
+    for line in table.split(|&b| b == b'\n') {
+        at += line.len() + 1;
+        let Some(Slot::Function { lo, hi }) = Slot::decode(line) else {
+            continue;
+        };
+        if lo <= pc && pc < hi {
+            let rest = &table[at.min(table.len())..];
+            let mut len = 0;
+            for line in rest.split(|&b| b == b'\n') {
+                if matches!(Slot::decode(line), Some(Slot::Function { .. })) {
+                    break;
                 }
+                len += line.len() + 1;
             }
+            return Some(&rest[..len.min(rest.len())]);
         }
-        at = end + 1;
     }
     None
 }
 
+/// Calls `f` with each save slot and each variable live at `pc` of a function's lines.
 fn each_slot(body: &[u8], pc: u64, mut f: impl FnMut(Slot)) {
     for line in body.split(|&b| b == b'\n') {
-        match line.first() {
-            Some(b's') => {
-                if let Some(off) = numbers(&line[1..]).next() {
-                    f(Slot::Saved(off));
-                }
-            }
-            Some(b'v') => {
-                let mut nums = numbers(&line[1..]);
-                if let (Some(lo), Some(hi), Some(off), Some(size)) =
-                    (nums.next(), nums.next(), nums.next(), nums.next())
-                {
-                    if (lo as u64) <= pc && pc < hi as u64 && size > 0 {
-                        f(Slot::Var(off, size as u64));
-                    }
-                }
+        match Slot::decode(line) {
+            Some(slot @ Slot::Saved { .. }) => f(slot),
+            Some(slot @ Slot::Var { lo, hi, size, .. }) if lo <= pc && pc < hi && size > 0 => {
+                f(slot)
             }
             _ => {}
         }
     }
-}
-
-/// The space-separated decimal numbers of a line (a leading `-` for negative ones).
-fn numbers(line: &[u8]) -> impl Iterator<Item = i64> + '_ {
-    line.split(|&b| b == b' ')
-        .filter(|w| !w.is_empty())
-        .map_while(|w| {
-            let (neg, digits) = match w.split_first() {
-                Some((b'-', rest)) => (true, rest),
-                _ => (false, w),
-            };
-            let mut v: i64 = 0;
-            for &d in digits {
-                if !d.is_ascii_digit() {
-                    return None;
-                }
-                v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
-            }
-            Some(if neg { -v } else { v })
-        })
 }
 
 #[cfg(test)]
@@ -259,8 +220,9 @@ mod tests {
         let mut seen = Vec::new();
         each_slot(body, 155, |s| {
             seen.push(match s {
-                Slot::Saved(o) => (o, 0),
-                Slot::Var(o, n) => (o, n as i64),
+                Slot::Saved { offset } => (offset, 0),
+                Slot::Var { offset, size, .. } => (offset, size as i64),
+                Slot::Function { .. } => unreachable!("each_slot passes no function lines"),
             })
         });
         assert_eq!(seen, [(-16, 0), (8, 24), (40, 8)]);
@@ -269,6 +231,5 @@ mod tests {
         assert_eq!(seen, 2, "the inner block's variable is out of scope at 120");
         assert_eq!(function_at(table, 250).map(<[u8]>::len), Some(14));
         assert!(function_at(table, 300).is_none());
-        assert_eq!(numbers(b" 12 -7 x 3").collect::<Vec<_>>(), [12, -7]);
     }
 }

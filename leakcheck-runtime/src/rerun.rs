@@ -37,25 +37,15 @@
 //! [`RUN_FLOOR_MS`]) stops it.
 //!
 //! The record, one event per line:
-//! ```text
-//! arena <n>                                   counting mode: the main thread's arena (-1: none)
-//! first <status> <objects> <bytes> <threads>  at exit of the test's run
-//! cost <cpu-ms> <wall-ms>                    what the test's own run cost
-//! run <k> start
-//! run <k> ok <objects> <bytes> <threads> <settled>
-//! run <k> failed <message>                    the entry returned an error
-//! run <k> timeout
-//! grace <waited-ms> <threads> <objects> <bytes>  after the last run, once: the wait for the
-//!                                             runs' threads, how many still run, live counts
-//! left <k> <objects> <bytes>                  counting mode, at the end: what run k left behind
-//! end <why>                                  why: settled, kept, done, exited-early, …
-//! ```
+//! The record's entries are `leakcheck_protocol::record::Entry`, one per line.
 //! Counts are exact in counting mode and 0 otherwise; in stacks mode a heap dump
 //! `<prefix>.r<k>.heap` is written after the first run (k = 0) and after each extra run.
 
 use crate::arenas::{self, Live};
 use crate::image;
 use crate::sys::{self, FixedPath, Line};
+use leakcheck_protocol::files;
+use leakcheck_protocol::record::{End, Entry};
 use std::ffi::{c_char, c_int, c_void};
 
 /// What the environment asked for, read once by the constructor.
@@ -144,8 +134,13 @@ fn on_main_thread() -> bool {
     unsafe { libc::syscall(libc::SYS_gettid) == libc::c_long::from(libc::getpid()) }
 }
 
-fn end(fd: c_int, why: &str) {
-    Line::new("end").word(why).write_to(fd);
+/// Writes one entry of the record as a line.
+fn put(fd: c_int, entry: Entry<'_>) {
+    Line::entry(&entry).write_to(fd);
+}
+
+fn end(fd: c_int, why: End) {
+    put(fd, Entry::End(why));
 }
 
 extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
@@ -193,41 +188,46 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     let first = if s.counting {
         arenas::exact_from_now();
         let arena = arenas::main_arena().map_or(-1, i64::from);
-        Line::new("arena").num(arena).write_to(fd);
+        put(fd, Entry::Arena(arena));
         arenas::live_outside_main_arena()
     } else {
         Live::default()
     };
-    Line::new("first")
-        .num(i64::from(status))
-        .num(first.objects)
-        .num(first.bytes)
-        .num(threads())
-        .write_to(fd);
-    Line::new("cost")
-        .num(cpu_ms() as i64)
-        .num(first_run_ms() as i64)
-        .write_to(fd);
+    put(
+        fd,
+        Entry::First {
+            status: i64::from(status),
+            live: first,
+            threads: threads(),
+        },
+    );
+    put(
+        fd,
+        Entry::Cost {
+            cpu_ms: cpu_ms() as i64,
+            wall_ms: first_run_ms() as i64,
+        },
+    );
     if status != 0 {
-        return end(fd, "test-failed");
+        return end(fd, End::TestFailed);
     }
     if !on_main_thread() {
         // The test called `exit` itself (libtest's `main` returns on the main thread):
         // libtest is still waiting for it, and running it again from here would call
         // `exit` inside `exit`.
-        return end(fd, "exited-early");
+        return end(fd, End::ExitedEarly);
     }
     if s.counting && first == Live::default() {
-        return end(fd, "nothing-retained");
+        return end(fd, End::NothingRetained);
     }
     let Some(entry) = s.entry else {
-        return end(fd, "no-entry");
+        return end(fd, End::NoEntry);
     };
     let address = match image::resolve(entry as usize, s.build_id) {
         Ok(a) => a,
-        Err(image::Refusal::NoImage) => return end(fd, "no-image"),
-        Err(image::Refusal::NotCode | image::Refusal::NotData) => return end(fd, "not-code"),
-        Err(image::Refusal::BuildId) => return end(fd, "build-id"),
+        Err(image::Refusal::NoImage) => return end(fd, End::NoImage),
+        Err(image::Refusal::NotCode | image::Refusal::NotData) => return end(fd, End::NotCode),
+        Err(image::Refusal::BuildId) => return end(fd, End::BuildId),
     };
     if !s.counting {
         dump(0, true, true);
@@ -248,15 +248,12 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         let route = if s.counting {
             match arenas::create() {
                 Some(a) => Some(a),
-                None => return end(fd, "no-arena"),
+                None => return end(fd, End::NoArena),
             }
         } else {
             None
         };
-        Line::new("run")
-            .num(i64::from(k))
-            .word("start")
-            .write_to(fd);
+        put(fd, Entry::RunStart { run: k });
         let before = sys::thread_count();
         let mut message = Message {
             bytes: [0; 400],
@@ -264,23 +261,22 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         };
         match run_once(address, s, &mut message, route) {
             Outcome::Passed => {}
-            Outcome::SpawnFailed => return end(fd, "spawn-failed"),
+            Outcome::SpawnFailed => return end(fd, End::SpawnFailed),
             Outcome::Failed => {
                 arenas::route_to(None);
                 let text = std::str::from_utf8(&message.bytes[..message.len]).unwrap_or("");
-                Line::new("run")
-                    .num(i64::from(k))
-                    .word("failed")
-                    .word(text)
-                    .write_to(fd);
-                return end(fd, "failed");
+                put(
+                    fd,
+                    Entry::RunFailed {
+                        run: k,
+                        message: text,
+                    },
+                );
+                return end(fd, End::Failed);
             }
             Outcome::TimedOut => {
-                Line::new("run")
-                    .num(i64::from(k))
-                    .word("timeout")
-                    .write_to(fd);
-                end(fd, "timeout");
+                put(fd, Entry::RunTimeout { run: k });
+                end(fd, End::Timeout);
                 // The run is still going on its thread and cannot be stopped; the first
                 // run's record is complete, so leave now, with the test's own status.
                 // SAFETY: _exit ends the process without running further handlers.
@@ -299,14 +295,15 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             dump(k, false, true);
             Live::default()
         };
-        Line::new("run")
-            .num(i64::from(k))
-            .word("ok")
-            .num(live.objects)
-            .num(live.bytes)
-            .num(threads())
-            .num(i64::from(settled))
-            .write_to(fd);
+        put(
+            fd,
+            Entry::RunOk {
+                run: k,
+                live,
+                threads: threads(),
+                settled,
+            },
+        );
         if let Some(a) = route {
             run_arenas[i] = a;
             grew_every_run &= live.objects >= previous.objects
@@ -319,7 +316,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
             if !grew_every_run && (added_nothing || left[..=i].contains(&Live::default())) {
                 write_left(fd, &left[..=i]);
-                return end(fd, "settled");
+                return end(fd, End::Settled);
             }
             if k == max_runs {
                 if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
@@ -331,12 +328,12 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                         && live.bytes >= previous.bytes
                         && live != previous;
                     if !(grew_every_run && rose) && left[..=i].contains(&Live::default()) {
-                        return end(fd, "settled");
+                        return end(fd, End::Settled);
                     }
                 } else {
                     write_left(fd, &left[..=i]);
                 }
-                return end(fd, "kept");
+                return end(fd, End::Kept);
             }
         }
     }
@@ -346,7 +343,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         let retake = grace(fd, threads_before_runs, s.grace_ms, false).is_some();
         dump(max_runs, true, retake);
     }
-    end(fd, "done")
+    end(fd, End::Done)
 }
 
 /// std lets one thread end the process: `main`'s return (and `exit`) records the calling
@@ -406,12 +403,14 @@ fn grace(fd: c_int, before: Option<u64>, grace_ms: u64, counting: bool) -> Optio
     } else {
         Live::default()
     };
-    Line::new("grace")
-        .num(waited as i64)
-        .num(sys::thread_count().map_or(-1, |n| over(n) as i64))
-        .num(live.objects)
-        .num(live.bytes)
-        .write_to(fd);
+    put(
+        fd,
+        Entry::Grace {
+            waited_ms: waited as i64,
+            threads: sys::thread_count().map_or(-1, |n| over(n) as i64),
+            live,
+        },
+    );
     // Without a wait (cargo-leakcheck already saw these threads stay), nothing changed.
     (grace_ms > 0).then_some(live)
 }
@@ -429,7 +428,7 @@ fn cpu_ms() -> u64 {
 }
 
 /// The most extra runs one process makes.
-const MAX_RUNS: usize = 256;
+const MAX_RUNS: usize = leakcheck_protocol::MAX_EXTRA_RUNS as usize;
 
 /// The least time an extra run is given, milliseconds.
 const RUN_FLOOR_MS: u64 = 10_000;
@@ -450,11 +449,13 @@ fn first_run_ms() -> u64 {
 
 fn write_left(fd: c_int, left: &[Live]) {
     for (j, l) in left.iter().enumerate() {
-        Line::new("left")
-            .num(j as i64 + 1)
-            .num(l.objects)
-            .num(l.bytes)
-            .write_to(fd);
+        put(
+            fd,
+            Entry::Left {
+                run: j as u32 + 1,
+                live: *l,
+            },
+        );
     }
 }
 
@@ -580,8 +581,8 @@ fn dump_unreached(path: &mut FixedPath) {
     let mut paths = FixedPath::new();
     // SAFETY: path holds len() initialised bytes before its NUL.
     let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
-    let with_paths = paths.push(name) && paths.push(b".paths");
-    if path.push(b".unreached") {
+    let with_paths = paths.push(name) && paths.push(files::PATHS.as_bytes());
+    if path.push(files::UNREACHED.as_bytes()) {
         crate::scan::dump_unreached(path, with_paths.then_some(&paths));
     }
 }
@@ -590,7 +591,10 @@ fn dump_name(path: &mut FixedPath, prefix: &FixedPath, k: u32) -> bool {
     path.truncate(0);
     // SAFETY: prefix holds len() initialised bytes before its NUL.
     let bytes = unsafe { std::slice::from_raw_parts(prefix.as_ptr().cast::<u8>(), prefix.len()) };
-    path.push(bytes) && path.push(b".r") && path.push_u64(u64::from(k)) && path.push(b".heap")
+    path.push(bytes)
+        && path.push(files::RUN_DUMP.as_bytes())
+        && path.push_u64(u64::from(k))
+        && path.push(files::HEAP.as_bytes())
 }
 
 /// An error message returned by the test, cut to fit a record line.

@@ -20,6 +20,11 @@ pub fn env(name: &CStr) -> Option<&'static str> {
     unsafe { CStr::from_ptr(value) }.to_str().ok()
 }
 
+/// A variable of the contract with cargo-leakcheck.
+pub fn var(var: leakcheck_protocol::env::Var) -> Option<&'static str> {
+    env(var.c_name())
+}
+
 /// A fixed-capacity byte string, NUL-terminated for passing to C.
 pub struct FixedPath {
     bytes: [u8; 4096],
@@ -77,18 +82,7 @@ impl FixedPath {
     }
 }
 
-/// Writes `v` in decimal at the end of `buf`; returns where the digits start.
-pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> usize {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return i;
-        }
-    }
-}
+pub use leakcheck_protocol::format_u64;
 
 /// One line of the exit record, built on the stack and written with a single `write`, so
 /// a process that dies right after still leaves whole lines behind.
@@ -97,7 +91,20 @@ pub struct Line {
     len: usize,
 }
 
+impl leakcheck_protocol::Sink for Line {
+    fn put(&mut self, text: &str) {
+        self.text(text);
+    }
+}
+
 impl Line {
+    /// The line of one entry of the exit record.
+    pub fn entry(entry: &leakcheck_protocol::record::Entry<'_>) -> Self {
+        let mut line = Line::new("");
+        entry.encode(&mut line);
+        line
+    }
+
     /// A line starting with `word`.
     pub fn new(word: &str) -> Self {
         let mut line = Line {
@@ -119,23 +126,6 @@ impl Line {
             self.len += 1;
         }
         self
-    }
-
-    /// Appends a space and a signed number.
-    pub fn num(&mut self, v: i64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let start = format_u64(v.unsigned_abs(), &mut digits);
-        self.text(" ");
-        if v < 0 {
-            self.text("-");
-        }
-        // Digits are ASCII.
-        self.text(std::str::from_utf8(&digits[start..]).unwrap_or("?"))
-    }
-
-    /// Appends a space and a word.
-    pub fn word(&mut self, w: &str) -> &mut Self {
-        self.text(" ").text(w)
     }
 
     /// Writes the line and its newline to `fd`.
@@ -301,12 +291,18 @@ mod tests {
 
     #[test]
     fn a_record_line_is_one_line_whatever_it_is_given() {
-        let mut line = Line::new("run");
-        line.num(3).word("failed").num(-42).word("two\nlines\r");
-        assert_eq!(text(&line), "run 3 failed -42 two lines ");
+        use leakcheck_protocol::record::Entry;
+        let line = Line::entry(&Entry::RunFailed {
+            run: 3,
+            message: "two\nlines\r",
+        });
+        assert_eq!(text(&line), "run 3 failed two lines ");
         // Too long a message is cut, and the newline still fits.
-        let mut long = Line::new("run");
-        long.word(&"x".repeat(2000));
+        let message = "x".repeat(2000);
+        let long = Line::entry(&Entry::RunFailed {
+            run: 3,
+            message: &message,
+        });
         assert_eq!(long.len, long.bytes.len() - 1);
     }
 

@@ -24,7 +24,7 @@ impl Lost {
 /// Where the runtime writes which objects of a dump no pointer reached any more.
 pub fn unreached_path(dump: &Path) -> PathBuf {
     let mut name = dump.as_os_str().to_owned();
-    name.push(".unreached");
+    name.push(leakcheck_protocol::files::UNREACHED);
     PathBuf::from(name)
 }
 

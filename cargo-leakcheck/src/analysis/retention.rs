@@ -50,7 +50,7 @@ pub enum RawRoot {
 /// Where the runtime writes the retention paths of a dump.
 pub fn paths_file(dump: &Path) -> PathBuf {
     let mut name = dump.as_os_str().to_owned();
-    name.push(".paths");
+    name.push(leakcheck_protocol::files::PATHS);
     PathBuf::from(name)
 }
 

@@ -4,7 +4,7 @@
 //! to the call of the test's entry point ([`cut_at_entry`]).
 
 use crate::analysis::diff::FrameKey;
-use crate::evidence::{signal_name, ExitCounts, ExtraRun, Grace, ProcessEnd, Record};
+use crate::evidence::{signal_name, End, ExitCounts, ExtraRun, Grace, ProcessEnd, Record};
 
 pub use crate::model::ExtraRunsStatus as Status;
 
@@ -102,13 +102,13 @@ pub fn interpret(
     if first.status != 0 {
         return Outcome::none(Status::TestFailed);
     }
-    if record.end.as_deref() == Some("exited-early") {
+    if record.end == Some(End::ExitedEarly) {
         return Outcome::none(Status::ExitedEarly);
     }
     if is_should_panic(evidence.stdout, evidence.test) {
         return Outcome::none(Status::ShouldPanic);
     }
-    if record.end.as_deref() == Some("nothing-retained") {
+    if record.end == Some(End::NothingRetained) {
         return Outcome::none(Status::NotNeeded);
     }
     let made = record.runs.len() as u32;
@@ -117,25 +117,33 @@ pub fn interpret(
     } else if let Some(message) = &record.failed {
         Status::Failed(message.clone())
     } else if record.timed_out
-        || record.end.as_deref() == Some("timeout")
+        || record.end == Some(End::Timeout)
         || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
     {
         Status::TimedOut
     } else if record.started > made {
         died_during_run(evidence)
     } else {
-        match record.end.as_deref() {
-            Some("settled" | "kept" | "done") => Status::Completed,
-            Some("no-arena") => Status::Unavailable("jemalloc refused a new arena".into()),
-            Some("spawn-failed") => Status::Unavailable("no thread could be started".into()),
-            Some("build-id") => {
+        match record.end {
+            Some(End::Settled | End::Kept | End::Done) => Status::Completed,
+            Some(End::NoArena) => Status::Unavailable("jemalloc refused a new arena".into()),
+            Some(End::SpawnFailed) => Status::Unavailable("no thread could be started".into()),
+            Some(End::BuildId) => {
                 Status::Unavailable("the running executable is not the one analysed".into())
             }
-            Some("not-code" | "no-image") => {
+            Some(End::NotCode | End::NoImage) => {
                 Status::Unavailable("the entry point is not code of the running executable".into())
             }
-            Some("no-entry") => Status::NoEntryPoint("none was passed".into()),
-            Some(other) => Status::Unavailable(format!("the runtime stopped: {other}")),
+            Some(End::NoEntry) => Status::NoEntryPoint("none was passed".into()),
+            // Ends the checks above have taken already; reaching here means the record
+            // contradicts itself (a failed run without its message, say).
+            Some(
+                other @ (End::TestFailed
+                | End::ExitedEarly
+                | End::NothingRetained
+                | End::Failed
+                | End::Timeout),
+            ) => Status::Unavailable(format!("the runtime stopped: {other}")),
             None => died_during_run(evidence),
         }
     };

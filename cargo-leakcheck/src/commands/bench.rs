@@ -131,7 +131,10 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             } else {
                 cap
             }),
-            extra_env: &[(protocol::INTERVAL_ENV, args.snapshot_interval.to_string())],
+            extra_env: &[(
+                leakcheck_protocol::env::DUMP_INTERVAL_MS,
+                args.snapshot_interval.to_string(),
+            )],
             place: None,
         };
         let result = runner::run_process(binary, &key, &run_config, &spec);

@@ -349,7 +349,7 @@ fn metrics_json(
             "own_seconds": r.record.as_ref().and_then(|rec| rec.own_cost).map(|(_, wall)| wall as f64 / 1000.0),
             "extra_runs": r.record.as_ref().map(|rec| serde_json::json!({
                 "made": rec.runs.len(),
-                "end": rec.end,
+                "end": rec.end.map(|e| e.word()),
                 "dumps": r.run_dumps,
             })),
         })

@@ -16,13 +16,11 @@
 //! points to (a value moved out of it too: conservative), a temporary does not. A function described any other way (optimised
 //! code, location lists) is left out, and the runtime keeps its whole frame, as before.
 //!
-//! The table is written as text for the runtime, one record per line, decimal numbers:
-//! `f <lo> <hi>` a function's code `[lo, hi)` (link-time addresses), followed by its
-//! `s <offset>` register save slots (from the frame's CFA) and
-//! `v <lo> <hi> <offset> <size>` variables (`size` bytes at the stack pointer plus
-//! `offset`, while the code address is in `[lo, hi)`).
+//! The table is written as text for the runtime, one `leakcheck_protocol::slots::Slot` per
+//! line: a function's code, then its register save slots and its variables.
 
 use addr2line::gimli;
+use leakcheck_protocol::slots::Slot;
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -73,13 +71,21 @@ pub fn read(data: &[u8]) -> Result<Vec<Function>, String> {
 /// The text the runtime reads (see the module's documentation).
 pub fn render(functions: &[Function]) -> String {
     let mut s = String::new();
+    let mut line = |slot: Slot| {
+        let _ = writeln!(s, "{slot}");
+    };
     for f in functions {
-        let _ = writeln!(s, "f {} {}", f.lo, f.hi);
-        for o in &f.saved {
-            let _ = writeln!(s, "s {o}");
+        line(Slot::Function { lo: f.lo, hi: f.hi });
+        for &offset in &f.saved {
+            line(Slot::Saved { offset });
         }
-        for (lo, hi, off, size) in &f.vars {
-            let _ = writeln!(s, "v {lo} {hi} {off} {size}");
+        for &(lo, hi, offset, size) in &f.vars {
+            line(Slot::Var {
+                lo,
+                hi,
+                offset,
+                size,
+            });
         }
     }
     s

@@ -25,6 +25,7 @@
 //! environment, so its failure message keeps the backtrace the user asked for.
 
 use crate::errors::Error;
+use crate::evidence::End;
 use crate::execution::cargo::TestBinary;
 use crate::execution::entry::Entry;
 use crate::execution::protocol::{Mode, ProfileSettings};
@@ -338,7 +339,7 @@ pub fn run(
         .map(|c| {
             c.as_ref()
                 .and_then(|c| c.record.as_ref())
-                .is_some_and(|r| r.end.as_deref() == Some("exited-early"))
+                .is_some_and(|r| r.end == Some(End::ExitedEarly))
         })
         .collect();
     let mut tables: Vec<Option<Option<std::path::PathBuf>>> = vec![None; binaries.len()];

@@ -1,53 +1,14 @@
-//! The contract between cargo-leakcheck and the runtime it preloads into test processes:
-//! environment variable names, dump file naming and profiling settings.
+//! The tool's side of the contract with the runtime it preloads into test processes: dump
+//! file naming and profiling settings. The names and texts both sides spell are in the
+//! `leakcheck_protocol` crate.
 
 pub use crate::evidence::Record;
 use std::path::{Path, PathBuf};
-
-/// Names the `prof_prefix` of the preloaded runtime's own jemalloc. The runtime moves its
-/// dumps there with the `prof.prefix` mallctl, so they never collide with the dumps of a
-/// tikv-jemallocator global allocator in the test binary, which reads the same
-/// `_RJEM_MALLOC_CONF`.
-pub const RUNTIME_PREFIX_ENV: &str = "LEAKCHECK_RUNTIME_PREFIX";
-
-/// The configuration variable of every prefixed (`_rjem_`) jemalloc: the runtime's, and
-/// a tikv-jemallocator global allocator's.
-pub const MALLOC_CONF_ENV: &str = "_RJEM_MALLOC_CONF";
 
 /// File-name stem of the runtime's dumps (everything malloc sees).
 pub const PRELOAD_STEM: &str = "preload";
 /// File-name stem of the dumps of a jemalloc linked into the test binary itself.
 pub const APP_STEM: &str = "jemalloc";
-
-/// Names the file the runtime writes its exit record to (see [`Record`]).
-pub const RECORD_ENV: &str = "LEAKCHECK_RECORD";
-/// `1` in counting mode: the runtime binds the main thread to an arena of its own and
-/// records exact live counts.
-pub const COUNTING_ENV: &str = "LEAKCHECK_COUNTING";
-/// `1` in stacks mode: the runtime tracks every allocation with its stack itself (a few
-/// tens of bytes each) instead of letting jemalloc sample each one (a page each), and
-/// writes the dumps in jemalloc's format.
-pub const TRACK_ENV: &str = "LEAKCHECK_TRACK";
-/// The test's entry point, hexadecimal address in the executable image.
-pub const RERUN_ENTRY_ENV: &str = "LEAKCHECK_RERUN_ENTRY";
-/// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
-pub const RERUN_BUILD_ID_ENV: &str = "LEAKCHECK_RERUN_BUILD_ID";
-/// How many extra runs to make at most.
-pub const RERUNS_ENV: &str = "LEAKCHECK_RERUNS";
-/// How long to wait after a run for its threads to be gone, milliseconds.
-pub const RERUN_SETTLE_ENV: &str = "LEAKCHECK_RERUN_SETTLE_MS";
-/// Where std records the thread ending the process (hexadecimal address in the image),
-/// for the runtime to clear during extra runs.
-pub const EXIT_GUARD_ENV: &str = "LEAKCHECK_RERUN_EXIT_GUARD";
-/// The table of where the executable's unoptimised functions keep their variables, for the
-/// scan of a test thread that called `exit` (see `crate::execution::live_slots`).
-pub const LIVE_SLOTS_ENV: &str = "LEAKCHECK_LIVE_SLOTS";
-/// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
-pub const RERUN_GRACE_ENV: &str = "LEAKCHECK_RERUN_GRACE_MS";
-/// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.
-pub const APP_MALLCTL_ENV: &str = "LEAKCHECK_APP_MALLCTL";
-/// Where that jemalloc's dumps between runs go (a prefix, like `prof_prefix`).
-pub const APP_PREFIX_ENV: &str = "LEAKCHECK_APP_PREFIX";
 
 /// What a test process is run for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,9 +23,6 @@ pub enum Mode {
     /// benchmarks: growth accumulates, so sampling is enough.
     Periodic,
 }
-
-/// Names the dump interval (milliseconds) of the runtime's periodic dumps.
-pub const INTERVAL_ENV: &str = "LEAKCHECK_DUMP_INTERVAL_MS";
 
 /// Every dump the process of a job wrote under a prefix (periodic `.m<n>.heap` and final
 /// `.f.heap`; `<prefix>.<pid>.<seq>.…`), in the order jemalloc wrote them (its sequence
@@ -155,19 +113,20 @@ pub fn final_dumps(dir: &Path, job: &str, stem: &str, pid: u32) -> Vec<PathBuf> 
 /// The heap dump the runtime writes after the first run (`k` = 0) and after each extra run
 /// `k`, for a job's dumps of one kind (`stem`).
 pub fn run_dump(dir: &Path, job: &str, stem: &str, k: u32) -> PathBuf {
-    dir.join(format!("{job}-{stem}.r{k}.heap"))
+    use leakcheck_protocol::files::{HEAP, RUN_DUMP};
+    dir.join(format!("{job}-{stem}{RUN_DUMP}{k}{HEAP}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{ExitCounts, ExtraRun, FirstRun};
+    use crate::evidence::{End, ExitCounts, ExtraRun, FirstRun};
 
     #[test]
     fn the_own_runs_cost_parses() {
         let r = Record::parse("arena 9\nfirst 0 2 208 1\ncost 2500 1300\nend kept\n");
         assert_eq!(r.own_cost, Some((2500, 1300)));
-        assert_eq!(r.end.as_deref(), Some("kept"));
+        assert_eq!(r.end, Some(End::Kept));
     }
 
     #[test]
@@ -210,7 +169,7 @@ mod tests {
                 ExitCounts::default()
             ]
         );
-        assert_eq!(r.end.as_deref(), Some("settled"));
+        assert_eq!(r.end, Some(End::Settled));
         assert_eq!(
             r.counts(),
             Some(ExitCounts {

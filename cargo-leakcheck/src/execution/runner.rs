@@ -11,6 +11,7 @@ use crate::execution::cargo::{TestBinary, Workspace};
 use crate::execution::partition::{Dealer, Partition};
 use crate::execution::protocol::{self, ProfileSettings};
 use crate::execution::slots::{Slots, Ticket};
+use leakcheck_protocol::env;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -449,23 +450,23 @@ fn run_one(
         Some(t) => t.settings.timeout.map(Duration::from_secs),
         None => config.timeout,
     };
-    let mut env: Vec<(&str, String)> = Vec::new();
+    let mut extra: Vec<(env::Var, String)> = Vec::new();
     if let Some(r) = &job.rerun {
-        env.push((protocol::RERUN_ENTRY_ENV, format!("{:x}", r.entry)));
-        env.push((protocol::RERUN_BUILD_ID_ENV, r.build_id.clone()));
-        env.push((protocol::RERUNS_ENV, r.runs.to_string()));
-        env.push((
-            protocol::RERUN_SETTLE_ENV,
+        extra.push((env::RERUN_ENTRY, format!("{:x}", r.entry)));
+        extra.push((env::RERUN_BUILD_ID, r.build_id.clone()));
+        extra.push((env::RERUNS, r.runs.to_string()));
+        extra.push((
+            env::RERUN_SETTLE_MS,
             crate::execution::rerun::SETTLE_MS.to_string(),
         ));
-        env.push((protocol::RERUN_GRACE_ENV, r.grace_ms.to_string()));
+        extra.push((env::RERUN_GRACE_MS, r.grace_ms.to_string()));
         if let Some(g) = r.exit_guard {
-            env.push((protocol::EXIT_GUARD_ENV, format!("{g:x}")));
+            extra.push((env::RERUN_EXIT_GUARD, format!("{g:x}")));
         }
         if let Some(m) = r.app_mallctl {
-            env.push((protocol::APP_MALLCTL_ENV, format!("{m:x}")));
-            env.push((
-                protocol::APP_PREFIX_ENV,
+            extra.push((env::APP_MALLCTL, format!("{m:x}")));
+            extra.push((
+                env::APP_PREFIX,
                 protocol::dump_prefix(config.work_dir, key, protocol::APP_STEM)
                     .display()
                     .to_string(),
@@ -473,14 +474,14 @@ fn run_one(
         }
     }
     if let Some(table) = &job.live_slots {
-        env.push((protocol::LIVE_SLOTS_ENV, table.display().to_string()));
+        extra.push((env::LIVE_SLOTS, table.display().to_string()));
     }
     let spec = ProcessSpec {
         args: &args,
         settings: job.settings,
         quiet_backtraces: job.quiet_backtraces,
         timeout,
-        extra_env: &env,
+        extra_env: &extra,
         place: Some(place),
     };
     run_process(binary, key, config, &spec)
@@ -497,7 +498,7 @@ pub struct ProcessSpec<'a> {
     /// Kill it when its own run takes longer than this (none: no limit).
     pub timeout: Option<Duration>,
     /// More environment.
-    pub extra_env: &'a [(&'a str, String)],
+    pub extra_env: &'a [(env::Var, String)],
     /// The place among the processes running at once this one takes, if any (see
     /// [`crate::execution::slots`]).
     pub place: Option<&'a Ticket<'a>>,
@@ -518,8 +519,8 @@ pub fn run_process(
     let started = Instant::now();
     let mut cmd = base_command(binary, config);
     cmd.args(spec.args);
-    for (k, v) in spec.extra_env {
-        cmd.env(k, v);
+    for (var, v) in spec.extra_env {
+        cmd.env(var.name(), v);
     }
     let mut preload = config.runtime.as_os_str().to_owned();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
@@ -532,18 +533,18 @@ pub fn run_process(
     }
     let record_file = dir.join(format!("{key}.record"));
     if settings.mode != protocol::Mode::Periodic {
-        cmd.env(protocol::RECORD_ENV, &record_file);
+        cmd.env(env::RECORD.name(), &record_file);
     }
     if settings.mode == protocol::Mode::Count {
-        cmd.env(protocol::COUNTING_ENV, "1");
+        cmd.env(env::COUNTING.name(), env::ON);
     }
     if settings.mode == protocol::Mode::Stacks {
-        cmd.env(protocol::TRACK_ENV, "1");
+        cmd.env(env::TRACK.name(), env::ON);
     }
     cmd.env("LD_PRELOAD", preload)
-        .env(protocol::MALLOC_CONF_ENV, settings.malloc_conf(dir, key))
+        .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))
         .env(
-            protocol::RUNTIME_PREFIX_ENV,
+            env::RUNTIME_PREFIX.name(),
             protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
         );
     let mut cmd = through_wrapper(cmd, config.wrapper);

@@ -1,0 +1,105 @@
+//! The environment variables cargo-leakcheck sets for a test process and the runtime reads.
+
+use core::ffi::CStr;
+
+/// One variable's name, NUL-terminated for `getenv` in the runtime and as text for the tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Var(&'static CStr);
+
+impl Var {
+    /// The name as the runtime passes it to `getenv`.
+    pub const fn c_name(self) -> &'static CStr {
+        self.0
+    }
+
+    /// The name as the tool sets it.
+    pub const fn name(self) -> &'static str {
+        match core::str::from_utf8(self.0.to_bytes()) {
+            Ok(name) => name,
+            Err(_) => panic!("variable names are ASCII"),
+        }
+    }
+}
+
+/// The value of a switch that is on (`LEAKCHECK_COUNTING=1`).
+pub const ON: &str = "1";
+
+/// The configuration variable of every prefixed (`_rjem_`) jemalloc: the runtime's, and a
+/// tikv-jemallocator global allocator's in the test binary.
+pub const MALLOC_CONF: Var = Var(c"_RJEM_MALLOC_CONF");
+/// The `prof_prefix` of the runtime's own jemalloc. The runtime moves its dumps there with the
+/// `prof.prefix` mallctl, so they never collide with those of a tikv-jemallocator global
+/// allocator, which reads the same `_RJEM_MALLOC_CONF`.
+pub const RUNTIME_PREFIX: Var = Var(c"LEAKCHECK_RUNTIME_PREFIX");
+/// The file the runtime writes its exit record to (see [`crate::record`]).
+pub const RECORD: Var = Var(c"LEAKCHECK_RECORD");
+/// [`ON`] in counting mode: the runtime binds the main thread to an arena of its own and
+/// records exact live counts.
+pub const COUNTING: Var = Var(c"LEAKCHECK_COUNTING");
+/// [`ON`] in stacks mode: the runtime tracks every allocation with its stack itself and
+/// writes the dumps in jemalloc's format.
+pub const TRACK: Var = Var(c"LEAKCHECK_TRACK");
+/// The test's entry point, a hexadecimal address in the executable image.
+pub const RERUN_ENTRY: Var = Var(c"LEAKCHECK_RERUN_ENTRY");
+/// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
+pub const RERUN_BUILD_ID: Var = Var(c"LEAKCHECK_RERUN_BUILD_ID");
+/// How many extra runs to make at most, decimal.
+pub const RERUNS: Var = Var(c"LEAKCHECK_RERUNS");
+/// How long to wait after a run for its threads to be gone, milliseconds.
+pub const RERUN_SETTLE_MS: Var = Var(c"LEAKCHECK_RERUN_SETTLE_MS");
+/// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
+pub const RERUN_GRACE_MS: Var = Var(c"LEAKCHECK_RERUN_GRACE_MS");
+/// Where std records the thread ending the process (hexadecimal address in the image), for
+/// the runtime to clear during extra runs.
+pub const RERUN_EXIT_GUARD: Var = Var(c"LEAKCHECK_RERUN_EXIT_GUARD");
+/// The table of live stack slots (see [`crate::slots`]) for the scan of a thread that called
+/// `exit`.
+pub const LIVE_SLOTS: Var = Var(c"LEAKCHECK_LIVE_SLOTS");
+/// The address of the test binary's own `_rjem_mallctl` (tikv-jemallocator), hexadecimal.
+pub const APP_MALLCTL: Var = Var(c"LEAKCHECK_APP_MALLCTL");
+/// Where that jemalloc's dumps between runs go (a prefix, like `prof_prefix`).
+pub const APP_PREFIX: Var = Var(c"LEAKCHECK_APP_PREFIX");
+/// The interval of the runtime's periodic dumps, milliseconds (benchmarks).
+pub const DUMP_INTERVAL_MS: Var = Var(c"LEAKCHECK_DUMP_INTERVAL_MS");
+/// `0` leaves retention paths out of the reachability scan (for the benchmark that measures
+/// what they cost).
+pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
+
+/// Every variable of the contract.
+pub const ALL: [Var; 16] = [
+    MALLOC_CONF,
+    RUNTIME_PREFIX,
+    RECORD,
+    COUNTING,
+    TRACK,
+    RERUN_ENTRY,
+    RERUN_BUILD_ID,
+    RERUNS,
+    RERUN_SETTLE_MS,
+    RERUN_GRACE_MS,
+    RERUN_EXIT_GUARD,
+    LIVE_SLOTS,
+    APP_MALLCTL,
+    APP_PREFIX,
+    DUMP_INTERVAL_MS,
+    PATHS,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_distinct_and_the_text_matches_the_c_name() {
+        for (i, a) in ALL.iter().enumerate() {
+            assert_eq!(a.name().as_bytes(), a.c_name().to_bytes());
+            assert!(a
+                .name()
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b == b'_'));
+            for b in &ALL[i + 1..] {
+                assert_ne!(a.name(), b.name());
+            }
+        }
+    }
+}

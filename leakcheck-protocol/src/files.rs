@@ -1,0 +1,13 @@
+//! How the files the runtime writes beside a dump prefix are named. The prefix is the tool's
+//! (`<work dir>/<job>-<stem>`); these suffixes are shared.
+
+/// Between the prefix and the run number of the dump written after each run:
+/// `<prefix>.r<k>.heap`, `k` = 0 for the test's own run.
+pub const RUN_DUMP: &str = ".r";
+/// The extension of every heap dump, jemalloc's own included.
+pub const HEAP: &str = ".heap";
+/// Appended to a dump's name: the objects of that dump the reachability scan found
+/// unreachable, by stack.
+pub const UNREACHED: &str = ".unreached";
+/// Appended to a dump's name: how the scan found each stack's reachable objects held.
+pub const PATHS: &str = ".paths";

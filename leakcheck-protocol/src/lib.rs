@@ -1,0 +1,30 @@
+//! The contract between cargo-leakcheck and `leakcheck-runtime`, the library it preloads into
+//! every test process. Both sides spell every name through this crate, and every text that
+//! crosses the process boundary has one encoder and one decoder here:
+//!
+//! - [`env`]: the environment variables the tool sets and the runtime reads;
+//! - [`record`]: the exit record the runtime writes line by line, and why a series of extra
+//!   runs ended ([`record::End`]);
+//! - [`files`]: the suffixes of the files the runtime writes beside a dump;
+//! - [`slots`]: the table of where unoptimised functions keep their variables, which the
+//!   tool writes from DWARF and the runtime reads when a test thread calls `exit`.
+//!
+//! `no_std` and allocation-free: the runtime encodes from inside its exit handler, where the
+//! allocator it replaces may be in any state.
+
+#![no_std]
+
+pub mod env;
+pub mod files;
+pub mod record;
+pub mod slots;
+mod words;
+
+pub use words::{format_u64, Sink};
+
+/// The most extra runs one test process makes: the tool accepts no more in `leakcheck.toml`
+/// or on the command line, and the runtime sizes its per-run tables with it.
+pub const MAX_EXTRA_RUNS: u32 = 100;
+
+#[cfg(test)]
+extern crate std;

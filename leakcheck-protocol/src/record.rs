@@ -1,0 +1,431 @@
+//! The exit record: what the runtime writes, one entry per line, to the file named by
+//! [`crate::env::RECORD`], as the test's own run ends and as each extra run goes. A line the
+//! process did not live to finish is simply absent, so a record cut short by a crash still
+//! says how far it got.
+//!
+//! ```text
+//! arena <n>                                   counting mode: the main thread's arena (-1: none)
+//! first <status> <objects> <bytes> <threads>  at exit of the test's own run
+//! cost <cpu-ms> <wall-ms>                     what the test's own run cost
+//! run <k> start
+//! run <k> ok <objects> <bytes> <threads> <settled>
+//! run <k> failed <message>                    the entry returned an error
+//! run <k> timeout
+//! grace <waited-ms> <threads> <objects> <bytes>  once, after the last extra run
+//! left <k> <objects> <bytes>                  counting mode: what run k left behind
+//! end <why>                                   see [`End`]
+//! ```
+
+use crate::words::{nums, parse_num, put_num, put_text, words, Sink};
+
+/// Live objects and their bytes (exact in counting mode, 0 otherwise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counts {
+    /// Objects still allocated.
+    pub objects: i64,
+    /// Their bytes (jemalloc size classes).
+    pub bytes: i64,
+}
+
+/// Why the runtime stopped making extra runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum End {
+    /// The test's own run failed; nothing to run again.
+    TestFailed,
+    /// The test called `exit` from its own thread: running it again would call `exit` inside
+    /// `exit`.
+    ExitedEarly,
+    /// Counting mode: the own run left nothing allocated.
+    NothingRetained,
+    /// No entry point was passed.
+    NoEntry,
+    /// The executable image could not be found in the process.
+    NoImage,
+    /// The entry point is not code of the running executable.
+    NotCode,
+    /// The running executable is not the one the entry point was found in.
+    BuildId,
+    /// jemalloc refused an arena for an extra run.
+    NoArena,
+    /// No thread could be started for an extra run.
+    SpawnFailed,
+    /// An extra run returned an error (its `run <k> failed` line has the message).
+    Failed,
+    /// An extra run outlived its deadline.
+    Timeout,
+    /// Counting mode: the series settled (a run left nothing behind, or added nothing).
+    Settled,
+    /// Counting mode: the last extra run was made and the series did not settle.
+    Kept,
+    /// Stacks mode: every extra run asked for was made.
+    Done,
+}
+
+impl End {
+    /// Every reason, for the tests that check both sides agree.
+    pub const ALL: [End; 14] = [
+        End::TestFailed,
+        End::ExitedEarly,
+        End::NothingRetained,
+        End::NoEntry,
+        End::NoImage,
+        End::NotCode,
+        End::BuildId,
+        End::NoArena,
+        End::SpawnFailed,
+        End::Failed,
+        End::Timeout,
+        End::Settled,
+        End::Kept,
+        End::Done,
+    ];
+
+    /// The word the record (and `metrics.json`) spells it with.
+    pub const fn word(self) -> &'static str {
+        match self {
+            End::TestFailed => "test-failed",
+            End::ExitedEarly => "exited-early",
+            End::NothingRetained => "nothing-retained",
+            End::NoEntry => "no-entry",
+            End::NoImage => "no-image",
+            End::NotCode => "not-code",
+            End::BuildId => "build-id",
+            End::NoArena => "no-arena",
+            End::SpawnFailed => "spawn-failed",
+            End::Failed => "failed",
+            End::Timeout => "timeout",
+            End::Settled => "settled",
+            End::Kept => "kept",
+            End::Done => "done",
+        }
+    }
+
+    /// The reason a word names, if any.
+    pub fn from_word(word: &str) -> Option<End> {
+        End::ALL.into_iter().find(|e| e.word() == word)
+    }
+}
+
+impl core::fmt::Display for End {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// One line of the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// Counting mode: the main thread's own arena, -1 when binding it failed (then the counts
+    /// prove nothing).
+    Arena(i64),
+    /// When the exit handler ran: the status the process was exiting with, what was live
+    /// off the main thread's arena, and the process's threads.
+    First {
+        status: i64,
+        live: Counts,
+        threads: i64,
+    },
+    /// What the test's own run cost.
+    Cost { cpu_ms: i64, wall_ms: i64 },
+    /// Extra run `run` (from 1) started.
+    RunStart { run: u32 },
+    /// Extra run `run` returned normally; `settled`: its threads were gone in time.
+    RunOk {
+        run: u32,
+        live: Counts,
+        threads: i64,
+        settled: bool,
+    },
+    /// Extra run `run` returned an error.
+    RunFailed { run: u32, message: &'a str },
+    /// Extra run `run` outlived its deadline.
+    RunTimeout { run: u32 },
+    /// Once after the last extra run: how long the runtime waited for the runs' threads, how
+    /// many still ran (-1: unknown), and what was live then.
+    Grace {
+        waited_ms: i64,
+        threads: i64,
+        live: Counts,
+    },
+    /// Counting mode, at the end: what extra run `run` left behind.
+    Left { run: u32, live: Counts },
+    /// Why the series stopped; the record's last line.
+    End(End),
+}
+
+const ARENA: &str = "arena";
+const FIRST: &str = "first";
+const COST: &str = "cost";
+const RUN: &str = "run";
+const START: &str = "start";
+const OK: &str = "ok";
+const FAILED: &str = "failed";
+const TIMEOUT: &str = "timeout";
+const GRACE: &str = "grace";
+const LEFT: &str = "left";
+const END: &str = "end";
+
+impl<'a> Entry<'a> {
+    /// Writes the entry as one line, without the line break.
+    pub fn encode(&self, out: &mut impl Sink) {
+        match *self {
+            Entry::Arena(n) => {
+                out.put(ARENA);
+                put_num(out, n);
+            }
+            Entry::First {
+                status,
+                live,
+                threads,
+            } => {
+                out.put(FIRST);
+                for n in [status, live.objects, live.bytes, threads] {
+                    put_num(out, n);
+                }
+            }
+            Entry::Cost { cpu_ms, wall_ms } => {
+                out.put(COST);
+                put_num(out, cpu_ms);
+                put_num(out, wall_ms);
+            }
+            Entry::RunStart { run } => run_head(out, run, START),
+            Entry::RunOk {
+                run,
+                live,
+                threads,
+                settled,
+            } => {
+                run_head(out, run, OK);
+                for n in [live.objects, live.bytes, threads, i64::from(settled)] {
+                    put_num(out, n);
+                }
+            }
+            Entry::RunFailed { run, message } => {
+                run_head(out, run, FAILED);
+                put_text(out, message);
+            }
+            Entry::RunTimeout { run } => run_head(out, run, TIMEOUT),
+            Entry::Grace {
+                waited_ms,
+                threads,
+                live,
+            } => {
+                out.put(GRACE);
+                for n in [waited_ms, threads, live.objects, live.bytes] {
+                    put_num(out, n);
+                }
+            }
+            Entry::Left { run, live } => {
+                out.put(LEFT);
+                for n in [i64::from(run), live.objects, live.bytes] {
+                    put_num(out, n);
+                }
+            }
+            Entry::End(why) => {
+                out.put(END);
+                out.put(" ");
+                out.put(why.word());
+            }
+        }
+    }
+
+    /// Reads one line; `None` for a line that is not a complete entry (unknown, cut short or
+    /// malformed), which the reader skips.
+    pub fn decode(line: &'a str) -> Option<Entry<'a>> {
+        let mut w = words(line.as_bytes());
+        let entry = match next_word(&mut w)? {
+            ARENA => Entry::Arena(nums::<1>(&mut w)?[0]),
+            FIRST => {
+                let [status, objects, bytes, threads] = nums(&mut w)?;
+                Entry::First {
+                    status,
+                    live: Counts { objects, bytes },
+                    threads,
+                }
+            }
+            COST => {
+                let [cpu_ms, wall_ms] = nums(&mut w)?;
+                Entry::Cost { cpu_ms, wall_ms }
+            }
+            RUN => {
+                let run = u32::try_from(parse_num(w.next()?)?).ok()?;
+                match next_word(&mut w)? {
+                    START => Entry::RunStart { run },
+                    OK => {
+                        let [objects, bytes, threads, settled] = nums(&mut w)?;
+                        Entry::RunOk {
+                            run,
+                            live: Counts { objects, bytes },
+                            threads,
+                            settled: settled == 1,
+                        }
+                    }
+                    FAILED => {
+                        // The message is the rest of the line, spaces and all.
+                        let at = line.find(FAILED)? + FAILED.len();
+                        return Some(Entry::RunFailed {
+                            run,
+                            message: line[at..].trim(),
+                        });
+                    }
+                    TIMEOUT => Entry::RunTimeout { run },
+                    _ => return None,
+                }
+            }
+            GRACE => {
+                let [waited_ms, threads, objects, bytes] = nums(&mut w)?;
+                Entry::Grace {
+                    waited_ms,
+                    threads,
+                    live: Counts { objects, bytes },
+                }
+            }
+            LEFT => {
+                let [run, objects, bytes] = nums(&mut w)?;
+                Entry::Left {
+                    run: u32::try_from(run).ok()?,
+                    live: Counts { objects, bytes },
+                }
+            }
+            END => Entry::End(End::from_word(next_word(&mut w)?)?),
+            _ => return None,
+        };
+        Some(entry)
+    }
+}
+
+impl core::fmt::Display for Entry<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.encode(f);
+        Ok(())
+    }
+}
+
+fn next_word<'a>(words: &mut impl Iterator<Item = &'a [u8]>) -> Option<&'a str> {
+    core::str::from_utf8(words.next()?).ok()
+}
+
+fn run_head(out: &mut impl Sink, run: u32, what: &str) {
+    out.put(RUN);
+    put_num(out, i64::from(run));
+    out.put(" ");
+    out.put(what);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::{String, ToString};
+
+    fn every_entry() -> [Entry<'static>; 10] {
+        let live = Counts {
+            objects: 3,
+            bytes: -48,
+        };
+        [
+            Entry::Arena(-1),
+            Entry::First {
+                status: 101,
+                live,
+                threads: 17,
+            },
+            Entry::Cost {
+                cpu_ms: 1200,
+                wall_ms: 0,
+            },
+            Entry::RunStart { run: 1 },
+            Entry::RunOk {
+                run: 2,
+                live,
+                threads: 4,
+                settled: true,
+            },
+            Entry::RunFailed {
+                run: 3,
+                message: "Error: \"no\" at line 3",
+            },
+            Entry::RunTimeout { run: 256 },
+            Entry::Grace {
+                waited_ms: 250,
+                threads: -1,
+                live,
+            },
+            Entry::Left { run: 7, live },
+            Entry::End(End::Kept),
+        ]
+    }
+
+    #[test]
+    fn every_entry_round_trips() {
+        for e in every_entry() {
+            let line = e.to_string();
+            assert!(!line.contains('\n'), "{line}");
+            assert_eq!(Entry::decode(&line), Some(e), "{line}");
+        }
+    }
+
+    #[test]
+    fn every_reason_round_trips_and_words_are_distinct() {
+        for (i, e) in End::ALL.into_iter().enumerate() {
+            assert_eq!(End::from_word(e.word()), Some(e));
+            let line = Entry::End(e).to_string();
+            assert_eq!(Entry::decode(&line), Some(Entry::End(e)));
+            assert!(End::ALL[i + 1..].iter().all(|o| o.word() != e.word()));
+        }
+    }
+
+    #[test]
+    fn the_line_format_is_the_documented_one() {
+        let texts: [&str; 10] = [
+            "arena -1",
+            "first 101 3 -48 17",
+            "cost 1200 0",
+            "run 1 start",
+            "run 2 ok 3 -48 4 1",
+            "run 3 failed Error: \"no\" at line 3",
+            "run 256 timeout",
+            "grace 250 -1 3 -48",
+            "left 7 3 -48",
+            "end kept",
+        ];
+        for (e, text) in every_entry().into_iter().zip(texts) {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_message_with_line_breaks_stays_one_entry() {
+        let mut s = String::new();
+        Entry::RunFailed {
+            run: 1,
+            message: "left: 1\nright: 2",
+        }
+        .encode(&mut s);
+        assert_eq!(
+            Entry::decode(&s),
+            Some(Entry::RunFailed {
+                run: 1,
+                message: "left: 1 right: 2"
+            })
+        );
+    }
+
+    #[test]
+    fn incomplete_or_unknown_lines_are_skipped() {
+        for line in [
+            "",
+            "first 0 1 2",
+            "run x ok 1 2 3 1",
+            "run 1 ok 1 2 3",
+            "run -1 start",
+            "run 1 later",
+            "end",
+            "end sideways",
+            "left 1 2",
+            "cost 5 x",
+            "shrug 1 2",
+        ] {
+            assert_eq!(Entry::decode(line), None, "{line:?}");
+        }
+    }
+}
