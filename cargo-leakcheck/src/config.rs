@@ -24,7 +24,7 @@ pub const DEFAULT_CONFIG: &str = include_str!("default-config.toml");
 pub const FILE_NAMES: [&str; 2] = ["leakcheck.toml", ".config/leakcheck.toml"];
 
 /// The most extra runs a test may be given.
-pub const MAX_EXTRA_RUNS: u32 = 100;
+pub const MAX_EXTRA_RUNS: u32 = leakcheck_protocol::MAX_EXTRA_RUNS;
 
 /// A size that could not be read, with the text as written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,32 +1,12 @@
 //! User-facing errors and the exit codes they map to.
 //!
 //! Leaks and failing tests are findings, not errors: they are decided in `analyze` and
-//! mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen.
+//! mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen;
+//! it wraps the typed errors of the stages below (configuration, runtime, locks).
 
+pub use crate::exit_code::ExitCode;
 use crate::model::Verdict;
 use std::path::PathBuf;
-
-/// Documented process exit codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ExitCode {
-    /// Every test passed and no stack exceeded its threshold.
-    Success = 0,
-    /// Could not run because of what it was given: bad arguments, not a cargo project, an
-    /// unknown package or test target, an invalid configuration, reports that are not one run.
-    CouldNotRun = 2,
-    /// At least one test leaked beyond its threshold (and no test failed).
-    LeaksFound = 3,
-    /// At least one test failed, crashed or timed out, or a test binary could not be run.
-    TestsFailed = 4,
-    /// Nothing leaked and nothing failed, but some test could not be analysed (corrupt dump,
-    /// custom global allocator): the run proves nothing about those tests.
-    Incomplete = 5,
-    /// The code under test did not build (cargo's or nextest's diagnostics say why).
-    BuildFailed = 6,
-    /// The tool's own environment failed it: the runtime could not be built, found or
-    /// written, a file or process operation failed, cargo-nextest is missing or refused.
-    Environment = 7,
-}
 
 /// A reason cargo-leakcheck could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +76,9 @@ pub enum Error {
     /// The profiling runtime could not be built or found.
     #[error("the profiling runtime is unavailable: {0}")]
     Runtime(#[from] crate::execution::runtime::RuntimeError),
+    /// A lock file could not be taken.
+    #[error(transparent)]
+    Lock(#[from] crate::execution::lock::LockError),
     /// A file or process operation failed.
     #[error("failed to {action}: {source}")]
     Io {
@@ -224,7 +207,9 @@ impl Error {
                 Some(2 | 96) => ExitCode::CouldNotRun,
                 _ => ExitCode::Environment,
             },
-            Error::MissingTool(_) | Error::Runtime(_) | Error::Io { .. } => ExitCode::Environment,
+            Error::MissingTool(_) | Error::Runtime(_) | Error::Lock(_) | Error::Io { .. } => {
+                ExitCode::Environment
+            }
         }
     }
 }

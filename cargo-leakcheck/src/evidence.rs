@@ -133,6 +133,47 @@ pub fn capture_tail(path: &Path, limit: u64) -> String {
     String::from_utf8_lossy(&bytes[from..]).into_owned()
 }
 
+/// The last lines of a captured output file, formatted to follow a message. Thread ids in
+/// panic messages (`thread 'x' (1234) panicked`, Rust 1.89+) differ from run to run and
+/// are removed, so the report stays deterministic.
+pub fn stderr_tail(path: &Path) -> String {
+    let text = capture_tail(path, CAPTURE_READ_LIMIT);
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(redact_thread_id)
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    // The last 15 lines, or from the line before the last panic's header when that is not
+    // much further back (a backtrace follows the message).
+    let mut start = lines.len().saturating_sub(15);
+    if let Some(header) = lines
+        .iter()
+        .rposition(|l| l.starts_with("thread '") && l.contains("panicked at"))
+    {
+        if lines.len() - header <= 40 {
+            start = start.min(header.saturating_sub(1));
+        }
+    }
+    format!("; last lines of its stderr:\n{}", lines[start..].join("\n"))
+}
+
+/// `thread 'name' (1234) panicked at …` -> `thread 'name' panicked at …`.
+fn redact_thread_id(line: &str) -> String {
+    if let Some(rest) = line.strip_prefix("thread '") {
+        if let Some((name, after)) = rest.split_once("' (") {
+            if let Some((id, tail)) = after.split_once(") ") {
+                if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+                    return format!("thread '{name}' {tail}");
+                }
+            }
+        }
+    }
+    line.to_string()
+}
+
 /// Exact live counts from the runtime (counting mode): objects allocated off the main
 /// thread's arena and still live, and their bytes.
 pub use leakcheck_protocol::record::Counts as ExitCounts;
@@ -270,4 +311,29 @@ pub struct Entry {
     /// Its code, as offsets in the file: frames of heap dumps are keyed by file offset,
     /// and a frame in this range is the call that runs the test body.
     pub file_range: (u64, u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_ids_are_redacted_from_quoted_stderr() {
+        assert_eq!(
+            redact_thread_id("thread 'tests::x' (1894) panicked at src/lib.rs:3:5:"),
+            "thread 'tests::x' panicked at src/lib.rs:3:5:"
+        );
+        assert_eq!(
+            redact_thread_id("thread 'main' panicked at a.rs:1:1:"),
+            "thread 'main' panicked at a.rs:1:1:"
+        );
+        assert_eq!(
+            redact_thread_id("thread 'x' (abc) panicked"),
+            "thread 'x' (abc) panicked"
+        );
+        assert_eq!(
+            redact_thread_id("note: run with RUST_BACKTRACE=1"),
+            "note: run with RUST_BACKTRACE=1"
+        );
+    }
 }

@@ -1,8 +1,10 @@
 //! cargo-leakcheck: per-test memory leak detection for Rust test suites.
 //!
 //! The modules are grouped by where they sit in the pipeline, and imports point down
-//! (`layers` checks it): `model` and `evidence` at the bottom, `analysis` over them,
-//! `execution` that collects evidence, `report` renderers, then `commands`.
+//! (`layers` checks it, and that no modules import each other round in a circle): `model`,
+//! `evidence` and `exit_code` at the bottom, `config`, `analysis` over them, `execution`
+//! that collects evidence (with `errors`, which wraps the typed errors below), `report`
+//! renderers, then `commands`.
 //!
 //! - `commands`: `test` and `bench`, each a short sequence of named steps over shared
 //!   stages; `session` sets a command up (workspace and selection, the `config`, the
@@ -36,6 +38,7 @@ pub(crate) mod console;
 pub(crate) mod errors;
 pub(crate) mod evidence;
 pub(crate) mod execution;
+pub(crate) mod exit_code;
 mod fnv;
 #[cfg(test)]
 mod fuzz;
@@ -44,8 +47,8 @@ mod layers;
 pub(crate) mod model;
 pub(crate) mod report;
 
-use errors::ExitCode;
 use execution::interrupt;
+use exit_code::ExitCode;
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main_impl() -> i32 {

@@ -2,7 +2,7 @@
 //! output and the flame graphs are drawn from. Field order and sorting are fixed so the
 //! file is deterministic for the same results.
 
-use crate::errors::ExitCode;
+use crate::exit_code::ExitCode;
 use serde::{Deserialize, Serialize};
 
 /// Schema version of `report.json`.

@@ -390,6 +390,7 @@ extern "C" fn leakcheck_init() {
     if track {
         start_tracking(prefix);
         threads::start_registry();
+        reach::record_tls_layout();
     }
     threads::resolve();
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads

@@ -217,7 +217,6 @@ pub fn start_registry() {
         MAIN_TP.store(thread_pointer(), Ordering::Release);
         MAIN_TID.store(gettid(), Ordering::Release);
     }
-    crate::reach::record_tls_layout();
     // A fork while another thread holds the registry lock would leave the child's copy
     // locked for good (that thread is not in the child), and its next thread, or its exit,
     // would wait forever. Registered after the tracker's handlers, so `fork` takes this

@@ -5,20 +5,21 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile::{self, Counts};
 use crate::analysis::retention;
 use crate::analysis::settling as rerun;
-use crate::analysis::symbolize::{Frame, Symbolizer};
+use crate::analysis::symbolize::Symbolizer;
 use crate::config::{Effective, Suppression};
 use crate::evidence::Entry;
-use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::evidence::{stderr_tail, ProcessEnd, ProcessResult};
 use crate::model::{
     Allowance, AllowedBy, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts,
     RunGrowth, StackKind, StackReport, TargetKind, TestReport, Verdict,
 };
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What the analysis knows about one test binary, shared by all its tests.
 pub struct BinaryAnalysis {
@@ -937,85 +938,10 @@ fn growing_sites<'a>(
         .collect()
 }
 
-/// A stack as reports show it: each return address symbolized (inlined frames included),
-/// the allocator's own frames at the top cut off, and the runtime's thread trampoline (the
-/// frame every thread starts in under the preload) left out wherever it is.
-pub fn resolve_stack(keys: &[FrameKey], symbolizer: &mut Symbolizer) -> Vec<Frame> {
-    let mut frames: Vec<Frame> = Vec::new();
-    let innermost_runtime = keys
-        .iter()
-        .take_while(|k| classify::is_runtime_object(&k.object))
-        .count();
-    for (i, key) in keys.iter().enumerate() {
-        if i >= innermost_runtime && classify::is_runtime_object(&key.object) {
-            continue;
-        }
-        frames.extend(
-            symbolizer
-                .symbolize(&key.object, key.file_offset)
-                .iter()
-                .cloned(),
-        );
-    }
-    let allocator = classify::allocator_prefix_len(&frames);
-    frames.drain(..allocator);
-    frames
-}
-
-/// A symbolized frame as the report writes it.
-pub fn frame_report(f: &Frame) -> FrameReport {
-    FrameReport {
-        function: f.display_name(),
-        file: f.file.clone(),
-        line: f.line,
-        inlined: f.inlined,
-    }
-}
-
-/// The last lines of a captured output file, formatted to follow a message. Thread ids in
-/// panic messages (`thread 'x' (1234) panicked`, Rust 1.89+) differ from run to run and
-/// are removed, so the report stays deterministic.
-pub fn stderr_tail(path: &Path) -> String {
-    let text = crate::evidence::capture_tail(path, crate::evidence::CAPTURE_READ_LIMIT);
-    let lines: Vec<String> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(redact_thread_id)
-        .collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    // The last 15 lines, or from the line before the last panic's header when that is not
-    // much further back (a backtrace follows the message).
-    let mut start = lines.len().saturating_sub(15);
-    if let Some(header) = lines
-        .iter()
-        .rposition(|l| l.starts_with("thread '") && l.contains("panicked at"))
-    {
-        if lines.len() - header <= 40 {
-            start = start.min(header.saturating_sub(1));
-        }
-    }
-    format!("; last lines of its stderr:\n{}", lines[start..].join("\n"))
-}
-
-/// `thread 'name' (1234) panicked at …` -> `thread 'name' panicked at …`.
-fn redact_thread_id(line: &str) -> String {
-    if let Some(rest) = line.strip_prefix("thread '") {
-        if let Some((name, after)) = rest.split_once("' (") {
-            if let Some((id, tail)) = after.split_once(") ") {
-                if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
-                    return format!("thread '{name}' {tail}");
-                }
-            }
-        }
-    }
-    line.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -1464,26 +1390,6 @@ mod tests {
         );
         assert_eq!(r.verdict, Verdict::Failed);
         assert_eq!(r.retained_bytes, 112);
-    }
-
-    #[test]
-    fn thread_ids_are_redacted_from_quoted_stderr() {
-        assert_eq!(
-            redact_thread_id("thread 'tests::x' (1894) panicked at src/lib.rs:3:5:"),
-            "thread 'tests::x' panicked at src/lib.rs:3:5:"
-        );
-        assert_eq!(
-            redact_thread_id("thread 'main' panicked at a.rs:1:1:"),
-            "thread 'main' panicked at a.rs:1:1:"
-        );
-        assert_eq!(
-            redact_thread_id("thread 'x' (abc) panicked"),
-            "thread 'x' (abc) panicked"
-        );
-        assert_eq!(
-            redact_thread_id("note: run with RUST_BACKTRACE=1"),
-            "note: run with RUST_BACKTRACE=1"
-        );
     }
 
     #[test]

@@ -9,11 +9,8 @@
 //!    libc and the dynamic loader is the harness's own memory, and so is glibc's cache
 //!    of thread stacks and their TLS, which outlives a joined thread by design.
 
-use crate::analysis::symbolize::Frame;
+use crate::analysis::symbolize::{is_runtime_object, Frame};
 use crate::model::StackKind;
-
-/// The name the preloaded runtime's object file has.
-pub const RUNTIME_OBJECT_NAME: &str = "libleakcheck_runtime";
 
 /// Rust's allocation shims and the layers between them and malloc.
 const ALLOCATOR_PREFIXES: &[&str] = &[
@@ -97,14 +94,6 @@ const SYSTEM_PREFIXES: &[&str] = &[
 
 fn function(f: &Frame) -> &str {
     f.function.as_deref().unwrap_or("")
-}
-
-/// Whether an object path is the preloaded runtime (its frames are the allocator's).
-pub(crate) fn is_runtime_object(object: &str) -> bool {
-    object
-        .rsplit('/')
-        .next()
-        .is_some_and(|name| name.starts_with(RUNTIME_OBJECT_NAME))
 }
 
 /// Whether a frame is part of the allocator rather than of the code that allocated.

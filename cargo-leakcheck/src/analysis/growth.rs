@@ -8,11 +8,13 @@
 //! pool that has reached its size rises no further in the last quarter (a plateau) and is
 //! not flagged; a leak that grows with every iteration rises in both.
 
-use crate::analysis::analyze::{self, stderr_tail};
+use crate::analysis::analyze;
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
 use crate::analysis::symbolize::Symbolizer;
+use crate::evidence::stderr_tail;
 use crate::evidence::{ProcessEnd, ProcessResult};
 use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
 use std::collections::BTreeMap;
@@ -225,7 +227,7 @@ pub fn judge_bench(
         .display()
         .to_string();
     for g in stacks.into_iter().take(STACKS_LISTED) {
-        let trimmed = analyze::resolve_stack(&g.frames, symbolizer);
+        let trimmed = resolve_stack(&g.frames, symbolizer);
         let (kind, _) = classify::classify(&trimmed, &exe);
         let last = g.series.last().map(|p| p.1).unwrap_or(0);
         // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
@@ -238,7 +240,7 @@ pub fn judge_bench(
             growth_bytes_per_second: g.bytes_per_second,
             flagged,
             kind,
-            frames: trimmed.iter().map(analyze::frame_report).collect(),
+            frames: trimmed.iter().map(frame_report).collect(),
             series: g.series,
         });
     }

@@ -4,8 +4,8 @@
 //! With no base, what is live. Pure: the dumps are read and the binaries checked by the
 //! caller.
 
-use crate::analysis::analyze::{frame_report, resolve_stack};
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile::{Counts, HeapProfile, Mapping};
 use crate::analysis::symbolize::Symbolizer;
 use crate::model::FrameReport;

@@ -7,11 +7,11 @@
 pub(crate) mod analyze;
 pub(crate) mod classify;
 pub(crate) mod diff;
+pub(crate) mod frames;
 pub(crate) mod growth;
 pub(crate) mod heap_growth;
 pub(crate) mod lost;
 pub(crate) mod profile;
 pub(crate) mod retention;
 pub(crate) mod settling;
-pub(crate) mod suppressions;
 pub(crate) mod symbolize;

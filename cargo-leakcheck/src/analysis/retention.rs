@@ -3,9 +3,9 @@
 //! the dump's stacks and named: a static or thread-local by its symbol, a stack root by the
 //! function whose frame holds the pointer, each object on the way by where it was allocated.
 
-use crate::analysis::analyze::{frame_report, resolve_stack};
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey};
+use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
 use crate::analysis::symbolize::{elf_symbols, strip_hash, Frame, Symbolizer};
 use crate::model::{FrameReport, RetainedBy, RootKind};

@@ -25,6 +25,17 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::FileKind;
 
+/// The name the preloaded runtime's object file has.
+pub const RUNTIME_OBJECT_NAME: &str = "libleakcheck_runtime";
+
+/// Whether an object path is the preloaded runtime (its frames are the allocator's).
+pub(crate) fn is_runtime_object(object: &str) -> bool {
+    object
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.starts_with(RUNTIME_OBJECT_NAME))
+}
+
 /// One source-level frame at a code address.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Frame {
@@ -352,7 +363,7 @@ impl Backend {
         };
         // The runtime carries no debug info on purpose: its frames are the allocator's and are
         // trimmed from every stack, so names are all it needs.
-        if !crate::analysis::classify::is_runtime_object(path) {
+        if !is_runtime_object(path) {
             warnings.push(format!(
                 "no debug info in `{path}`: only symbol-table names, without file and line ({looked})"
             ));
@@ -712,7 +723,7 @@ mod tests {
         // interposing preload the shim's own `malloc` is found, which is right too.
         let name = outer.function.as_deref().unwrap_or_default();
         assert!(name.contains("malloc"), "{frames:?} {:?}", s.warnings());
-        let runtime = crate::analysis::classify::is_runtime_object(&object);
+        let runtime = is_runtime_object(&object);
         // With a distribution's separate debug file, its symbol table names the frame.
         let debug_file = read_layout(Path::new(&object))
             .ok()

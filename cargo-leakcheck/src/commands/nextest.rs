@@ -14,7 +14,7 @@
 //! and `cargo nextest list` with the run's filters says which selected tests never ran
 //! (nextest stopped early) and, for a `--partition` shard, how many the other shards hold.
 
-use crate::analysis::suppressions;
+use crate::analysis::frames;
 use crate::cli::{NextestArgs, RunnerArgs, Selection};
 use crate::commands::session;
 use crate::commands::test::{self as test_command, CheckSetup};
@@ -861,7 +861,7 @@ fn leak_summary(report: &TestReport, root: &Path) -> String {
         report.stack_threshold
     );
     for st in failing.iter().take(3) {
-        if let Some(f) = suppressions::identifying_frame(&st.frames, root) {
+        if let Some(f) = frames::identifying_frame(&st.frames, root) {
             let at = match (&f.file, f.line) {
                 (Some(file), Some(line)) => format!(" ({file}:{line})"),
                 _ => String::new(),

@@ -165,8 +165,8 @@ pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLaye
 
 /// Why an interruption left tests unjudged: "interrupted by SIGINT".
 pub fn interrupted_why() -> String {
-    let signal = crate::execution::interrupt::requested()
-        .map_or("a signal", crate::execution::runner::signal_name);
+    let signal =
+        crate::execution::interrupt::requested().map_or("a signal", crate::evidence::signal_name);
     format!("interrupted by {signal}")
 }
 

@@ -9,7 +9,7 @@ use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
 use crate::model::{NotRun, Report, ReportSettings, StackKind, TargetKind, TestReport};
 use crate::report::{flamegraph, human, junit, pprof};
-use crate::{analysis::suppressions, commands::session, config};
+use crate::{commands::session, config, report::suppressions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

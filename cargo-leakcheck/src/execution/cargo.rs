@@ -2,7 +2,7 @@
 //! executables there are to run.
 
 use crate::errors::Error;
-use crate::execution::inspect::BinaryFacts;
+use crate::execution::facts::BinaryFacts;
 use crate::model::TargetKind as ModelKind;
 use cargo_metadata::{Message, Metadata, MetadataCommand, TargetKind};
 use clap::Args;

@@ -91,12 +91,12 @@ fn watch(read_fd: RawFd) {
         if seen == 1 {
             crate::say!(
                 "\n Interrupted by {}: stopping the tests in flight; the report will have what finished (again to quit at once)",
-                crate::execution::runner::signal_name(sig)
+                crate::evidence::signal_name(sig)
             );
         }
         stop_all();
         if seen > 1 {
-            crate::say!("  Quit by {}", crate::execution::runner::signal_name(sig));
+            crate::say!("  Quit by {}", crate::evidence::signal_name(sig));
             // SAFETY: _exit ends the process without running anything else.
             unsafe { libc::_exit(exit_code(sig)) };
         }

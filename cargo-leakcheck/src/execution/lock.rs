@@ -5,10 +5,24 @@
 //! `flock` locks are released by the kernel when the process ends however it ends, so a
 //! killed run never leaves a stale lock behind.
 
-use crate::errors::Error;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+
+/// Why a lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {action}: {source}")]
+pub struct LockError {
+    /// What was being done, reading after "failed to".
+    pub action: String,
+    /// The underlying error.
+    pub source: std::io::Error,
+}
+
+fn failed(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> LockError {
+    let action = action.into();
+    move |source| LockError { action, source }
+}
 
 /// An exclusive lock, held until dropped.
 #[derive(Debug)]
@@ -18,17 +32,17 @@ pub struct FileLock {
 
 /// Takes the exclusive lock on `path` (created if needed). When another process holds it,
 /// says so on stderr, naming `holder`, and waits.
-pub fn exclusive(path: &Path, holder: &str) -> Result<FileLock, Error> {
+pub fn exclusive(path: &Path, holder: &str) -> Result<FileLock, LockError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
-            .map_err(|e| Error::io(format!("create `{}`", parent.display()), e))?;
+            .map_err(failed(format!("create `{}`", parent.display())))?;
     }
     let file = File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(|e| Error::io(format!("open the lock file `{}`", path.display()), e))?;
+        .map_err(failed(format!("open the lock file `{}`", path.display())))?;
     if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
         crate::info!(
             "    Blocking waiting for {holder} to finish (lock `{}`)",
@@ -41,7 +55,7 @@ pub fn exclusive(path: &Path, holder: &str) -> Result<FileLock, Error> {
 
 /// `flock` with retries on EINTR; `Ok(false)` when a non-blocking attempt found the lock
 /// held.
-fn flock(file: &File, op: libc::c_int) -> Result<bool, Error> {
+fn flock(file: &File, op: libc::c_int) -> Result<bool, LockError> {
     loop {
         // SAFETY: flock on a descriptor this File owns.
         if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
@@ -51,7 +65,7 @@ fn flock(file: &File, op: libc::c_int) -> Result<bool, Error> {
         match err.raw_os_error() {
             Some(libc::EINTR) => continue,
             Some(libc::EWOULDBLOCK) if op & libc::LOCK_NB != 0 => return Ok(false),
-            _ => return Err(Error::io("lock a file", err)),
+            _ => return Err(failed("lock a file")(err)),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Building and running: `cargo` builds the executables, `inspect` reads each once
+//! Building and running: `cargo` builds the executables, `inspect` reads each once (into `facts`)
 //! (`entry` finds a test's function in libtest's table), `runtime` provides the profiling
 //! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
 //! process with the runtime preloaded (`protocol` is what the runtime writes; `slots` decides
@@ -9,6 +9,7 @@
 
 pub(crate) mod cargo;
 pub(crate) mod entry;
+pub(crate) mod facts;
 pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod interrupt;

@@ -5,7 +5,7 @@
 use crate::config::{Effective, Layers};
 use crate::errors::Error;
 pub use crate::evidence::{
-    capture_head, capture_tail, signal_name, ProcessEnd, ProcessResult, CAPTURE_READ_LIMIT,
+    capture_head, capture_tail, ProcessEnd, ProcessResult, CAPTURE_READ_LIMIT,
 };
 use crate::execution::cargo::{TestBinary, Workspace};
 use crate::execution::partition::{Dealer, Partition};

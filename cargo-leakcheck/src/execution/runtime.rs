@@ -6,7 +6,7 @@
 //! to a cache directory named after its hash, and checked against the embedded copy on
 //! every run: a damaged or truncated file is replaced, never used.
 
-use crate::errors::Error;
+use crate::execution::lock::{self, LockError};
 use crate::fnv::Fnv;
 use std::path::{Path, PathBuf};
 
@@ -66,6 +66,17 @@ pub enum RuntimeError {
     /// Neither `LEAKCHECK_CACHE_DIR` nor `HOME` is set.
     #[error("no cache directory: set {CACHE_ENV} or HOME")]
     NoCacheDirectory,
+    /// The file named by `LEAKCHECK_RUNTIME` could not be read.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The cache directory's lock could not be taken.
+    #[error(transparent)]
+    Lock(#[from] LockError),
     /// The runtime could not be written to the cache directory.
     #[error("could not write the runtime to `{}`: {source}", path.display())]
     CannotWrite {
@@ -102,7 +113,7 @@ pub enum Unusable {
 /// Returns the path of a usable runtime, writing it out if needed.
 ///
 /// Concurrent runs take turns on a lock, so a half-written file is never seen.
-pub fn locate(verbose: bool) -> Result<PathBuf, Error> {
+pub fn locate(verbose: bool) -> Result<PathBuf, RuntimeError> {
     let lib = locate_quietly()?;
     if verbose {
         crate::say!("     Runtime `{}`", lib.display());
@@ -110,17 +121,19 @@ pub fn locate(verbose: bool) -> Result<PathBuf, Error> {
     Ok(lib)
 }
 
-fn locate_quietly() -> Result<PathBuf, Error> {
+fn locate_quietly() -> Result<PathBuf, RuntimeError> {
     if let Some(p) = std::env::var_os(RUNTIME_ENV) {
         let p = PathBuf::from(p);
         if !p.is_file() {
-            return Err(RuntimeError::NotAFile(p).into());
+            return Err(RuntimeError::NotAFile(p));
         }
-        let data =
-            std::fs::read(&p).map_err(|e| Error::io(format!("read `{}`", p.display()), e))?;
+        let data = std::fs::read(&p).map_err(|source| RuntimeError::Unreadable {
+            path: p.clone(),
+            source,
+        })?;
         return match check_library(&data) {
             Ok(()) => Ok(p),
-            Err(why) => Err(RuntimeError::NotARuntime { path: p, why }.into()),
+            Err(why) => Err(RuntimeError::NotARuntime { path: p, why }),
         };
     }
     let base = cache_dir().ok_or(RuntimeError::NoCacheDirectory)?;
@@ -130,7 +143,7 @@ fn locate_quietly() -> Result<PathBuf, Error> {
         path: dir.clone(),
         source,
     })?;
-    let _lock = crate::execution::lock::exclusive(
+    let _lock = lock::exclusive(
         &base.join(format!("runtime-{key}.lock")),
         "another cargo-leakcheck run writing the runtime",
     )?;
@@ -139,7 +152,7 @@ fn locate_quietly() -> Result<PathBuf, Error> {
 
 /// Makes `dir` hold `data` as the runtime: a matching copy is used as it is, a missing one
 /// written, a different one (truncated, altered) replaced with a warning.
-fn extract(dir: &Path, data: &[u8]) -> Result<PathBuf, Error> {
+fn extract(dir: &Path, data: &[u8]) -> Result<PathBuf, RuntimeError> {
     let lib = dir.join(LIB_NAME);
     match std::fs::read(&lib) {
         Ok(found) => match compare(&found, data) {
@@ -192,7 +205,7 @@ fn check_library(data: &[u8]) -> Result<(), Unusable> {
 
 /// Writes through a temporary file and a rename, so a concurrent or interrupted run sees
 /// the whole library or none.
-fn write_atomically(path: &Path, data: &[u8]) -> Result<(), Error> {
+fn write_atomically(path: &Path, data: &[u8]) -> Result<(), RuntimeError> {
     let tmp = path.with_extension(format!("so.tmp.{}", std::process::id()));
     let cannot = |source| RuntimeError::CannotWrite {
         path: path.to_path_buf(),

@@ -94,7 +94,7 @@ fn stack_label(frames: &[FrameReport], flagged: bool, root: &Path) -> String {
         ),
         _ => f.function.clone(),
     };
-    let mut label = match crate::analysis::suppressions::identifying_frame(frames, root) {
+    let mut label = match crate::analysis::frames::identifying_frame(frames, root) {
         Some(f) => text(f),
         None => "[unknown]".into(),
     };
@@ -130,9 +130,7 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                     flagged.len()
                 );
                 for st in flagged.iter().take(3) {
-                    if let Some(f) =
-                        crate::analysis::suppressions::identifying_frame(&st.frames, root)
-                    {
+                    if let Some(f) = crate::analysis::frames::identifying_frame(&st.frames, root) {
                         let at = match (&f.file, f.line) {
                             (Some(file), Some(line)) => {
                                 let p = Path::new(file);

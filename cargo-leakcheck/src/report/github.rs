@@ -2,7 +2,7 @@
 //! of the user's code (GitHub shows it on the pull request's diff), and a Markdown job
 //! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
 
-use crate::analysis::suppressions::identifying_frame;
+use crate::analysis::frames::identifying_frame;
 use crate::model::{Report, Verdict};
 use crate::report::human::human_bytes;
 use std::fmt::Write;

@@ -485,7 +485,7 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
         .iter()
         .flat_map(|t| &t.stacks)
         .filter_map(|st| st.allowed.as_ref())
-        .filter(|a| a.reason.as_deref() == Some(crate::analysis::suppressions::PLACEHOLDER_REASON))
+        .filter(|a| a.reason.as_deref() == Some(crate::report::suppressions::PLACEHOLDER_REASON))
         .count();
     if placeholders > 0 {
         let _ = writeln!(

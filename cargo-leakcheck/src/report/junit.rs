@@ -170,7 +170,7 @@ fn outcome(
                 );
                 // From the first frame of the user's code (std's allocation frames above it
                 // say nothing about where the leak is).
-                let first = crate::analysis::suppressions::identifying_frame(&st.frames, root)
+                let first = crate::analysis::frames::identifying_frame(&st.frames, root)
                     .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
                     .unwrap_or(0);
                 // Down to the test's own frames: what calls the test (libtest, the closure

@@ -11,3 +11,4 @@ pub mod plot;
 pub mod pprof;
 #[cfg(test)]
 pub mod snapshot;
+pub mod suppressions;

@@ -1,9 +1,10 @@
 //! `--write-suppressions`: turns today's failing stacks into `[[suppress]]` entries, so a
 //! large codebase can turn the check on at once and burn the list down later.
 
+use crate::analysis::frames::identifying_frame;
 use crate::config::Glob;
 use crate::errors::Error;
-use crate::model::{FrameReport, Report};
+use crate::model::Report;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
@@ -11,26 +12,6 @@ use std::path::Path;
 /// The reason written into every generated entry; the run says how many are left.
 pub const PLACEHOLDER_REASON: &str =
     "TODO: say why this leak is accepted (written by cargo leakcheck --write-suppressions)";
-
-/// The frame that best names a leak: the first whose source is in the workspace, else
-/// the first outside the standard library, else the innermost.
-pub fn identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> Option<&'a FrameReport> {
-    let std_like = |f: &FrameReport| {
-        let n = f.function.strip_prefix('<').unwrap_or(&f.function);
-        ["std::", "core::", "alloc::", "hashbrown::"]
-            .iter()
-            .any(|p| n.starts_with(p))
-    };
-    frames
-        .iter()
-        .find(|f| {
-            f.file
-                .as_deref()
-                .is_some_and(|p| Path::new(p).starts_with(root))
-        })
-        .or_else(|| frames.iter().find(|f| !std_like(f)))
-        .or_else(|| frames.first())
-}
 
 /// The `[[suppress]]` entries for every failing stack of the report: one per distinct
 /// (frame, test), each limited to its test.
