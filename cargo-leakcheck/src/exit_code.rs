@@ -22,3 +22,37 @@ pub enum ExitCode {
     /// written, a file or process operation failed, cargo-nextest is missing or refused.
     Environment = 7,
 }
+
+impl ExitCode {
+    /// The code of a run of several findings: a failed test outweighs a leak, a leak an
+    /// unjudged test, and any of them success.
+    pub fn worst(self, other: ExitCode) -> ExitCode {
+        let weight = |c: ExitCode| match c {
+            ExitCode::Success => 0,
+            ExitCode::Incomplete => 1,
+            ExitCode::LeaksFound => 2,
+            ExitCode::TestsFailed => 3,
+            ExitCode::CouldNotRun | ExitCode::BuildFailed | ExitCode::Environment => 4,
+        };
+        if weight(other) > weight(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_outweighs_a_leak_which_outweighs_an_unjudged_test() {
+        use ExitCode::*;
+        assert_eq!(Success.worst(Incomplete), Incomplete);
+        assert_eq!(Incomplete.worst(LeaksFound), LeaksFound);
+        assert_eq!(LeaksFound.worst(TestsFailed), TestsFailed);
+        assert_eq!(TestsFailed.worst(LeaksFound), TestsFailed);
+        assert_eq!(LeaksFound.worst(Success), LeaksFound);
+    }
+}

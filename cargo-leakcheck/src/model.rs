@@ -85,24 +85,28 @@ impl Report {
     /// that fails the run. Selected tests that never ran leave it incomplete, unless
     /// something worse was found.
     pub fn exit_code(&self) -> ExitCode {
-        let any = |vs: &[Verdict]| {
-            let mut verdicts = (self.tests.iter().map(|t| t.verdict))
-                .chain(self.benches.iter().map(|b| b.verdict));
-            verdicts.any(|v| vs.contains(&v))
-        };
-        if !self.unlisted.is_empty() || any(&[Verdict::Failed, Verdict::Crashed, Verdict::Timeout])
-        {
+        let start = if !self.unlisted.is_empty() {
             ExitCode::TestsFailed
-        } else if any(&[Verdict::Leak]) {
-            ExitCode::LeaksFound
-        } else if any(&[Verdict::Error, Verdict::Unanalysable])
-            || self.not_run.is_some()
-            || self.tests.iter().any(TestReport::unsettled_fails_the_run)
-        {
+        } else if self.not_run.is_some() {
             ExitCode::Incomplete
         } else {
             ExitCode::Success
-        }
+        };
+        let tests = self.tests.iter().map(TestReport::exit_code);
+        let benches = self.benches.iter().map(|b| verdict_exit_code(b.verdict));
+        tests.chain(benches).fold(start, ExitCode::worst)
+    }
+}
+
+/// What one verdict alone makes of a run's exit code: the one place verdicts map to exit
+/// codes (the run takes the worst of its tests', [`ExitCode::worst`]).
+pub fn verdict_exit_code(verdict: Verdict) -> ExitCode {
+    match verdict {
+        Verdict::Failed | Verdict::Crashed | Verdict::Timeout => ExitCode::TestsFailed,
+        Verdict::Leak => ExitCode::LeaksFound,
+        Verdict::Error | Verdict::Unanalysable => ExitCode::Incomplete,
+        // Unless `unsettled-fails` says otherwise (see `TestReport::exit_code`).
+        Verdict::Clean | Verdict::Unsettled => ExitCode::Success,
     }
 }
 
@@ -663,6 +667,15 @@ impl TestReport {
     /// Whether it could not be judged and `unsettled-fails` makes that fail the run.
     pub fn unsettled_fails_the_run(&self) -> bool {
         self.verdict == Verdict::Unsettled && self.unsettled_fails
+    }
+
+    /// What this test alone makes of the run's exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.unsettled_fails_the_run() {
+            ExitCode::Incomplete
+        } else {
+            verdict_exit_code(self.verdict)
+        }
     }
 }
 

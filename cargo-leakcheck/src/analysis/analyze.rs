@@ -5,7 +5,9 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
+pub use crate::analysis::identity::TestIdentity;
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile::{self, Counts};
 use crate::analysis::retention;
@@ -16,7 +18,7 @@ use crate::evidence::Entry;
 use crate::evidence::{stderr_tail, ProcessEnd, ProcessResult};
 use crate::model::{
     Allowance, AllowedBy, Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts,
-    RunGrowth, StackKind, StackReport, TargetKind, TestReport, Verdict,
+    RunGrowth, StackKind, StackReport, TestReport, Verdict,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -323,18 +325,6 @@ pub fn with_growth(
     out
 }
 
-/// Identifies a test for the report.
-pub struct TestIdentity<'a> {
-    /// Package name.
-    pub package: &'a str,
-    /// Target name.
-    pub binary: &'a str,
-    /// Target kind.
-    pub kind: TargetKind,
-    /// libtest name.
-    pub name: &'a str,
-}
-
 /// The report's view of how a test's extra runs went.
 pub fn extra_runs_of(outcome: &rerun::Outcome) -> ExtraRuns {
     ExtraRuns {
@@ -514,7 +504,7 @@ fn judge_profiled(
         }
         ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
             report.verdict = Verdict::Error;
-            report.message = never_ran(&result.end, "test");
+            report.message = ending::never_ran(&result.end, "test");
             return report;
         }
     };
@@ -894,19 +884,6 @@ pub fn judge_stacks(
     stacks
 }
 
-/// Why a process that did not run proves nothing about the test or bench (`what`) it was
-/// for; `None` for a process that ran. Interrupted ones are normally left out of the
-/// report before analysis.
-pub fn never_ran(end: &ProcessEnd, what: &str) -> Option<String> {
-    match end {
-        ProcessEnd::SpawnFailed(e) => Some(e.clone()),
-        ProcessEnd::Interrupted => Some(format!(
-            "the run was interrupted before this {what} finished"
-        )),
-        _ => None,
-    }
-}
-
 /// Where a stack allocates, as the program sees it: its frames from the first one in the
 /// program's own source outwards. Two stacks of one site differ only inside std or a
 /// dependency. None when no frame is the program's own.
@@ -941,6 +918,7 @@ fn growing_sites<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::TargetKind;
     use std::path::Path;
     use std::path::PathBuf;
     use std::time::Duration;

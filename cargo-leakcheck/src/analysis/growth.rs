@@ -8,7 +8,6 @@
 //! pool that has reached its size rises no further in the last quarter (a plateau) and is
 //! not flagged; a leak that grows with every iteration rises in both.
 
-use crate::analysis::analyze;
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::frames::{frame_report, resolve_stack};
@@ -177,7 +176,7 @@ pub fn judge_bench(
         }
         ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
             report.verdict = Verdict::Error;
-            report.message = analyze::never_ran(&result.end, "bench");
+            report.message = crate::analysis::ending::never_ran(&result.end, "bench");
             return report;
         }
     }

@@ -6,10 +6,13 @@
 
 pub(crate) mod analyze;
 pub(crate) mod classify;
+pub(crate) mod counting;
 pub(crate) mod diff;
+pub(crate) mod ending;
 pub(crate) mod frames;
 pub(crate) mod growth;
 pub(crate) mod heap_growth;
+pub(crate) mod identity;
 pub(crate) mod lost;
 pub(crate) mod profile;
 pub(crate) mod retention;

@@ -24,6 +24,7 @@
 //! allocations and a cache of tens of MiB. A test that fails is re-run with the user's
 //! environment, so its failure message keeps the backtrace the user asked for.
 
+use crate::analysis::counting::{self, Counted};
 use crate::errors::Error;
 use crate::evidence::End;
 use crate::execution::cargo::TestBinary;
@@ -84,18 +85,6 @@ fn write_live_slots(
     let path = config.work_dir.join(format!("b{index}.live-slots"));
     std::fs::write(&path, crate::execution::live_slots::render(&functions)).ok()?;
     Some(path)
-}
-
-/// Whether a counting run leaves the test's verdict open.
-pub fn needs_stacks(result: &ProcessResult) -> bool {
-    let counts = result.record.as_ref().and_then(|r| r.counts());
-    match (first_run_end(result), counts) {
-        (ProcessEnd::Exited(0), Some(c)) => c.objects != 0 || c.bytes != 0,
-        // A failing test is analysed for leaks too; a missing count proves nothing.
-        (ProcessEnd::Exited(_), _) => true,
-        // Killed or never started: a second run would end the same way.
-        _ => false,
-    }
 }
 
 /// How the test's own run ended: the record's exit status when the runtime's exit handler
@@ -164,51 +153,14 @@ fn conclude(
     outcome
 }
 
-/// What the counting pass settled about one test.
-enum Counted {
-    /// Nothing retained, or nothing extra runs add to.
-    Clean(rerun::Outcome),
-    /// Stacks needed; extra runs with them when the counting pass could make some.
-    Stacks {
-        rerun: bool,
-        outcome: rerun::Outcome,
-    },
-    /// Crashed or timed out while counting.
-    Over(rerun::Outcome),
-}
-
 fn judge_count(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
     lifetime_fails: bool,
 ) -> Counted {
-    let needs = needs_stacks(result);
-    let ended_normally = matches!(first_run_end(result), ProcessEnd::Exited(_));
     let outcome = conclude(result, test, not_asked);
-    if !ended_normally {
-        return Counted::Over(outcome);
-    }
-    if !needs {
-        return Counted::Clean(outcome);
-    }
-    let counts = result.record.as_ref().and_then(|r| r.counts());
-    let settled = result.record.as_ref().is_some_and(|r| {
-        counts.is_some_and(|first| rerun::settled(first, &r.runs, &r.left, r.grace.as_ref()))
-    });
-    match counts {
-        Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
-        // Every extra run left something behind: the stacks say what grows.
-        _ if outcome.usable() => Counted::Stacks {
-            rerun: true,
-            outcome,
-        },
-        // No extra runs could be made (or the test failed): judged on its own run.
-        _ => Counted::Stacks {
-            rerun: false,
-            outcome,
-        },
-    }
+    counting::after_counting(result, outcome, lifetime_fails)
 }
 
 /// Runs the counting pass (unless `stacks_for_all`), then exact stack profiling where
@@ -451,59 +403,8 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::counting::tests::result;
     use crate::execution::protocol::Record;
-    use std::path::PathBuf;
-    use std::time::Duration;
-
-    fn result(end: ProcessEnd, counts: Option<(i64, i64)>) -> ProcessResult {
-        let status = match end {
-            ProcessEnd::Exited(c) => c,
-            _ => 0,
-        };
-        let record = counts.map(|(objects, bytes)| {
-            Record::parse(&format!("arena 3\nfirst {status} {objects} {bytes} 1\n"))
-        });
-        ProcessResult {
-            end,
-            duration: Duration::ZERO,
-            timeout: Duration::ZERO,
-            peak_rss_kib: None,
-            record,
-            preload_dumps: Vec::new(),
-            app_dumps: Vec::new(),
-            run_dumps: Vec::new(),
-            left_running: Vec::new(),
-            stdout: PathBuf::new(),
-            stderr: PathBuf::new(),
-        }
-    }
-
-    #[test]
-    fn only_a_passing_test_with_nothing_retained_skips_stack_profiling() {
-        assert!(!needs_stacks(&result(ProcessEnd::Exited(0), Some((0, 0)))));
-        assert!(
-            needs_stacks(&result(ProcessEnd::Exited(0), Some((1, 8)))),
-            "a 4-byte leak"
-        );
-        assert!(
-            needs_stacks(&result(ProcessEnd::Exited(0), Some((0, 16)))),
-            "bytes alone"
-        );
-        assert!(
-            needs_stacks(&result(ProcessEnd::Exited(0), Some((-1, -8)))),
-            "freed what it did not allocate"
-        );
-        assert!(
-            needs_stacks(&result(ProcessEnd::Exited(0), None)),
-            "no counts: prove nothing"
-        );
-        assert!(
-            needs_stacks(&result(ProcessEnd::Exited(101), Some((0, 0)))),
-            "failures are analysed"
-        );
-        assert!(!needs_stacks(&result(ProcessEnd::Signaled(11), None)));
-        assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
-    }
 
     #[test]
     fn every_extra_run_leaving_memory_goes_to_the_stacks_pass_whatever_it_cost() {
@@ -535,7 +436,7 @@ mod tests {
         let mut r = result(ProcessEnd::Signaled(6), Some((1, 8)));
         assert_eq!(first_run_end(&r), ProcessEnd::Exited(0));
         assert!(
-            needs_stacks(&r),
+            counting::needs_stacks(&r),
             "judged on its own run: it retained something"
         );
         r.record = None;

@@ -10,8 +10,9 @@
 //!   other memory comes and goes meanwhile. A test that leaks leaves something behind on
 //!   every run. So the test is settled, without taking stacks, as soon as one extra run has
 //!   left nothing behind and the process's live memory has not grown on every run either
-//!   ([`settled`]): whatever its first run retained is state the process keeps (a pool, a
-//!   logger, a table built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made
+//!   ([`crate::analysis::settling::settled`], applied by [`crate::analysis::counting`]):
+//!   whatever its first run retained is state the process keeps (a pool, a logger, a table
+//!   built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made
 //!   (N = `extra-runs`), so that state warming up over several runs (a pool whose workers
 //!   each allocate on their first job) has time to settle. No clock ends a series: a test is
 //!   run again whatever its runs cost, so its verdict does not depend on the machine's speed
@@ -26,7 +27,7 @@
 //! frames, then the runtime's), so stacks are compared cut at the call of the test's entry
 //! point ([`cut_at_entry`]).
 
-pub use crate::analysis::settling::{interpret, settled, Evidence, Outcome, Status};
+pub use crate::analysis::settling::{interpret, Evidence, Outcome, Status};
 
 /// How long the runtime waits after a run for the threads it started to be gone (once a
 /// run's threads did not all end in that time, later runs wait 20 ms).

@@ -1,0 +1,116 @@
+//! The counting pass's rule: which tests its exact counts settle (clean, or process-lifetime
+//! state its extra runs showed), and which go on to the stacks pass.
+
+use crate::analysis::settling::{self, Outcome};
+use crate::evidence::{ProcessEnd, ProcessResult};
+
+/// Whether a counting run leaves the test's verdict open.
+pub fn needs_stacks(result: &ProcessResult) -> bool {
+    let counts = result.record.as_ref().and_then(|r| r.counts());
+    match (result.first_run_end(), counts) {
+        (ProcessEnd::Exited(0), Some(c)) => c.objects != 0 || c.bytes != 0,
+        // A failing test is analysed for leaks too; a missing count proves nothing.
+        (ProcessEnd::Exited(_), _) => true,
+        // Killed or never started: a second run would end the same way.
+        _ => false,
+    }
+}
+
+/// What the counting pass settled about one test.
+pub enum Counted {
+    /// Nothing retained, or nothing extra runs add to.
+    Clean(Outcome),
+    /// Stacks needed; extra runs with them when the counting pass could make some.
+    Stacks { rerun: bool, outcome: Outcome },
+    /// Crashed or timed out while counting.
+    Over(Outcome),
+}
+
+/// What the counting pass settles about a test, from its counting run (its record read and
+/// its end set to its own run's, see `ProcessResult::first_run_end`) and what its extra runs
+/// showed.
+pub fn after_counting(result: &ProcessResult, outcome: Outcome, lifetime_fails: bool) -> Counted {
+    let ended_normally = matches!(result.first_run_end(), ProcessEnd::Exited(_));
+    if !ended_normally {
+        return Counted::Over(outcome);
+    }
+    if !needs_stacks(result) {
+        return Counted::Clean(outcome);
+    }
+    let counts = result.record.as_ref().and_then(|r| r.counts());
+    let settled = result.record.as_ref().is_some_and(|r| {
+        counts.is_some_and(|first| settling::settled(first, &r.runs, &r.left, r.grace.as_ref()))
+    });
+    match counts {
+        Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
+        // Every extra run left something behind: the stacks say what grows.
+        _ if outcome.usable() => Counted::Stacks {
+            rerun: true,
+            outcome,
+        },
+        // No extra runs could be made (or the test failed): judged on its own run.
+        _ => Counted::Stacks {
+            rerun: false,
+            outcome,
+        },
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::evidence::Record;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// A counting run's result that ended as `end`, with a record of these first-run counts.
+    pub(crate) fn result(end: ProcessEnd, counts: Option<(i64, i64)>) -> ProcessResult {
+        let status = match end {
+            ProcessEnd::Exited(c) => c,
+            _ => 0,
+        };
+        let record = counts.map(|(objects, bytes)| {
+            Record::parse(&format!("arena 3\nfirst {status} {objects} {bytes} 1\n"))
+        });
+        ProcessResult {
+            end,
+            duration: Duration::ZERO,
+            timeout: Duration::ZERO,
+            peak_rss_kib: None,
+            record,
+            preload_dumps: Vec::new(),
+            app_dumps: Vec::new(),
+            run_dumps: Vec::new(),
+            left_running: Vec::new(),
+            stdout: PathBuf::new(),
+            stderr: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_passing_test_with_nothing_retained_skips_stack_profiling() {
+        assert!(!needs_stacks(&result(ProcessEnd::Exited(0), Some((0, 0)))));
+        assert!(
+            needs_stacks(&result(ProcessEnd::Exited(0), Some((1, 8)))),
+            "a 4-byte leak"
+        );
+        assert!(
+            needs_stacks(&result(ProcessEnd::Exited(0), Some((0, 16)))),
+            "bytes alone"
+        );
+        assert!(
+            needs_stacks(&result(ProcessEnd::Exited(0), Some((-1, -8)))),
+            "freed what it did not allocate"
+        );
+        assert!(
+            needs_stacks(&result(ProcessEnd::Exited(0), None)),
+            "no counts: prove nothing"
+        );
+        assert!(
+            needs_stacks(&result(ProcessEnd::Exited(101), Some((0, 0)))),
+            "failures are analysed"
+        );
+        assert!(!needs_stacks(&result(ProcessEnd::Signaled(11), None)));
+        assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
+    }
+}

@@ -1,0 +1,52 @@
+//! What how a process ended decides before any dump is read: a test or bench that never
+//! ran, and a test whose verdict was never written.
+
+use crate::analysis::identity::TestIdentity;
+use crate::evidence::ProcessEnd;
+use crate::model::{Artifacts, ExtraRuns, ExtraRunsStatus, Method, TestReport, Verdict};
+
+/// Why a process that did not run proves nothing about the test or bench (`what`) it was
+/// for; `None` for a process that ran. Interrupted ones are normally left out of the
+/// report before analysis.
+pub fn never_ran(end: &ProcessEnd, what: &str) -> Option<String> {
+    match end {
+        ProcessEnd::SpawnFailed(e) => Some(e.clone()),
+        ProcessEnd::Interrupted => Some(format!(
+            "the run was interrupted before this {what} finished"
+        )),
+        _ => None,
+    }
+}
+
+/// A test run under nextest whose runner process ended before it wrote the test's verdict
+/// (nextest's slow-timeout terminated it, or it was signalled): an error, never clean.
+pub fn never_judged(id: &TestIdentity) -> TestReport {
+    TestReport {
+        package: id.package.to_string(),
+        binary: id.binary.to_string(),
+        kind: id.kind,
+        name: id.name.to_string(),
+        verdict: Verdict::Error,
+        retained_bytes: 0,
+        retained_objects: 0,
+        stack_threshold: 0,
+        test_threshold: None,
+        exit: "killed".into(),
+        method: Method::Stacks,
+        message: Some(
+            "the test's process ended before cargo-leakcheck could judge it (nextest's slow-timeout terminated it, or it was signalled); see nextest's output for the test"
+                .into(),
+        ),
+        stacks: Vec::new(),
+        artifacts: Artifacts::default(),
+        extra_runs: ExtraRuns {
+            made: 0,
+            status: ExtraRunsStatus::Unavailable("the process ended before its verdict".into()),
+            detail: None,
+        },
+        first_run_retained: None,
+        passed_without_profiling: false,
+        left_processes: Vec::new(),
+        unsettled_fails: false,
+    }
+}

@@ -1,0 +1,396 @@
+//! The runner: what nextest executes in place of each test binary. It passes listing
+//! through, and for a test run it judges the test as `cargo leakcheck test` would, writes the
+//! verdict for the command that started nextest to gather, and ends as the test did.
+
+use crate::analysis::frames;
+use crate::cli::RunnerArgs;
+use crate::commands::test::{self as test_command, CheckSetup};
+use crate::config;
+use crate::errors::{Error, ExitCode};
+use crate::execution::cargo::{TestBinary, Workspace};
+use crate::execution::entry::Layout;
+use crate::execution::history::History;
+use crate::execution::inspect::BinaryFacts;
+use crate::execution::runner::{ProcessEnd, TestFilter};
+use crate::model::{TestReport, Verdict};
+use crate::report::{flamegraph, human};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::handoff::{identify, unjudged, RunnerSession, RunnerVerdict, TestId, SESSION_ENV};
+
+/// The exit code of a test process that leaked (as `cargo leakcheck test` exits).
+const LEAK_EXIT: i32 = ExitCode::LeaksFound as i32;
+
+/// The runner: what nextest executes in place of each test binary. Returns the exit code.
+pub fn run_as_runner(args: &RunnerArgs) -> i32 {
+    let Some((binary, rest)) = args.command.split_first() else {
+        crate::say!("error: __nextest-runner needs the test binary to run");
+        return ExitCode::CouldNotRun as i32;
+    };
+    let session: Option<RunnerSession> = std::env::var_os(SESSION_ENV)
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let Some(session) = session else {
+        crate::say!(
+            "warning: cargo-leakcheck runs `{}` unchecked: no session ({SESSION_ENV} unset or unreadable)",
+            Path::new(binary).display()
+        );
+        return pass_through(&[], binary, rest);
+    };
+    let words: Vec<String> = rest
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let listing = words.iter().any(|a| a == "--list")
+        || std::env::var("NEXTEST_TEST_PHASE").is_ok_and(|p| p == "list");
+    let name = words
+        .iter()
+        .position(|a| a == "--exact")
+        .and_then(|i| words.get(i + 1));
+    let (Some(name), false) = (name, listing) else {
+        return pass_through(&session.wrapper, binary, rest);
+    };
+    match judge(&session, Path::new(binary), name, &words) {
+        Ok(code) => code,
+        // nextest stopped the test (a slow-timeout, Ctrl-C): end as asked, not run it again.
+        Err(_) if crate::execution::interrupt::requested().is_some() => {
+            crate::execution::interrupt::requested()
+                .map_or(1, crate::execution::interrupt::exit_code)
+        }
+        Err(e) => {
+            // The test still runs as nextest asked: a broken check never hides its result.
+            crate::say!(
+                "error: cargo-leakcheck could not check `{name}`: {e}; running it unchecked"
+            );
+            let (id, stem, attempt) = identity(Path::new(binary), name);
+            let verdict = RunnerVerdict {
+                attempt,
+                report: TestReport {
+                    message: Some(format!("cargo-leakcheck could not check it: {e}")),
+                    exit: "not checked".into(),
+                    ..unjudged(&id)
+                },
+                notes: Vec::new(),
+            };
+            let _ = write_verdict(&session, &stem, &verdict);
+            pass_through(&session.wrapper, binary, rest)
+        }
+    }
+}
+
+/// Runs the binary as asked (through the user's runner), as if we were not there.
+fn pass_through(wrapper: &[String], binary: &OsString, args: &[OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = match wrapper {
+        [] => Command::new(binary),
+        [program, rest @ ..] => {
+            let mut cmd = Command::new(program);
+            cmd.args(rest).arg(binary);
+            cmd
+        }
+    };
+    let e = cmd.args(args).exec();
+    crate::say!(
+        "error: could not run `{}`: {e}",
+        Path::new(binary).display()
+    );
+    127
+}
+
+/// Checks one test as `cargo leakcheck test` would, writes its verdict, forwards its
+/// output, and returns the exit code the test process should end with.
+/// The test nextest asked for, the file stem of its verdict and nextest's attempt number.
+fn identity(exe: &Path, name: &str) -> (TestId, String, u32) {
+    let binary_id = std::env::var("NEXTEST_BINARY_ID").unwrap_or_default();
+    let attempt: u32 = std::env::var("NEXTEST_ATTEMPT")
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1);
+    let (package, kind, binary) = identify(&binary_id, exe);
+    let stem = flamegraph::file_stem(&format!("{package}-{kind}-{binary}~{name}"));
+    let id = TestId {
+        package,
+        kind,
+        binary,
+        name: name.to_string(),
+    };
+    (id, stem, attempt)
+}
+
+/// Writes a verdict where the command that started nextest gathers them (atomically).
+fn write_verdict(
+    session: &RunnerSession,
+    stem: &str,
+    verdict: &RunnerVerdict,
+) -> Result<(), Error> {
+    let path = session
+        .dir
+        .join("tests")
+        .join(format!("{stem}~{}.json", verdict.attempt));
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_string(verdict).expect("verdicts serialize"),
+    )
+    .and_then(|()| std::fs::rename(&tmp, &path))
+    .map_err(|e| Error::io(format!("write `{}`", path.display()), e))
+}
+
+fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Result<i32, Error> {
+    let (id, stem, attempt) = identity(exe, name);
+    let (package, kind, target) = (id.package.clone(), id.kind, id.binary.clone());
+    let started = session.dir.join("started").join(format!("{stem}.json"));
+    std::fs::write(&started, serde_json::to_string(&id).expect("ids serialize"))
+        .map_err(|e| Error::io(format!("write `{}`", started.display()), e))?;
+    let work_dir = session.dir.join("work").join(format!("{stem}~{attempt}"));
+    let _ = std::fs::remove_dir_all(&work_dir);
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+
+    let (config, _warnings) = config::load(session.config.as_deref(), &session.root)?;
+    // nextest has set the test's directory and environment already: nothing to add.
+    let ws = Workspace {
+        root: session.root.clone(),
+        target_dir: session.dir.clone(),
+        members: BTreeMap::new(),
+        toolchain_libdir: None,
+    };
+    let filter = TestFilter {
+        list_args: vec!["--exact".into(), name.to_string()],
+        ignored_only: args.iter().any(|a| a == "--ignored"),
+        include_ignored: args.iter().any(|a| a == "--include-ignored"),
+        partition: None,
+    };
+    let mut binaries = vec![TestBinary {
+        package,
+        target,
+        kind,
+        path: exe.to_path_buf(),
+        harness: true,
+        facts: BinaryFacts::default(),
+    }];
+    let setup = CheckSetup {
+        ws: &ws,
+        runtime: &session.runtime,
+        work_dir: &work_dir,
+        config: &config,
+        cli: &session.cli,
+        jobs: 1,
+        filter: &filter,
+        wrapper: &session.wrapper,
+        stacks_for_all: session.stacks_for_all,
+        verbose: false,
+        progress: false,
+        known_layout: shared_layout(session, exe),
+        history: &History::default(),
+    };
+    let mut notes = Vec::new();
+    let checked = test_command::check(&mut binaries, &setup, &mut notes)?;
+    if let Some(layout) = binaries[0]
+        .facts
+        .tests
+        .as_ref()
+        .and_then(|t| t.proven_layout)
+    {
+        share_layout(session, layout);
+    }
+    let Some(report) = checked.tests.into_iter().find(|t| t.name == name) else {
+        return Err(Error::Usage(format!(
+            "`{name}` is not among the tests `{}` lists{}",
+            exe.display(),
+            notes.first().map(|n| format!(" ({n})")).unwrap_or_default()
+        )));
+    };
+    if let Some(outcome) = checked.results.tests.iter().find(|t| t.case.name == name) {
+        forward(&outcome.result.stdout, &mut std::io::stdout());
+        forward(&outcome.result.stderr, &mut std::io::stderr());
+    }
+    if report.verdict == Verdict::Leak {
+        crate::say!("{}", leak_summary(&report, &session.root));
+    }
+    let verdict = RunnerVerdict {
+        attempt,
+        report,
+        notes,
+    };
+    write_verdict(session, &stem, &verdict)?;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    // Last: a crashed test's process ends by its signal, here.
+    Ok(exit_code_for(&verdict.report, &checked.results, name))
+}
+
+/// Where runners share the layout of libtest's table that one of them proved.
+fn layout_file(session: &RunnerSession) -> PathBuf {
+    session.dir.join("libtest-layout.json")
+}
+
+fn share_layout(session: &RunnerSession, layout: Layout) {
+    let path = layout_file(session);
+    if path.exists() {
+        return;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let text = serde_json::to_string(&layout).expect("layouts serialize");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// libtest's layout as another test binary of this build proved it. Each runner sees one
+/// binary, and a binary with one test cannot prove it alone: the first runner that needs
+/// it reads a sibling test binary (the newest few in the same directory that link
+/// libtest) and shares what it proved. A layout only settles a binary it fits (see
+/// [`crate::execution::entry::Inspection::settle`]).
+fn shared_layout(session: &RunnerSession, exe: &Path) -> Option<Layout> {
+    if let Some(layout) = std::fs::read_to_string(layout_file(session))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+    {
+        return Some(layout);
+    }
+    let dir = exe.parent()?;
+    let mut siblings: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let meta = e.metadata().ok()?;
+            use std::os::unix::fs::PermissionsExt;
+            let executable = meta.is_file() && meta.permissions().mode() & 0o111 != 0;
+            let hashed = path
+                .file_name()?
+                .to_str()?
+                .rsplit_once('-')
+                .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            let modified = meta.modified().ok()?;
+            (executable && hashed && path != exe).then_some((modified, path))
+        })
+        .collect();
+    siblings.sort_by_key(|s| std::cmp::Reverse(s.0));
+    for (_, path) in siblings.into_iter().take(6) {
+        let Ok(data) = std::fs::read(&path) else {
+            continue;
+        };
+        // Only a libtest harness is asked to list its tests.
+        if !links_libtest(&data) {
+            continue;
+        }
+        let mut cmd = match session.wrapper.as_slice() {
+            [] => Command::new(&path),
+            [program, rest @ ..] => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&path);
+                cmd
+            }
+        };
+        cmd.args(["--list", "--format", "terse"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let Ok(out) = crate::execution::interrupt::output(&mut cmd) else {
+            continue;
+        };
+        let listed = String::from_utf8_lossy(&out.stdout);
+        let names: Vec<&str> = listed
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .collect();
+        if names.len() < 2 {
+            continue;
+        }
+        // cargo names a test executable `<crate>-<hash>`.
+        let krate = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('-'))
+            .map_or("", |(name, _)| name);
+        if let Some(layout) = crate::execution::entry::inspect(&data, &names, krate).proven_layout {
+            share_layout(session, layout);
+            return Some(layout);
+        }
+    }
+    None
+}
+
+/// Whether an executable contains libtest's entry point (a test harness).
+fn links_libtest(data: &[u8]) -> bool {
+    use object::{Object, ObjectSymbol};
+    object::File::parse(data).is_ok_and(|f| {
+        f.symbols()
+            .any(|s| s.name().is_ok_and(|n| n.contains("test_main_static")))
+    })
+}
+
+/// Copies a captured output file to ours.
+fn forward(path: &Path, out: &mut dyn std::io::Write) {
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = std::io::copy(&mut f, out);
+        let _ = out.flush();
+    }
+}
+
+/// How the test process ends: as the test did when it failed; 3 when it leaked; 0 else.
+fn exit_code_for(
+    report: &TestReport,
+    results: &crate::execution::passes::Outcome,
+    name: &str,
+) -> i32 {
+    match report.exit_code() {
+        ExitCode::LeaksFound => LEAK_EXIT,
+        ExitCode::TestsFailed => {
+            let end = results
+                .tests
+                .iter()
+                .find(|t| t.case.name == name)
+                .map(|t| crate::execution::passes::first_run_end(&t.result));
+            match end {
+                Some(ProcessEnd::Exited(c)) if c != 0 => c,
+                Some(ProcessEnd::Signaled(sig)) => {
+                    // Die of the same signal, so nextest reports it as the test's.
+                    // SAFETY: resetting a handler and raising a signal in our own process.
+                    unsafe {
+                        libc::signal(sig, libc::SIG_DFL);
+                        libc::raise(sig);
+                    }
+                    128 + sig
+                }
+                _ => 101,
+            }
+        }
+        // A test the tool could not judge fails nextest's run only when asked to
+        // (`unsettled-fails`); the report's exit code says the run is incomplete either way.
+        ExitCode::Incomplete if report.unsettled_fails_the_run() => ExitCode::Incomplete as i32,
+        _ => 0,
+    }
+}
+
+/// A few lines on stderr for nextest's output and JUnit: what leaked and where.
+fn leak_summary(report: &TestReport, root: &Path) -> String {
+    let failing: Vec<_> = report.failing_stacks().collect();
+    let mut s = format!(
+        "cargo-leakcheck: LEAK: `{}` retained {} in {} object(s), {} stack(s) over the threshold of {} B",
+        report.name,
+        human::human_bytes(report.retained_bytes),
+        report.retained_objects,
+        failing.len(),
+        report.stack_threshold
+    );
+    for st in failing.iter().take(3) {
+        if let Some(f) = frames::identifying_frame(&st.frames, root) {
+            let at = match (&f.file, f.line) {
+                (Some(file), Some(line)) => format!(" ({file}:{line})"),
+                _ => String::new(),
+            };
+            s.push_str(&format!(
+                "\n  {} allocated at {}{at}",
+                human::human_bytes(st.bytes),
+                f.function
+            ));
+        }
+    }
+    s.push_str("\n  the full report is written when `cargo leakcheck nextest` finishes");
+    s
+}
