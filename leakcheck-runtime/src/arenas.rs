@@ -32,23 +32,36 @@ static MAIN_ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
 static FLAGS: AtomicI32 = AtomicI32::new(0);
 
 /// The `mallocx` flags for an allocation now: None on the plain path. What glibc allocates
-/// for a thread it is creating stays out of a run's arena (see [`crate::threads`]).
+/// for the threads it manages stays out of every count in counting mode, and out of a run's
+/// arena otherwise (see [`crate::threads`]).
 #[inline]
 pub fn run_flags() -> Option<c_int> {
-    match FLAGS.load(Relaxed) {
-        0 => None,
-        f if crate::threads::creating() => Some(f & !ARENA_BITS),
-        f => Some(f),
+    let f = FLAGS.load(Relaxed);
+    if f == 0 && !crate::threads::anyone_inside_thread_library() {
+        return None;
     }
+    if crate::threads::inside_thread_library() {
+        return match main_arena() {
+            Some(a) => Some(je::MALLOCX_ARENA(a as usize) | je::MALLOCX_TCACHE_NONE),
+            None if f == 0 => None,
+            None => Some(f & !ARENA_BITS),
+        };
+    }
+    (f != 0).then_some(f)
 }
 
-/// The `dallocx` flags for a free now: None on the plain path.
+/// The `dallocx` flags for a free now: None on the plain path. glibc's frees of its thread
+/// blocks bypass the calling thread's cache (see [`crate::threads`]).
 #[inline]
 pub fn free_flags() -> Option<c_int> {
-    match FLAGS.load(Relaxed) {
-        0 => None,
-        _ => Some(je::MALLOCX_TCACHE_NONE),
+    let f = FLAGS.load(Relaxed);
+    if f != 0
+        || (crate::threads::anyone_inside_thread_library()
+            && crate::threads::inside_thread_library())
+    {
+        return Some(je::MALLOCX_TCACHE_NONE);
     }
+    None
 }
 
 /// The bits of `MALLOCX_ARENA` in a flags word (jemalloc: arena index + 1, from bit 20).

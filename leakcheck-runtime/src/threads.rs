@@ -1,12 +1,26 @@
-//! `pthread_create`, interposed to mark the allocations glibc makes for a new thread.
+//! `pthread_create`, `pthread_join` and `pthread_detach`, interposed to mark what glibc
+//! allocates and frees for the threads it manages.
 //!
 //! glibc gives every new thread a thread block (its dynamic thread vector, allocated with
 //! `calloc` inside `pthread_create`) and keeps it, with the thread's stack, in a cache after
-//! the thread ends, to reuse for a later thread. Which cached block a thread gets, and when
-//! the cache lets one go, depends on stack sizes and timing, not on the test. Counted as
-//! what an extra run left behind, such blocks would keep a thread-heavy test from ever being
-//! settled; so, while a thread is being created, its creator's allocations go where they
-//! would outside runs.
+//! the thread ends, to reuse for a later thread; when the cache is full, a join (or a
+//! detach, or the next create) frees the blocks of the stacks it lets go. Which cached block
+//! a thread gets, and when the cache lets one go, depends on stack sizes and timing, not on
+//! the test: every test that starts threads would otherwise retain a block per cached stack
+//! (320 bytes each in a typical test binary) and need a second run to show it does not grow.
+//! So, inside those three calls:
+//! - in counting mode, allocations go to the main thread's arena, which no count includes
+//!   (not even the test's own run's: a test that only started threads retained nothing of its
+//!   own), and, in either mode, never to a run's arena;
+//! - frees bypass the calling thread's cache, so a block of the main thread's arena goes back
+//!   to that arena instead of into the cache of a test's thread, where the test's next
+//!   allocation of that size would reuse it unseen by the counts.
+//!
+//! Nothing of the test's runs there: glibc calls no user code on the calling thread, and what
+//! std allocates for a thread (its handle, its closure) it allocates before calling
+//! `pthread_create`, so it is counted. A block glibc reallocates later on the thread itself
+//! (a module with thread-local storage loaded with `dlopen` after the thread started) is not
+//! covered.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -23,7 +37,7 @@ type PthreadCreate = unsafe extern "C" fn(
 static REAL: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    static CREATING: Cell<bool> = const { Cell::new(false) };
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Looks up libc's `pthread_create`; called by the constructor, while the process has one
@@ -40,10 +54,83 @@ pub fn resolve() -> usize {
     found
 }
 
-/// Whether the calling thread is inside `pthread_create`.
+/// Whether the calling thread is inside one of glibc's thread calls interposed here.
 #[inline]
-pub fn creating() -> bool {
-    CREATING.with(Cell::get)
+pub fn inside_thread_library() -> bool {
+    INSIDE.with(Cell::get)
+}
+
+/// How many threads are inside those calls now: allocations and frees need to ask
+/// [`inside_thread_library`] only while this is not zero.
+static INSIDE_NOW: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether some thread may be inside one of those calls (cheap: one relaxed load).
+#[inline]
+pub fn anyone_inside_thread_library() -> bool {
+    INSIDE_NOW.load(Ordering::Relaxed) != 0
+}
+
+/// Marks the calling thread as inside glibc's thread calls until dropped.
+struct Inside {
+    was: bool,
+}
+
+impl Inside {
+    fn enter() -> Inside {
+        let was = INSIDE.with(|c| c.replace(true));
+        INSIDE_NOW.fetch_add(1, Ordering::Relaxed);
+        Inside { was }
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE_NOW.fetch_sub(1, Ordering::Relaxed);
+        INSIDE.with(|c| c.set(self.was));
+    }
+}
+
+type PthreadJoin = unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int;
+type PthreadDetach = unsafe extern "C" fn(libc::pthread_t) -> c_int;
+
+static REAL_JOIN: AtomicUsize = AtomicUsize::new(0);
+static REAL_DETACH: AtomicUsize = AtomicUsize::new(0);
+
+/// libc's definition of `name`, looked up once.
+fn next_definition(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let known = slot.load(Ordering::Acquire);
+    if known != 0 {
+        return known;
+    }
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next definition after
+    // this library, libc's.
+    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    slot.store(found, Ordering::Release);
+    found
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pthread_join(thread: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
+    let real = next_definition(&REAL_JOIN, c"pthread_join");
+    if real == 0 {
+        return libc::ESRCH;
+    }
+    let _inside = Inside::enter();
+    // SAFETY: `real` is libc's pthread_join, whose signature this is; the caller's
+    // arguments are passed on unchanged.
+    unsafe { std::mem::transmute::<usize, PthreadJoin>(real)(thread, ret) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pthread_detach(thread: libc::pthread_t) -> c_int {
+    let real = next_definition(&REAL_DETACH, c"pthread_detach");
+    if real == 0 {
+        return libc::ESRCH;
+    }
+    let _inside = Inside::enter();
+    // SAFETY: `real` is libc's pthread_detach, whose signature this is; the caller's
+    // argument is passed on unchanged.
+    unsafe { std::mem::transmute::<usize, PthreadDetach>(real)(thread) }
 }
 
 #[no_mangle]
@@ -59,7 +146,7 @@ pub unsafe extern "C" fn pthread_create(
     }
     // SAFETY: `real` is libc's pthread_create, whose signature this is.
     let real: PthreadCreate = unsafe { std::mem::transmute::<usize, PthreadCreate>(real) };
-    let was = CREATING.with(|c| c.replace(true));
+    let inside = Inside::enter();
     // The new thread starts in the trampoline, which records it and then calls `start`;
     // when every start slot is taken it starts directly, unrecorded.
     let claimed = (KEY.load(Ordering::Acquire) != usize::MAX)
@@ -85,7 +172,7 @@ pub unsafe extern "C" fn pthread_create(
         }
         STARTS[i].used.store(false, Ordering::Release);
     }
-    CREATING.with(|c| c.set(was));
+    drop(inside);
     r
 }
 

@@ -269,7 +269,7 @@ fn write_suppressions_round_trip() {
         .iter()
         .filter(|t| t["verdict"] == "leak")
         .count();
-    assert_eq!(leaking, 10);
+    assert_eq!(leaking, 11);
     assert!(text.matches("[[suppress]]").count() >= leaking, "{text}");
     assert!(
         first.stderr.contains("Wrote ") && first.stderr.contains(&path),

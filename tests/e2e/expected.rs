@@ -316,6 +316,13 @@ pub const EXPECTED: &[Expected] = &[
     .runs("completed"),
     // 4 bytes: found only when every allocation is accounted for.
     leak(LEAKY_UNIT, "tests::tiny_leak", "tiny_leak").runs("completed"),
+    // A box of a thread block's size, after joins that freed thread blocks.
+    leak(
+        LEAKY_UNIT,
+        "tests::leaks_after_churning_threads",
+        "leaks_after_churning_threads",
+    )
+    .runs("completed"),
     // One-time initialisation: extra runs add nothing, so counting settles them.
     clean_kept(LEAKY_UNIT, "tests::once_lock_init")
         .runs("completed")
@@ -329,12 +336,13 @@ pub const EXPECTED: &[Expected] = &[
     clean_kept(LEAKY_UNIT, "tests::once_cell_init")
         .runs("completed")
         .by_counting(),
-    // A joined thread leaves glibc's cached thread block behind; extra runs reuse it.
+    // A joined thread leaves glibc's cached thread block behind, which is the thread
+    // library's and not counted: nothing retained, no extra run.
     clean(LEAKY_UNIT, "tests::thread_local_freed")
-        .runs("completed")
+        .runs("not-needed")
         .by_counting(),
     clean(LEAKY_UNIT, "tests::joined_thread")
-        .runs("completed")
+        .runs("not-needed")
         .by_counting(),
     clean(LEAKY_UNIT, "tests::caught_panic")
         .runs("not-needed")
@@ -410,14 +418,16 @@ pub const EXPECTED: &[Expected] = &[
     clean_kept(LIFETIME, "tests::env_var_set_to_the_same_value")
         .runs("completed")
         .by_counting(),
-    // Threads still running their thread-local destructors when the test ends.
-    clean_kept(LIFETIME, "tests::scoped_threads_still_exiting")
-        .runs("completed")
-        .by_counting(),
+    // Threads still running their thread-local destructors when the test ends. Whether
+    // they are gone by the time its own run is measured depends on timing, so how it is
+    // settled (nothing retained, or an extra run that adds nothing) is not pinned; that it is
+    // clean by counting is.
+    clean(LIFETIME, "tests::scoped_threads_still_exiting").by_counting(),
     // Spawns and joins 8 threads; retains nothing extra runs add to.
     clean(LIFETIME, "tests::sixteen_threads_allocate_and_free"),
+    // Its threads' blocks are glibc's (not counted): it retained nothing of its own.
     clean(LIFETIME, "tests::joins_eight_threads")
-        .runs("completed")
+        .runs("not-needed")
         .by_counting(),
     // Leaks on a pool worker, and in a test body with closures of its own.
     leak(

@@ -389,7 +389,7 @@ fn logs_name_failing_tests_as_they_end_and_quiet_keeps_the_totals() {
     let quiet = run_fixture("tests/fixtures/leaky", &["--quiet"]);
     assert_eq!(quiet.code, 3);
     assert!(
-        quiet.stderr.contains(" Summary 27 tests: "),
+        quiet.stderr.contains(" Summary 28 tests: "),
         "{}",
         quiet.stderr
     );
