@@ -318,6 +318,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn captures_are_read_in_part_and_lossily() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stderr");
+        let mut bytes = b"first line\n".to_vec();
+        bytes.extend(std::iter::repeat_n(b'x', 1000));
+        bytes.extend(b"\nnot utf-8: \xff\xfe end\nlast line\n");
+        std::fs::write(&path, &bytes).unwrap();
+        // The tail starts at a whole line and shows what is not UTF-8 as replacement
+        // characters rather than losing it.
+        let tail = capture_tail(&path, 40);
+        assert_eq!(tail, "not utf-8: \u{fffd}\u{fffd} end\nlast line\n");
+        assert!(capture_tail(&path, 1 << 20).starts_with("first line\n"));
+        assert_eq!(capture_head(&path, 10), "first line");
+        assert_eq!(capture_tail(&dir.join("missing"), 10), "");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn thread_ids_are_redacted_from_quoted_stderr() {
         assert_eq!(
             redact_thread_id("thread 'tests::x' (1894) panicked at src/lib.rs:3:5:"),

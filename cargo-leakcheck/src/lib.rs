@@ -13,9 +13,10 @@
 //!   `test` uses; `merge` combines the reports of shards (`execution::partition`).
 //! - `execution`: `cargo` builds the executables, `inspect` reads each once (custom
 //!   allocator, criterion, each test's entry point in libtest's table), `passes` runs an
-//!   exact counting pass first and profiles stacks only where needed, `runner` runs every
-//!   test in its own process with the runtime preloaded (`slots` decides how many run at
-//!   once, `history` which start first, `interrupt` stops them all on Ctrl-C), and `rerun`
+//!   exact counting pass first and profiles stacks where `analysis::counting` says they
+//!   are needed, `listing` lists the tests, `runner` runs every test in its own process
+//!   (`process`) with the runtime preloaded (`slots` decides how many run at once, `history`
+//!   which start first, `progress` reports, `interrupt` stops them all on Ctrl-C), and `rerun`
 //!   sets how long the runtime waits for a run's threads (the rules that read the runs are
 //!   `analysis::settling`'s).
 //! - `evidence`: what a test process leaves (how it ended, the runtime's record, its

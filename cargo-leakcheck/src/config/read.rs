@@ -1,0 +1,447 @@
+//! The raw TOML, walked once with its spans, to a [`Config`] or every problem found.
+
+use crate::config::glob::Glob;
+use crate::config::settings::*;
+use crate::config::size::parse_size;
+use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// One problem in a configuration file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// 1-based line.
+    pub line: usize,
+    /// Dotted key, e.g. `tests[2].stack-threshold`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why a configuration file was rejected: every error found, not just the first.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid configuration `{}` ({} {}){}",
+    path.display(),
+    errors.len(),
+    if errors.len() == 1 { "error" } else { "errors" },
+    diagnostics_text(path, errors)
+)]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// The errors, in file order.
+    pub errors: Vec<Diagnostic>,
+}
+
+/// The list under a [`ConfigError`]'s first line: one indented diagnostic per line.
+fn diagnostics_text(path: &Path, errors: &[Diagnostic]) -> String {
+    errors
+        .iter()
+        .map(|d| format!("\n  {}", format_diagnostic(path, d)))
+        .collect()
+}
+
+/// `path:line: key `k`: message`.
+pub fn format_diagnostic(path: &Path, d: &Diagnostic) -> String {
+    if d.key.is_empty() {
+        format!("{}:{}: {}", path.display(), d.line, d.message)
+    } else {
+        format!("{}:{}: `{}`: {}", path.display(), d.line, d.key, d.message)
+    }
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+}
+
+impl Reader<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .bytes()
+            .filter(|&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn error(&mut self, offset: usize, key: &str, message: impl Into<String>) {
+        let line = self.line(offset);
+        self.errors.push(Diagnostic {
+            line,
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    fn unknown(&mut self, offset: usize, key: &str, known: &[&str]) {
+        let line = self.line(offset);
+        self.warnings.push(Diagnostic {
+            line,
+            key: key.into(),
+            message: format!("unknown key, ignored (known here: {})", known.join(", ")),
+        });
+    }
+
+    fn size(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u64> {
+        match v.get_ref() {
+            DeValue::String(s) => match parse_size(s) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    self.error(v.span().start, key, e.to_string());
+                    None
+                }
+            },
+            DeValue::Integer(i) => match i.as_str().parse::<u64>() {
+                Ok(n) if i.radix() == 10 => Some(n),
+                _ => {
+                    self.error(v.span().start, key, "expected a size such as \"64KiB\"");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!(
+                        "expected a size such as \"64KiB\", found {}",
+                        other.type_str()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<bool> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected true or false, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn seconds(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u64> {
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u64>().ok(),
+            DeValue::String(s) => {
+                let s = s.trim();
+                let (num, mult) = if let Some(n) = s.strip_suffix('m') {
+                    (n, 60)
+                } else {
+                    (s.strip_suffix('s').unwrap_or(s), 1)
+                };
+                num.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(mult))
+            }
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                self.error(
+                    v.span().start,
+                    key,
+                    "expected a positive number of seconds (300, \"30s\" or \"5m\")",
+                );
+                None
+            }
+        }
+    }
+
+    fn extra_runs(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u32> {
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u32>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n <= MAX_EXTRA_RUNS => Some(n),
+            _ => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected a whole number of runs from 0 (off) to {MAX_EXTRA_RUNS}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected a string, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reads the setting keys of a table; `extra` lists further keys the caller handles.
+    fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> SettingsLayer {
+        const KEYS: [&str; 6] = [
+            "stack-threshold",
+            "test-threshold",
+            "one-time-fails",
+            "timeout",
+            "extra-runs",
+            "unsettled-fails",
+        ];
+        let mut s = SettingsLayer::default();
+        for (k, v) in table.iter() {
+            let name = k.get_ref().as_ref();
+            let key = format!("{prefix}{name}");
+            match name {
+                "stack-threshold" => s.stack_threshold = self.size(&key, v),
+                "test-threshold" => s.test_threshold = self.size(&key, v),
+                "one-time-fails" => s.one_time_fails = self.boolean(&key, v),
+                "timeout" => s.timeout = self.seconds(&key, v),
+                "extra-runs" => s.extra_runs = self.extra_runs(&key, v),
+                "unsettled-fails" => s.unsettled_fails = self.boolean(&key, v),
+                // Extra runs are no longer cut by their cost, so there is nothing to lift.
+                "full-repetition" => {
+                    let line = self.line(k.span().start);
+                    self.warnings.push(Diagnostic {
+                        line,
+                        key,
+                        message: "has no effect any more: every test that retained memory is run again as often as its evidence needs, whatever the runs cost".into(),
+                    });
+                }
+                n if extra.contains(&n) => {}
+                _ => {
+                    let known: Vec<&str> = KEYS.iter().chain(extra).copied().collect();
+                    self.unknown(k.span().start, &key, &known);
+                }
+            }
+        }
+        s
+    }
+
+    fn tables<'t>(
+        &mut self,
+        key: &str,
+        v: &'t Spanned<DeValue<'t>>,
+    ) -> Vec<(usize, &'t DeTable<'t>)> {
+        let Some(array) = v.get_ref().as_array() else {
+            self.error(
+                v.span().start,
+                key,
+                format!(
+                    "expected an array of tables ([[{key}]]), found {}",
+                    v.get_ref().type_str()
+                ),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in array.iter() {
+            match item.get_ref().as_table() {
+                Some(t) => out.push((item.span().start, t)),
+                None => self.error(
+                    item.span().start,
+                    key,
+                    format!("expected a table, found {}", item.get_ref().type_str()),
+                ),
+            }
+        }
+        out
+    }
+}
+
+/// Parses a configuration text. Returns the configuration and its warnings, or every error.
+pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+    let mut r = Reader {
+        text,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let root = match DeTable::parse(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let offset = e.span().map(|s| s.start).unwrap_or(0);
+            r.error(
+                offset,
+                "",
+                format!("not valid TOML: {}", e.message().trim()),
+            );
+            return Err(ConfigError {
+                path: path.to_path_buf(),
+                errors: r.errors,
+            });
+        }
+    };
+    let mut config = Config {
+        path: Some(path.to_path_buf()),
+        ..Config::default()
+    };
+    for (k, v) in root.get_ref().iter() {
+        match k.get_ref().as_ref() {
+            "defaults" => match v.get_ref().as_table() {
+                Some(t) => config.defaults = r.settings(t, "defaults.", &[]),
+                None => r.error(v.span().start, "defaults", "expected a table ([defaults])"),
+            },
+            "tests" => {
+                for (i, (offset, t)) in r.tables("tests", v).into_iter().enumerate() {
+                    let prefix = format!("tests[{}].", i + 1);
+                    let settings = r.settings(t, &prefix, &["filter"]);
+                    let filter = match t.get("filter") {
+                        Some(f) => r.string(&format!("{prefix}filter"), f),
+                        None => {
+                            r.error(
+                                offset,
+                                &format!("{prefix}filter"),
+                                "required: a glob over test names",
+                            );
+                            None
+                        }
+                    };
+                    if let Some(filter) = filter {
+                        config.tests.push(TestRule {
+                            filter: Glob::new(&filter),
+                            settings,
+                            index: i + 1,
+                        });
+                    }
+                }
+            }
+            "suppress" => {
+                for (i, (offset, t)) in r.tables("suppress", v).into_iter().enumerate() {
+                    let prefix = format!("suppress[{}].", i + 1);
+                    let mut frame = None;
+                    let mut reason = None;
+                    let mut filter = None;
+                    for (k, v) in t.iter() {
+                        let name = k.get_ref().as_ref();
+                        let key = format!("{prefix}{name}");
+                        match name {
+                            "frame" => frame = r.string(&key, v),
+                            "reason" => {
+                                reason = r.string(&key, v);
+                                if reason.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                                    r.error(
+                                        v.span().start,
+                                        &key,
+                                        "must say why the leak is accepted",
+                                    );
+                                    reason = None;
+                                }
+                            }
+                            "filter" => filter = r.string(&key, v),
+                            _ => r.unknown(k.span().start, &key, &["frame", "reason", "filter"]),
+                        }
+                    }
+                    let line = r.line(offset);
+                    if t.get("frame").is_none() {
+                        r.error(
+                            offset,
+                            &format!("{prefix}frame"),
+                            "required: a glob over function names",
+                        );
+                    }
+                    if t.get("reason").is_none() {
+                        r.error(
+                            offset,
+                            &format!("{prefix}reason"),
+                            "required: why the leak is accepted",
+                        );
+                    }
+                    if let (Some(frame), Some(reason)) = (frame, reason) {
+                        config.suppress.push(Suppression {
+                            frame: Glob::new(&frame),
+                            reason,
+                            filter: filter.as_deref().map(Glob::new),
+                            index: i + 1,
+                            line,
+                        });
+                    }
+                }
+            }
+            "bench" => match v.get_ref().as_table() {
+                Some(t) => {
+                    for (k, v) in t.iter() {
+                        let key = format!("bench.{}", k.get_ref().as_ref());
+                        match k.get_ref().as_ref() {
+                            "growth-threshold" => config.bench_growth_threshold = r.size(&key, v),
+                            _ => r.unknown(k.span().start, &key, &["growth-threshold"]),
+                        }
+                    }
+                }
+                None => r.error(v.span().start, "bench", "expected a table ([bench])"),
+            },
+            "benches" => {
+                for (i, (offset, t)) in r.tables("benches", v).into_iter().enumerate() {
+                    let prefix = format!("benches[{}].", i + 1);
+                    let mut filter = None;
+                    let mut growth = None;
+                    for (k, v) in t.iter() {
+                        let key = format!("{prefix}{}", k.get_ref().as_ref());
+                        match k.get_ref().as_ref() {
+                            "filter" => filter = r.string(&key, v),
+                            "growth-threshold" => growth = r.size(&key, v),
+                            _ => r.unknown(k.span().start, &key, &["filter", "growth-threshold"]),
+                        }
+                    }
+                    match filter {
+                        Some(f) => config.benches.push(BenchRule {
+                            filter: Glob::new(&f),
+                            growth_threshold: growth,
+                            index: i + 1,
+                        }),
+                        None if t.get("filter").is_none() => r.error(
+                            offset,
+                            &format!("{prefix}filter"),
+                            "required: a glob over bench names",
+                        ),
+                        None => {}
+                    }
+                }
+            }
+            "output" => match v.get_ref().as_table() {
+                Some(t) => {
+                    for (k, v) in t.iter() {
+                        let key = format!("output.{}", k.get_ref().as_ref());
+                        match k.get_ref().as_ref() {
+                            "junit" => config.junit = r.string(&key, v).map(PathBuf::from),
+                            _ => r.unknown(k.span().start, &key, &["junit"]),
+                        }
+                    }
+                }
+                None => r.error(v.span().start, "output", "expected a table ([output])"),
+            },
+            other => r.unknown(
+                k.span().start,
+                other,
+                &[
+                    "defaults", "tests", "suppress", "bench", "benches", "output",
+                ],
+            ),
+        }
+    }
+    if !r.errors.is_empty() {
+        r.errors.sort_by_key(|d| d.line);
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            errors: r.errors,
+        });
+    }
+    r.warnings.sort_by_key(|d| d.line);
+    let warnings = r
+        .warnings
+        .iter()
+        .map(|d| format_diagnostic(path, d))
+        .collect();
+    Ok((config, warnings))
+}

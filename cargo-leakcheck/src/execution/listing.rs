@@ -1,0 +1,191 @@
+//! Listing: which tests each binary holds (libtest's `--list`), filtered by the selection and
+//! the shard, each with the settings it will run under.
+
+use crate::config::Effective;
+use crate::execution::cargo::TestBinary;
+use crate::execution::partition::Dealer;
+use crate::execution::process::{base_command, through_wrapper};
+use crate::execution::run_config::RunConfig;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+/// The libtest name no test has: running it runs the harness alone, which is the
+/// baseline every test of the binary is compared with.
+pub const BASELINE_FILTER: &str = "__leakcheck_baseline__no_such_test__";
+
+/// One test to run.
+#[derive(Clone, Debug)]
+pub struct TestCase {
+    /// Index into the binaries list.
+    pub binary: usize,
+    /// The full libtest name (the target name for a `harness = false` target).
+    pub name: String,
+    /// Whether the test is `#[ignore]`d (then it needs `--include-ignored` to run).
+    pub ignored: bool,
+    /// Its settings, computed once when it was listed.
+    pub settings: Effective,
+}
+
+/// The tests of one binary to run, and how many more match the filters but are
+/// `#[ignore]`d (not run without `--include-ignored`).
+pub struct Listing {
+    /// The tests to run.
+    pub tests: Vec<TestCase>,
+    /// The ignored tests left out.
+    pub ignored: Vec<String>,
+    /// Every test of the binary, whatever the filters: the entry-point search reads
+    /// libtest's layout from all of them (a lone selected test cannot pin it down).
+    pub names: Vec<String>,
+}
+
+/// Why a binary's tests could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    /// The executable could not be started.
+    #[error("could not run `{}`: {source}", path.display())]
+    Spawn {
+        /// The executable.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--list` ended in failure.
+    #[error("`{} --list` failed ({status}): {stderr}", path.display())]
+    Failed {
+        /// The executable.
+        path: PathBuf,
+        /// How it ended.
+        status: std::process::ExitStatus,
+        /// What it wrote to stderr, trimmed.
+        stderr: String,
+    },
+}
+
+/// Lists the tests of one binary.
+pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, ListError> {
+    if !binary.harness {
+        return Ok(Listing {
+            tests: vec![TestCase {
+                binary: 0,
+                name: binary.target.clone(),
+                ignored: false,
+                settings: config.settings.of(&binary.target),
+            }],
+            ignored: Vec::new(),
+            names: Vec::new(),
+        });
+    }
+    let list = |filters: &[String], extra: &[&str]| -> Result<Vec<String>, ListError> {
+        let mut cmd = base_command(binary, config);
+        cmd.arg("--list").arg("--format").arg("terse");
+        cmd.args(filters).args(extra);
+        let mut cmd = through_wrapper(cmd, config.wrapper);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out =
+            crate::execution::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
+                path: binary.path.clone(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(ListError::Failed {
+                path: binary.path.clone(),
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .map(str::to_string)
+            .collect())
+    };
+    let filters = &config.filter.list_args;
+    let ignored = list(filters, &["--ignored"])?;
+    let all = if config.filter.ignored_only {
+        ignored.clone()
+    } else {
+        list(filters, &[])?
+    };
+    // libtest lists ignored tests too; without filters, `all` is every test already.
+    let names = if filters.is_empty() && !config.filter.ignored_only {
+        all.clone()
+    } else {
+        list(&[], &[])?
+    };
+    let mut left_out = Vec::new();
+    let tests = all
+        .into_iter()
+        .filter_map(|name| {
+            let is_ignored = ignored.contains(&name);
+            let wanted = config.filter.ignored_only || config.filter.include_ignored || !is_ignored;
+            if !wanted {
+                left_out.push(name);
+                return None;
+            }
+            Some(TestCase {
+                binary: 0,
+                settings: config.settings.of(&name),
+                name,
+                ignored: is_ignored,
+            })
+        })
+        .collect();
+    Ok(Listing {
+        tests,
+        ignored: left_out,
+        names,
+    })
+}
+
+/// The tests of every binary, as far as the filters and the partition select them.
+pub struct Selected {
+    /// The tests to run, binary by binary.
+    pub tests: Vec<TestCase>,
+    /// Ignored tests left out, by binary index and name.
+    pub ignored: Vec<(usize, String)>,
+    /// Tests left out because they belong to another shard of `--partition`.
+    pub other_shards: usize,
+    /// The binaries that could not be listed, with the reason.
+    pub errors: Vec<(usize, ListError)>,
+    /// By binary: every test it has, whatever the filters (see [`Listing::names`]).
+    pub names: Vec<Vec<String>>,
+}
+
+/// Lists every binary's tests and keeps those of this run's shard.
+pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
+    let mut selected = Selected {
+        tests: Vec::new(),
+        ignored: Vec::new(),
+        other_shards: 0,
+        errors: Vec::new(),
+        names: vec![Vec::new(); binaries.len()],
+    };
+    let mut dealer = config.filter.partition.map(Dealer::new);
+    for (i, b) in binaries.iter().enumerate() {
+        let listing = match list_tests(b, config) {
+            Ok(listing) => listing,
+            Err(e) => {
+                selected.errors.push((i, e));
+                continue;
+            }
+        };
+        let (mut tests, mut ignored) = (listing.tests, listing.ignored);
+        selected.names[i] = listing.names;
+        if let Some(dealer) = dealer.as_mut() {
+            // Ignored tests are dealt too, so the shards' counts add up to the suite's.
+            let id = b.id();
+            let listed = tests.len() + ignored.len();
+            tests.retain(|t| dealer.keeps(&id, &t.name));
+            ignored.retain(|name| dealer.keeps(&id, name));
+            selected.other_shards += listed - tests.len() - ignored.len();
+        }
+        selected
+            .ignored
+            .extend(ignored.into_iter().map(|name| (i, name)));
+        selected.tests.extend(tests.into_iter().map(|mut c| {
+            c.binary = i;
+            c
+        }));
+    }
+    selected
+}

@@ -1,0 +1,400 @@
+//! Process control: one test process started with the runtime preloaded, in a process group
+//! of its own, waited for with its peak memory, killed with whatever it left running when it
+//! ends or outlives its time, and its evidence collected (exit status, output, dumps).
+
+pub use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::execution::cargo::TestBinary;
+use crate::execution::protocol::{self, ProfileSettings};
+use crate::execution::run_config::RunConfig;
+use crate::execution::slots::Ticket;
+use leakcheck_protocol::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A command for the binary with cargo's runtime environment, without profiling.
+pub(crate) fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
+    let mut cmd = Command::new(&binary.path);
+    if let Some(member) = config.workspace.members.get(&binary.package) {
+        // As under `cargo test`: tests run in their package's directory and see its metadata.
+        cmd.current_dir(&member.dir)
+            .env("CARGO_MANIFEST_DIR", &member.dir)
+            .env("CARGO_PKG_NAME", &member.name)
+            .env("CARGO_PKG_VERSION", &member.version)
+            .env("CARGO_CRATE_NAME", binary.target.replace('-', "_"));
+    }
+    if let Some(deps) = binary.path.parent() {
+        // As cargo does: the build's dynamic libraries, then the toolchain's (a proc-macro
+        // crate's test binary links libstd-*.so), then whatever the user had.
+        let mut paths = vec![deps.to_path_buf()];
+        paths.extend(config.workspace.toolchain_libdir.clone());
+        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+            paths.extend(std::env::split_paths(&old));
+        }
+        if let Ok(joined) = std::env::join_paths(paths) {
+            cmd.env("LD_LIBRARY_PATH", joined);
+        }
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// The same command run by the user's target runner, when there is one:
+/// `RUNNER… env [-u K]… [K=V]… BINARY ARGS…`. The variables this tool set go through `env`
+/// as arguments rather than in the runner's environment, so they reach the test binary
+/// and not the runner (the runtime would otherwise load into the runner and, as it does
+/// in any process, keep its settings from the processes that one starts).
+pub(crate) fn through_wrapper(cmd: Command, wrapper: &[String]) -> Command {
+    let [program, runner_args @ ..] = wrapper else {
+        return cmd;
+    };
+    let mut out = Command::new(program);
+    out.args(runner_args).arg("env");
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => {
+                let mut pair = key.to_os_string();
+                pair.push("=");
+                pair.push(value);
+                out.arg(pair);
+            }
+            None => {
+                out.arg("-u").arg(key);
+            }
+        }
+    }
+    out.arg(cmd.get_program()).args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        out.current_dir(dir);
+    }
+    out.stdin(Stdio::null());
+    out
+}
+
+/// How to run one profiled process.
+pub struct ProcessSpec<'a> {
+    /// Arguments after the binary.
+    pub args: &'a [String],
+    /// How to profile it.
+    pub settings: ProfileSettings,
+    /// Set `RUST_BACKTRACE=0`.
+    pub quiet_backtraces: bool,
+    /// Kill it when its own run takes longer than this (none: no limit).
+    pub timeout: Option<Duration>,
+    /// More environment.
+    pub extra_env: &'a [(env::Var, String)],
+    /// The place among the processes running at once this one takes, if any (see
+    /// [`crate::execution::slots`]).
+    pub place: Option<&'a Ticket<'a>>,
+}
+
+/// Runs one process of `binary` with the runtime preloaded; `key` names its files in the
+/// work directory.
+pub fn run_process(
+    binary: &TestBinary,
+    key: &str,
+    config: &RunConfig,
+    spec: &ProcessSpec,
+) -> ProcessResult {
+    let settings = spec.settings;
+    let dir = config.work_dir;
+    let stdout = dir.join(format!("{key}.stdout"));
+    let stderr = dir.join(format!("{key}.stderr"));
+    let started = Instant::now();
+    let mut cmd = base_command(binary, config);
+    cmd.args(spec.args);
+    for (var, v) in spec.extra_env {
+        cmd.env(var.name(), v);
+    }
+    let mut preload = config.runtime.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    if spec.quiet_backtraces {
+        cmd.env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0");
+    }
+    let record_file = dir.join(format!("{key}.record"));
+    if settings.mode != protocol::Mode::Periodic {
+        cmd.env(env::RECORD.name(), &record_file);
+    }
+    if settings.mode == protocol::Mode::Count {
+        cmd.env(env::COUNTING.name(), env::ON);
+    }
+    if settings.mode == protocol::Mode::Stacks {
+        cmd.env(env::TRACK.name(), env::ON);
+    }
+    cmd.env("LD_PRELOAD", preload)
+        .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))
+        .env(
+            env::RUNTIME_PREFIX.name(),
+            protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
+        );
+    let mut cmd = through_wrapper(cmd, config.wrapper);
+    // Its own process group, so a timeout kills whatever the test spawned too.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let files =
+        std::fs::File::create(&stdout).and_then(|o| Ok((o, std::fs::File::create(&stderr)?)));
+    let (out_file, err_file) = match files {
+        Ok(f) => f,
+        Err(e) => {
+            return failed_result(
+                ProcessEnd::SpawnFailed(format!(
+                    "cannot create output files in `{}`: {e}",
+                    dir.display()
+                )),
+                stdout,
+                stderr,
+            )
+        }
+    };
+    cmd.stdout(out_file).stderr(err_file);
+    if config.verbose {
+        crate::say!("     Running `{:?}`", cmd);
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return failed_result(
+                ProcessEnd::SpawnFailed(format!("`{}`: {e}", binary.path.display())),
+                stdout,
+                stderr,
+            )
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    if let Some(place) = spec.place {
+        place.started(pid);
+    }
+    let registration = crate::execution::interrupt::register(pid, libc::SIGKILL);
+    // Set, under its lock, when the waiter reaps the child: until then the id (a zombie's at
+    // worst) is ours, afterwards it may be another process's. The timeout's kill holds the
+    // lock, so it never signals an id that was reaped meanwhile.
+    let reaped = std::sync::Arc::new(Mutex::new(false));
+    let (tx, rx) = mpsc::channel();
+    let reaped_by_waiter = std::sync::Arc::clone(&reaped);
+    std::thread::spawn(move || {
+        crate::execution::interrupt::wait_ended(pid);
+        drop(registration);
+        let status = {
+            let mut reaped = reaped_by_waiter.lock().unwrap_or_else(|e| e.into_inner());
+            let status = wait_with_usage(pid);
+            *reaped = true;
+            status
+        };
+        let _ = tx.send(status);
+        drop(child);
+    });
+    let waited = match wait_for(&rx, spec.timeout, &record_file) {
+        Some(s) => Some(s),
+        None => {
+            let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
+            if !*reaped {
+                // SAFETY: kill(2) on the process group we created for this child, whose
+                // leader is not reaped (checked under the lock the waiter reaps under), so
+                // the group id is still ours.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+            }
+            drop(reaped);
+            let _ = rx.recv();
+            None
+        }
+    };
+    let left_running = match waited {
+        Some(Ok(_)) => end_leftovers(pid),
+        _ => Vec::new(),
+    };
+    let (end, peak_rss_kib) = match waited {
+        None => (ProcessEnd::TimedOut, None),
+        Some(Err(e)) => (
+            ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")),
+            None,
+        ),
+        Some(Ok((status, rss))) => {
+            let end = if libc::WIFSIGNALED(status)
+                && libc::WTERMSIG(status) == libc::SIGKILL
+                && crate::execution::interrupt::requested().is_some()
+            {
+                ProcessEnd::Interrupted
+            } else if libc::WIFEXITED(status) {
+                ProcessEnd::Exited(libc::WEXITSTATUS(status))
+            } else if libc::WIFSIGNALED(status) {
+                ProcessEnd::Signaled(libc::WTERMSIG(status))
+            } else {
+                ProcessEnd::Exited(-1)
+            };
+            (end, Some(rss))
+        }
+    };
+    let record = std::fs::read_to_string(&record_file)
+        .ok()
+        .map(|t| protocol::Record::parse(&t));
+    // With extra runs, the state the test's own run left is the dump taken before them
+    // (the exit dump has the extra runs in it, or is missing if one crashed).
+    let first = |stem: &str| {
+        let p = protocol::run_dump(dir, key, stem, 0);
+        p.is_file().then_some(vec![p])
+    };
+    let (preload_dumps, app_dumps) = match first(protocol::PRELOAD_STEM) {
+        Some(pre) => (pre, first(protocol::APP_STEM).unwrap_or_default()),
+        None => (
+            protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid as u32),
+            protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
+        ),
+    };
+    let runs = record.as_ref().map_or(0, |r| r.runs.len() as u32);
+    let run_dumps = (1..=runs)
+        .map(|k| {
+            [protocol::PRELOAD_STEM, protocol::APP_STEM]
+                .iter()
+                .map(|stem| protocol::run_dump(dir, key, stem, k))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .collect();
+    ProcessResult {
+        left_running,
+        end,
+        duration: started.elapsed(),
+        timeout: spec.timeout.unwrap_or_default(),
+        peak_rss_kib,
+        record,
+        preload_dumps,
+        app_dumps,
+        run_dumps,
+        stdout,
+        stderr,
+    }
+}
+
+/// Waits for the process's wait status. `timeout` bounds the test's own run, as it bounds a
+/// test under `cargo test` or nextest: once the record says that run is over (its `first`
+/// line), the extra runs are the runtime's to bound (each at most ten times the own run, at
+/// least 10 s), so the wait goes on while the record keeps growing, each time for the
+/// longest of the timeout, eleven times the own run and [`EXTRA_RUN_FLOOR`]. None: the time
+/// ran out (the caller kills the process group).
+fn wait_for(
+    rx: &mpsc::Receiver<std::io::Result<(i32, u64)>>,
+    timeout: Option<Duration>,
+    record: &Path,
+) -> Option<std::io::Result<(i32, u64)>> {
+    let Some(timeout) = timeout else {
+        return rx.recv().ok();
+    };
+    let mut limit = timeout;
+    let mut seen = 0;
+    loop {
+        match rx.recv_timeout(limit) {
+            Ok(status) => return Some(status),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let text = std::fs::read_to_string(record).unwrap_or_default();
+                let parsed = protocol::Record::parse(&text);
+                if parsed.first.is_none() || text.len() <= seen {
+                    return None;
+                }
+                seen = text.len();
+                let own = Duration::from_millis(parsed.own_cost.map_or(0, |(_, wall)| wall));
+                limit = timeout.max(own.saturating_mul(11)).max(EXTRA_RUN_FLOOR);
+            }
+        }
+    }
+}
+
+/// The least time the wait for a process in its extra runs is renewed by: more than the
+/// runtime gives one extra run at least (10 s).
+const EXTRA_RUN_FLOOR: Duration = Duration::from_secs(12);
+
+/// Waits for a child and returns its wait status and peak resident set size (KiB), which
+/// `std::process::Child::wait` does not report.
+fn wait_with_usage(pid: libc::pid_t) -> std::io::Result<(i32, u64)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 on our own child with valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok((status, u64::try_from(usage.ru_maxrss).unwrap_or(0)));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Ends what is left of a test's process group once its leader (the test process) was
+/// reaped: processes it started and did not wait for, which would otherwise run on
+/// unseen (an orphan waiting in `pause()` lives until the machine reboots). Returns them as
+/// `pid N (name)`. A process group's id is not given to a new process while the group has
+/// members, so the signal reaches only the test's; once the group is empty the id may be
+/// reused, and a new process that made itself leader of a group with that id between the
+/// look and the signal would get it: a window of microseconds, after a test that left
+/// processes behind.
+fn end_leftovers(pgid: libc::pid_t) -> Vec<String> {
+    // SAFETY: signal 0 only checks whether the group has members.
+    if unsafe { libc::kill(-pgid, 0) } != 0 {
+        return Vec::new();
+    }
+    let mut left = group_members(pgid);
+    // SAFETY: see above: the group is the test's.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    left.sort();
+    left
+}
+
+/// The live (not zombie) processes of process group `pgid`, from `/proc`.
+fn group_members(pgid: libc::pid_t) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((name, state, group)) = parse_stat(&stat) {
+            if group == pgid && state != "Z" {
+                found.push(format!("pid {pid} ({name})"));
+            }
+        }
+    }
+    found
+}
+
+/// From `/proc/<pid>/stat` (`pid (comm) state ppid pgrp …`, where comm may hold spaces and
+/// parentheses): the name, the state and the process group.
+fn parse_stat(stat: &str) -> Option<(&str, &str, libc::pid_t)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let mut rest = stat.get(close + 1..)?.split_whitespace();
+    let state = rest.next()?;
+    let _ppid = rest.next()?;
+    let group = rest.next()?.parse().ok()?;
+    Some((stat.get(open + 1..close)?, state, group))
+}
+
+pub(crate) fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessResult {
+    ProcessResult {
+        end,
+        duration: Duration::ZERO,
+        timeout: Duration::ZERO,
+        peak_rss_kib: None,
+        record: None,
+        preload_dumps: Vec::new(),
+        app_dumps: Vec::new(),
+        run_dumps: Vec::new(),
+        left_running: Vec::new(),
+        stdout,
+        stderr,
+    }
+}
