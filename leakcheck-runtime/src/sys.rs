@@ -100,18 +100,11 @@ impl leakcheck_protocol::Sink for Line {
 impl Line {
     /// The line of one entry of the exit record.
     pub fn entry(entry: &leakcheck_protocol::record::Entry<'_>) -> Self {
-        let mut line = Line::new("");
-        entry.encode(&mut line);
-        line
-    }
-
-    /// A line starting with `word`.
-    pub fn new(word: &str) -> Self {
         let mut line = Line {
             bytes: [0; 512],
             len: 0,
         };
-        line.text(word);
+        entry.encode(&mut line);
         line
     }
 

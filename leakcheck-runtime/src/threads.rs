@@ -43,15 +43,7 @@ thread_local! {
 /// Looks up libc's `pthread_create`; called by the constructor, while the process has one
 /// thread, and again lazily if a thread was created before it ran.
 pub fn resolve() -> usize {
-    let known = REAL.load(Ordering::Acquire);
-    if known != 0 {
-        return known;
-    }
-    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next definition after
-    // this library, libc's.
-    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_create".as_ptr()) } as usize;
-    REAL.store(found, Ordering::Release);
-    found
+    next_definition(&REAL, c"pthread_create")
 }
 
 /// Whether the calling thread is inside one of glibc's thread calls interposed here.
