@@ -67,6 +67,8 @@ pub struct ProcessResult {
     pub peak_rss_kib: Option<u64>,
     /// The runtime's exit record (see [`Record`]), when its exit handler ran.
     pub record: Option<Record>,
+    /// The file the record was read from, when the process was asked to write one.
+    pub record_file: Option<PathBuf>,
     /// The runtime's dump(s) of the state the test's own run left (everything malloc saw):
     /// the dump taken before extra runs when there were any, else the exit dump.
     pub preload_dumps: Vec<PathBuf>,

@@ -118,6 +118,13 @@ fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
 }
 
+/// `1 thread`, `2 threads`: a count and its noun (the report's messages and every
+/// renderer).
+pub fn count_of(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Renders sizes as `512 B`, `4.0 KiB`, `1.5 MiB` (the report's messages and every renderer).
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];

@@ -78,6 +78,7 @@ pub(crate) mod tests {
             timeout: Duration::ZERO,
             peak_rss_kib: None,
             record,
+            record_file: None,
             preload_dumps: Vec::new(),
             app_dumps: Vec::new(),
             run_dumps: Vec::new(),

@@ -5,6 +5,44 @@ use crate::analysis::identity::TestIdentity;
 use crate::evidence::ProcessEnd;
 use crate::model::{Artifacts, ExtraRuns, ExtraRunsStatus, Method, TestReport, Verdict};
 
+/// What how a test's or bench's process ended says, before any dump is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// It ran to its end with this exit code (0: passed).
+    Exited(i32),
+    /// A signal killed it: `signal 11 (SIGSEGV)`.
+    Crashed(String),
+    /// It was killed at its time limit.
+    TimedOut,
+    /// It never ran, or was stopped by an interruption: why.
+    NeverRan(String),
+}
+
+impl Ending {
+    /// How the process of a test or bench (`what`) ended.
+    pub fn of(end: &ProcessEnd, what: &str) -> Ending {
+        match end {
+            ProcessEnd::Exited(c) => Ending::Exited(*c),
+            ProcessEnd::Signaled(_) => Ending::Crashed(end.describe()),
+            ProcessEnd::TimedOut => Ending::TimedOut,
+            ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
+                Ending::NeverRan(never_ran(end, what).unwrap_or_default())
+            }
+        }
+    }
+
+    /// The verdict the ending decides by itself: none for a process that ran to its end
+    /// (its dumps decide), `crashed`, `timeout`, or `error` for one that never ran.
+    pub fn verdict(&self) -> Option<Verdict> {
+        match self {
+            Ending::Exited(_) => None,
+            Ending::Crashed(_) => Some(Verdict::Crashed),
+            Ending::TimedOut => Some(Verdict::Timeout),
+            Ending::NeverRan(_) => Some(Verdict::Error),
+        }
+    }
+}
+
 /// Why a process that did not run proves nothing about the test or bench (`what`) it was
 /// for; `None` for a process that ran. Interrupted ones are normally left out of the
 /// report before analysis.

@@ -3,14 +3,14 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::FrameKey;
-use crate::analysis::symbolize::{is_runtime_object, Frame, Symbolizer};
+use crate::analysis::symbolize::{is_runtime_object, CodeSymbols, Frame};
 use crate::model::FrameReport;
 use std::path::Path;
 
 /// A stack as reports show it: each return address symbolized (inlined frames included),
 /// the allocator's own frames at the top cut off, and the runtime's thread trampoline (the
 /// frame every thread starts in under the preload) left out wherever it is.
-pub fn resolve_stack(keys: &[FrameKey], symbolizer: &mut Symbolizer) -> Vec<Frame> {
+pub fn resolve_stack<S: CodeSymbols + ?Sized>(keys: &[FrameKey], symbols: &mut S) -> Vec<Frame> {
     let mut frames: Vec<Frame> = Vec::new();
     let innermost_runtime = keys
         .iter()
@@ -20,12 +20,7 @@ pub fn resolve_stack(keys: &[FrameKey], symbolizer: &mut Symbolizer) -> Vec<Fram
         if i >= innermost_runtime && is_runtime_object(&key.object) {
             continue;
         }
-        frames.extend(
-            symbolizer
-                .symbolize(&key.object, key.file_offset)
-                .iter()
-                .cloned(),
-        );
+        frames.extend(symbols.code(&key.object, key.file_offset).iter().cloned());
     }
     let allocator = classify::allocator_prefix_len(&frames);
     frames.drain(..allocator);

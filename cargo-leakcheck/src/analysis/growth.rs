@@ -10,6 +10,7 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
 use crate::analysis::symbolize::Symbolizer;
@@ -150,10 +151,11 @@ pub fn judge_bench(
         stacks: Vec::new(),
         artifacts: BenchArtifacts::default(),
     };
-    match &result.end {
-        ProcessEnd::Exited(0) => {}
-        ProcessEnd::TimedOut if stopped_at_cap => {}
-        ProcessEnd::Exited(_) => {
+    let ending = Ending::of(&result.end, "bench");
+    match &ending {
+        Ending::Exited(0) => {}
+        Ending::TimedOut if stopped_at_cap => {}
+        Ending::Exited(_) => {
             report.verdict = Verdict::Failed;
             report.message = Some(format!(
                 "the bench failed ({}){}",
@@ -161,22 +163,19 @@ pub fn judge_bench(
                 stderr_tail(&result.stderr)
             ));
         }
-        ProcessEnd::TimedOut => {
+        // A bench has no time limit of its own: only criterion's cap, plus a minute.
+        Ending::TimedOut => {
             report.verdict = Verdict::Failed;
             report.message =
                 Some("criterion did not finish within the time cap plus a minute".into());
         }
-        ProcessEnd::Signaled(_) => {
-            report.verdict = Verdict::Crashed;
-            report.message = Some(format!(
-                "killed by {}{}",
-                result.end.describe(),
-                stderr_tail(&result.stderr)
-            ));
+        Ending::Crashed(by) => {
+            report.verdict = ending.verdict().unwrap_or(Verdict::Crashed);
+            report.message = Some(format!("killed by {by}{}", stderr_tail(&result.stderr)));
         }
-        ProcessEnd::SpawnFailed(_) | ProcessEnd::Interrupted => {
-            report.verdict = Verdict::Error;
-            report.message = crate::analysis::ending::never_ran(&result.end, "bench");
+        Ending::NeverRan(why) => {
+            report.verdict = ending.verdict().unwrap_or(Verdict::Error);
+            report.message = Some(why.clone());
             return report;
         }
     }

@@ -4,7 +4,6 @@
 
 use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::profile::{self, Counts};
-use crate::evidence::ProcessResult;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -28,29 +27,20 @@ pub fn unreached_path(dump: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The objects of the process's dump of its own run that nothing pointed to at that moment.
-/// None when a dump has no such file, cannot be read, or when the binary's own jemalloc
-/// holds objects the scan did not see (tikv-jemallocator): then reachability is unknown.
-pub fn load(result: &ProcessResult) -> Option<Lost> {
-    if result.preload_dumps.is_empty() || !result.app_dumps.is_empty() {
-        return None;
-    }
-    let mut lost = Lost::default();
-    for dump in &result.preload_dumps {
-        let parsed = profile::read_heap_profile(&unreached_path(dump)).ok()?;
-        let addrs: Vec<Vec<u64>> = parsed.stacks.iter().map(|s| s.addrs.clone()).collect();
-        let keys = diff::frame_keys(&parsed.mappings, &addrs);
-        for (frames, s) in keys.into_iter().zip(&parsed.stacks) {
-            if s.live.objects == 0 {
-                continue;
-            }
-            // The runtime writes one record per stack and object size (an older runtime,
-            // one per stack: then the sizes are its average).
-            let size = s.live.bytes / s.live.objects;
-            add(lost.stacks.entry(frames).or_default(), size, s.live.objects);
+/// Adds the objects of one `.unreached` file (a dump of the objects nothing pointed to at
+/// that moment, see [`unreached_path`]).
+pub fn add_unreached(lost: &mut Lost, parsed: &profile::HeapProfile) {
+    let addrs: Vec<Vec<u64>> = parsed.stacks.iter().map(|s| s.addrs.clone()).collect();
+    let keys = diff::frame_keys(&parsed.mappings, &addrs);
+    for (frames, s) in keys.into_iter().zip(&parsed.stacks) {
+        if s.live.objects == 0 {
+            continue;
         }
+        // The runtime writes one record per stack and object size (an older runtime,
+        // one per stack: then the sizes are its average).
+        let size = s.live.bytes / s.live.objects;
+        add(lost.stacks.entry(frames).or_default(), size, s.live.objects);
     }
-    Some(lost)
 }
 
 fn add(sizes: &mut Vec<(u64, u64)>, size: u64, count: u64) {

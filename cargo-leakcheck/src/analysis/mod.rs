@@ -1,12 +1,12 @@
 //! The analysis, pure so it can be tested on captured dumps: `profile` parses a dump,
 //! `diff` subtracts the harness-only baseline per stack, `symbolize` turns addresses into
 //! functions and lines, `classify` tells leaks from one-time initialisation and harness
-//! memory, `suppressions` applies the configured ones, `analyze` puts a test's verdict
-//! together and `growth` is the bench rule.
+//! memory, `stacks` judges each retained stack, `verdict` puts a test's verdict together from its
+//! evidence (the one place verdicts are made) and `growth` is the bench rule.
 
-pub(crate) mod analyze;
 pub(crate) mod classify;
 pub(crate) mod counting;
+pub(crate) mod data_symbols;
 pub(crate) mod diff;
 pub(crate) mod ending;
 pub(crate) mod frames;
@@ -17,4 +17,7 @@ pub(crate) mod lost;
 pub(crate) mod profile;
 pub(crate) mod retention;
 pub(crate) mod settling;
+pub(crate) mod stacks;
 pub(crate) mod symbolize;
+pub(crate) mod symbols;
+pub(crate) mod verdict;

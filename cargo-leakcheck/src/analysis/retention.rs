@@ -7,11 +7,11 @@ use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
-use crate::analysis::symbolize::{elf_symbols, strip_hash, Frame, Symbolizer};
+use crate::analysis::symbolize::Frame;
+use crate::analysis::symbols::Symbols;
 use crate::model::{FrameReport, RetainedBy, RootKind};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// One path as the runtime wrote it, its stacks as frame keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,13 +54,8 @@ pub fn paths_file(dump: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Reads a `.paths` file; None when there is none, or it is not whole (a process that died
-/// while writing it): retention paths are an explanation, never a verdict.
-pub fn read(path: &Path) -> Option<Vec<HeldPath>> {
-    parse(&std::fs::read_to_string(path).ok()?)
-}
-
-/// Parses the text of a `.paths` file (see [`read`]).
+/// Parses the text of a `.paths` file; None when it is not whole (a process that died while
+/// writing it): retention paths are an explanation, never a verdict.
 pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
     let (body, maps) = text.split_once("\nMAPPED_LIBRARIES:\n")?;
     let mappings: Vec<profile::Mapping> = maps
@@ -172,12 +167,7 @@ pub fn by_stack(
 
 /// Names a path's root and the objects on its way (`exe`: the test binary, which a static
 /// of `-` is in).
-pub fn describe(
-    p: &HeldPath,
-    exe: &str,
-    symbolizer: &mut Symbolizer,
-    symbols: &mut DataSymbols,
-) -> RetainedBy {
+pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedBy {
     // Thread ids differ from run to run, and the report must not: threads go by name.
     let thread = p.thread.as_ref().map(|(_, name)| name.clone());
     let of_thread = |what: String| match &p.thread {
@@ -194,7 +184,7 @@ pub fn describe(
     let (mut frame, mut definition) = (None, None);
     let (root_kind, symbol, root) = match &p.root {
         RawRoot::Static { vaddr, object: o } => {
-            let symbol = symbols.find(&object(o), *vaddr, false);
+            let symbol = symbols.data(&object(o), *vaddr, false);
             definition = symbols
                 .definition(&object(o), *vaddr)
                 .map(|(file, line)| FrameReport {
@@ -211,7 +201,7 @@ pub fn describe(
         }
         RawRoot::Tls { offset, object: o } => {
             let symbol = symbols
-                .find(&object(o), *offset, true)
+                .data(&object(o), *offset, true)
                 .map(|s| tls_name(&s));
             let root = match &symbol {
                 Some(s) => of_thread(format!("thread-local `{s}`")),
@@ -220,12 +210,9 @@ pub fn describe(
             (RootKind::ThreadLocal, symbol, root)
         }
         RawRoot::Stack { frame: at } => {
-            let f = at.as_ref().and_then(|k| {
-                symbolizer
-                    .symbolize(&k.object, k.file_offset)
-                    .first()
-                    .cloned()
-            });
+            let f = at
+                .as_ref()
+                .and_then(|k| symbols.code(&k.object, k.file_offset).first().cloned());
             let symbol = f.as_ref().and_then(|f| f.function.clone());
             frame = f.filter(|f| f.function.is_some()).map(|f| frame_report(&f));
             (RootKind::Stack, symbol, of_thread("stack".to_owned()))
@@ -239,7 +226,7 @@ pub fn describe(
     };
     let via = p.chain[..p.chain.len() - 1]
         .iter()
-        .map(|keys| allocation_site(&resolve_stack(keys, symbolizer), exe))
+        .map(|keys| allocation_site(&resolve_stack(keys, symbols), exe))
         .collect();
     RetainedBy {
         root_kind,
@@ -278,155 +265,6 @@ fn tls_name(symbol: &str) -> String {
     match symbol.find("::{{") {
         Some(i) => symbol[..i].to_owned(),
         None => symbol.to_owned(),
-    }
-}
-
-/// Data and thread-local symbols of the objects a path names, read once per object.
-#[derive(Default)]
-pub struct DataSymbols {
-    objects: HashMap<String, Arc<Table>>,
-}
-
-#[derive(Default)]
-struct Table {
-    /// (address or TLS offset, size, demangled name), sorted.
-    data: Vec<(u64, u64, String)>,
-    tls: Vec<(u64, u64, String)>,
-    /// Where each static is defined, by address, from the DWARF (read on first use).
-    definitions: std::sync::OnceLock<HashMap<u64, (String, u32)>>,
-    path: PathBuf,
-}
-
-impl DataSymbols {
-    /// The symbol holding `at` (a virtual address, or an offset in the thread-local block).
-    pub fn find(&mut self, object: &str, at: u64, tls: bool) -> Option<String> {
-        self.find_entry(object, at, tls).map(|(_, name)| name)
-    }
-
-    fn find_entry(&mut self, object: &str, at: u64, tls: bool) -> Option<(u64, String)> {
-        let table = self.table(object);
-        let list = if tls { &table.tls } else { &table.data };
-        let after = list.partition_point(|s| s.0 <= at);
-        let (start, size, name) = &list[after.checked_sub(1)?];
-        (at < start + (*size).max(1)).then(|| (*start, name.clone()))
-    }
-
-    fn table(&mut self, object: &str) -> Arc<Table> {
-        self.objects
-            .entry(object.to_owned())
-            .or_insert_with(|| {
-                let mut table = Table::read(Path::new(object)).unwrap_or_default();
-                table.path = PathBuf::from(object);
-                Arc::new(table)
-            })
-            .clone()
-    }
-
-    /// The file and line where the static holding `at` is defined, when the object's debug
-    /// info says (its DWARF is read once, the first time one is asked for).
-    pub fn definition(&mut self, object: &str, at: u64) -> Option<(String, u32)> {
-        let (start, _) = self.find_entry(object, at, false)?;
-        let table = self.table(object);
-        table
-            .definitions
-            .get_or_init(|| static_definitions(&table.path).unwrap_or_default())
-            .get(&start)
-            .cloned()
-    }
-}
-
-/// The `DW_TAG_variable`s with a fixed address (`DW_OP_addr`) in the DWARF of the ELF file at
-/// `path`: where each is declared.
-fn static_definitions(path: &Path) -> Option<HashMap<u64, (String, u32)>> {
-    use addr2line::gimli;
-    use object::{Object, ObjectSection};
-    use std::borrow::Cow;
-    let data = std::fs::read(path).ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    let endian = if file.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
-        Ok(file
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[])))
-    };
-    let sections = gimli::DwarfSections::load(load).ok()?;
-    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, endian));
-    let mut found = HashMap::new();
-    let mut units = dwarf.units();
-    while let Ok(Some(header)) = units.next() {
-        let Ok(unit) = dwarf.unit(header) else {
-            continue;
-        };
-        let mut entries = unit.entries();
-        while let Ok(Some(entry)) = entries.next_dfs() {
-            if entry.tag() != gimli::DW_TAG_variable {
-                continue;
-            }
-            let Some(gimli::AttributeValue::Exprloc(expr)) =
-                entry.attr_value(gimli::DW_AT_location)
-            else {
-                continue;
-            };
-            let mut ops = expr.operations(unit.encoding());
-            let Ok(Some(gimli::Operation::Address { address })) = ops.next() else {
-                continue;
-            };
-            let line = match entry.attr_value(gimli::DW_AT_decl_line) {
-                Some(gimli::AttributeValue::Udata(n)) => n as u32,
-                _ => continue,
-            };
-            let index = match entry.attr_value(gimli::DW_AT_decl_file) {
-                Some(gimli::AttributeValue::FileIndex(i) | gimli::AttributeValue::Udata(i)) => i,
-                _ => continue,
-            };
-            let Some(program) = &unit.line_program else {
-                continue;
-            };
-            let header = program.header();
-            let Some(entry_file) = header.file(index) else {
-                continue;
-            };
-            let name = |v| {
-                dwarf
-                    .attr_string(&unit, v)
-                    .ok()
-                    .map(|s| s.to_string_lossy().into_owned())
-            };
-            let Some(file_name) = name(entry_file.path_name()) else {
-                continue;
-            };
-            let full = match entry_file.directory(header).and_then(name) {
-                Some(dir) if !file_name.starts_with('/') => format!("{dir}/{file_name}"),
-                _ => file_name,
-            };
-            found.insert(address, (full, line));
-        }
-    }
-    Some(found)
-}
-
-impl Table {
-    fn read(path: &Path) -> Option<Table> {
-        let mut table = Table::default();
-        for s in elf_symbols(path)? {
-            let list = match s.kind {
-                object::SymbolKind::Data => &mut table.data,
-                object::SymbolKind::Tls => &mut table.tls,
-                _ => continue,
-            };
-            let name = addr2line::demangle_auto(s.name.into(), None);
-            list.push((s.address, s.size, strip_hash(&name).to_owned()));
-        }
-        for list in [&mut table.data, &mut table.tls] {
-            list.sort();
-            list.dedup_by_key(|s| s.0);
-        }
-        Some(table)
     }
 }
 

@@ -37,7 +37,7 @@ pub(crate) fn is_runtime_object(object: &str) -> bool {
 }
 
 /// One source-level frame at a code address.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Frame {
     /// Demangled function name without the Rust hash suffix (for example
     /// `leaky::tests::forget_vec`), or `None` when neither DWARF nor the symbol table knows it.
@@ -59,7 +59,8 @@ pub struct Frame {
 }
 
 impl Frame {
-    fn unresolved(object: &str, offset: u64) -> Self {
+    /// A frame nothing resolved.
+    pub(crate) fn unresolved(object: &str, offset: u64) -> Self {
         Frame {
             function: None,
             file: None,
@@ -541,6 +542,18 @@ impl Symbolizer {
     /// only (no DWARF in the object nor in a separate debug file found by build id).
     pub fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
+    }
+}
+
+/// Code addresses to frames: all that stack rendering needs.
+pub trait CodeSymbols {
+    /// Frames at the return address `file_offset` of `object`, innermost first; never empty.
+    fn code(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]>;
+}
+
+impl CodeSymbols for Symbolizer {
+    fn code(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]> {
+        self.symbolize(object, file_offset)
     }
 }
 

@@ -1,9 +1,12 @@
 //! The `test` command from start to finish: select, build, run, analyse, report.
 
-use crate::analysis::analyze::{self, BinaryAnalysis, TestIdentity};
+use crate::analysis::symbols::{Captured, FromFiles, Recording, Symbols};
+use crate::analysis::verdict::{self, BinaryEvidence, TestIdentity};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
+use crate::execution::capture;
 use crate::execution::cargo::{self, TestBinary};
+use crate::execution::load;
 use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
 use crate::execution::runner::{self, RunConfig, TestFilter};
@@ -432,7 +435,7 @@ fn peak_from_status(status: &str) -> Option<u64> {
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+    crate::model::count_of(n as u64, one, many)
 }
 
 /// What analysing one binary's tests produced.
@@ -498,8 +501,12 @@ fn analyse_binary(
     source: &config::Layers,
 ) -> BinaryOutput {
     let mut out = BinaryOutput::default();
-    // Symbol contexts and the baseline are only loaded for binaries with profiled tests.
-    let mut analysis: Option<BinaryAnalysis> = None;
+    // Symbol contexts are opened on first use; a binary has a baseline only when some of its
+    // tests were profiled.
+    let mut symbols = FromFiles::default();
+    let capture_root = std::env::var_os(capture::CAPTURE_VAR).map(PathBuf::from);
+    let mut binary_symbols = Captured::default();
+    let mut evidence: Option<BinaryEvidence> = None;
     for t in results.tests.iter().filter(|t| t.case.binary == bi) {
         let id = TestIdentity {
             package: &binary.package,
@@ -507,44 +514,77 @@ fn analyse_binary(
             kind: binary.kind,
             name: &t.case.name,
         };
-        let method = t.method;
-        let name = &t.case.name;
-        let policy = analyze::Policy {
+        let policy = verdict::Policy {
             effective: &t.case.settings,
-            suppressions: source.config.suppressions_for(name).collect(),
+            suppressions: source.config.suppressions_for(&t.case.name).collect(),
         };
-        let report = if method == Method::Counters {
-            analyze::proven_clean(&id, &t.result, &policy, &t.reruns, method)
-        } else {
-            let analysis = analysis.get_or_insert_with(|| {
-                let started = std::time::Instant::now();
-                let (a, note) = BinaryAnalysis::new(
+        let started = std::time::Instant::now();
+        let bin = evidence.get_or_insert_with(|| {
+            let read = |symbols: &mut dyn Symbols| {
+                load::binary(
                     &binary.path,
                     binary.facts.symbols.custom_global_allocator,
                     results.baselines[bi].as_ref(),
-                );
-                out.notes.extend(note);
+                    symbols,
+                )
+            };
+            let (e, note) = match capture_root {
+                None => read(&mut symbols),
+                Some(_) => {
+                    let mut recording = Recording::new(&mut symbols);
+                    let read = read(&mut recording);
+                    binary_symbols = recording.captured();
+                    read
+                }
+            };
+            out.notes.extend(note);
+            if t.method != Method::Counters {
                 out.timings
                     .binaries
                     .push((binary.id(), started.elapsed().as_secs_f64()));
-                a
-            });
-            let started = std::time::Instant::now();
-            let reruns = analyze::Reruns {
-                outcome: &t.reruns,
-                entry: t.entry.as_ref(),
-                counting: t.counted.as_ref(),
-            };
-            let r = analyze::analyze_test(&id, &t.result, analysis, &policy, &reruns, method);
+            }
+            e
+        });
+        let started = std::time::Instant::now();
+        let test = load::test(t);
+        let report = match &capture_root {
+            None => verdict::judge(&id, &test, bin, &mut symbols, &policy),
+            Some(root) => {
+                let (report, mut asked) =
+                    capture::judge_recorded(&id, &test, bin, &mut symbols, &policy);
+                asked.extend(binary_symbols.clone());
+                let written = capture::write(
+                    root,
+                    &capture::Capture {
+                        id: &id,
+                        test: t,
+                        exe: &bin.exe,
+                        custom_allocator: binary.facts.symbols.custom_global_allocator,
+                        baseline: results.baselines[bi].as_ref(),
+                        cli: source.cli,
+                        config_file: source.config.path.as_deref(),
+                        symbols: asked,
+                        report: &report,
+                    },
+                );
+                if let Err(e) = written {
+                    out.notes.push(format!(
+                        "could not capture `{}` under {}: {e}",
+                        t.case.name,
+                        root.display()
+                    ));
+                }
+                report
+            }
+        };
+        if t.method != Method::Counters {
             out.timings
                 .analysis
-                .insert(test_key(&r), started.elapsed().as_secs_f64());
-            r
-        };
+                .insert(test_key(&report), started.elapsed().as_secs_f64());
+        }
         out.reports.push(report);
     }
-    out.notes
-        .extend(analysis.iter().flat_map(|a| a.symbolizer.warnings()));
+    out.notes.extend(symbols.code.warnings());
     out
 }
 

@@ -7,6 +7,7 @@
 //! `interrupt` stops every child on Ctrl-C and `lock` keeps
 //! two runs off one target directory.
 
+pub(crate) mod capture;
 pub(crate) mod cargo;
 pub(crate) mod entry;
 pub(crate) mod facts;
@@ -15,6 +16,7 @@ pub(crate) mod inspect;
 pub(crate) mod interrupt;
 pub(crate) mod listing;
 pub(crate) mod live_slots;
+pub(crate) mod load;
 pub(crate) mod lock;
 pub(crate) mod nextest_list;
 pub(crate) mod partition;

@@ -14,9 +14,7 @@ const FRAMES_SHOWN: usize = 4;
 
 pub use crate::model::human_bytes;
 
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+use crate::model::count_of as plural;
 
 /// A frame as `function (file:line)`, with paths shown relative to the workspace, and the
 /// standard library's `/rustc/<commit>/library/` prefix dropped.

@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::Arc;
 
 const PATHS: &str = "leakcheck-paths/1
 path
@@ -93,10 +94,9 @@ fn paths_are_found_by_the_stack_they_hold_and_the_shortest_stands_after_a_cut() 
 #[test]
 fn roots_are_named_in_words_with_their_thread() {
     let paths = parse(PATHS).unwrap();
-    let mut symbolizer = Symbolizer::new();
-    let mut symbols = DataSymbols::default();
+    let mut symbols = crate::analysis::symbols::FromFiles::default();
     let exe = "/nonexistent/leakcheck/prog";
-    let static_root = describe(&paths[0], exe, &mut symbolizer, &mut symbols);
+    let static_root = describe(&paths[0], exe, &mut symbols);
     assert_eq!(static_root.root_kind, RootKind::Static);
     assert_eq!(static_root.root, "static data of `prog` at 0x1a2b0");
     assert_eq!(
@@ -104,13 +104,13 @@ fn roots_are_named_in_words_with_their_thread() {
         1,
         "one object between the root and the stack's"
     );
-    let tls = describe(&paths[1], exe, &mut symbolizer, &mut symbols);
+    let tls = describe(&paths[1], exe, &mut symbols);
     assert_eq!(tls.root, "thread-local storage of thread `pool-0`");
-    let register = describe(&paths[3], exe, &mut symbolizer, &mut symbols);
+    let register = describe(&paths[3], exe, &mut symbols);
     assert_eq!(register.root, "register r12 of thread `reader`");
     assert!(register.via.is_empty());
     assert_eq!(register.thread.as_deref(), Some("reader"));
-    let stack = describe(&paths[2], exe, &mut symbolizer, &mut symbols);
+    let stack = describe(&paths[2], exe, &mut symbols);
     assert_eq!((stack.root_kind, stack.skipped), (RootKind::Stack, 12));
 }
 
@@ -121,45 +121,4 @@ fn a_thread_local_is_named_by_its_macro_s_name() {
         "app::cache::CACHE"
     );
     assert_eq!(tls_name("app::PLAIN"), "app::PLAIN");
-}
-
-#[test]
-fn a_static_of_this_binary_is_named_by_its_symbol() {
-    const DEFINED_AT: u32 = line!() + 1;
-    static NAMED_FOR_THE_TEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
-    std::hint::black_box(&NAMED_FOR_THE_TEST);
-    let exe = std::env::current_exe().unwrap();
-    let mut symbols = DataSymbols::default();
-    let table = Table::read(&exe).unwrap();
-    let (at, _, name) = table
-        .data
-        .iter()
-        .find(|(_, _, n)| n.ends_with("NAMED_FOR_THE_TEST"))
-        .expect("the static is in the symbol table")
-        .clone();
-    let exe = exe.to_string_lossy();
-    assert_eq!(symbols.find(&exe, at, false), Some(name.clone()));
-    assert_eq!(symbols.find(&exe, at + 7, false), Some(name));
-    let (file, line) = symbols
-        .definition(&exe, at + 4)
-        .expect("debug info says where the static is defined");
-    assert!(file.ends_with("retention/tests.rs"), "{file}");
-    assert_eq!(line, DEFINED_AT);
-}
-
-#[test]
-fn a_thread_local_of_this_binary_is_in_its_table() {
-    thread_local! {
-        static HELD_FOR_THE_TEST: std::cell::Cell<u64> = const { std::cell::Cell::new(3) };
-    }
-    HELD_FOR_THE_TEST.with(|h| std::hint::black_box(h.get()));
-    let table = Table::read(&std::env::current_exe().unwrap()).unwrap();
-    assert!(
-        table
-            .tls
-            .iter()
-            .any(|(_, _, name)| tls_name(name).ends_with("HELD_FOR_THE_TEST")),
-        "no thread-local symbol for HELD_FOR_THE_TEST among {} thread-locals",
-        table.tls.len()
-    );
 }

@@ -1,0 +1,873 @@
+//! Where a test's verdict is made: one function from its evidence, read already (its
+//! process's record, dumps, scan and paths, the tail of its stderr, how its extra runs
+//! went) and its settings, to its [`TestReport`]. It reads no file and starts nothing, so
+//! the golden tests judge captured evidence with it exactly as a run does.
+//!
+//! The counting pass's own decisions (which tests it settles) are in
+//! [`crate::analysis::counting`]; the rules for a retained stack are in
+//! [`crate::analysis::stacks`]; how a verdict maps to an exit code is in
+//! [`crate::model::verdict_exit_code`].
+
+use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::ending::Ending;
+pub use crate::analysis::identity::TestIdentity;
+use crate::analysis::lost::Lost;
+use crate::analysis::profile::{self, Counts};
+use crate::analysis::retention;
+use crate::analysis::settling as rerun;
+pub use crate::analysis::stacks::Policy;
+use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability};
+use crate::analysis::symbols::{CodeSymbols, Symbols};
+use crate::evidence::{Entry, ProcessEnd, ProcessResult};
+use crate::model::{
+    Artifacts, ExtraRuns, Method, Retained as RetainedCounts, StackKind, TestReport, Verdict,
+};
+use std::collections::HashMap;
+
+/// What is known about one test binary, shared by all its tests.
+pub struct BinaryEvidence {
+    /// The executable's path as it appears in /proc/pid/maps (canonical).
+    pub exe: String,
+    /// The harness-only baseline, when it could be taken and read.
+    pub baseline: Option<NormalizedProfile>,
+    /// The objects of the baseline nothing pointed to at its exit.
+    pub baseline_unreached: Option<Lost>,
+    /// Whether the binary's Rust allocations reach malloc (or a profiled jemalloc of its
+    /// own): false for a custom `#[global_allocator]` with no evidence of that (see
+    /// [`allocator_reaches_malloc`]).
+    pub rust_allocations_visible: bool,
+}
+
+/// Why a process's heap dumps could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// The process ended without writing its exit dump.
+    #[error("the process wrote no heap dump")]
+    NoExitDump,
+    /// An extra run's dump is missing (1-based run number).
+    #[error("the heap dump after extra run {0} is missing")]
+    NoRunDump(usize),
+    /// A dump could not be read or parsed (the error names the file and line).
+    #[error(transparent)]
+    Unreadable(#[from] profile::ProfileError),
+}
+
+/// A profiled process's dumps and what the runtime wrote beside them, read.
+pub struct Dumps {
+    /// After the test's own run: the runtime's dump merged with the binary's own jemalloc's.
+    pub own: NormalizedProfile,
+    /// After each extra run, in order; an error when one is missing or unreadable.
+    pub runs: Result<Vec<NormalizedProfile>, DumpError>,
+    /// The objects of the own run's dump that nothing pointed to, when the scan wrote them
+    /// and saw every object (not so for a binary with its own jemalloc).
+    pub own_lost: Option<Lost>,
+    /// Retention paths of the own run's dump.
+    pub own_paths: Option<Vec<retention::HeldPath>>,
+    /// Retention paths of the last extra run's dump.
+    pub last_run_paths: Option<Vec<retention::HeldPath>>,
+}
+
+/// Everything one test's verdict is drawn from.
+pub struct TestEvidence<'a> {
+    /// The process the verdict is drawn from (its `end` is how the test's own run ended).
+    pub result: &'a ProcessResult,
+    /// How the verdict is reached.
+    pub method: Method,
+    /// How its extra runs went.
+    pub reruns: &'a rerun::Outcome,
+    /// The entry point its extra runs called, when found.
+    pub entry: Option<&'a Entry>,
+    /// Its counting-pass process, when it had one apart from `result`.
+    pub counting: Option<&'a ProcessResult>,
+    /// The last lines of its stderr, formatted to follow a message (see
+    /// [`crate::evidence::stderr_tail`]).
+    pub stderr_tail: String,
+    /// Its dumps, for a profiled test.
+    pub dumps: Option<Result<Dumps, DumpError>>,
+}
+
+/// The verdict on one test.
+pub fn judge(
+    id: &TestIdentity,
+    evidence: &TestEvidence,
+    binary: &BinaryEvidence,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) -> TestReport {
+    if evidence.method == Method::Counters {
+        // The counting pass proved it clean: it passed, and nothing it allocated off the
+        // harness's main thread was live when its process ended, or extra runs of it in the
+        // same process added nothing to what it left.
+        return clean_report(
+            id,
+            evidence.result,
+            policy,
+            evidence.method,
+            evidence.reruns,
+        );
+    }
+    let mut report = judge_profiled(id, evidence, binary, symbols, policy);
+    let counting_run_passed = evidence
+        .counting
+        .is_some_and(|c| c.first_run_end() == ProcessEnd::Exited(0));
+    mark_profiling_failure(&mut report, counting_run_passed);
+    // Processes its counting run left running too (the profiled run's are in already).
+    for left in evidence.counting.iter().flat_map(|c| &c.left_running) {
+        if !report.left_processes.contains(left) {
+            report.left_processes.push(left.clone());
+        }
+    }
+    report
+}
+
+/// Whether the process's accumulated allocations (`prof_accum`, passed as `ever`: each
+/// stack's accumulated counts as its live ones) show the global allocator calling malloc:
+/// then a custom allocator forwards to the system allocator and everything it hands out is
+/// profiled.
+pub fn allocator_reaches_malloc<S: CodeSymbols + ?Sized>(
+    ever: &[NormalizedProfile],
+    symbols: &mut S,
+) -> bool {
+    ever.iter()
+        .flat_map(|p| p.stacks.keys())
+        .flatten()
+        .any(|frame_key| {
+            symbols
+                .code(&frame_key.object, frame_key.file_offset)
+                .iter()
+                .any(|f| {
+                    f.function.as_deref().is_some_and(|n| {
+                        n.starts_with("__rustc::__rust_alloc")
+                            || n.starts_with("__rustc::__rust_realloc")
+                            || (n.contains(" as core::alloc::global::GlobalAlloc>::")
+                                && !n.starts_with("<std::alloc::System as"))
+                    })
+                })
+        })
+}
+
+/// The report's view of how a test's extra runs went.
+pub fn extra_runs_of(outcome: &rerun::Outcome) -> ExtraRuns {
+    ExtraRuns {
+        made: outcome.made,
+        detail: rerun::detail(&outcome.status, outcome.made),
+        status: outcome.status.clone(),
+    }
+}
+
+/// Whether a test judged clean on what was reachable at exit stays unsettled: its extra
+/// runs did not finish in time, or could not be made though the test could run again (its
+/// entry point was not found, the runtime could not start them), so the growth a reachable
+/// registry shows over runs was never looked for, and it kept memory for the process
+/// lifetime. (A test that cannot run again by its nature, `#[should_panic]` or
+/// `harness = false`, is judged on its own run, as documented.)
+pub fn unsettled_without_repetition(report: &TestReport, status: &rerun::Status) -> bool {
+    matches!(
+        status,
+        rerun::Status::TimedOut | rerun::Status::NoEntryPoint(_) | rerun::Status::Unavailable(_)
+    ) && report.verdict == Verdict::Clean
+        && report
+            .stacks
+            .iter()
+            .any(|s| s.kind == StackKind::ProcessLifetime)
+}
+
+/// A clean report with nothing retained, to be filled in.
+fn clean_report(
+    id: &TestIdentity,
+    result: &ProcessResult,
+    policy: &Policy,
+    method: Method,
+    reruns: &rerun::Outcome,
+) -> TestReport {
+    let first_run_retained =
+        result
+            .record
+            .as_ref()
+            .and_then(|r| r.counts())
+            .map(|c| RetainedCounts {
+                objects: c.objects.max(0) as u64,
+                bytes: c.bytes.max(0) as u64,
+            });
+    TestReport {
+        package: id.package.to_string(),
+        binary: id.binary.to_string(),
+        kind: id.kind,
+        name: id.name.to_string(),
+        verdict: Verdict::Clean,
+        retained_bytes: 0,
+        retained_objects: 0,
+        stack_threshold: policy.effective.stack_threshold,
+        test_threshold: policy.effective.test_threshold,
+        exit: result.end.describe(),
+        method,
+        message: None,
+        stacks: Vec::new(),
+        artifacts: Artifacts::default(),
+        extra_runs: extra_runs_of(reruns),
+        first_run_retained,
+        passed_without_profiling: false,
+        left_processes: result.left_running.clone(),
+        unsettled_fails: policy.effective.unsettled_fails,
+    }
+}
+
+/// A test that passed its counting run but failed, crashed or timed out when profiled is
+/// said to be so: the profiler's slowness, not the code, may be what broke it.
+fn mark_profiling_failure(report: &mut TestReport, counting_run_passed: bool) {
+    let failed = matches!(
+        report.verdict,
+        Verdict::Failed | Verdict::Crashed | Verdict::Timeout
+    );
+    if counting_run_passed && failed {
+        report.passed_without_profiling = true;
+        report.message = Some(format!(
+            "passed without profiling, failed when profiled: recording every allocation's stack slows the test, so a timing-sensitive assertion may not hold then. {}",
+            report.message.as_deref().unwrap_or_default()
+        ));
+    }
+}
+
+/// How the process ended, when that decides the verdict before any dump is read.
+fn verdict_of_end(evidence: &TestEvidence) -> Result<i32, (Verdict, Option<String>)> {
+    let result = evidence.result;
+    let ending = Ending::of(&result.end, "test");
+    let message = match &ending {
+        Ending::Exited(c) => return Ok(*c),
+        Ending::TimedOut => format!(
+            "killed after {:.1}s, its timeout; a killed process writes no heap dump, so its leaks cannot be analysed",
+            result.timeout.as_secs_f64()
+        ),
+        Ending::Crashed(by) => format!(
+            "killed by {by}; no exit dump, so its leaks cannot be analysed{}",
+            evidence.stderr_tail
+        ),
+        Ending::NeverRan(why) => why.clone(),
+    };
+    let verdict = ending
+        .verdict()
+        .expect("only a process that ran has no verdict yet");
+    Err((verdict, Some(message)))
+}
+
+fn judge_profiled(
+    id: &TestIdentity,
+    evidence: &TestEvidence,
+    bin: &BinaryEvidence,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) -> TestReport {
+    let result = evidence.result;
+    let mut report = clean_report(id, result, policy, evidence.method, evidence.reruns);
+    let code = match verdict_of_end(evidence) {
+        Ok(code) => code,
+        Err((verdict, message)) => {
+            report.verdict = verdict;
+            report.message = message;
+            return report;
+        }
+    };
+    let dumps = match &evidence.dumps {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            report.verdict = if code != 0 {
+                Verdict::Failed
+            } else {
+                Verdict::Error
+            };
+            report.message = Some(format!("{e}{}", evidence.stderr_tail));
+            return report;
+        }
+        None => {
+            report.verdict = if code != 0 {
+                Verdict::Failed
+            } else {
+                Verdict::Error
+            };
+            report.message = Some(format!("{}{}", DumpError::NoExitDump, evidence.stderr_tail));
+            return report;
+        }
+    };
+    let empty = NormalizedProfile {
+        stacks: HashMap::new(),
+        sample_period: dumps.own.sample_period,
+    };
+    let before = bin.baseline.as_ref().unwrap_or(&empty);
+    let deltas = diff::diff(&dumps.own, before);
+    // Growth over the extra runs, when they were all made and measured.
+    let series = match evidence.entry {
+        Some(entry) if evidence.reruns.usable() && code == 0 => match &dumps.runs {
+            Ok(runs) => Some(series_of(&dumps.own, runs, &bin.exe, entry)),
+            Err(e) => {
+                let unusable = rerun::Outcome {
+                    made: evidence.reruns.made,
+                    status: rerun::Status::Unavailable(e.to_string()),
+                };
+                report.extra_runs = extra_runs_of(&unusable);
+                None
+            }
+        },
+        _ => None,
+    };
+    let retained = with_growth(deltas, series.as_ref(), &bin.exe, evidence.entry);
+    // Without extra runs, reachability at exit tells what is kept from what is lost, for a
+    // test that failed as well: what a static still holds is not lost because the test
+    // failed.
+    let lost = match &series {
+        None => dumps.own_lost.as_ref(),
+        Some(_) => None,
+    };
+    let retained = with_reachability(retained, lost, bin.baseline_unreached.as_ref());
+    let held = held_by(dumps, series.is_some(), evidence.entry, &bin.exe);
+    report.stacks = judge_stacks(
+        &retained,
+        &bin.exe,
+        symbols,
+        policy,
+        evidence.entry.map(|e| e.file_range),
+        &held,
+    );
+    for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
+        report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
+        report.retained_objects = report.retained_objects.saturating_add(s.objects);
+    }
+    // What counts against the per-test total: leaks not suppressed (and one-time
+    // initialisation when it is configured to fail).
+    let counted: u64 = report
+        .stacks
+        .iter()
+        .filter(|s| s.suppression.is_none())
+        .filter(|s| {
+            s.kind == StackKind::Leak
+                || (matches!(s.kind, StackKind::OneTime | StackKind::ProcessLifetime)
+                    && policy.effective.one_time_fails)
+        })
+        .map(|s| s.bytes)
+        .sum();
+    let over_total = policy.effective.test_threshold.filter(|&t| counted > t);
+    let visible = bin.rust_allocations_visible || !result.app_dumps.is_empty();
+    report.verdict = if code != 0 {
+        report.message = Some(format!(
+            "the test failed ({}){}",
+            result.end.describe(),
+            evidence.stderr_tail
+        ));
+        Verdict::Failed
+    } else if !visible {
+        report.message = Some(
+            "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc and tikv-jemallocator (whose profiling it turns on), not this allocator".into(),
+        );
+        Verdict::Unanalysable
+    } else if report.stacks.iter().any(|s| s.fails) {
+        Verdict::Leak
+    } else if let Some(limit) = over_total {
+        report.message = Some(format!(
+            "its leaked stacks retain {counted} bytes in all, over the test-threshold of {limit} bytes (set by {})",
+            policy.effective.test_threshold_source
+        ));
+        Verdict::Leak
+    } else {
+        Verdict::Clean
+    };
+    if report.verdict == Verdict::Leak {
+        if let Some(held) = held_by_threads(result, evidence.counting) {
+            report.message = Some(match report.message.take() {
+                Some(m) => format!("{m}; {held}"),
+                None => held,
+            });
+        }
+    }
+    if unsettled_without_repetition(&report, &evidence.reruns.status) {
+        let kept: u64 = report
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::ProcessLifetime)
+            .map(|s| s.bytes)
+            .sum();
+        report.verdict = Verdict::Unsettled;
+        report.message = Some(format!(
+            "kept {} still reachable at exit, and its extra runs could not show whether that grows: {}",
+            crate::model::human_bytes(kept),
+            report.extra_runs.detail.as_deref().unwrap_or("not run again")
+        ));
+    }
+    report
+}
+
+/// Live counts per stack after the test's own run and after each extra run, stacks cut at
+/// the call of the entry point (see [`rerun::cut_at_entry`]), so that what the first run
+/// and the extra runs allocated at the same place add up.
+pub fn series_of(
+    own: &NormalizedProfile,
+    runs: &[NormalizedProfile],
+    exe: &str,
+    entry: &Entry,
+) -> HashMap<Vec<FrameKey>, Vec<Counts>> {
+    let n = runs.len() + 1;
+    let mut series: HashMap<Vec<FrameKey>, Vec<Counts>> = HashMap::new();
+    for (k, p) in std::iter::once(own).chain(runs).enumerate() {
+        for (frames, c) in &p.stacks {
+            let cut = rerun::cut_at_entry(frames, exe, entry.file_range).to_vec();
+            let at = &mut series
+                .entry(cut)
+                .or_insert_with(|| vec![Counts::default(); n])[k];
+            at.objects = at.objects.saturating_add(c.objects);
+            at.bytes = at.bytes.saturating_add(c.bytes);
+        }
+    }
+    series
+}
+
+/// The retention paths of the process's last scan, by held stack cut at the test's entry
+/// point when it is known (the extra runs' stacks start elsewhere than the test's own run's):
+/// after the last extra run when the growth over them is judged (`series`), else after the
+/// test's own run. Empty when the runtime wrote none.
+fn held_by(
+    dumps: &Dumps,
+    series: bool,
+    entry: Option<&Entry>,
+    exe: &str,
+) -> HashMap<Vec<FrameKey>, retention::HeldPath> {
+    let paths = match series {
+        true => &dumps.last_run_paths,
+        false => &dumps.own_paths,
+    };
+    let Some(paths) = paths.clone() else {
+        return HashMap::new();
+    };
+    match entry {
+        Some(entry) => retention::by_stack(paths, |f| {
+            rerun::cut_at_entry(f, exe, entry.file_range).to_vec()
+        }),
+        None => retention::by_stack(paths, <[FrameKey]>::to_vec),
+    }
+}
+
+/// When threads the extra runs started were still running after the runtime's grace for
+/// them, what they hold is counted: says so. The wait is the longer of the profiled
+/// process's and the counting process's (the profiled one does not wait again for threads
+/// the counting one saw stay).
+fn held_by_threads(result: &ProcessResult, counting: Option<&ProcessResult>) -> Option<String> {
+    let grace_of = |r: &ProcessResult| r.record.as_ref().and_then(|r| r.grace);
+    let grace = grace_of(result)?;
+    let waited_ms = counting
+        .and_then(grace_of)
+        .map_or(grace.waited_ms, |c| c.waited_ms.max(grace.waited_ms));
+    (grace.threads_running > 0).then(|| {
+        format!(
+            "{} the extra runs started {} still running {:.1} s after the last run (threads that end are waited for; one that never ends keeps what it holds)",
+            crate::model::count_of(grace.threads_running, "thread", "threads"),
+            if grace.threads_running == 1 { "was" } else { "were" },
+            waited_ms as f64 / 1000.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::lost;
+    use crate::analysis::stacks::{LOST_REASON, REACHABLE_REASON};
+    use crate::config::Effective;
+    use crate::model::TargetKind;
+    use crate::model::{AllowedBy, StackReport};
+    use std::path::Path;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    #[test]
+    fn reachable_memory_of_a_test_whose_runs_were_cut_short_is_unsettled_not_clean() {
+        let mut report = crate::model::TestReport::example();
+        report.stacks = vec![crate::model::StackReport::example(
+            StackKind::ProcessLifetime,
+            4096,
+        )];
+        assert!(unsettled_without_repetition(
+            &report,
+            &rerun::Status::TimedOut
+        ));
+        // Completed runs, or a test that cannot run again at all: reachability decides.
+        assert!(unsettled_without_repetition(
+            &report,
+            &rerun::Status::NoEntryPoint("none is certain".into())
+        ));
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::Completed
+        ));
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::ShouldPanic
+        ));
+        // Only kept memory is in doubt: one-time initialisation is not.
+        report.stacks[0].kind = StackKind::OneTime;
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::TimedOut
+        ));
+        // A leak stays a leak.
+        report.stacks[0].kind = StackKind::ProcessLifetime;
+        report.verdict = Verdict::Leak;
+        assert!(!unsettled_without_repetition(
+            &report,
+            &rerun::Status::TimedOut
+        ));
+    }
+
+    #[test]
+    fn a_profiled_failure_after_a_passing_counting_run_is_marked_as_such() {
+        let failed = || TestReport {
+            verdict: Verdict::Failed,
+            message: Some("assertion failed: fast enough".into()),
+            ..TestReport::example()
+        };
+        let mut r = failed();
+        mark_profiling_failure(&mut r, true);
+        assert!(r.passed_without_profiling);
+        let message = r.message.unwrap();
+        assert!(
+            message.starts_with("passed without profiling, failed when profiled")
+                && message.ends_with("assertion failed: fast enough"),
+            "{message}"
+        );
+        // Failed both times: the test's own failure, nothing to add.
+        let mut r = failed();
+        mark_profiling_failure(&mut r, false);
+        assert!(!r.passed_without_profiling);
+        assert_eq!(r.message.as_deref(), Some("assertion failed: fast enough"));
+        // Leaking is not failing.
+        let mut r = TestReport {
+            verdict: Verdict::Leak,
+            ..TestReport::example()
+        };
+        mark_profiling_failure(&mut r, true);
+        assert!(!r.passed_without_profiling && r.message.is_none());
+    }
+
+    /// A captured dump, copied to a scratch directory with its test binary renamed to a
+    /// path that does not exist, so that its frames stay unresolved wherever this runs.
+    fn testdata(name: &str) -> PathBuf {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/dumps")
+            .join(name);
+        let dir = std::env::temp_dir().join(format!("leakcheck-analyze-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = std::fs::read_to_string(src)
+            .unwrap()
+            .replace("/tmp/probe/t", MISSING_EXE);
+        // Tests run in parallel: each copy gets a file of its own.
+        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dst = dir.join(format!("{n}-{name}"));
+        std::fs::write(&dst, text).unwrap();
+        dst
+    }
+
+    const MISSING_EXE: &str = "/nonexistent/probe/t";
+
+    /// A binary whose frames nothing resolves, and its symbols.
+    struct Probe {
+        bin: BinaryEvidence,
+        symbols: crate::analysis::symbols::FromFiles,
+    }
+
+    /// Analyses a test that had no extra runs, its evidence read as a run reads it.
+    fn analyze_single(
+        id: &TestIdentity,
+        result: &ProcessResult,
+        probe: &mut Probe,
+        policy: &Policy,
+    ) -> TestReport {
+        let none = rerun::Outcome::none(rerun::Status::Off);
+        let evidence = TestEvidence {
+            result,
+            method: Method::Stacks,
+            reruns: &none,
+            entry: None,
+            counting: None,
+            stderr_tail: crate::evidence::stderr_tail(&result.stderr),
+            dumps: Some(crate::execution::load::dumps(result)),
+        };
+        judge(id, &evidence, &probe.bin, &mut probe.symbols, policy)
+    }
+
+    fn eff(stack_threshold: u64) -> Effective {
+        let mut e = crate::config::Config::default()
+            .effective("t", &crate::config::SettingsLayer::default());
+        e.stack_threshold = stack_threshold;
+        e
+    }
+
+    fn exited(code: i32, dump: PathBuf) -> ProcessResult {
+        ProcessResult {
+            end: ProcessEnd::Exited(code),
+            duration: Duration::from_millis(5),
+            timeout: Duration::from_secs(300),
+            peak_rss_kib: None,
+            record: None,
+            record_file: None,
+            run_dumps: Vec::new(),
+            left_running: Vec::new(),
+            preload_dumps: vec![dump],
+            app_dumps: Vec::new(),
+            stdout: PathBuf::from("/nonexistent/stdout"),
+            stderr: PathBuf::from("/nonexistent/stderr"),
+        }
+    }
+
+    /// The captured dumps' test binary is made to not exist: its frames stay unresolved,
+    /// which must not make them disappear.
+    fn probe_binary() -> Probe {
+        let clean = profile::read_heap_profile(&testdata("clean.heap")).unwrap();
+        Probe {
+            bin: BinaryEvidence {
+                exe: MISSING_EXE.into(),
+                baseline: Some(diff::normalize(&clean.unbiased())),
+                baseline_unreached: None,
+                rust_allocations_visible: true,
+            },
+            symbols: Default::default(),
+        }
+    }
+
+    #[test]
+    fn without_extra_runs_reachability_at_exit_splits_kept_from_lost() {
+        let dump = testdata("leaks.heap");
+        let policy_eff = eff(0);
+        let policy = Policy::threshold(&policy_eff);
+        let judge = |dump: &PathBuf| {
+            analyze_single(
+                &id("tests::leaks"),
+                &exited(0, dump.clone()),
+                &mut probe_binary(),
+                &policy,
+            )
+        };
+        // No scan written: the frames decide, as before.
+        let unknown = judge(&dump);
+        assert_eq!(unknown.verdict, Verdict::Leak);
+        let leaked: Vec<&StackReport> = unknown
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::Leak)
+            .collect();
+        assert!(!leaked.is_empty());
+        // Every object reached: kept for the process lifetime, with the reason, and clean.
+        let text = std::fs::read_to_string(&dump).unwrap();
+        let maps = &text[text.find("\nMAPPED_LIBRARIES:").unwrap()..];
+        std::fs::write(
+            lost::unreached_path(&dump),
+            format!("heap_v2/1\n  t*: 0: 0 [0: 0]{maps}"),
+        )
+        .unwrap();
+        let reached = judge(&dump);
+        assert_eq!(reached.verdict, Verdict::Clean, "{:?}", reached.stacks);
+        for s in &leaked {
+            let kept = reached
+                .stacks
+                .iter()
+                .find(|r| r.frames == s.frames)
+                .expect("the same stack, kept");
+            assert_eq!(kept.kind, StackKind::ProcessLifetime);
+            assert_eq!(kept.reason.as_deref(), Some(REACHABLE_REASON));
+            assert_eq!((kept.bytes, kept.objects), (s.bytes, s.objects));
+        }
+        // Nothing reached: the same leaks, now with the proof that they are lost.
+        std::fs::write(lost::unreached_path(&dump), &text).unwrap();
+        let lost = judge(&dump);
+        assert_eq!(lost.verdict, Verdict::Leak);
+        let lost_leaks: Vec<&StackReport> = lost
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::Leak)
+            .collect();
+        assert_eq!(lost_leaks.len(), leaked.len());
+        for s in lost_leaks {
+            assert_eq!(s.reason.as_deref(), Some(LOST_REASON));
+        }
+        // A scan beside the dump of a binary with its own jemalloc (whose objects it did
+        // not see) is not used.
+        let mut with_app = exited(0, dump.clone());
+        with_app.app_dumps = vec![dump.clone()];
+        assert!(crate::execution::load::own_lost(&with_app).is_none());
+    }
+
+    fn id(name: &str) -> TestIdentity<'_> {
+        TestIdentity {
+            package: "probe",
+            binary: "t",
+            kind: TargetKind::Lib,
+            name,
+        }
+    }
+
+    #[test]
+    fn a_corrupt_dump_is_an_error_for_that_test_only() {
+        let full = std::fs::read_to_string(testdata("leaks.heap")).unwrap();
+        let truncated = testdata("leaks.heap").with_extension("truncated.heap");
+        std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
+
+        let mut bin = probe_binary();
+        let broken = analyze_single(
+            &id("tests::broken"),
+            &exited(0, truncated.clone()),
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
+        assert_eq!(broken.verdict, Verdict::Error);
+        let message = broken.message.unwrap();
+        assert!(
+            message.contains(&truncated.display().to_string()),
+            "names the dump: {message}"
+        );
+        assert!(message.contains("truncated"), "{message}");
+
+        // The same binary's next test is analysed as if nothing happened.
+        let leaks = analyze_single(
+            &id("tests::leaks"),
+            &exited(0, testdata("leaks.heap")),
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
+        assert_eq!(leaks.verdict, Verdict::Leak);
+        assert_eq!(
+            leaks.retained_bytes, 112,
+            "the 100-byte Vec, in its 112-byte size class"
+        );
+        let stack = leaks.failing_stacks().next().unwrap();
+        assert!(
+            stack.frames.iter().any(|f| f.function.starts_with("t+0x")),
+            "unresolved frames show as object+0xOFFSET: {:?}",
+            stack.frames
+        );
+    }
+
+    #[test]
+    fn missing_dump_and_signals_are_reported_not_lost() {
+        let mut bin = probe_binary();
+        let mut none = exited(0, PathBuf::new());
+        none.preload_dumps.clear();
+        let r = analyze_single(
+            &id("tests::no_dump"),
+            &none,
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
+        assert_eq!(r.verdict, Verdict::Error);
+        assert!(r.message.unwrap().contains("wrote no heap dump"));
+
+        let mut killed = none.clone();
+        killed.end = ProcessEnd::Signaled(11);
+        let r = analyze_single(
+            &id("tests::segv"),
+            &killed,
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
+        assert_eq!(r.verdict, Verdict::Crashed);
+        assert!(r.message.unwrap().contains("SIGSEGV"));
+
+        // A failing test's dump is still analysed.
+        let r = analyze_single(
+            &id("tests::fails"),
+            &exited(101, testdata("leaks.heap")),
+            &mut bin,
+            &Policy::threshold(&eff(0)),
+        );
+        assert_eq!(r.verdict, Verdict::Failed);
+        assert_eq!(r.retained_bytes, 112);
+    }
+
+    #[test]
+    fn threshold_is_per_stack_and_strictly_greater() {
+        let mut bin = probe_binary();
+        let at = analyze_single(
+            &id("tests::leaks"),
+            &exited(0, testdata("leaks.heap")),
+            &mut bin,
+            &Policy::threshold(&eff(112)),
+        );
+        assert_eq!(
+            at.verdict,
+            Verdict::Clean,
+            "112 bytes do not exceed a 112-byte threshold"
+        );
+        assert_eq!(at.retained_bytes, 112, "but they are still reported");
+        let below = analyze_single(
+            &id("tests::leaks"),
+            &exited(0, testdata("leaks.heap")),
+            &mut bin,
+            &Policy::threshold(&eff(111)),
+        );
+        assert_eq!(below.verdict, Verdict::Leak);
+    }
+
+    #[test]
+    fn allowed_stacks_say_what_allowed_them_and_test_threshold_adds_up() {
+        let mut bin = probe_binary();
+        let leaks = || exited(0, testdata("leaks.heap"));
+        let at = analyze_single(
+            &id("tests::leaks"),
+            &leaks(),
+            &mut bin,
+            &Policy::threshold(&eff(112)),
+        );
+        let stack = at
+            .stacks
+            .iter()
+            .find(|s| s.kind == StackKind::Leak)
+            .unwrap();
+        let allowed = stack.allowed.clone().unwrap();
+        assert_eq!(allowed.by, AllowedBy::StackThreshold);
+        assert!(
+            allowed
+                .rule
+                .starts_with("<= 112 bytes (stack-threshold set by"),
+            "{}",
+            allowed.rule
+        );
+
+        // The stack is under its threshold, but the test's total is over the test threshold.
+        let mut e = eff(1024);
+        e.test_threshold = Some(100);
+        e.test_threshold_source = "[defaults]".into();
+        let total = analyze_single(
+            &id("tests::leaks"),
+            &leaks(),
+            &mut bin,
+            &Policy::threshold(&e),
+        );
+        assert_eq!(total.verdict, Verdict::Leak);
+        let message = total.message.unwrap();
+        assert!(
+            message.contains("over the test-threshold of 100 bytes (set by [defaults])"),
+            "{message}"
+        );
+
+        // A suppression matching any frame allows the stack, with its reason.
+        let (config, _) = crate::config::parse(
+            "[[suppress]]\nframe = \"t+0x*\"\nreason = \"the probe leaks on purpose\"\n",
+            Path::new("leakcheck.toml"),
+        )
+        .unwrap();
+        let e0 = eff(0);
+        let policy = Policy {
+            effective: &e0,
+            suppressions: vec![(0, &config.suppress[0])],
+        };
+        let suppressed = analyze_single(&id("tests::leaks"), &leaks(), &mut bin, &policy);
+        assert_eq!(suppressed.verdict, Verdict::Clean);
+        assert_eq!(suppressed.retained_bytes, 112, "still reported");
+        let stack = suppressed
+            .stacks
+            .iter()
+            .find(|s| s.kind == StackKind::Leak)
+            .unwrap();
+        assert_eq!(stack.suppression, Some(0));
+        let allowed = stack.allowed.clone().unwrap();
+        assert_eq!(
+            (allowed.by, allowed.reason.as_deref()),
+            (AllowedBy::Suppression, Some("the probe leaks on purpose"))
+        );
+    }
+}

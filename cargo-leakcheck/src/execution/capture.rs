@@ -1,0 +1,217 @@
+//! Golden cases: one test's evidence, captured from a real run into a directory of its own
+//! (its record, dumps, scan files and captured output, copied; the symbols its verdict asked
+//! for; its settings), and judged again from that directory alone by the same loader and
+//! verdict stage a run uses.
+//!
+//! `LEAKCHECK_CAPTURE=DIR cargo leakcheck test …` writes `DIR/<case>/case.json` and the
+//! files beside it, and the report the run gave as `expected.json`. The corpus under
+//! `cargo-leakcheck/testdata/golden` is judged by `cargo test` (see the `golden` tests);
+//! `LEAKCHECK_BLESS=1` rewrites each case's `expected.json` with what it now gives.
+
+use crate::analysis::identity::TestIdentity;
+use crate::analysis::symbols::{Captured, Recording, Symbols};
+use crate::analysis::verdict::{self, Policy};
+use crate::config::SettingsLayer;
+use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::execution::passes::TestOutcome;
+use crate::model::{ExtraRunsStatus, Method, TargetKind, TestReport};
+use std::path::{Path, PathBuf};
+
+/// The environment variable that asks a run to capture every judged test.
+pub const CAPTURE_VAR: &str = "LEAKCHECK_CAPTURE";
+
+/// A case's description, `case.json`; file names are relative to its directory.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct CaseFile {
+    pub package: String,
+    pub binary: String,
+    pub kind: TargetKind,
+    pub name: String,
+    pub method: Method,
+    /// The executable's path in the run it was captured from (frames name it).
+    pub exe: String,
+    pub custom_allocator: bool,
+    /// The process the verdict is drawn from.
+    pub own: ProcessFile,
+    /// Its counting-pass process, when it had one apart from `own`.
+    pub counting: Option<ProcessFile>,
+    /// Its binary's harness-only baseline, when it had one.
+    pub baseline: Option<ProcessFile>,
+    pub extra_runs_made: u32,
+    pub extra_runs: ExtraRunsStatus,
+    /// `(address, file offset of its first byte, of the byte after its last)`.
+    pub entry: Option<(u64, u64, u64)>,
+    /// The command line's settings.
+    pub cli: SettingsLayer,
+    /// The text of `leakcheck.toml`, when the run had one.
+    pub config: Option<String>,
+    /// What its verdict asked of the binary's symbols.
+    pub symbols: Captured,
+}
+
+/// One process's evidence in a case.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct ProcessFile {
+    /// `exit N`, `signal N`, `timeout`, `interrupted` or `spawn-failed: WHY`.
+    pub end: String,
+    pub timeout_ms: u64,
+    pub left_running: Vec<String>,
+    pub record: Option<String>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub preload_dumps: Vec<String>,
+    pub app_dumps: Vec<String>,
+    pub run_dumps: Vec<Vec<String>>,
+}
+
+fn end_word(end: &ProcessEnd) -> String {
+    match end {
+        ProcessEnd::Exited(c) => format!("exit {c}"),
+        ProcessEnd::Signaled(s) => format!("signal {s}"),
+        ProcessEnd::TimedOut => "timeout".into(),
+        ProcessEnd::Interrupted => "interrupted".into(),
+        ProcessEnd::SpawnFailed(why) => format!("spawn-failed: {why}"),
+    }
+}
+
+/// What a run knows of one judged test, to capture.
+pub struct Capture<'a> {
+    pub id: &'a TestIdentity<'a>,
+    pub test: &'a TestOutcome,
+    pub exe: &'a str,
+    pub custom_allocator: bool,
+    pub baseline: Option<&'a ProcessResult>,
+    pub cli: &'a SettingsLayer,
+    pub config_file: Option<&'a Path>,
+    pub symbols: Captured,
+    pub report: &'a TestReport,
+}
+
+/// Writes a case under `root`, in a directory named after the test; returns it.
+pub fn write(root: &Path, c: &Capture) -> std::io::Result<PathBuf> {
+    let stem: String = format!("{}-{}-{}", c.id.package, c.id.binary, c.id.name)
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = root.join(stem);
+    std::fs::create_dir_all(&dir)?;
+    let t = c.test;
+    let case = CaseFile {
+        package: c.id.package.into(),
+        binary: c.id.binary.into(),
+        kind: c.id.kind,
+        name: c.id.name.into(),
+        method: t.method,
+        exe: c.exe.into(),
+        custom_allocator: c.custom_allocator,
+        own: copy_process(&t.result, &dir, "own")?,
+        counting: match &t.counted {
+            Some(r) if t.method != Method::Counters => Some(copy_process(r, &dir, "counting")?),
+            _ => None,
+        },
+        baseline: match c.baseline {
+            Some(r) if t.method != Method::Counters => Some(copy_process(r, &dir, "baseline")?),
+            _ => None,
+        },
+        extra_runs_made: t.reruns.made,
+        extra_runs: t.reruns.status.clone(),
+        entry: t.entry.map(|e| (e.address, e.file_range.0, e.file_range.1)),
+        cli: c.cli.clone(),
+        config: c.config_file.and_then(|p| std::fs::read_to_string(p).ok()),
+        symbols: c.symbols.clone(),
+    };
+    write_json(&dir.join("case.json"), &case)?;
+    write_json(&dir.join("expected.json"), c.report)?;
+    Ok(dir)
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    text.push('\n');
+    std::fs::write(path, text)
+}
+
+/// Copies a process's files into `dir` as `<prefix>.*`, with the scan's files beside each
+/// dump under the dump's new name.
+fn copy_process(r: &ProcessResult, dir: &Path, prefix: &str) -> std::io::Result<ProcessFile> {
+    let copy = |from: &Path, name: String| -> std::io::Result<Option<String>> {
+        match std::fs::copy(from, dir.join(&name)) {
+            Ok(_) => Ok(Some(name)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let copy_dump = |from: &Path, name: String| -> std::io::Result<String> {
+        let to = dir.join(&name);
+        for side in [
+            crate::analysis::retention::paths_file,
+            crate::analysis::lost::unreached_path,
+        ] {
+            if let Err(e) = std::fs::copy(side(from), side(&to)) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+            }
+        }
+        std::fs::copy(from, &to)?;
+        Ok(name)
+    };
+    Ok(ProcessFile {
+        end: end_word(&r.end),
+        timeout_ms: r.timeout.as_millis() as u64,
+        left_running: r.left_running.clone(),
+        record: match &r.record_file {
+            Some(f) => copy(f, format!("{prefix}.record"))?,
+            None => None,
+        },
+        stdout: copy(&r.stdout, format!("{prefix}.stdout"))?,
+        stderr: copy(&r.stderr, format!("{prefix}.stderr"))?,
+        preload_dumps: r
+            .preload_dumps
+            .iter()
+            .enumerate()
+            .map(|(i, d)| copy_dump(d, format!("{prefix}.preload.{i}.heap")))
+            .collect::<Result<_, _>>()?,
+        app_dumps: r
+            .app_dumps
+            .iter()
+            .enumerate()
+            .map(|(i, d)| copy_dump(d, format!("{prefix}.app.{i}.heap")))
+            .collect::<Result<_, _>>()?,
+        run_dumps: r
+            .run_dumps
+            .iter()
+            .enumerate()
+            .map(|(k, dumps)| {
+                dumps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| copy_dump(d, format!("{prefix}.run{}.{i}.heap", k + 1)))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// Judges one test of a run, recording what it asks of `symbols`, and writes its case under
+/// `root` when capturing; the report either way.
+pub fn judge_recorded(
+    id: &TestIdentity,
+    evidence: &verdict::TestEvidence,
+    bin: &verdict::BinaryEvidence,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) -> (TestReport, Captured) {
+    let mut recording = Recording::new(symbols);
+    let report = verdict::judge(id, evidence, bin, &mut recording, policy);
+    (report, recording.captured())
+}
+
+#[cfg(test)]
+mod golden;

@@ -1,0 +1,230 @@
+//! The golden corpus: every case under `testdata/golden` judged again from its files, and
+//! compared with its `expected.json` (`LEAKCHECK_BLESS=1` rewrites those instead).
+
+use super::*;
+use crate::analysis::settling::Outcome;
+use crate::analysis::symbols::Replay;
+use crate::config;
+use crate::evidence::{Entry, Record};
+use crate::execution::load;
+use std::time::Duration;
+
+fn end_of(word: &str) -> Result<ProcessEnd, String> {
+    let number = |n: &str| {
+        n.parse::<i32>()
+            .map_err(|_| format!("bad process end `{word}`"))
+    };
+    Ok(match word.split_once(' ') {
+        Some(("exit", n)) => ProcessEnd::Exited(number(n)?),
+        Some(("signal", n)) => ProcessEnd::Signaled(number(n)?),
+        Some(("spawn-failed:", why)) => ProcessEnd::SpawnFailed(why.to_owned()),
+        _ if word == "timeout" => ProcessEnd::TimedOut,
+        _ if word == "interrupted" => ProcessEnd::Interrupted,
+        _ => return Err(format!("bad process end `{word}`")),
+    })
+}
+
+fn process_of(p: &ProcessFile, dir: &Path) -> Result<ProcessResult, String> {
+    let at = |name: &String| dir.join(name);
+    let missing = dir.join("missing");
+    Ok(ProcessResult {
+        end: end_of(&p.end)?,
+        duration: Duration::ZERO,
+        timeout: Duration::from_millis(p.timeout_ms),
+        peak_rss_kib: None,
+        record: match &p.record {
+            Some(f) => Some(Record::parse(
+                &std::fs::read_to_string(at(f)).map_err(|e| format!("{}: {e}", at(f).display()))?,
+            )),
+            None => None,
+        },
+        record_file: p.record.as_ref().map(at),
+        preload_dumps: p.preload_dumps.iter().map(at).collect(),
+        app_dumps: p.app_dumps.iter().map(at).collect(),
+        run_dumps: p
+            .run_dumps
+            .iter()
+            .map(|d| d.iter().map(at).collect())
+            .collect(),
+        stdout: p.stdout.as_ref().map_or_else(|| missing.clone(), at),
+        stderr: p.stderr.as_ref().map_or_else(|| missing.clone(), at),
+        left_running: p.left_running.clone(),
+    })
+}
+
+/// Judges the case in `dir` again, from its files alone.
+pub fn replay(dir: &Path) -> Result<TestReport, String> {
+    replay_with(dir, |_| {})
+}
+
+/// Judges the case in `dir` again, its description changed by `change` first.
+fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport, String> {
+    let path = dir.join("case.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut case: CaseFile =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    change(&mut case);
+    let (config, _) = match &case.config {
+        Some(text) => {
+            config::parse(text, &dir.join("leakcheck.toml")).map_err(|e| e.to_string())?
+        }
+        None => (config::Config::default(), Vec::new()),
+    };
+    let result = process_of(&case.own, dir)?;
+    let counting = case
+        .counting
+        .as_ref()
+        .map(|p| process_of(p, dir))
+        .transpose()?;
+    let baseline = case
+        .baseline
+        .as_ref()
+        .map(|p| process_of(p, dir))
+        .transpose()?;
+    let reruns = Outcome {
+        made: case.extra_runs_made,
+        status: case.extra_runs.clone(),
+    };
+    let entry = case.entry.map(|(address, start, end)| Entry {
+        address,
+        file_range: (start, end),
+    });
+    let test = TestOutcome {
+        case: crate::execution::listing::TestCase {
+            binary: 0,
+            name: case.name.clone(),
+            ignored: false,
+            settings: config.effective(&case.name, &case.cli),
+        },
+        result,
+        method: case.method,
+        counted: counting,
+        reruns,
+        entry,
+    };
+    let mut symbols = Replay::new(case.symbols);
+    let (bin, _) = load::binary(
+        Path::new(&case.exe),
+        case.custom_allocator,
+        baseline.as_ref(),
+        &mut symbols,
+    );
+    let id = TestIdentity {
+        package: &case.package,
+        binary: &case.binary,
+        kind: case.kind,
+        name: &case.name,
+    };
+    let policy = Policy {
+        effective: &test.case.settings,
+        suppressions: config.suppressions_for(&case.name).collect(),
+    };
+    let evidence = load::test(&test);
+    Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
+}
+
+/// The first place two JSON values differ, as a path and both sides.
+fn first_difference(
+    path: &str,
+    got: &serde_json::Value,
+    want: &serde_json::Value,
+) -> Option<String> {
+    use serde_json::Value;
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => {
+            let mut keys: Vec<&String> = g.keys().chain(w.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter().find_map(|k| {
+                let (a, b) = (
+                    g.get(k).unwrap_or(&Value::Null),
+                    w.get(k).unwrap_or(&Value::Null),
+                );
+                first_difference(&format!("{path}.{k}"), a, b)
+            })
+        }
+        (Value::Array(g), Value::Array(w)) if g.len() == w.len() => g
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (a, b))| first_difference(&format!("{path}[{i}]"), a, b)),
+        _ if got == want => None,
+        _ => Some(format!("{path}: got {got}, expected {want}")),
+    }
+}
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden")
+}
+
+#[test]
+fn every_golden_case_is_judged_as_it_was() {
+    let bless = std::env::var_os("LEAKCHECK_BLESS").is_some_and(|v| v == "1");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .expect("the golden corpus is in the repository")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("case.json").is_file())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 13, "{} cases", dirs.len());
+    let mut failures = Vec::new();
+    for dir in &dirs {
+        let report = replay(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let got = serde_json::to_value(&report).unwrap();
+        let expected_path = dir.join("expected.json");
+        if bless {
+            write_json(&expected_path, &report).unwrap();
+            continue;
+        }
+        let want: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap()).unwrap();
+        if let Some(d) = first_difference("", &got, &want) {
+            failures.push(format!(
+                "{}: {d}",
+                dir.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden cases changed (LEAKCHECK_BLESS=1 accepts the new reports):\n{}",
+        failures.len(),
+        dirs.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_corpus_notices_a_rule_that_judges_differently() {
+    // A threshold no stack reaches stands in for a broken rule: every leak case must then
+    // differ from its expected report, at its verdict.
+    let leaks: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("leak"))
+        .collect();
+    assert!(leaks.len() >= 5, "{leaks:?}");
+    for dir in leaks {
+        let report = replay_with(&dir, |c| c.cli.stack_threshold = Some(u64::MAX)).unwrap();
+        let want: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap())
+                .unwrap();
+        assert_eq!(want["verdict"], "leak", "{}", dir.display());
+        let difference = first_difference("", &serde_json::to_value(&report).unwrap(), &want);
+        assert!(
+            difference
+                .as_deref()
+                .is_some_and(|d| d.starts_with(".stack_threshold")
+                    || d.starts_with(".verdict")
+                    || d.starts_with(".stacks")),
+            "{}: {difference:?}",
+            dir.display()
+        );
+        assert_eq!(
+            report.verdict,
+            crate::model::Verdict::Clean,
+            "{}",
+            dir.display()
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! Reads what a test process left on disk (its heap dumps, the scan's `.unreached` and
+//! `.paths` files beside them, the tail of its stderr) into the evidence the verdict stage
+//! judges ([`crate::analysis::verdict`]). It decides nothing: a file that cannot be read
+//! is carried as such, for the verdict to say what that means.
+
+use crate::analysis::diff::{self, NormalizedProfile};
+use crate::analysis::lost::{self, Lost};
+use crate::analysis::profile;
+use crate::analysis::retention::{self, HeldPath};
+use crate::analysis::symbols::CodeSymbols;
+use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
+use crate::evidence::{stderr_tail, ProcessResult};
+use crate::execution::passes::TestOutcome;
+use crate::model::Method;
+use std::path::{Path, PathBuf};
+
+/// What is known about a binary: its canonical path, and its harness baseline read, from
+/// `baseline` (its harness-only run, when it had one); a note when the baseline cannot be
+/// used. `custom_allocator`: the binary installs its own `#[global_allocator]`.
+pub fn binary<S: CodeSymbols + ?Sized>(
+    exe_path: &Path,
+    custom_allocator: bool,
+    baseline: Option<&ProcessResult>,
+    symbols: &mut S,
+) -> (BinaryEvidence, Option<String>) {
+    let exe = exe_path
+        .canonicalize()
+        .unwrap_or_else(|_| exe_path.to_path_buf())
+        .display()
+        .to_string();
+    let mut note = None;
+    let profile = match baseline {
+        None => None,
+        Some(r) => match own_profile(r) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                note = Some(format!(
+                    "the harness baseline of `{exe}` is unusable ({e}); its tests are judged without it"
+                ));
+                None
+            }
+        },
+    };
+    let rust_allocations_visible = !custom_allocator
+        || baseline.is_some_and(|r| {
+            !r.app_dumps.is_empty()
+                || verdict::allocator_reaches_malloc(&ever_allocated(r), symbols)
+        });
+    (
+        BinaryEvidence {
+            exe,
+            baseline: profile,
+            baseline_unreached: baseline.and_then(own_lost),
+            rust_allocations_visible,
+        },
+        note,
+    )
+}
+
+/// One judged test's evidence; its dumps are read when its verdict is drawn from them.
+pub fn test(t: &TestOutcome) -> TestEvidence<'_> {
+    let profiled = t.method != Method::Counters;
+    TestEvidence {
+        result: &t.result,
+        method: t.method,
+        reruns: &t.reruns,
+        entry: t.entry.as_ref(),
+        counting: t.counted.as_ref(),
+        stderr_tail: if profiled {
+            stderr_tail(&t.result.stderr)
+        } else {
+            String::new()
+        },
+        dumps: profiled.then(|| dumps(&t.result)),
+    }
+}
+
+/// A profiled process's dumps, and the scan's files beside them.
+pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
+    let own = own_profile(result)?;
+    let kinds = 1 + usize::from(!result.app_dumps.is_empty());
+    let runs = result
+        .run_dumps
+        .iter()
+        .enumerate()
+        .map(|(k, dumps)| {
+            if dumps.len() != kinds {
+                return Err(DumpError::NoRunDump(k + 1));
+            }
+            merged(dumps, &[])
+        })
+        .collect();
+    Ok(Dumps {
+        own,
+        runs,
+        own_lost: own_lost(result),
+        own_paths: result.preload_dumps.first().and_then(|d| paths(d)),
+        last_run_paths: result
+            .run_dumps
+            .last()
+            .and_then(|d| d.first())
+            .and_then(|d| paths(d)),
+    })
+}
+
+/// Reads and merges a process's dumps of the test's own run (the runtime's, plus the test
+/// binary's own jemalloc's when it has one).
+pub fn own_profile(result: &ProcessResult) -> Result<NormalizedProfile, DumpError> {
+    if result.preload_dumps.is_empty() {
+        return Err(DumpError::NoExitDump);
+    }
+    merged(&result.preload_dumps, &result.app_dumps)
+}
+
+/// Reads the runtime's dump of one moment of one process and the binary's own (if any), and
+/// merges them.
+fn merged(preload: &[PathBuf], app: &[PathBuf]) -> Result<NormalizedProfile, DumpError> {
+    let mut merged: Option<NormalizedProfile> = None;
+    for path in preload.iter().chain(app) {
+        let parsed = profile::read_heap_profile(path)?;
+        let norm = diff::normalize(&parsed.unbiased());
+        match &mut merged {
+            None => merged = Some(norm),
+            Some(m) => {
+                for (k, v) in norm.stacks {
+                    let e = m.stacks.entry(k).or_default();
+                    e.objects = e.objects.saturating_add(v.objects);
+                    e.bytes = e.bytes.saturating_add(v.bytes);
+                }
+            }
+        }
+    }
+    merged.ok_or(DumpError::NoExitDump)
+}
+
+/// Every stack the process ever allocated at, with its accumulated counts as its live ones.
+fn ever_allocated(result: &ProcessResult) -> Vec<NormalizedProfile> {
+    result
+        .preload_dumps
+        .iter()
+        .filter_map(|path| profile::read_heap_profile(path).ok())
+        .map(|mut parsed| {
+            for s in &mut parsed.stacks {
+                s.live = s.accum;
+            }
+            diff::normalize(&parsed)
+        })
+        .collect()
+}
+
+/// The objects of the process's dump of its own run that nothing pointed to at that moment.
+/// None when a dump has no such file, cannot be read, or when the binary's own jemalloc
+/// holds objects the scan did not see (tikv-jemallocator): then reachability is unknown.
+pub fn own_lost(result: &ProcessResult) -> Option<Lost> {
+    if result.preload_dumps.is_empty() || !result.app_dumps.is_empty() {
+        return None;
+    }
+    let mut lost = Lost::default();
+    for dump in &result.preload_dumps {
+        let parsed = profile::read_heap_profile(&lost::unreached_path(dump)).ok()?;
+        lost::add_unreached(&mut lost, &parsed);
+    }
+    Some(lost)
+}
+
+/// The retention paths written beside `dump`; None when there are none, or the file is not
+/// whole (a process that died while writing it).
+fn paths(dump: &Path) -> Option<Vec<HeldPath>> {
+    retention::parse(&std::fs::read_to_string(retention::paths_file(dump)).ok()?)
+}
