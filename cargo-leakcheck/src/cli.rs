@@ -43,6 +43,13 @@ pub enum Command {
     /// Build the benchmarks, run each with periodic heap snapshots, and report the
     /// allocation stacks that keep growing after warm-up.
     Bench(BenchArgs),
+    /// Build a binary (as `cargo run` would) or take any command, start it with the runtime
+    /// preloaded, wait until it is ready, put it under your load, and report the allocation
+    /// stacks that kept growing, with heap snapshots over time.
+    #[command(
+        after_long_help = "EXIT CODES:\n  0  the service's memory did not grow beyond --growth-threshold under the load\n  2  it could not be checked: bad arguments, a binary that does not exist, a service that never got ready, a load command that failed or hung\n  3  growth over the threshold\n  4  the service crashed or exited before it was stopped\n  6  it did not build\n  7  the machine failed the tool"
+    )]
+    Run(RunArgs),
     /// Run the suite with cargo-nextest (every argument after the options below passes to
     /// `cargo nextest run`: filtersets, --partition, --archive-file, --profile, --retries…),
     /// each test process checked as `test` checks it; report as `test` does.
@@ -225,6 +232,99 @@ pub struct BenchArgs {
     /// Benchmark-name filters (criterion benches): substrings to match.
     #[arg(last = true, value_name = "FILTERS")]
     pub filters: Vec<String>,
+}
+
+/// Arguments of `cargo leakcheck run`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    /// Packages, features and target directory.
+    #[command(flatten)]
+    pub selection: Selection,
+
+    /// The binary target to build and run.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["example", "command"])]
+    pub bin: Option<String>,
+
+    /// The example to build and run.
+    #[arg(long, value_name = "NAME", conflicts_with = "command")]
+    pub example: Option<String>,
+
+    /// Build in release mode.
+    #[arg(long, short = 'r')]
+    pub release: bool,
+
+    /// Run this command instead of building one (`PATH ARGS…`, split as a shell would split
+    /// words, without expansions).
+    #[arg(long, value_name = "COMMAND")]
+    pub command: Option<String>,
+
+    /// Ready once something accepts connections on 127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT")]
+    pub ready_port: Option<u16>,
+
+    /// Ready once the service prints a line containing TEXT (stdout or stderr).
+    #[arg(long, value_name = "TEXT")]
+    pub ready_line: Option<String>,
+
+    /// Ready once this shell command succeeds (tried every 100 ms).
+    #[arg(long = "ready", value_name = "COMMAND")]
+    pub ready_command: Option<String>,
+
+    /// How long to wait for it to get ready, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub ready_timeout: u64,
+
+    /// The load: a shell command run once the service is ready (a script, curl in a loop,
+    /// wrk, oha, k6…). Without it, the service runs for --duration.
+    #[arg(long, value_name = "COMMAND")]
+    pub load: Option<String>,
+
+    /// How long the load may run, in seconds; past it, the load is stopped and the run fails.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub load_timeout: u64,
+
+    /// Without --load, how long the service runs once ready, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub duration: u64,
+
+    /// Time between heap snapshots, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub snapshot_interval: u64,
+
+    /// A pause after the load before the last snapshot, in seconds, so caches that drain are
+    /// not counted.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub settle: u64,
+
+    /// A shell command that stops the service gracefully (otherwise SIGTERM, then SIGKILL
+    /// after --grace).
+    #[arg(long, value_name = "COMMAND")]
+    pub stop: Option<String>,
+
+    /// How long the service has to end after it is asked to stop, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub grace: u64,
+
+    /// A stack whose retained bytes rise by more than this over the later half of the load
+    /// is a leak [default: 64KiB, or leakcheck.toml's [bench]].
+    #[arg(long, value_name = "SIZE")]
+    pub growth_threshold: Option<String>,
+
+    /// The configuration file [default: leakcheck.toml or .config/leakcheck.toml].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Print the commands being run.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print only errors, warnings and the summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Arguments for the service.
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
 }
 
 /// Arguments of `cargo leakcheck test`.

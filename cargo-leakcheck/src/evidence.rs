@@ -35,6 +35,25 @@ impl ProcessEnd {
     }
 }
 
+/// How far a run of a service (`cargo leakcheck run`) got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceStage {
+    /// It could not be started.
+    NotStarted(String),
+    /// It ended (how) before it was ready.
+    EndedBeforeReady(ProcessEnd),
+    /// It was not ready within the ready timeout.
+    NeverReady,
+    /// It ended (how) while under load (or during the --duration wait).
+    EndedUnderLoad(ProcessEnd),
+    /// The load command failed (its status) or did not finish in time (None).
+    LoadFailed(Option<String>),
+    /// It ran the whole load and was stopped by the tool; how it ended then.
+    Completed(ProcessEnd),
+    /// The run was interrupted (Ctrl-C, SIGTERM).
+    Interrupted,
+}
+
 /// The name of a signal number on Linux.
 pub fn signal_name(sig: i32) -> &'static str {
     match sig {
@@ -87,6 +106,24 @@ pub struct ProcessResult {
 }
 
 impl ProcessResult {
+    /// A process known only by how it ended and where its output went: no record, no dumps.
+    pub fn ended(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessResult {
+        ProcessResult {
+            end,
+            duration: Duration::ZERO,
+            timeout: Duration::ZERO,
+            peak_rss_kib: None,
+            record: None,
+            record_file: None,
+            preload_dumps: Vec::new(),
+            app_dumps: Vec::new(),
+            run_dumps: Vec::new(),
+            left_running: Vec::new(),
+            stdout,
+            stderr,
+        }
+    }
+
     /// How the test's own run ended: the record's exit status when the runtime's exit
     /// handler ran (an extra run may have killed the process afterwards), else how the
     /// process ended.

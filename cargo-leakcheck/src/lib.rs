@@ -70,6 +70,7 @@ pub fn main_impl() -> i32 {
     let (quiet, verbose) = match &cli.command {
         cli::Command::Test(a) => (a.quiet, a.verbose),
         cli::Command::Bench(a) => (a.quiet, a.verbose),
+        cli::Command::Run(a) => (a.quiet, a.verbose),
         _ => (false, false),
     };
     console::set_level(match (quiet, verbose) {
@@ -80,6 +81,7 @@ pub fn main_impl() -> i32 {
     let result = match &cli.command {
         cli::Command::Test(args) => commands::test::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),
+        cli::Command::Run(args) => commands::run::run(args),
         cli::Command::Merge(args) => commands::merge::run(args),
         cli::Command::Diff(args) => commands::diff::run(args),
         cli::Command::Nextest(args) => commands::nextest::run(args),

@@ -42,6 +42,10 @@ pub struct Expected {
     /// True for a benchmark (`cargo leakcheck bench`): `binary` is the bench target and
     /// `test` the benchmark's name; "leak" means a stack keeps growing.
     pub bench: bool,
+    /// True for a request path of a service (`cargo leakcheck run`): `binary` is the
+    /// service's binary and `test` the function that handles the path, loaded on its own;
+    /// "leak" means its memory keeps growing under the load.
+    pub service: bool,
     /// The expected `extra_runs.status` ("completed", "not-needed", "should-panic", …);
     /// None: not checked.
     pub extra_runs: Option<&'static str>,
@@ -204,6 +208,26 @@ const fn bench_target(binary: &'static str) -> Target {
     }
 }
 
+/// The service of `cargo leakcheck run`.
+const WEBAPP: Target = Target {
+    fixture: "tests/fixtures/webapp",
+    package: "webapp",
+    binary: "webapp",
+};
+
+/// A request path of a service under `cargo leakcheck run`, named by its handler.
+const fn service(
+    target: Target,
+    handler: &'static str,
+    verdict: &'static str,
+    site: Option<&'static str>,
+) -> Expected {
+    Expected {
+        service: true,
+        ..outcome(target, handler, verdict, site, false)
+    }
+}
+
 /// Judged under the `leakcheck.toml` at its root.
 const CONFIGURED: Target = Target {
     fixture: "tests/fixtures/configured",
@@ -238,6 +262,7 @@ const fn outcome(
         site,
         kept,
         bench: false,
+        service: false,
         extra_runs: None,
         method: None,
         held_by: None,
@@ -702,6 +727,10 @@ pub const EXPECTED: &[Expected] = &[
     bench(bench_target("grows"), "grows", "leak", Some("grows")),
     bench(bench_target("plateau"), "plateau", "clean", None),
     bench(bench_target("crit"), "sort_1000", "clean", None),
+    // `/login` keeps a session per request in a map nothing prunes; `/item` answers from a
+    // cache that fills in its first requests and then only replaces.
+    service(WEBAPP, "login", "leak", Some("login")),
+    service(WEBAPP, "item", "clean", None),
     // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
     clean(CONFIGURED, "tests::cache_warmed_on_purpose").runs("completed"),
     leak(CONFIGURED, "tests::cache_overflow", "cache_overflow").runs("completed"),
@@ -872,6 +901,20 @@ fn expected_table_matches_fixture_sources() {
                 e.binary
             );
             test_fns.insert(e.test.rsplit("::").next().unwrap().to_owned());
+        }
+        for e in EXPECTED
+            .iter()
+            .filter(|e| e.fixture == fixture && e.service)
+        {
+            let handler = format!("fn {}(", e.test);
+            assert!(
+                files
+                    .iter()
+                    .any(|f| std::fs::read_to_string(f).unwrap().contains(&handler)),
+                "{fixture}: the service has a handler `{}`",
+                e.test
+            );
+            test_fns.insert(e.test.to_owned());
         }
         // (A test named like its target in a fixture with no `harness = false` target is an
         // ordinary `#[test]` function, found below.)

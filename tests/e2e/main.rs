@@ -15,5 +15,6 @@ mod heap_diff;
 mod nextest;
 mod outputs;
 mod reruns;
+mod run_service;
 mod shards;
 mod verdicts;

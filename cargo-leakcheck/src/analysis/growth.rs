@@ -109,6 +109,18 @@ pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth
     Ok(out)
 }
 
+/// Unflags the stacks that no longer hold, in `held` (a later snapshot), what they held at
+/// snapshot `at` (three quarters into the window), and lists the flagged ones first again.
+fn unflag_drained(stacks: &mut [StackGrowth], held: &NormalizedProfile, at: usize) {
+    for g in stacks.iter_mut().filter(|g| g.flagged) {
+        let now = held.stacks.get(&g.frames).map_or(0, |c| c.bytes);
+        if now < g.series.get(at).map_or(0, |p| p.1) {
+            g.flagged = false;
+        }
+    }
+    stacks.sort_by_key(|g| std::cmp::Reverse(g.flagged));
+}
+
 /// Which bench is judged: its package, target, name and executable, and whether criterion
 /// runs it (then a stop at the time cap is a failure, not the plan).
 pub struct BenchIdentity<'a> {
@@ -123,10 +135,14 @@ pub struct BenchIdentity<'a> {
 const STACKS_LISTED: usize = 10;
 
 /// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.
+/// `after`: a snapshot taken a while after the growth window (a service's, once its load
+/// ended and a settle pause passed): a stack that grew but no longer holds, there, what it
+/// held three quarters into the window drained (a cache emptied) and is not flagged.
 pub fn judge_bench(
     id: &BenchIdentity,
     result: &ProcessResult,
     dumps: &[PathBuf],
+    after: Option<&Path>,
     symbolizer: &mut Symbolizer,
     threshold: u64,
     period: u64,
@@ -208,7 +224,7 @@ pub fn judge_bench(
     }
     report.snapshots = snapshots.len();
     report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
-    let stacks = match analyze(&snapshots, threshold) {
+    let mut stacks = match analyze(&snapshots, threshold) {
         Ok(s) => s,
         Err(e) => {
             if report.verdict == Verdict::Clean {
@@ -218,6 +234,19 @@ pub fn judge_bench(
             return report;
         }
     };
+    if let Some(after) = after {
+        match profile::read_heap_profile(after) {
+            Ok(parsed) => {
+                let held = diff::normalize(&parsed.unbiased());
+                unflag_drained(&mut stacks, &held, at_fraction(&snapshots, 0.75));
+            }
+            Err(e) => {
+                report.verdict = Verdict::Error;
+                report.message = Some(format!("the snapshot after the load: {e}"));
+                return report;
+            }
+        }
+    }
     let exe = id
         .exe
         .canonicalize()

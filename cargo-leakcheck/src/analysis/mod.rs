@@ -16,6 +16,7 @@ pub(crate) mod identity;
 pub(crate) mod lost;
 pub(crate) mod profile;
 pub(crate) mod retention;
+pub(crate) mod service;
 pub(crate) mod settling;
 pub(crate) mod stacks;
 pub(crate) mod symbolize;

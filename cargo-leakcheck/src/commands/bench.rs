@@ -156,7 +156,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             exe: &binary.path,
             criterion: case.criterion,
         };
-        let mut report = growth::judge_bench(&id, &result, &dumps, symbolizer, threshold, period);
+        let mut report =
+            growth::judge_bench(&id, &result, &dumps, None, symbolizer, threshold, period);
         report.growth_threshold_source = source;
         benches.push(report);
     }

@@ -8,5 +8,6 @@ pub(crate) mod bench;
 pub(crate) mod diff;
 pub(crate) mod merge;
 pub(crate) mod nextest;
+pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod test;

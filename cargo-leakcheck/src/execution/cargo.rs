@@ -470,46 +470,9 @@ fn build(
     benches: bool,
     verbose: bool,
 ) -> Result<Vec<TestBinary>, Error> {
-    let program = cargo_program();
-    let mut cargo_args = cargo_args;
-    if crate::console::level() == crate::console::Level::Quiet {
-        cargo_args.push("--quiet".into());
-    }
-    let command_text = format!("{} {}", program.display(), cargo_args.join(" "));
-    if verbose {
-        crate::say!("     Running `{command_text}`");
-    }
-    // cargo's diagnostics pass through us rather than going to our stderr directly: cargo
-    // panics when it cannot write them (stderr closed or full), and that must not fail the
-    // build. Colours are kept when our stderr is a terminal.
-    let mut cmd = Command::new(&program);
-    if std::io::stderr().is_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
-        cmd.env("CARGO_TERM_COLOR", "always");
-    }
-    // A process group of its own, which an interruption stops (see `interrupt`).
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd
-        .args(&cargo_args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
-    let registration =
-        crate::execution::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let stderr = child.stderr.take().expect("stderr was piped");
-    let forward = std::thread::spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut line = Vec::new();
-        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-            crate::say_raw!("{}", String::from_utf8_lossy(&line));
-            line.clear();
-        }
-    });
     let mut binaries = Vec::new();
-    for message in Message::parse_stream(BufReader::new(stdout)) {
-        let message = message.map_err(|e| Error::io("read cargo's build output", e))?;
-        if let Message::CompilerArtifact(artifact) = message {
+    for artifact in executables(cargo_args, verbose)? {
+        {
             let Some(exe) = artifact.executable else {
                 continue;
             };
@@ -551,6 +514,130 @@ fn build(
             });
         }
     }
+    binaries.sort_by(|a, b| a.key().cmp(&b.key()));
+    binaries.dedup_by(|a, b| a.key() == b.key());
+    Ok(binaries)
+}
+
+/// Which program `cargo leakcheck run` builds.
+#[derive(Clone, Copy, Debug)]
+pub enum Program<'a> {
+    /// `--bin NAME`.
+    Bin(&'a str),
+    /// `--example NAME`.
+    Example(&'a str),
+    /// The selected package's only binary, as `cargo run` picks it.
+    Default,
+}
+
+/// Builds a program as `cargo build` would for `cargo run`, and returns its executable.
+pub fn build_program(
+    args: &Selection,
+    program: Program,
+    release: bool,
+    selected: &[&Member],
+    verbose: bool,
+) -> Result<PathBuf, Error> {
+    let targets = Targets {
+        release,
+        ..Targets::default()
+    };
+    let mut cargo_args = build_args(args, &targets, selected);
+    cargo_args.splice(0..2, ["build".to_string()]);
+    match program {
+        Program::Bin(name) => cargo_args.extend(["--bin".into(), name.to_string()]),
+        Program::Example(name) => cargo_args.extend(["--example".into(), name.to_string()]),
+        Program::Default => cargo_args.push("--bins".into()),
+    }
+    let wanted = |a: &cargo_metadata::Artifact| match program {
+        Program::Bin(name) => a.target.name == name && a.target.kind.contains(&TargetKind::Bin),
+        Program::Example(name) => {
+            a.target.name == name && a.target.kind.contains(&TargetKind::Example)
+        }
+        Program::Default => a.target.kind.contains(&TargetKind::Bin),
+    };
+    let mut found: Vec<cargo_metadata::Artifact> = executables(cargo_args, verbose)?
+        .into_iter()
+        .filter(|a| wanted(a) && !a.profile.test)
+        .collect();
+    found.sort_by(|a, b| a.target.name.cmp(&b.target.name));
+    found.dedup_by(|a, b| a.target.name == b.target.name);
+    match found.as_slice() {
+        [one] => Ok(one
+            .executable
+            .clone()
+            .expect("kept for its executable")
+            .into_std_path_buf()),
+        [] => Err(Error::Usage(match program {
+            Program::Bin(name) => format!("no binary target named `{name}` was built"),
+            Program::Example(name) => format!("no example named `{name}` was built"),
+            Program::Default => {
+                "the selected package has no binary target (use --bin, --example or --command)"
+                    .into()
+            }
+        })),
+        several => Err(Error::Usage(format!(
+            "several binaries were built ({}); choose one with --bin",
+            several
+                .iter()
+                .map(|a| format!("`{}`", a.target.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Runs cargo with `cargo_args` (a build that prints JSON messages), forwarding its
+/// diagnostics; returns the artifacts that are executables.
+fn executables(
+    cargo_args: Vec<String>,
+    verbose: bool,
+) -> Result<Vec<cargo_metadata::Artifact>, Error> {
+    let program = cargo_program();
+    let mut cargo_args = cargo_args;
+    if crate::console::level() == crate::console::Level::Quiet {
+        cargo_args.push("--quiet".into());
+    }
+    let command_text = format!("{} {}", program.display(), cargo_args.join(" "));
+    if verbose {
+        crate::say!("     Running `{command_text}`");
+    }
+    // cargo's diagnostics pass through us rather than going to our stderr directly: cargo
+    // panics when it cannot write them (stderr closed or full), and that must not fail the
+    // build. Colours are kept when our stderr is a terminal.
+    let mut cmd = Command::new(&program);
+    if std::io::stderr().is_terminal() && std::env::var_os("CARGO_TERM_COLOR").is_none() {
+        cmd.env("CARGO_TERM_COLOR", "always");
+    }
+    // A process group of its own, which an interruption stops (see `interrupt`).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd
+        .args(&cargo_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::io(format!("run `{command_text}`"), e))?;
+    let registration =
+        crate::execution::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let stderr = child.stderr.take().expect("stderr was piped");
+    let forward = std::thread::spawn(move || {
+        let mut reader = BufReader::new(stderr);
+        let mut line = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            crate::say_raw!("{}", String::from_utf8_lossy(&line));
+            line.clear();
+        }
+    });
+    let mut artifacts = Vec::new();
+    for message in Message::parse_stream(BufReader::new(stdout)) {
+        let message = message.map_err(|e| Error::io("read cargo's build output", e))?;
+        if let Message::CompilerArtifact(artifact) = message {
+            if artifact.executable.is_some() {
+                artifacts.push(artifact);
+            }
+        }
+    }
     crate::execution::interrupt::wait_ended(child.id() as libc::pid_t);
     drop(registration);
     let status = child
@@ -563,9 +650,7 @@ fn build(
             status: status.to_string(),
         });
     }
-    binaries.sort_by(|a, b| a.key().cmp(&b.key()));
-    binaries.dedup_by(|a, b| a.key() == b.key());
-    Ok(binaries)
+    Ok(artifacts)
 }
 
 #[cfg(test)]

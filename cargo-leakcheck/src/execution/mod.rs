@@ -28,4 +28,5 @@ pub(crate) mod rerun;
 pub(crate) mod run_config;
 pub(crate) mod runner;
 pub(crate) mod runtime;
+pub(crate) mod service;
 pub(crate) mod slots;

@@ -338,7 +338,7 @@ fn wait_with_usage(pid: libc::pid_t) -> std::io::Result<(i32, u64)> {
 /// reused, and a new process that made itself leader of a group with that id between the
 /// look and the signal would get it: a window of microseconds, after a test that left
 /// processes behind.
-fn end_leftovers(pgid: libc::pid_t) -> Vec<String> {
+pub(crate) fn end_leftovers(pgid: libc::pid_t) -> Vec<String> {
     // SAFETY: signal 0 only checks whether the group has members.
     if unsafe { libc::kill(-pgid, 0) } != 0 {
         return Vec::new();
@@ -385,18 +385,5 @@ fn parse_stat(stat: &str) -> Option<(&str, &str, libc::pid_t)> {
 }
 
 pub(crate) fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessResult {
-    ProcessResult {
-        end,
-        duration: Duration::ZERO,
-        timeout: Duration::ZERO,
-        peak_rss_kib: None,
-        record: None,
-        record_file: None,
-        preload_dumps: Vec::new(),
-        app_dumps: Vec::new(),
-        run_dumps: Vec::new(),
-        left_running: Vec::new(),
-        stdout,
-        stderr,
-    }
+    ProcessResult::ended(end, stdout, stderr)
 }

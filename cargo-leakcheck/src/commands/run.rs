@@ -1,0 +1,329 @@
+//! `cargo leakcheck run`: a service under load, judged on its heap's growth per stack.
+//!
+//! Steps: set up the session; build the program (or take `--command`); run it under the
+//! runtime until ready, under the load, and stopped ([`crate::execution::service`]); judge
+//! the snapshots taken between ready and the end of the load ([`crate::analysis::service`]);
+//! write the report and the growth plots as `bench` does.
+
+use crate::analysis::growth::BenchIdentity;
+use crate::analysis::service;
+use crate::analysis::symbolize::Symbolizer;
+use crate::cli::RunArgs;
+use crate::commands::session;
+use crate::config;
+use crate::errors::{Error, ExitCode};
+use crate::execution::cargo::{self, Program};
+use crate::execution::service::{Ready, ServiceSpec, Window};
+use crate::model::{Report, ReportSettings};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A service is sampled as benchmarks are: one sample per 4 KiB allocated on average.
+const LG_SAMPLE: u8 = crate::commands::bench::LG_SAMPLE;
+
+/// The most snapshots judged: a long run's are thinned evenly to this many, which is plenty
+/// for the growth rule (it compares quarters of the run) and keeps the tool's memory
+/// bounded however long the service runs.
+const MAX_SNAPSHOTS: usize = 240;
+
+/// Runs `cargo leakcheck run`; returns the exit code.
+pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
+    let threshold_cli = args
+        .growth_threshold
+        .as_deref()
+        .map(|t| {
+            config::parse_size(t).map_err(|e| Error::Usage(format!("--growth-threshold: {e}")))
+        })
+        .transpose()?;
+    let ready = readiness(args)?;
+    if args.snapshot_interval == 0 {
+        return Err(Error::Usage(
+            "--snapshot-interval must be at least 1".into(),
+        ));
+    }
+    let command = args.command.as_deref().map(split_words).transpose()?;
+    let session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    let (program, program_args, name) = match &command {
+        Some(words) => {
+            let program = find_program(&words[0])?;
+            let mut rest = words[1..].to_vec();
+            rest.extend(args.args.iter().cloned());
+            let name = file_name(&program);
+            (program, rest, name)
+        }
+        None => {
+            let which = match (&args.bin, &args.example) {
+                (Some(b), _) => Program::Bin(b),
+                (_, Some(e)) => Program::Example(e),
+                _ => Program::Default,
+            };
+            let exe = cargo::build_program(
+                &args.selection,
+                which,
+                args.release,
+                &session.selected(),
+                args.verbose,
+            )?;
+            let name = file_name(&exe);
+            (exe, args.args.clone(), name)
+        }
+    };
+    let package = session
+        .selected()
+        .first()
+        .map_or_else(|| name.clone(), |m| m.name.clone());
+    let key = "service";
+    // What an earlier run left in the work directory is not this run's.
+    for old in crate::execution::protocol::all_dumps(
+        &session.work_dir,
+        key,
+        crate::execution::protocol::PRELOAD_STEM,
+    ) {
+        let _ = std::fs::remove_file(old);
+    }
+    let dir = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    crate::info!(
+        "{:>12} {} (a snapshot every {} ms)",
+        "Starting",
+        program.display(),
+        args.snapshot_interval
+    );
+    let spec = ServiceSpec {
+        program: &program,
+        args: &program_args,
+        dir: &dir,
+        runtime: &session.runtime,
+        work_dir: &session.work_dir,
+        key,
+        lg_sample: LG_SAMPLE,
+        snapshot_interval: Duration::from_millis(args.snapshot_interval),
+        ready: ready.clone(),
+        ready_timeout: Duration::from_secs(args.ready_timeout),
+        load: args.load.as_deref(),
+        load_timeout: Duration::from_secs(args.load_timeout),
+        duration: Duration::from_secs(args.duration),
+        settle: Duration::from_secs(args.settle),
+        stop: args.stop.as_deref(),
+        grace: Duration::from_secs(args.grace),
+        verbose: args.verbose,
+    };
+    let ran = crate::execution::service::run(&spec);
+    let mut notes = session.notes.clone();
+    if !ran.left_running.is_empty() {
+        notes.push(format!(
+            "the service left {} running after it ended; they were killed",
+            ran.left_running.join(", ")
+        ));
+    }
+    for n in &notes {
+        crate::info!("note: {n}");
+    }
+    if let Some(why) = service::not_checked(&ran.stage, &ready_text(&ready, args), &ran.stderr) {
+        return Err(Error::Usage(why));
+    }
+    let (dumps, after) = split_at_window(&ran.dumps, ran.window);
+    let dumps = evenly(dumps, MAX_SNAPSHOTS);
+    let (threshold, source) = session.config.growth_threshold(&name, threshold_cli);
+    let id = BenchIdentity {
+        package: &package,
+        binary: &name,
+        name: &name,
+        exe: &program,
+        criterion: false,
+    };
+    let mut symbolizer = Symbolizer::new();
+    let mut judged = service::judge(
+        &id,
+        &ran.stage,
+        service::Snapshots {
+            under_load: &dumps,
+            after: after.as_deref(),
+        },
+        (ran.stdout.clone(), ran.stderr.clone()),
+        &mut symbolizer,
+        threshold,
+        1 << LG_SAMPLE,
+    );
+    judged.growth_threshold_source = source;
+    notes.extend(symbolizer.warnings());
+    crate::report::bench::write_artifacts(
+        &mut judged,
+        &session.out_dir,
+        &session.ws.root,
+        &mut notes,
+    );
+    let report = Report {
+        benches: vec![judged],
+        notes,
+        ..Report::new(ReportSettings {
+            sample_period: 1 << LG_SAMPLE,
+            stack_threshold: 0,
+            config: session
+                .config
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+        })
+    };
+    session::finish(&session, &report, crate::report::bench::render)?;
+    Ok(report.exit_code())
+}
+
+/// The one readiness check asked for (at most one), or none: ready once started.
+fn readiness(args: &RunArgs) -> Result<Ready, Error> {
+    let asked: Vec<Ready> = [
+        args.ready_port.map(Ready::Port),
+        args.ready_line.clone().map(Ready::Line),
+        args.ready_command.clone().map(Ready::Command),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match asked.as_slice() {
+        [] => Ok(Ready::Started),
+        [one] => Ok(one.clone()),
+        _ => Err(Error::Usage(
+            "--ready-port, --ready-line and --ready are alternatives: give one".into(),
+        )),
+    }
+}
+
+fn ready_text(ready: &Ready, args: &RunArgs) -> String {
+    let within = format!("within {} s (--ready-timeout)", args.ready_timeout);
+    match ready {
+        Ready::Port(p) => format!("nothing accepted connections on 127.0.0.1:{p} {within}"),
+        Ready::Line(t) => format!("it printed no line containing `{t}` {within}"),
+        Ready::Command(c) => format!("`{c}` did not succeed {within}"),
+        Ready::Started => "it was not started".into(),
+    }
+}
+
+/// The snapshots taken under load (from ready to the end of the load), and the first one
+/// taken after the settle pause; all of them, and none after, when the window is unknown
+/// (the service ended before it was stopped).
+fn split_at_window(dumps: &[PathBuf], window: Option<Window>) -> (Vec<PathBuf>, Option<PathBuf>) {
+    let Some(w) = window else {
+        return (dumps.to_vec(), None);
+    };
+    let time = |d: &PathBuf| std::fs::metadata(d).and_then(|m| m.modified()).ok();
+    let under_load = dumps
+        .iter()
+        .filter(|d| time(d).is_some_and(|t| t >= w.ready && t <= w.loaded))
+        .cloned()
+        .collect();
+    let after = dumps
+        .iter()
+        .find(|d| time(d).is_some_and(|t| t >= w.settled))
+        .cloned();
+    (under_load, after)
+}
+
+/// At most `max` of `all`, evenly spaced, the first and the last among them.
+fn evenly(all: Vec<PathBuf>, max: usize) -> Vec<PathBuf> {
+    if all.len() <= max || max < 2 {
+        return all;
+    }
+    let last = all.len() - 1;
+    (0..max)
+        .map(|i| all[i * last / (max - 1)].clone())
+        .collect()
+}
+
+/// `--command`'s words: split at whitespace, with '…' and "…" quoting and \ escapes; no
+/// expansions.
+fn split_words(text: &str) -> Result<Vec<String>, Error> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some(q) if q == c => break,
+                        Some('\\') if c == '"' => word.extend(chars.next()),
+                        Some(other) => word.push(other),
+                        None => {
+                            return Err(Error::Usage(format!(
+                                "--command: unterminated quote in `{text}`"
+                            )))
+                        }
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                word.extend(chars.next());
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    if words.is_empty() {
+        return Err(Error::Usage("--command is empty".into()));
+    }
+    Ok(words)
+}
+
+/// The program `--command` names: a path, or a name looked up in PATH.
+fn find_program(word: &str) -> Result<PathBuf, Error> {
+    let path = Path::new(word);
+    let found = if word.contains('/') {
+        path.is_file().then(|| path.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(word))
+                .find(|p| p.is_file())
+        })
+    };
+    found.ok_or_else(|| Error::Usage(format!("--command: `{word}` does not exist")))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_runs_are_thinned_evenly_keeping_both_ends() {
+        let all: Vec<PathBuf> = (0..1000).map(|i| PathBuf::from(i.to_string())).collect();
+        let kept = evenly(all.clone(), 240);
+        assert_eq!(kept.len(), 240);
+        assert_eq!(
+            (kept[0].clone(), kept[239].clone()),
+            (all[0].clone(), all[999].clone())
+        );
+        assert!(kept.windows(2).all(|w| w[0] != w[1]));
+        assert_eq!(evenly(all[..10].to_vec(), 240).len(), 10);
+    }
+
+    #[test]
+    fn command_words_are_split_as_a_shell_splits_them_without_expanding() {
+        assert_eq!(
+            split_words(r#"./srv --name 'a b' "c \"d\"" e\ f $HOME"#).unwrap(),
+            ["./srv", "--name", "a b", "c \"d\"", "e f", "$HOME"]
+        );
+        assert!(split_words("srv 'open").is_err());
+        assert!(split_words("   ").is_err());
+    }
+}

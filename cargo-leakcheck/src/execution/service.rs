@@ -1,0 +1,398 @@
+//! A long-running program under the runtime, for `cargo leakcheck run`: started in a
+//! process group of its own with sampled heap profiling and a heap snapshot every interval,
+//! waited for until it is ready, put under the user's load, then stopped. It collects what
+//! happened and decides nothing: [`crate::analysis::service`] judges it.
+//!
+//! The service is never left running: every way out of [`run`] (the load failing or hanging,
+//! the service dying, an interruption, an error of the tool) ends its process group, and the
+//! group is checked to be gone.
+
+use crate::evidence::{ProcessEnd, ServiceStage};
+use crate::execution::protocol::{self, ProfileSettings};
+use leakcheck_protocol::env;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// When the service counts as ready.
+#[derive(Clone, Debug)]
+pub enum Ready {
+    /// Something accepts connections on 127.0.0.1:PORT.
+    Port(u16),
+    /// It printed a line containing this text.
+    Line(String),
+    /// This shell command succeeds.
+    Command(String),
+    /// At once.
+    Started,
+}
+
+/// What to run and how.
+pub struct ServiceSpec<'a> {
+    /// The program and its arguments.
+    pub program: &'a Path,
+    pub args: &'a [String],
+    /// Its working directory.
+    pub dir: &'a Path,
+    /// The runtime to preload.
+    pub runtime: &'a Path,
+    /// Where its files go, and their names' prefix.
+    pub work_dir: &'a Path,
+    pub key: &'a str,
+    /// jemalloc's sampling, as 2^lg bytes between samples on average.
+    pub lg_sample: u8,
+    pub snapshot_interval: Duration,
+    pub ready: Ready,
+    pub ready_timeout: Duration,
+    /// The load command; without one, the service runs for `duration` once ready.
+    pub load: Option<&'a str>,
+    pub load_timeout: Duration,
+    pub duration: Duration,
+    pub settle: Duration,
+    /// A graceful shutdown command; otherwise SIGTERM.
+    pub stop: Option<&'a str>,
+    pub grace: Duration,
+    pub verbose: bool,
+}
+
+/// The moments a run's snapshots are judged by.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub ready: SystemTime,
+    pub loaded: SystemTime,
+    pub settled: SystemTime,
+}
+
+/// What one run of a service left.
+pub struct ServiceRun {
+    pub stage: ServiceStage,
+    /// How long it took to get ready.
+    pub ready_after: Option<Duration>,
+    /// When it was ready, when its load ended, and when the settle pause after it ended.
+    pub window: Option<Window>,
+    /// Its heap snapshots, oldest first.
+    pub dumps: Vec<PathBuf>,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// Its process group's members still running after it was stopped (killed).
+    pub left_running: Vec<String>,
+    /// Peak resident set size seen, KiB.
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// Starts the service, waits until it is ready, runs the load, stops it.
+pub fn run(spec: &ServiceSpec) -> ServiceRun {
+    let stdout = spec.work_dir.join(format!("{}.stdout", spec.key));
+    let stderr = spec.work_dir.join(format!("{}.stderr", spec.key));
+    let mut out = ServiceRun {
+        stage: ServiceStage::NeverReady,
+        ready_after: None,
+        window: None,
+        dumps: Vec::new(),
+        stdout: stdout.clone(),
+        stderr: stderr.clone(),
+        left_running: Vec::new(),
+        peak_rss_kib: None,
+    };
+    let mut child = match start(spec, &stdout, &stderr) {
+        Ok(c) => c,
+        Err(why) => {
+            out.stage = ServiceStage::NotStarted(why);
+            return out;
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    let registration = crate::execution::interrupt::register(pid, libc::SIGTERM);
+    let mut service = Running {
+        child: &mut child,
+        pid,
+        peak_rss_kib: None,
+    };
+    out.stage = drive(spec, &mut service, &mut out);
+    out.peak_rss_kib = service.peak_rss_kib;
+    // Stopped in every case: ready or not, loaded or not.
+    let end = stop(spec, &mut service);
+    out.left_running = end_group(pid);
+    drop(registration);
+    if let ServiceStage::Completed(_) = out.stage {
+        out.stage = ServiceStage::Completed(end);
+    } else if crate::execution::interrupt::requested().is_some() {
+        out.stage = ServiceStage::Interrupted;
+    }
+    out.dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
+    out
+}
+
+struct Running<'a> {
+    child: &'a mut Child,
+    pid: libc::pid_t,
+    peak_rss_kib: Option<u64>,
+}
+
+impl Running<'_> {
+    /// How it ended, if it has.
+    fn ended(&mut self) -> Option<ProcessEnd> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(end_of(status)),
+            Ok(None) => {
+                if let Some(rss) = rss_kib(self.pid) {
+                    self.peak_rss_kib = Some(self.peak_rss_kib.map_or(rss, |p| p.max(rss)));
+                }
+                None
+            }
+            Err(e) => Some(ProcessEnd::SpawnFailed(format!(
+                "waiting for it failed: {e}"
+            ))),
+        }
+    }
+}
+
+fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ProcessEnd::Exited(c),
+        (None, Some(s)) => ProcessEnd::Signaled(s),
+        _ => ProcessEnd::Exited(-1),
+    }
+}
+
+fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
+    let settings = ProfileSettings {
+        mode: protocol::Mode::Periodic,
+        lg_sample: spec.lg_sample,
+    };
+    let files = std::fs::File::create(stdout)
+        .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
+        .map_err(|e| {
+            format!(
+                "cannot create output files in `{}`: {e}",
+                spec.work_dir.display()
+            )
+        })?;
+    let mut preload = spec.runtime.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    let mut cmd = Command::new(spec.program);
+    cmd.args(spec.args)
+        .current_dir(spec.dir)
+        .stdin(Stdio::null())
+        .stdout(files.0)
+        .stderr(files.1)
+        .env("LD_PRELOAD", preload)
+        .env(
+            env::MALLOC_CONF.name(),
+            settings.malloc_conf(spec.work_dir, spec.key),
+        )
+        .env(
+            env::RUNTIME_PREFIX.name(),
+            protocol::dump_prefix(spec.work_dir, spec.key, protocol::PRELOAD_STEM),
+        )
+        .env(
+            env::DUMP_INTERVAL_MS.name(),
+            spec.snapshot_interval.as_millis().max(1).to_string(),
+        );
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    if spec.verbose {
+        crate::say!("     Running `{:?}`", cmd);
+    }
+    cmd.spawn()
+        .map_err(|e| format!("`{}`: {e}", spec.program.display()))
+}
+
+/// Waits for readiness, runs the load, settles; returns how far it got.
+fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> ServiceStage {
+    let started = Instant::now();
+    loop {
+        if crate::execution::interrupt::requested().is_some() {
+            return ServiceStage::Interrupted;
+        }
+        if let Some(end) = service.ended() {
+            return ServiceStage::EndedBeforeReady(end);
+        }
+        if is_ready(&spec.ready, &out.stdout, &out.stderr) {
+            break;
+        }
+        if started.elapsed() > spec.ready_timeout {
+            return ServiceStage::NeverReady;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    out.ready_after = Some(started.elapsed());
+    let ready_at = SystemTime::now();
+    let loaded = Instant::now();
+    let mut load = match spec.load {
+        Some(command) => match shell(command).spawn() {
+            Ok(c) => Some(c),
+            Err(e) => return ServiceStage::LoadFailed(Some(format!("could not start it: {e}"))),
+        },
+        None => None,
+    };
+    let load_registration = load
+        .as_ref()
+        .and_then(|c| crate::execution::interrupt::register(c.id() as libc::pid_t, libc::SIGTERM));
+    let mut last_report = Instant::now();
+    let result = loop {
+        if crate::execution::interrupt::requested().is_some() {
+            break ServiceStage::Interrupted;
+        }
+        if let Some(end) = service.ended() {
+            break ServiceStage::EndedUnderLoad(end);
+        }
+        match &mut load {
+            Some(c) => match c.try_wait() {
+                Ok(Some(status)) if status.success() => {
+                    break ServiceStage::Completed(ProcessEnd::Exited(0))
+                }
+                Ok(Some(status)) => break ServiceStage::LoadFailed(Some(status.to_string())),
+                Ok(None) if loaded.elapsed() > spec.load_timeout => {
+                    break ServiceStage::LoadFailed(None)
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    break ServiceStage::LoadFailed(Some(format!("waiting for it failed: {e}")))
+                }
+            },
+            None if loaded.elapsed() >= spec.duration => {
+                break ServiceStage::Completed(ProcessEnd::Exited(0))
+            }
+            None => {}
+        }
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            progress(spec, service, loaded.elapsed());
+            last_report = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if let Some(mut c) = load {
+        // The load's own process group: whatever it started goes with it.
+        if c.try_wait().ok().flatten().is_none() {
+            // SAFETY: kill(2) on the process group of a child not reaped yet.
+            unsafe {
+                libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL);
+            }
+        }
+        let _ = c.wait();
+    }
+    drop(load_registration);
+    if result != ServiceStage::Completed(ProcessEnd::Exited(0)) {
+        return result;
+    }
+    let loaded_at = SystemTime::now();
+    let settled_at = loaded_at + spec.settle;
+    // One snapshot at least after the settle pause.
+    let settle_until = Instant::now() + spec.settle + spec.snapshot_interval * 2;
+    while Instant::now() < settle_until {
+        if let Some(end) = service.ended() {
+            return ServiceStage::EndedUnderLoad(end);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    out.window = Some(Window {
+        ready: ready_at,
+        loaded: loaded_at,
+        settled: settled_at,
+    });
+    result
+}
+
+fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
+    let dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
+    let heap = dumps
+        .last()
+        .and_then(|d| crate::analysis::profile::read_heap_profile(d).ok())
+        .map(|p| {
+            p.unbiased()
+                .stacks
+                .iter()
+                .map(|s| s.live.bytes)
+                .sum::<u64>()
+        });
+    crate::info!(
+        "{:>12} {:.0}s under {}, {} snapshots, live heap {}, RSS {}",
+        "Running",
+        elapsed.as_secs_f64(),
+        if spec.load.is_some() {
+            "load"
+        } else {
+            "no load"
+        },
+        dumps.len(),
+        heap.map_or("?".into(), crate::model::human_bytes),
+        rss_kib(service.pid).map_or("?".into(), |k| crate::model::human_bytes(k * 1024)),
+    );
+}
+
+fn shell(command: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).stdin(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd
+}
+
+fn is_ready(ready: &Ready, stdout: &Path, stderr: &Path) -> bool {
+    match ready {
+        Ready::Started => true,
+        Ready::Port(port) => std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], *port)),
+            Duration::from_millis(200),
+        )
+        .is_ok(),
+        Ready::Line(text) => [stdout, stderr].iter().any(|p| {
+            crate::evidence::capture_head(p, 1 << 20)
+                .lines()
+                .any(|l| l.contains(text.as_str()))
+        }),
+        Ready::Command(command) => shell(command)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+    }
+}
+
+/// Asks the service to stop (its stop command, else SIGTERM), waits up to the grace, then
+/// kills its group; how it ended.
+fn stop(spec: &ServiceSpec, service: &mut Running) -> ProcessEnd {
+    if let Some(end) = service.ended() {
+        return end;
+    }
+    match spec.stop {
+        Some(command) => {
+            let _ = shell(command).stdout(Stdio::null()).status();
+        }
+        // SAFETY: kill(2) on the group of our child, not reaped yet (checked just above).
+        None => unsafe {
+            libc::kill(service.pid, libc::SIGTERM);
+        },
+    }
+    let deadline = Instant::now() + spec.grace;
+    while Instant::now() < deadline {
+        if let Some(end) = service.ended() {
+            return end;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above; the child is still not reaped.
+    unsafe {
+        libc::kill(-service.pid, libc::SIGKILL);
+    }
+    match service.child.wait() {
+        Ok(status) => end_of(status),
+        Err(e) => ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")),
+    }
+}
+
+/// Kills what is left of the process group `pgid` and says what it was.
+fn end_group(pgid: libc::pid_t) -> Vec<String> {
+    crate::execution::process::end_leftovers(pgid)
+}
+
+fn rss_kib(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}

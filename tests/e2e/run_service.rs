@@ -1,0 +1,242 @@
+//! `cargo leakcheck run` on the webapp fixture under a load of 20,000 requests from curl:
+//! the leaking request path is named at its line and fails the run, the bounded cache does
+//! not, against the table in `expected.rs`; and every way a run can go wrong is named, with
+//! its exit code, and leaves no process behind.
+
+use crate::expected::EXPECTED;
+use crate::harness::{copy_fixture, leak_site, scratch, tool};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const FIXTURE: &str = "tests/fixtures/webapp";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Nothing listens on the port any more, and no process runs the fixture's binary.
+fn nothing_left(port: u16, target: &Path) {
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the service still answers on {port}"
+    );
+    let exe = target.join("debug/webapp").to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(
+            cmdline.split(' ').next() != Some(exe.as_str()),
+            "still running: {cmdline} ({})",
+            entry.path().display()
+        );
+    }
+}
+
+struct Setup {
+    project: PathBuf,
+    target: PathBuf,
+}
+
+fn setup(name: &str) -> Setup {
+    let project = copy_fixture(FIXTURE);
+    let target = scratch().join("targets").join(name);
+    Setup { project, target }
+}
+
+fn run(s: &Setup, args: &[&str]) -> (Output, String) {
+    let out = tool()
+        .arg("run")
+        .args([
+            "--manifest-path",
+            s.project.join("Cargo.toml").to_str().unwrap(),
+        ])
+        .args(["--target-dir", s.target.to_str().unwrap()])
+        .args(args)
+        .current_dir(&s.project)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stderr)
+}
+
+fn load(port: u16, path: &str) -> String {
+    format!("curl -sS 'http://127.0.0.1:{port}/{path}?n=[1-20000]' > /dev/null")
+}
+
+#[test]
+fn service_request_paths_match_the_table() {
+    let s = setup("webapp");
+    let rows: Vec<_> = EXPECTED.iter().filter(|e| e.service).collect();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let port = free_port();
+        let port_text = port.to_string();
+        let (out, stderr) = run(
+            &s,
+            &[
+                "--ready-port",
+                &port_text,
+                "--load",
+                &load(port, row.test),
+                "--",
+                "--port",
+                &port_text,
+            ],
+        );
+        let code = if row.verdict == "leak" { 3 } else { 0 };
+        assert_eq!(out.status.code(), Some(code), "{}:\n{stderr}", row.test);
+        nothing_left(port, &s.target);
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(s.target.join("leakcheck/report.json")).unwrap(),
+        )
+        .unwrap();
+        let b = &report["benches"][0];
+        assert_eq!(b["verdict"], row.verdict, "{}: {b}", row.test);
+        assert_eq!(b["binary"], "webapp");
+        assert!(b["snapshots"].as_u64().unwrap() >= 4, "{b}");
+        let flagged: Vec<&serde_json::Value> = b["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["flagged"] == true)
+            .collect();
+        match row.site {
+            Some(site) => {
+                // The first stack listed is the leak, at its marked line.
+                let (file, line) = leak_site(FIXTURE, site);
+                let first = &b["stacks"][0];
+                assert_eq!(first["flagged"], true, "{b}");
+                let at_site = first["frames"].as_array().unwrap().iter().any(|f| {
+                    f["file"].as_str().is_some_and(|p| p.ends_with(&file))
+                        && f["line"] == line
+                        && f["function"] == format!("webapp::{}", row.test)
+                });
+                assert!(at_site, "{}:{line} not in {first}", file);
+                assert!(
+                    first["growth_bytes"].as_i64().unwrap() > 64 * 1024,
+                    "{first}"
+                );
+                assert!(
+                    stderr.contains(&format!("webapp::{} (src/main.rs:{line})", row.test)),
+                    "the summary names the line:\n{stderr}"
+                );
+            }
+            None => assert!(flagged.is_empty(), "{}: {flagged:?}", row.test),
+        }
+    }
+}
+
+#[test]
+fn every_way_a_run_fails_is_named_with_its_code_and_leaves_nothing_running() {
+    let s = setup("webapp-faults");
+    // Built once, then run as any command.
+    let port = free_port();
+    let port_text = port.to_string();
+    let (out, stderr) = run(
+        &s,
+        &[
+            "--ready-port",
+            &port_text,
+            "--duration",
+            "1",
+            "--",
+            "--port",
+            &port_text,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let exe = s.target.join("debug/webapp");
+    let exe_text = exe.to_str().unwrap();
+    let with_port = |extra: &str, port: u16| format!("{exe_text} --port {port}{extra}");
+
+    // A program that does not exist.
+    let (out, stderr) = run(&s, &["--command", "/nonexistent/service"]);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`/nonexistent/service` does not exist"),
+        "{stderr}"
+    );
+
+    // A service that exits at once.
+    let port = free_port();
+    let (out, stderr) = run(
+        &s,
+        &[
+            "--command",
+            "sh -c 'echo starting; exit 7'",
+            "--ready-port",
+            &port.to_string(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("ended before it was ready"), "{stderr}");
+
+    // A service that never gets ready: it listens elsewhere.
+    let (port, other) = (free_port(), free_port());
+    let (out, stderr) = run(
+        &s,
+        &[
+            "--command",
+            &with_port("", port),
+            "--ready-port",
+            &other.to_string(),
+            "--ready-timeout",
+            "2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "never got ready: nothing accepted connections on 127.0.0.1:{other}"
+        )),
+        "{stderr}"
+    );
+    nothing_left(port, &s.target);
+
+    // A crash under load.
+    let port = free_port();
+    let (out, stderr) = run(
+        &s,
+        &[
+            "--command",
+            &with_port("", port),
+            "--ready-port",
+            &port.to_string(),
+            "--load",
+            &format!("curl -s 'http://127.0.0.1:{port}/crash' > /dev/null; sleep 30"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("SIGABRT"), "{stderr}");
+    nothing_left(port, &s.target);
+
+    // A load command that fails, and one that hangs.
+    for (load, extra, said) in [
+        ("exit 9", "600", "the load command failed (exit status: 9)"),
+        ("sleep 60", "2", "did not finish within --load-timeout"),
+    ] {
+        let port = free_port();
+        let (out, stderr) = run(
+            &s,
+            &[
+                "--command",
+                &with_port("", port),
+                "--ready-port",
+                &port.to_string(),
+                "--load",
+                load,
+                "--load-timeout",
+                extra,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{load}: {stderr}");
+        assert!(stderr.contains(said), "{load}: {stderr}");
+        nothing_left(port, &s.target);
+    }
+}
