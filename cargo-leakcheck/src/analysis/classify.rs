@@ -151,12 +151,6 @@ pub fn is_user_frame(f: &Frame, test_binary: &str) -> bool {
     }
 }
 
-/// The kind of a stack (already trimmed of allocator frames) and why.
-pub fn classify(frames: &[Frame], test_binary: &str) -> (StackKind, Option<String>) {
-    let c = classify_test(frames, test_binary, None);
-    (c.kind, c.reason)
-}
-
 /// What [`classify_test`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Classified {
@@ -169,7 +163,8 @@ pub struct Classified {
     pub thread_cache: bool,
 }
 
-/// [`classify`], knowing the function libtest calls for the test (its file offsets in the
+/// The kind of a stack (already trimmed of allocator frames) and why, knowing the function
+/// libtest calls for the test when it is known (its file offsets in the
 /// test binary, see [`crate::execution::entry`]): code there is the test's own, whatever its symbol
 /// says. A release build inlines a small test body into that function, whose symbol is
 /// only `core::ops::function::FnOnce::call_once`.
@@ -232,6 +227,12 @@ pub fn classify_test(frames: &[Frame], test_binary: &str, entry: Option<(u64, u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kind and reason of a stack with no entry point known.
+    fn classify(frames: &[Frame], exe: &str) -> (StackKind, Option<String>) {
+        let c = classify_test(frames, exe, None);
+        (c.kind, c.reason)
+    }
 
     const EXE: &str = "/t/target/debug/deps/leaky-123";
 

@@ -129,6 +129,11 @@ pub struct BenchIdentity<'a> {
     pub name: &'a str,
     pub exe: &'a Path,
     pub criterion: bool,
+    /// The whole program is under check (a service under `run`), not code inside a harness:
+    /// a growing stack without a frame of the program's own code (a release build inlines
+    /// a thread's closure into std's thread start) is still the program's, unless it is
+    /// glibc's cache of thread blocks.
+    pub whole_program: bool,
 }
 
 /// How many stacks a bench's report entry lists (flagged ones first).
@@ -255,7 +260,11 @@ pub fn judge_bench(
         .to_string();
     for g in stacks.into_iter().take(STACKS_LISTED) {
         let trimmed = resolve_stack(&g.frames, symbolizer);
-        let (kind, _) = classify::classify(&trimmed, &exe);
+        let class = classify::classify_test(&trimmed, &exe, None);
+        let kind = match class.kind {
+            StackKind::Harness if id.whole_program && !class.thread_cache => StackKind::Leak,
+            kind => kind,
+        };
         let last = g.series.last().map(|p| p.1).unwrap_or(0);
         // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
         // growth must stand three of those clear of it.

@@ -155,6 +155,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             name: &case.name,
             exe: &binary.path,
             criterion: case.criterion,
+            whole_program: false,
         };
         let mut report =
             growth::judge_bench(&id, &result, &dumps, None, symbolizer, threshold, period);

@@ -130,6 +130,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         name: &name,
         exe: &program,
         criterion: false,
+        whole_program: true,
     };
     let mut symbolizer = Symbolizer::new();
     let mut judged = service::judge(
