@@ -50,7 +50,7 @@ load_cmd() {
   local share=$((requests / clients))
   echo "s=\$(date +%s%N); for c in \$(seq $clients); do curl -s \"http://127.0.0.1:$1/$2?c=\$c&n=[1-$share]\" > /dev/null & done; wait; e=\$(date +%s%N); echo \$(( (e - s) / 1000000 )) > $work/load_ms"
 }
-min() { python3 -c "print(min($(IFS=,; echo "$*")))"; }
+min() { python3 -c "print(min([$(IFS=,; echo "$*")]))"; }
 
 # plain NAME EXE PORT PATH ARGS...: the load against the plain binary, ms.
 plain() {

@@ -703,6 +703,11 @@ pub struct BenchStack {
     pub frames: Vec<FrameReport>,
     /// (seconds since the first snapshot, retained bytes) at every snapshot.
     pub series: Vec<(f64, u64)>,
+    /// Who holds its objects, from the reachability scan after the load (`run`, when the
+    /// scan found a path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub retained_by: Option<RetainedBy>,
 }
 
 /// Paths of a bench's artifacts, relative to the report's directory.

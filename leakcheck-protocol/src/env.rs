@@ -61,12 +61,16 @@ pub const APP_MALLCTL: Var = Var(c"LEAKCHECK_APP_MALLCTL");
 pub const APP_PREFIX: Var = Var(c"LEAKCHECK_APP_PREFIX");
 /// The interval of the runtime's periodic dumps, milliseconds (benchmarks).
 pub const DUMP_INTERVAL_MS: Var = Var(c"LEAKCHECK_DUMP_INTERVAL_MS");
+/// A file the tool creates to ask a process with periodic dumps under exact tracking
+/// (`cargo leakcheck run`) to scan for reachability after its next dump; the runtime
+/// deletes it once the scan's files are written.
+pub const SCAN_REQUEST: Var = Var(c"LEAKCHECK_SCAN_REQUEST");
 /// `0` leaves retention paths out of the reachability scan (for the benchmark that measures
 /// what they cost).
 pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 16] = [
+pub const ALL: [Var; 17] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -82,6 +86,7 @@ pub const ALL: [Var; 16] = [
     APP_MALLCTL,
     APP_PREFIX,
     DUMP_INTERVAL_MS,
+    SCAN_REQUEST,
     PATHS,
 ];
 

@@ -11,3 +11,6 @@ pub const HEAP: &str = ".heap";
 pub const UNREACHED: &str = ".unreached";
 /// Appended to a dump's name: how the scan found each stack's reachable objects held.
 pub const PATHS: &str = ".paths";
+/// Ends the name of a periodic dump the runtime's tracker writes (`<prefix>.<pid>.<seq>.t.heap`,
+/// in the shape of jemalloc's own periodic `<prefix>.<pid>.<seq>.m<n>.heap`).
+pub const TRACKED_PERIODIC: &str = ".t";

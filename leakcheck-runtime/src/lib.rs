@@ -299,21 +299,77 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value }
 }
 
-/// Benchmarks: a thread that asks jemalloc for a heap dump every `ms` milliseconds. With
-/// no file name, `prof.dump` names the dump itself under the configured prefix
+/// Benchmarks and services: a thread that writes a heap dump every `ms` milliseconds. With
+/// no file name, jemalloc's `prof.dump` names the dump itself under the configured prefix
 /// (`<prefix>.<pid>.<seq>.m<n>.heap`), so nothing here allocates per dump; the dumps'
-/// modification times are the time series.
-fn start_periodic_dumps(ms: u64) {
+/// modification times are the time series. Under exact tracking (`cargo leakcheck run`) the
+/// tracker writes them, named the same way (`<prefix>.<pid>.<seq>.t.heap`), and when the
+/// file `scan_request` exists, the dump is followed by a reachability scan (its
+/// `.unreached` and `.paths` files beside it) and the file is deleted.
+fn start_periodic_dumps(ms: u64, prefix: Option<&'static str>, scan_request: Option<&'static str>) {
     let spawned = std::thread::Builder::new()
         .name("leakcheck-dumps".into())
-        .spawn(move || loop {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
-            // SAFETY: "prof.dump" with no new value dumps under the default name (jemalloc
-            // manual, MALLCTL NAMESPACE).
-            unsafe { mallctl_do(c"prof.dump") };
+        .spawn(move || {
+            let mut seq = 0u64;
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                match prefix.filter(|_| tracker::enabled()) {
+                    Some(prefix) => {
+                        seq += 1;
+                        tracked_dump(prefix, seq, scan_request);
+                    }
+                    // SAFETY: "prof.dump" with no new value dumps under the default name
+                    // (jemalloc manual, MALLCTL NAMESPACE).
+                    None => unsafe {
+                        mallctl_do(c"prof.dump");
+                    },
+                }
+            }
         });
     // Without the thread there are only the start and exit dumps; nothing else to do.
     drop(spawned);
+}
+
+/// One periodic dump of the tracker, and the scan when it was asked for.
+fn tracked_dump(prefix: &str, seq: u64, scan_request: Option<&str>) {
+    use leakcheck_protocol::files;
+    let mut path = FixedPath::new();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    let named = path.push(prefix.as_bytes())
+        && path.push(b".")
+        && path.push_u64(pid)
+        && path.push(b".")
+        && path.push_u64(seq)
+        && path.push(files::TRACKED_PERIODIC.as_bytes())
+        && path.push(files::HEAP.as_bytes());
+    if !named || !tracker::dump(&path) {
+        return;
+    }
+    let Some(request) = scan_request else { return };
+    let mut req = FixedPath::new();
+    if !req.push(request.as_bytes()) {
+        return;
+    }
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::access(req.as_ptr(), libc::F_OK) } != 0 {
+        return;
+    }
+    let mut unreached = FixedPath::new();
+    let mut paths = FixedPath::new();
+    // SAFETY: path holds len() initialised bytes before its NUL.
+    let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
+    if unreached.push(name)
+        && unreached.push(files::UNREACHED.as_bytes())
+        && paths.push(name)
+        && paths.push(files::PATHS.as_bytes())
+    {
+        scan::dump_unreached(&unreached, Some(&paths));
+    }
+    // SAFETY: a NUL-terminated path; deleting it tells the tool the scan is written.
+    unsafe {
+        libc::unlink(req.as_ptr());
+    }
 }
 
 /// Reads the exit handler's settings from the environment (the names are the contract's,
@@ -407,7 +463,7 @@ extern "C" fn leakcheck_init() {
         .and_then(sys::parse_u64)
         .filter(|&ms| ms > 0)
     {
-        start_periodic_dumps(ms);
+        start_periodic_dumps(ms, prefix, sys::var(env::SCAN_REQUEST));
     }
 }
 

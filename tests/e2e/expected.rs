@@ -729,7 +729,7 @@ pub const EXPECTED: &[Expected] = &[
     bench(bench_target("crit"), "sort_1000", "clean", None),
     // `/login` keeps a session per request in a map nothing prunes; `/item` answers from a
     // cache that fills in its first requests and then only replaces.
-    service(WEBAPP, "login", "leak", Some("login")),
+    service(WEBAPP, "login", "leak", Some("login")).held_by("static `webapp::SESSIONS`", None),
     service(WEBAPP, "item", "clean", None),
     // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
     clean(CONFIGURED, "tests::cache_warmed_on_purpose").runs("completed"),

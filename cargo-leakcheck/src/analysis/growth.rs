@@ -13,11 +13,12 @@ use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
-use crate::analysis::symbolize::Symbolizer;
+use crate::analysis::retention::{self, HeldPath};
+use crate::analysis::symbols::FromFiles;
 use crate::evidence::stderr_tail;
 use crate::evidence::{ProcessEnd, ProcessResult};
 use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// One heap snapshot and when it was taken, in seconds since the first.
@@ -139,16 +140,24 @@ pub struct BenchIdentity<'a> {
 /// How many stacks a bench's report entry lists (flagged ones first).
 const STACKS_LISTED: usize = 10;
 
+/// A snapshot taken a while after the growth window (a service's, once its load ended and
+/// a settle pause passed), and how the reachability scan then found each stack held.
+pub struct After<'a> {
+    pub dump: &'a Path,
+    /// Retention paths by the held stack's frames (empty without a scan).
+    pub held: HashMap<Vec<FrameKey>, HeldPath>,
+}
+
 /// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.
-/// `after`: a snapshot taken a while after the growth window (a service's, once its load
-/// ended and a settle pause passed): a stack that grew but no longer holds, there, what it
-/// held three quarters into the window drained (a cache emptied) and is not flagged.
+/// With `after`, a stack that grew but no longer holds, there, what it held three quarters
+/// into the window drained (a cache emptied) and is not flagged; a flagged one says who
+/// holds it.
 pub fn judge_bench(
     id: &BenchIdentity,
     result: &ProcessResult,
     dumps: &[PathBuf],
-    after: Option<&Path>,
-    symbolizer: &mut Symbolizer,
+    after: Option<&After>,
+    symbols: &mut FromFiles,
     threshold: u64,
     period: u64,
 ) -> BenchReport {
@@ -240,7 +249,7 @@ pub fn judge_bench(
         }
     };
     if let Some(after) = after {
-        match profile::read_heap_profile(after) {
+        match profile::read_heap_profile(after.dump) {
             Ok(parsed) => {
                 let held = diff::normalize(&parsed.unbiased());
                 unflag_drained(&mut stacks, &held, at_fraction(&snapshots, 0.75));
@@ -259,7 +268,7 @@ pub fn judge_bench(
         .display()
         .to_string();
     for g in stacks.into_iter().take(STACKS_LISTED) {
-        let trimmed = resolve_stack(&g.frames, symbolizer);
+        let trimmed = resolve_stack(&g.frames, &mut symbols.code);
         let class = classify::classify_test(&trimmed, &exe, None);
         let kind = match class.kind {
             StackKind::Harness if id.whole_program && !class.thread_cache => StackKind::Leak,
@@ -277,6 +286,10 @@ pub fn judge_bench(
             flagged,
             kind,
             frames: trimmed.iter().map(frame_report).collect(),
+            retained_by: after
+                .and_then(|a| a.held.get(&g.frames))
+                .filter(|_| flagged)
+                .map(|p| retention::describe(p, &exe, symbols)),
             series: g.series,
         });
     }

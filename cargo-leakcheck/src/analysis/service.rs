@@ -5,7 +5,7 @@
 
 use crate::analysis::ending::Ending;
 use crate::analysis::growth::{self, BenchIdentity};
-use crate::analysis::symbolize::Symbolizer;
+use crate::analysis::symbols::FromFiles;
 use crate::evidence::{stderr_tail, ProcessEnd, ProcessResult, ServiceStage};
 use crate::model::{BenchArtifacts, BenchReport, Verdict};
 use std::path::PathBuf;
@@ -33,8 +33,9 @@ pub fn not_checked(stage: &ServiceStage, ready: &str, stderr: &std::path::Path) 
 pub struct Snapshots<'a> {
     /// Taken while it was ready and under load, oldest first.
     pub under_load: &'a [PathBuf],
-    /// The first taken after the load and the settle pause.
-    pub after: Option<&'a std::path::Path>,
+    /// The first taken after the load and the settle pause, with the scan's retention
+    /// paths when it was scanned.
+    pub after: Option<growth::After<'a>>,
 }
 
 /// What the service's run and its snapshots say; `output` is its captured stdout and
@@ -44,12 +45,12 @@ pub fn judge(
     stage: &ServiceStage,
     snapshots: Snapshots,
     output: (PathBuf, PathBuf),
-    symbolizer: &mut Symbolizer,
+    symbols: &mut FromFiles,
     threshold: u64,
     period: u64,
 ) -> BenchReport {
     let (stdout, stderr) = output;
-    let (dumps, after) = (snapshots.under_load, snapshots.after);
+    let (dumps, after) = (snapshots.under_load, snapshots.after.as_ref());
     let early = |end: &ProcessEnd, when: &str| {
         let ending = Ending::of(end, "service");
         let verdict = match ending {
@@ -84,7 +85,7 @@ pub fn judge(
             // Stopped by the tool after its load: judged on its growth alone.
             let result = ProcessResult::ended(ProcessEnd::Exited(0), stdout, stderr);
             let mut report =
-                growth::judge_bench(id, &result, dumps, after, symbolizer, threshold, period);
+                growth::judge_bench(id, &result, dumps, after, symbols, threshold, period);
             if let ServiceStage::Completed(end) = stage {
                 report.exit = format!("stopped ({})", end.describe());
             }

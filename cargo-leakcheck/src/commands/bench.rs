@@ -8,7 +8,7 @@
 //! stopped at the time cap: the snapshots taken until then are what is judged.
 
 use crate::analysis::growth;
-use crate::analysis::symbolize::Symbolizer;
+use crate::analysis::symbols::FromFiles;
 use crate::cli::BenchArgs;
 use crate::commands::session;
 use crate::config;
@@ -95,7 +95,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         lg_sample: LG_SAMPLE,
     };
     let period = 1u64 << LG_SAMPLE;
-    let mut symbolizers: Vec<Option<Symbolizer>> = binaries.iter().map(|_| None).collect();
+    let mut symbolizers: Vec<Option<FromFiles>> = binaries.iter().map(|_| None).collect();
     let mut benches = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let binary = &binaries[case.binary];
@@ -147,7 +147,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             break;
         }
         let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
-        let symbolizer = symbolizers[case.binary].get_or_insert_with(Symbolizer::new);
+        let symbolizer = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
         let dumps = protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM);
         let id = growth::BenchIdentity {
             package: &binary.package,

@@ -5,21 +5,22 @@
 //! the snapshots taken between ready and the end of the load ([`crate::analysis::service`]);
 //! write the report and the growth plots as `bench` does.
 
-use crate::analysis::growth::BenchIdentity;
+use crate::analysis::growth::{After, BenchIdentity};
 use crate::analysis::service;
-use crate::analysis::symbolize::Symbolizer;
+use crate::analysis::symbols::FromFiles;
 use crate::cli::RunArgs;
 use crate::commands::session;
 use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, Program};
+use crate::execution::load;
 use crate::execution::service::{Ready, ServiceSpec, Window};
 use crate::model::{Report, ReportSettings};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A service is sampled as benchmarks are: one sample per 4 KiB allocated on average.
-const LG_SAMPLE: u8 = crate::commands::bench::LG_SAMPLE;
+/// Every allocation of the service is tracked: its snapshots are exact.
+const SAMPLE_PERIOD: u64 = 1;
 
 /// The most snapshots judged: a long run's are thinned evenly to this many, which is plenty
 /// for the growth rule (it compares quarters of the run) and keeps the tool's memory
@@ -95,7 +96,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         runtime: &session.runtime,
         work_dir: &session.work_dir,
         key,
-        lg_sample: LG_SAMPLE,
         snapshot_interval: Duration::from_millis(args.snapshot_interval),
         ready: ready.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),
@@ -122,6 +122,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         return Err(Error::Usage(why));
     }
     let (dumps, after) = split_at_window(&ran.dumps, ran.window);
+    // The scanned snapshot is the one after the load, when the scan ran.
+    let after = ran.scanned.clone().or(after);
     let dumps = evenly(dumps, MAX_SNAPSHOTS);
     let (threshold, source) = session.config.growth_threshold(&name, threshold_cli);
     let id = BenchIdentity {
@@ -132,21 +134,25 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         criterion: false,
         whole_program: true,
     };
-    let mut symbolizer = Symbolizer::new();
+    let mut symbols = FromFiles::default();
+    let after = after.as_ref().map(|dump| After {
+        dump,
+        held: load::held_by_stack(dump),
+    });
     let mut judged = service::judge(
         &id,
         &ran.stage,
         service::Snapshots {
             under_load: &dumps,
-            after: after.as_deref(),
+            after,
         },
         (ran.stdout.clone(), ran.stderr.clone()),
-        &mut symbolizer,
+        &mut symbols,
         threshold,
-        1 << LG_SAMPLE,
+        SAMPLE_PERIOD,
     );
     judged.growth_threshold_source = source;
-    notes.extend(symbolizer.warnings());
+    notes.extend(symbols.code.warnings());
     crate::report::bench::write_artifacts(
         &mut judged,
         &session.out_dir,
@@ -157,7 +163,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         benches: vec![judged],
         notes,
         ..Report::new(ReportSettings {
-            sample_period: 1 << LG_SAMPLE,
+            sample_period: SAMPLE_PERIOD,
             stack_threshold: 0,
             config: session
                 .config

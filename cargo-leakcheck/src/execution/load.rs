@@ -163,6 +163,15 @@ pub fn own_lost(result: &ProcessResult) -> Option<Lost> {
     Some(lost)
 }
 
+/// The retention paths written beside `dump`, by the frames of the stack each holds.
+pub fn held_by_stack(
+    dump: &Path,
+) -> std::collections::HashMap<Vec<crate::analysis::diff::FrameKey>, HeldPath> {
+    paths(dump).map_or_else(Default::default, |p| {
+        retention::by_stack(p, <[crate::analysis::diff::FrameKey]>::to_vec)
+    })
+}
+
 /// The retention paths written beside `dump`; None when there are none, or the file is not
 /// whole (a process that died while writing it).
 fn paths(dump: &Path) -> Option<Vec<HeldPath>> {

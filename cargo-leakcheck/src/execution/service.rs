@@ -39,8 +39,6 @@ pub struct ServiceSpec<'a> {
     /// Where its files go, and their names' prefix.
     pub work_dir: &'a Path,
     pub key: &'a str,
-    /// jemalloc's sampling, as 2^lg bytes between samples on average.
-    pub lg_sample: u8,
     pub snapshot_interval: Duration,
     pub ready: Ready,
     pub ready_timeout: Duration,
@@ -72,6 +70,8 @@ pub struct ServiceRun {
     pub window: Option<Window>,
     /// Its heap snapshots, oldest first.
     pub dumps: Vec<PathBuf>,
+    /// The snapshot the reachability scan followed (its `.paths` beside it), when it ran.
+    pub scanned: Option<PathBuf>,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     /// Its process group's members still running after it was stopped (killed).
@@ -89,6 +89,7 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
         ready_after: None,
         window: None,
         dumps: Vec::new(),
+        scanned: None,
         stdout: stdout.clone(),
         stderr: stderr.clone(),
         left_running: Vec::new(),
@@ -159,7 +160,7 @@ fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
 fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
     let settings = ProfileSettings {
         mode: protocol::Mode::Periodic,
-        lg_sample: spec.lg_sample,
+        lg_sample: 0,
     };
     let files = std::fs::File::create(stdout)
         .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
@@ -192,7 +193,11 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
         .env(
             env::DUMP_INTERVAL_MS.name(),
             spec.snapshot_interval.as_millis().max(1).to_string(),
-        );
+        )
+        // Every allocation tracked with its stack, so the snapshots are exact and the scan
+        // after the load can say who holds what grew.
+        .env(env::TRACK.name(), env::ON)
+        .env(env::SCAN_REQUEST.name(), scan_request(spec));
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if spec.verbose {
         crate::say!("     Running `{:?}`", cmd);
@@ -294,7 +299,42 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         loaded: loaded_at,
         settled: settled_at,
     });
+    match scan(spec, service) {
+        Ok(scanned) => out.scanned = scanned,
+        Err(end) => return ServiceStage::EndedUnderLoad(end),
+    }
     result
+}
+
+/// The file whose existence asks the runtime for a reachability scan after its next dump.
+fn scan_request(spec: &ServiceSpec) -> PathBuf {
+    spec.work_dir.join(format!("{}.scan-request", spec.key))
+}
+
+/// Asks for a reachability scan after the next snapshot and waits for it (the runtime
+/// deletes the request once it is written): the snapshot it followed, or None when it did
+/// not come within a minute; Err when the service ended meanwhile.
+fn scan(spec: &ServiceSpec, service: &mut Running) -> Result<Option<PathBuf>, ProcessEnd> {
+    let request = scan_request(spec);
+    if std::fs::write(&request, b"").is_err() {
+        return Ok(None);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60) + spec.snapshot_interval;
+    while request.exists() {
+        if let Some(end) = service.ended() {
+            return Err(end);
+        }
+        if Instant::now() > deadline || crate::execution::interrupt::requested().is_some() {
+            let _ = std::fs::remove_file(&request);
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
+    Ok(dumps
+        .into_iter()
+        .rev()
+        .find(|d| crate::analysis::retention::paths_file(d).exists()))
 }
 
 fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {

@@ -144,6 +144,13 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                             human_bytes(st.growth_bytes.max(0) as u64),
                             f.function
                         );
+                        for line in st
+                            .retained_by
+                            .iter()
+                            .flat_map(|h| crate::report::human::held_text(h, root))
+                        {
+                            let _ = writeln!(s, "             {line}");
+                        }
                     }
                 }
                 if let (Some(p), Some(f)) = (&b.artifacts.plot, &b.artifacts.flamegraph) {
@@ -173,15 +180,21 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
         }
     }
     let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();
+    let sampling = match report.settings.sample_period {
+        1 => "every allocation recorded".to_string(),
+        p => format!(
+            "sampled at one sample per {} allocated (growth under ~{} over a run is not reliably seen)",
+            human_bytes(p),
+            human_bytes(16 * p)
+        ),
+    };
     let _ = writeln!(
         s,
-        "\n Summary {} benches: {} clean, {} growing, {} other; sampled at one sample per {} allocated (growth under ~{} over a run is not reliably seen)",
+        "\n Summary {} benches: {} clean, {} growing, {} other; {sampling}",
         report.benches.len(),
         count(Verdict::Clean),
         count(Verdict::Leak),
         report.benches.len() - count(Verdict::Clean) - count(Verdict::Leak),
-        human_bytes(report.settings.sample_period),
-        human_bytes(16 * report.settings.sample_period)
     );
     for n in &report.notes {
         let _ = writeln!(s, "    note {n}");
@@ -254,6 +267,7 @@ mod tests {
         };
         let mut grows = bench("grows", Verdict::Leak);
         grows.stacks = vec![BenchStack {
+            retained_by: None,
             bytes: 3 << 20,
             growth_bytes: 2 << 20,
             growth_bytes_per_second: 409_600.0,
