@@ -10,7 +10,8 @@
 # and, with --soak SECS, the tool's peak RSS and the snapshots on disk over a run of that
 # long under continuous load.
 #
-# Usage: bench/run_service.sh [--tool PATH] [--requests N] [--clients K] [--repeat N] [--soak SECS]
+# Usage: bench/run_service.sh [--tool PATH] [--requests N] [--clients K] [--repeat N]
+#                              [--soak SECS [--soak-held-by]]
 # Needs curl, and the crate registry (tiny_http is fetched by cargo); not run in CI.
 set -euo pipefail
 tool=""
@@ -18,6 +19,7 @@ requests=20000
 repeat=3
 soak=0
 clients=4
+soak_mode=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tool) tool=$2; shift 2 ;;
@@ -25,6 +27,7 @@ while [ $# -gt 0 ]; do
     --repeat) repeat=$2; shift 2 ;;
     --soak) soak=$2; shift 2 ;;
     --clients) clients=$2; shift 2 ;;
+    --soak-held-by) soak_mode=--held-by; shift ;;
     *) echo "run_service.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -77,18 +80,21 @@ checked() {
   cat "$work/load_ms"
 }
 
+# Plain, sampled `run` and `run --held-by`, back to back, best of --repeat each.
 compare() {
   local name=$1 dir=$2 exe=$3 port=$4 path=$5 code=$6; shift 6
-  local plains=() runs=()
+  local plains=() runs=() helds=()
   for _ in $(seq "$repeat"); do
     plains+=("$(plain "$name" "$exe" "$port" "$path" "$@")")
     runs+=("$(checked "$dir" "$port" "$path" "$code" -- "$@")")
+    runs_held=$(checked "$dir" "$port" "$path" "$code" --held-by -- "$@")
+    helds+=("$runs_held")
   done
-  local p r
-  p=$(min "${plains[@]}"); r=$(min "${runs[@]}")
-  printf '%-34s plain %6s ms, under run %6s ms: throughput %s of plain (best of %s; all: plain %s, run %s)\n' \
-    "$name ($requests requests, $clients clients)" "$p" "$r" "$(python3 -c "print(f'{$p / $r:.2f}x')")" "$repeat" \
-    "${plains[*]}" "${runs[*]}"
+  local p r h
+  p=$(min "${plains[@]}"); r=$(min "${runs[@]}"); h=$(min "${helds[@]}")
+  printf '%-34s plain %5s ms; run %5s ms: %s of plain throughput; run --held-by %5s ms: %s (all: plain %s; run %s; --held-by %s)\n' \
+    "$name ($requests requests, $clients clients)" "$p" "$r" "$(python3 -c "print(f'{$p / $r:.2f}x')")" \
+    "$h" "$(python3 -c "print(f'{$p / $h:.2f}x')")" "${plains[*]}" "${runs[*]}" "${helds[*]}"
 }
 
 echo "== webapp fixture" >&2
@@ -123,16 +129,17 @@ s = s.replace("            for rq in server.incoming_requests() {",
 open(p, "w").write(s)
 EOF
 line=$(grep -n "the patched leak" "$work/tiny_http/examples/hello-world.rs" | cut -d: -f1)
+# (The last run of a comparison is `--held-by`: its output names the holder too.)
 (cd "$work/tiny_http" && cargo build --release --quiet --example hello-world)
 compare "tiny_http hello-world (patched)" "$work/tiny_http" "$work/tiny_http/target/release/examples/hello-world" 9975 hello 3
 grep -q "hello-world.rs:$line)" "$work/run.out" || { echo "the patched line $line is not named:" >&2; cat "$work/run.out" >&2; exit 1; }
-echo "tiny_http patched: named $(grep -o "at [^ ]* (examples/hello-world.rs:$line)" "$work/run.out" | head -1)"
+echo "tiny_http patched: named $(grep -o "at [^ ]* (examples/hello-world.rs:$line)" "$work/run.out" | head -1), $(grep -o "held by [^(]*" "$work/run.out" | head -1)"
 
 if [ "$soak" -gt 0 ]; then
   echo "== soak: webapp under run for $soak s of continuous load" >&2
   port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
   load="end=\$(( \$(date +%s) + $soak )); while [ \$(date +%s) -lt \$end ]; do curl -s 'http://127.0.0.1:$port/item?n=[1-20000]' > /dev/null; done"
-  (cd "$work/webapp" && exec "$tool" leakcheck run --release --ready-port "$port" --load "$load" -- --port "$port" > "$work/soak.out" 2>&1) &
+  (cd "$work/webapp" && exec "$tool" leakcheck run --release $soak_mode --ready-port "$port" --load "$load" -- --port "$port" > "$work/soak.out" 2>&1) &
   pid=$!
   peak=0; samples=()
   while kill -0 "$pid" 2>/dev/null; do

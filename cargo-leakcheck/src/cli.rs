@@ -291,6 +291,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub snapshot_interval: u64,
 
+    /// Track every allocation with its stack (exact snapshots) and, after the load, scan the
+    /// service's memory to say who holds each growing stack (`held by static …`). Costs
+    /// throughput (every allocation is unwound); without it, snapshots are sampled.
+    #[arg(long)]
+    pub held_by: bool,
+
     /// A pause after the load before the last snapshot, in seconds, so caches that drain are
     /// not counted.
     #[arg(long, value_name = "SECS", default_value_t = 0)]

@@ -1,6 +1,7 @@
 //! `cargo leakcheck run` on the webapp fixture under a load of 20,000 requests from curl:
-//! the leaking request path is named at its line and fails the run, the bounded cache does
-//! not, against the table in `expected.rs`; and every way a run can go wrong is named, with
+//! the leaking request path is named at its line, with the static that holds it
+//! (`--held-by`), and fails the run; the bounded cache does not, sampled; against the table
+//! in `expected.rs`; and every way a run can go wrong is named, with
 //! its exit code, and leaves no process behind.
 
 use crate::expected::EXPECTED;
@@ -77,18 +78,15 @@ fn service_request_paths_match_the_table() {
     for row in rows {
         let port = free_port();
         let port_text = port.to_string();
-        let (out, stderr) = run(
-            &s,
-            &[
-                "--ready-port",
-                &port_text,
-                "--load",
-                &load(port, row.test),
-                "--",
-                "--port",
-                &port_text,
-            ],
-        );
+        let load = load(port, row.test);
+        let mut args = vec!["--ready-port", &port_text, "--load", &load];
+        // Who holds it needs every allocation tracked (`--held-by`); without, the same
+        // verdict from sampled snapshots.
+        if row.held_by.is_some() {
+            args.push("--held-by");
+        }
+        args.extend(["--", "--port", &port_text]);
+        let (out, stderr) = run(&s, &args);
         let code = if row.verdict == "leak" { 3 } else { 0 };
         assert_eq!(out.status.code(), Some(code), "{}:\n{stderr}", row.test);
         nothing_left(port, &s.target);

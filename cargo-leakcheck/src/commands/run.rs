@@ -19,8 +19,9 @@ use crate::model::{Report, ReportSettings};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Every allocation of the service is tracked: its snapshots are exact.
-const SAMPLE_PERIOD: u64 = 1;
+/// Without `--held-by`, a service is sampled as benchmarks are: one sample per 4 KiB
+/// allocated on average.
+const LG_SAMPLE: u8 = crate::commands::bench::LG_SAMPLE;
 
 /// The most snapshots judged: a long run's are thinned evenly to this many, which is plenty
 /// for the growth rule (it compares quarters of the run) and keeps the tool's memory
@@ -37,6 +38,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         })
         .transpose()?;
     let ready = readiness(args)?;
+    // Tracked, every allocation is in the snapshots.
+    let period = if args.held_by { 1 } else { 1 << LG_SAMPLE };
     if args.snapshot_interval == 0 {
         return Err(Error::Usage(
             "--snapshot-interval must be at least 1".into(),
@@ -97,6 +100,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         work_dir: &session.work_dir,
         key,
         snapshot_interval: Duration::from_millis(args.snapshot_interval),
+        track: args.held_by,
+        lg_sample: LG_SAMPLE,
         ready: ready.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),
         load: args.load.as_deref(),
@@ -149,7 +154,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         (ran.stdout.clone(), ran.stderr.clone()),
         &mut symbols,
         threshold,
-        SAMPLE_PERIOD,
+        period,
     );
     judged.growth_threshold_source = source;
     notes.extend(symbols.code.warnings());
@@ -163,7 +168,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         benches: vec![judged],
         notes,
         ..Report::new(ReportSettings {
-            sample_period: SAMPLE_PERIOD,
+            sample_period: period,
             stack_threshold: 0,
             config: session
                 .config

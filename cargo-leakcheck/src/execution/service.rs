@@ -40,6 +40,10 @@ pub struct ServiceSpec<'a> {
     pub work_dir: &'a Path,
     pub key: &'a str,
     pub snapshot_interval: Duration,
+    /// Track every allocation (exact snapshots, and the reachability scan after the load);
+    /// otherwise jemalloc samples one allocation per 2^`lg_sample` bytes on average.
+    pub track: bool,
+    pub lg_sample: u8,
     pub ready: Ready,
     pub ready_timeout: Duration,
     /// The load command; without one, the service runs for `duration` once ready.
@@ -160,7 +164,7 @@ fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
 fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
     let settings = ProfileSettings {
         mode: protocol::Mode::Periodic,
-        lg_sample: 0,
+        lg_sample: if spec.track { 0 } else { spec.lg_sample },
     };
     let files = std::fs::File::create(stdout)
         .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
@@ -193,11 +197,13 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
         .env(
             env::DUMP_INTERVAL_MS.name(),
             spec.snapshot_interval.as_millis().max(1).to_string(),
-        )
+        );
+    if spec.track {
         // Every allocation tracked with its stack, so the snapshots are exact and the scan
         // after the load can say who holds what grew.
-        .env(env::TRACK.name(), env::ON)
-        .env(env::SCAN_REQUEST.name(), scan_request(spec));
+        cmd.env(env::TRACK.name(), env::ON)
+            .env(env::SCAN_REQUEST.name(), scan_request(spec));
+    }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if spec.verbose {
         crate::say!("     Running `{:?}`", cmd);
@@ -299,9 +305,11 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         loaded: loaded_at,
         settled: settled_at,
     });
-    match scan(spec, service) {
-        Ok(scanned) => out.scanned = scanned,
-        Err(end) => return ServiceStage::EndedUnderLoad(end),
+    if spec.track {
+        match scan(spec, service) {
+            Ok(scanned) => out.scanned = scanned,
+            Err(end) => return ServiceStage::EndedUnderLoad(end),
+        }
     }
     result
 }
