@@ -139,7 +139,7 @@ if [ "$soak" -gt 0 ]; then
   echo "== soak: webapp under run for $soak s of continuous load" >&2
   port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
   load="end=\$(( \$(date +%s) + $soak )); while [ \$(date +%s) -lt \$end ]; do curl -s 'http://127.0.0.1:$port/item?n=[1-20000]' > /dev/null; done"
-  (cd "$work/webapp" && exec "$tool" leakcheck run --release $soak_mode --ready-port "$port" --load "$load" -- --port "$port" > "$work/soak.out" 2>&1) &
+  (cd "$work/webapp" && exec "$tool" leakcheck run --release $soak_mode --ready-port "$port" --load "$load" --load-timeout $((soak + 300)) -- --port "$port" > "$work/soak.out" 2>&1) &
   pid=$!
   peak=0; samples=()
   while kill -0 "$pid" 2>/dev/null; do
