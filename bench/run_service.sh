@@ -11,7 +11,7 @@
 # long under continuous load.
 #
 # Usage: bench/run_service.sh [--tool PATH] [--requests N] [--clients K] [--repeat N]
-#                              [--soak SECS [--soak-held-by]]
+#                              [--soak SECS [--soak-exact]]
 # Needs curl, and the crate registry (tiny_http is fetched by cargo); not run in CI.
 set -euo pipefail
 tool=""
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     --repeat) repeat=$2; shift 2 ;;
     --soak) soak=$2; shift 2 ;;
     --clients) clients=$2; shift 2 ;;
-    --soak-held-by) soak_mode=--held-by; shift ;;
+    --soak-exact) soak_mode=--exact; shift ;;
     *) echo "run_service.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -80,19 +80,20 @@ checked() {
   cat "$work/load_ms"
 }
 
-# Plain, sampled `run` and `run --held-by`, back to back, best of --repeat each.
+# Plain, `run` (sampled stacks) and `run --exact` (every stack), back to back, best of
+# --repeat each.
 compare() {
   local name=$1 dir=$2 exe=$3 port=$4 path=$5 code=$6; shift 6
   local plains=() runs=() helds=()
   for _ in $(seq "$repeat"); do
     plains+=("$(plain "$name" "$exe" "$port" "$path" "$@")")
+    helds+=("$(checked "$dir" "$port" "$path" "$code" --exact -- "$@")")
+    # Last, so that run.out is the default run's: it must name the holder too.
     runs+=("$(checked "$dir" "$port" "$path" "$code" -- "$@")")
-    runs_held=$(checked "$dir" "$port" "$path" "$code" --held-by -- "$@")
-    helds+=("$runs_held")
   done
   local p r h
   p=$(min "${plains[@]}"); r=$(min "${runs[@]}"); h=$(min "${helds[@]}")
-  printf '%-34s plain %5s ms; run %5s ms: %s of plain throughput; run --held-by %5s ms: %s (all: plain %s; run %s; --held-by %s)\n' \
+  printf '%-34s plain %5s ms; run %5s ms: %s of plain throughput; run --exact %5s ms: %s (all: plain %s; run %s; --exact %s)\n' \
     "$name ($requests requests, $clients clients)" "$p" "$r" "$(python3 -c "print(f'{$p / $r:.2f}x')")" \
     "$h" "$(python3 -c "print(f'{$p / $h:.2f}x')")" "${plains[*]}" "${runs[*]}" "${helds[*]}"
 }
@@ -129,10 +130,10 @@ s = s.replace("            for rq in server.incoming_requests() {",
 open(p, "w").write(s)
 EOF
 line=$(grep -n "the patched leak" "$work/tiny_http/examples/hello-world.rs" | cut -d: -f1)
-# (The last run of a comparison is `--held-by`: its output names the holder too.)
 (cd "$work/tiny_http" && cargo build --release --quiet --example hello-world)
 compare "tiny_http hello-world (patched)" "$work/tiny_http" "$work/tiny_http/target/release/examples/hello-world" 9975 hello 3
 grep -q "hello-world.rs:$line)" "$work/run.out" || { echo "the patched line $line is not named:" >&2; cat "$work/run.out" >&2; exit 1; }
+grep -q "held by static \`hello_world::SEEN\`" "$work/run.out" || { echo "the holder is not named:" >&2; cat "$work/run.out" >&2; exit 1; }
 echo "tiny_http patched: named $(grep -o "at [^ ]* (examples/hello-world.rs:$line)" "$work/run.out" | head -1), $(grep -o "held by [^(]*" "$work/run.out" | head -1)"
 
 if [ "$soak" -gt 0 ]; then

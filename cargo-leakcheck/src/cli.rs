@@ -291,11 +291,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub snapshot_interval: u64,
 
-    /// Track every allocation with its stack (exact snapshots) and, after the load, scan the
-    /// service's memory to say who holds each growing stack (`held by static …`). Costs
-    /// throughput (every allocation is unwound); without it, snapshots are sampled.
+    /// Take every allocation's stack (exact snapshots) rather than one per 4 KiB allocated
+    /// on average. Costs throughput: every allocation is unwound. Who holds each growing
+    /// stack is found either way.
     #[arg(long)]
-    pub held_by: bool,
+    pub exact: bool,
 
     /// A pause after the load before the last snapshot, in seconds, so caches that drain are
     /// not counted.

@@ -39,6 +39,11 @@ pub const COUNTING: Var = Var(c"LEAKCHECK_COUNTING");
 /// [`ON`] in stacks mode: the runtime tracks every allocation with its stack itself and
 /// writes the dumps in jemalloc's format.
 pub const TRACK: Var = Var(c"LEAKCHECK_TRACK");
+/// With [`TRACK`]: the mean number of bytes allocated between two allocations whose stack is
+/// taken, decimal (`cargo leakcheck run`; absent or `1`: every stack). Every allocation is
+/// still tracked by address, so the reachability scan walks the whole heap; the dumps count
+/// the sampled ones only, as jemalloc's sampled dumps do (`heap_v2/<mean>`).
+pub const TRACK_SAMPLE: Var = Var(c"LEAKCHECK_TRACK_SAMPLE");
 /// The test's entry point, a hexadecimal address in the executable image.
 pub const RERUN_ENTRY: Var = Var(c"LEAKCHECK_RERUN_ENTRY");
 /// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
@@ -70,12 +75,13 @@ pub const SCAN_REQUEST: Var = Var(c"LEAKCHECK_SCAN_REQUEST");
 pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 17] = [
+pub const ALL: [Var; 18] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
     COUNTING,
     TRACK,
+    TRACK_SAMPLE,
     RERUN_ENTRY,
     RERUN_BUILD_ID,
     RERUNS,

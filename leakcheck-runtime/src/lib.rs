@@ -431,7 +431,10 @@ fn start_tracking(prefix: Option<&str>) {
             let _ = unsafe { ctl::raw::write(b"prof.prefix\0", unused.as_ptr()) };
         }
     }
-    tracker::enable();
+    let mean = sys::var(env::TRACK_SAMPLE)
+        .and_then(sys::parse_u64)
+        .unwrap_or(1);
+    tracker::enable(mean);
 }
 
 /// Runs from `.init_array`, before the test binary's `main`.

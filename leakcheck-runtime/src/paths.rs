@@ -69,6 +69,11 @@ pub fn write(
             continue;
         }
         let representative = votes[slot + 1] as usize - 1;
+        // The unsampled allocations' empty stack has no path of its own to show.
+        if !crate::tracker::is_written(arena, objs[representative].id as usize) {
+            votes[slot + 1] = 0;
+            continue;
+        }
         // Once per stack.
         votes[slot + 1] = 0;
         write_path(out, objs, representative, roots, arena);

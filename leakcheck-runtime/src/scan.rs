@@ -5,8 +5,8 @@
 
 use crate::sys::{self, FixedPath};
 use crate::tracker::{
-    enabled, usable_size, with_state, write_dump, write_stack, Busy, Out, Region, State,
-    SIZE_UNKNOWN,
+    enabled, is_written, usable_size, with_state, write_dump, write_header, write_stack, Busy, Out,
+    Region, State, SIZE_UNKNOWN,
 };
 use crate::{reach, stop, threads};
 use std::ffi::c_void;
@@ -130,10 +130,19 @@ fn write_unreached(
     }
     let lost = &mut objs[..lost];
     let bytes_of = |o: &reach::Obj| (o.end - o.start) as u64;
+    // While stacks are sampled, only the sampled objects are counted, as in the dumps.
+    let mut kept = 0;
+    for i in 0..lost.len() {
+        if is_written(arena, lost[i].id as usize) {
+            lost.swap(kept, i);
+            kept += 1;
+        }
+    }
+    let lost = &mut lost[..kept];
     // One record per stack and object size: the analysis subtracts the harness's lost
     // objects from the test's object for object, which needs their sizes.
     lost.sort_unstable_by_key(|o| (o.id, bytes_of(o)));
-    out.bytes(b"heap_v2/1\n");
+    write_header(out);
     let total: u64 = lost.iter().map(bytes_of).sum();
     out.counts(lost.len() as u64, total, lost.len() as u64, total);
     for group in lost.chunk_by(|a, b| a.id == b.id && bytes_of(a) == bytes_of(b)) {

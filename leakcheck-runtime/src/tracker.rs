@@ -9,6 +9,13 @@
 //! written in jemalloc's `heap_v2` format with a sample period of 1, so cargo-leakcheck
 //! reads them exactly as it reads jemalloc's.
 //!
+//! Under `cargo leakcheck run` stacks may be sampled (`LEAKCHECK_TRACK_SAMPLE`): unwinding is
+//! what costs, so only allocations that a Poisson process over allocated bytes picks (as
+//! jemalloc's sampler does, an object of `S` bytes with probability `1 - exp(-S / mean)`) are
+//! unwound. The others are still in the table, under the empty stack, so the reachability
+//! scan sees the whole heap; the dumps leave the empty stack out and name the mean as their
+//! sample period, so cargo-leakcheck unbiases them as it does jemalloc's.
+//!
 //! Everything is kept in memory mapped directly from the kernel (never from the allocator
 //! being tracked), under one spin lock held only for table updates; stacks are unwound
 //! before taking it. A thread-local flag makes an allocation made while tracking another
@@ -17,16 +24,22 @@
 use crate::sys::{self, FixedPath};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Deepest stack kept (jemalloc's own limit).
 const MAX_DEPTH: usize = 128;
 
 static ON: AtomicBool = AtomicBool::new(false);
+/// Mean bytes between sampled stacks; 1: every allocation's stack.
+static SAMPLE_MEAN: AtomicU64 = AtomicU64::new(1);
 static LOCK: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// Bytes left before this thread's next sampled stack; negative: not drawn yet.
+    static UNTIL_SAMPLE: Cell<i64> = const { Cell::new(-1) };
+    /// This thread's random state (xorshift64*), 0 until seeded.
+    static RANDOM: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Whether allocations are being tracked.
@@ -35,8 +48,11 @@ pub fn enabled() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// Starts tracking. Called once by the constructor, single-threaded.
-pub fn enable() {
+/// Starts tracking, with a stack for every allocation (`sample_mean` 1) or for allocations
+/// sampled every `sample_mean` bytes on average. Called once by the constructor,
+/// single-threaded.
+pub fn enable(sample_mean: u64) {
+    SAMPLE_MEAN.store(sample_mean.max(1), Ordering::SeqCst);
     // SAFETY: registers handlers that only touch the lock word.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
@@ -465,6 +481,57 @@ pub(crate) fn usable_size(ptr: *mut c_void) -> u64 {
     unsafe { tikv_jemalloc_sys::malloc_usable_size(ptr) as u64 }
 }
 
+/// The sample period the dumps are written with: 1 when every stack is taken.
+pub(crate) fn sample_period() -> u64 {
+    SAMPLE_MEAN.load(Ordering::Relaxed)
+}
+
+/// Whether stacks are sampled, so the empty stack (the unsampled allocations) is left out
+/// of what is written.
+pub(crate) fn sampling() -> bool {
+    sample_period() > 1
+}
+
+/// Whether this allocation of `size` bytes is one whose stack is taken.
+fn sampled(size: u64) -> bool {
+    let mean = sample_period();
+    if mean <= 1 {
+        return true;
+    }
+    let Ok(left) = UNTIL_SAMPLE.try_with(Cell::get) else {
+        return false;
+    };
+    let left = if left < 0 { draw(mean) } else { left };
+    let size = i64::try_from(size).unwrap_or(i64::MAX);
+    if size < left {
+        let _ = UNTIL_SAMPLE.try_with(|c| c.set(left - size));
+        return false;
+    }
+    let _ = UNTIL_SAMPLE.try_with(|c| c.set(draw(mean)));
+    true
+}
+
+/// Bytes until the next sample: exponentially distributed with mean `mean`.
+fn draw(mean: u64) -> i64 {
+    let x = RANDOM
+        .try_with(|r| {
+            let mut x = r.get();
+            if x == 0 {
+                // Seeded per thread from where its state lives and the clock.
+                x = (r as *const Cell<u64> as u64) ^ sys::now_us().rotate_left(32) | 1;
+            }
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            r.set(x);
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        })
+        .unwrap_or(1 << 63);
+    // A uniform in (0, 1] from the top 53 bits.
+    let u = ((x >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    (-u.ln() * mean as f64) as i64 + 1
+}
+
 /// Records a new allocation, made by the caller's stack.
 pub fn allocated(ptr: *mut c_void) {
     if ptr.is_null() || !enabled() {
@@ -475,8 +542,10 @@ pub fn allocated(ptr: *mut c_void) {
         pcs: [0; MAX_DEPTH],
         n: 0,
     };
-    backtrace(&mut frames);
     let size = usable_size(ptr);
+    if sampled(size) {
+        backtrace(&mut frames);
+    }
     with_state(|s| {
         if let Some(id) = s.stacks.intern(&frames.pcs[..frames.n]) {
             if s.live.insert(ptr as usize, id, size) {
@@ -629,7 +698,7 @@ pub fn dump(path: &FixedPath) -> bool {
     write_dump(path, |out| {
         with_state(|s| {
             let arena: &[u64] = s.stacks.arena.words();
-            let ids = || entry_ids(arena, s.stacks.used);
+            let ids = || written_ids(arena, s.stacks.used);
             let (mut lo, mut lb, mut ao, mut ab) = (0, 0, 0, 0);
             for id in ids() {
                 lo += arena[id + E_LIVE_OBJS];
@@ -637,7 +706,7 @@ pub fn dump(path: &FixedPath) -> bool {
                 ao += arena[id + E_ACCUM_OBJS];
                 ab += arena[id + E_ACCUM_BYTES];
             }
-            out.bytes(b"heap_v2/1\n");
+            write_header(out);
             out.counts(lo, lb, ao, ab);
             for id in ids() {
                 write_stack(out, arena, id);
@@ -651,6 +720,24 @@ pub fn dump(path: &FixedPath) -> bool {
             true
         })
     })
+}
+
+/// A dump's first line, with its sample period.
+pub(crate) fn write_header(out: &mut Out) {
+    out.bytes(b"heap_v2/");
+    out.dec(sample_period());
+    out.bytes(b"\n");
+}
+
+/// Whether the stack `id` is written: all are, but the empty stack of unsampled
+/// allocations while sampling.
+pub(crate) fn is_written(arena: &[u64], id: usize) -> bool {
+    !(sampling() && arena[id + E_DEPTH] == 0)
+}
+
+/// The ids of the stacks a dump holds, in order.
+fn written_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
+    entry_ids(arena, used).filter(move |&id| is_written(arena, id))
 }
 
 /// The ids (arena offsets) of the stored stacks, in order.
@@ -805,5 +892,25 @@ mod tests {
         };
         backtrace(&mut frames);
         assert!(frames.n >= 3, "{} frames", frames.n);
+    }
+
+    #[test]
+    fn sampling_picks_objects_as_jemalloc_does() {
+        // Draws: exponential with the mean asked for (100,000 draws: the mean's standard
+        // error is 0.3%).
+        let n = 100_000;
+        let mean = (0..n).map(|_| draw(4096) as f64).sum::<f64>() / f64::from(n);
+        assert!((mean / 4096.0 - 1.0).abs() < 0.03, "mean {mean}");
+        // An object of S bytes is sampled with probability 1 - exp(-S / mean): 63% at S =
+        // mean, 0.2% at 8 bytes; every one when the mean is 1.
+        SAMPLE_MEAN.store(4096, Ordering::SeqCst);
+        let rate = |size: u64| (0..n).filter(|_| sampled(size)).count() as f64 / f64::from(n);
+        let big = rate(4096);
+        let small = rate(8);
+        SAMPLE_MEAN.store(1, Ordering::SeqCst);
+        let all = rate(8);
+        assert!((big - 0.632).abs() < 0.02, "{big}");
+        assert!((small - 0.00195).abs() < 0.001, "{small}");
+        assert_eq!(all, 1.0);
     }
 }

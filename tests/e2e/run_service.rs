@@ -1,8 +1,8 @@
 //! `cargo leakcheck run` on the webapp fixture under a load of 20,000 requests from curl:
-//! the leaking request path is named at its line, with the static that holds it
-//! (`--held-by`), and fails the run; the bounded cache does not, sampled; against the table
-//! in `expected.rs`; and every way a run can go wrong is named, with
-//! its exit code, and leaves no process behind.
+//! the leaking request path is named at its line, with the static that holds it, and fails
+//! the run, with sampled stacks (the default) and with every stack (`--exact`); the bounded
+//! cache does not; against the table in `expected.rs`; and every way a run can go wrong is
+//! named, with its exit code, and leaves no process behind.
 
 use crate::expected::EXPECTED;
 use crate::harness::{copy_fixture, leak_site, scratch, tool};
@@ -75,27 +75,36 @@ fn service_request_paths_match_the_table() {
     let s = setup("webapp");
     let rows: Vec<_> = EXPECTED.iter().filter(|e| e.service).collect();
     assert_eq!(rows.len(), 2);
-    for row in rows {
+    // The leak is checked exact too; the clean path sampled only.
+    let runs = rows.iter().flat_map(|row| {
+        let modes: &[bool] = if row.site.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        modes.iter().map(move |&exact| (*row, exact))
+    });
+    for (row, exact) in runs {
         let port = free_port();
         let port_text = port.to_string();
         let load = load(port, row.test);
         let mut args = vec!["--ready-port", &port_text, "--load", &load];
-        // Who holds it needs every allocation tracked (`--held-by`); without, the same
-        // verdict from sampled snapshots.
-        if row.held_by.is_some() {
-            args.push("--held-by");
+        if exact {
+            args.push("--exact");
         }
         args.extend(["--", "--port", &port_text]);
         let (out, stderr) = run(&s, &args);
         let code = if row.verdict == "leak" { 3 } else { 0 };
-        assert_eq!(out.status.code(), Some(code), "{}:\n{stderr}", row.test);
+        let row_name = format!("{}{}", row.test, if exact { " (--exact)" } else { "" });
+        assert_eq!(out.status.code(), Some(code), "{row_name}:\n{stderr}");
         nothing_left(port, &s.target);
         let report: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(s.target.join("leakcheck/report.json")).unwrap(),
         )
         .unwrap();
         let b = &report["benches"][0];
-        assert_eq!(b["verdict"], row.verdict, "{}: {b}", row.test);
+        assert_eq!(b["verdict"], row.verdict, "{row_name}: {b}");
+        assert_eq!(b["sample_period"], if exact { 1 } else { 4096 }, "{b}");
         assert_eq!(b["binary"], "webapp");
         assert!(b["snapshots"].as_u64().unwrap() >= 4, "{b}");
         let flagged: Vec<&serde_json::Value> = b["stacks"]
@@ -124,8 +133,18 @@ fn service_request_paths_match_the_table() {
                     stderr.contains(&format!("webapp::{} (src/main.rs:{line})", row.test)),
                     "the summary names the line:\n{stderr}"
                 );
+                let (root, _) = row.held_by.expect("a leaking service row names its holder");
+                let held = &first["retained_by"]["root"];
+                assert!(
+                    held.as_str().is_some_and(|r| r.contains(root)),
+                    "{row_name}: held by {held}, expected {root}: {first}"
+                );
+                assert!(
+                    stderr.contains(&format!("held by {root}")),
+                    "the summary names the holder:\n{stderr}"
+                );
             }
-            None => assert!(flagged.is_empty(), "{}: {flagged:?}", row.test),
+            None => assert!(flagged.is_empty(), "{row_name}: {flagged:?}"),
         }
     }
 }

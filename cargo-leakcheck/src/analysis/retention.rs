@@ -226,7 +226,11 @@ pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedB
     };
     let via = p.chain[..p.chain.len() - 1]
         .iter()
-        .map(|keys| allocation_site(&resolve_stack(keys, symbols), exe))
+        .map(|keys| match keys.is_empty() {
+            // Stacks sampled (`run`): this object's was not taken.
+            true => FrameReport::named("(an object whose stack was not sampled)"),
+            false => allocation_site(&resolve_stack(keys, symbols), exe),
+        })
         .collect();
     RetainedBy {
         root_kind,

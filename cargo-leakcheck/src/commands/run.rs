@@ -19,7 +19,7 @@ use crate::model::{Report, ReportSettings};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Without `--held-by`, a service is sampled as benchmarks are: one sample per 4 KiB
+/// Without `--exact`, a service's stacks are sampled as benchmarks' are: one per 4 KiB
 /// allocated on average.
 const LG_SAMPLE: u8 = crate::commands::bench::LG_SAMPLE;
 
@@ -38,8 +38,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         })
         .transpose()?;
     let ready = readiness(args)?;
-    // Tracked, every allocation is in the snapshots.
-    let period = if args.held_by { 1 } else { 1 << LG_SAMPLE };
+    // Exact, every allocation's stack is in the snapshots.
+    let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
     if args.snapshot_interval == 0 {
         return Err(Error::Usage(
             "--snapshot-interval must be at least 1".into(),
@@ -100,7 +100,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         work_dir: &session.work_dir,
         key,
         snapshot_interval: Duration::from_millis(args.snapshot_interval),
-        track: args.held_by,
+        exact: args.exact,
         lg_sample: LG_SAMPLE,
         ready: ready.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),

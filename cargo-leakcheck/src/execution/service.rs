@@ -40,9 +40,10 @@ pub struct ServiceSpec<'a> {
     pub work_dir: &'a Path,
     pub key: &'a str,
     pub snapshot_interval: Duration,
-    /// Track every allocation (exact snapshots, and the reachability scan after the load);
-    /// otherwise jemalloc samples one allocation per 2^`lg_sample` bytes on average.
-    pub track: bool,
+    /// Every allocation is tracked by address, so the reachability scan after the load can
+    /// say who holds what grew; its stack is taken for one allocation per 2^`lg_sample`
+    /// bytes on average, or for every one when `exact` (exact snapshots, less throughput).
+    pub exact: bool,
     pub lg_sample: u8,
     pub ready: Ready,
     pub ready_timeout: Duration,
@@ -164,7 +165,7 @@ fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
 fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
     let settings = ProfileSettings {
         mode: protocol::Mode::Periodic,
-        lg_sample: if spec.track { 0 } else { spec.lg_sample },
+        lg_sample: lg_sample(spec),
     };
     let files = std::fs::File::create(stdout)
         .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
@@ -198,12 +199,14 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
             env::DUMP_INTERVAL_MS.name(),
             spec.snapshot_interval.as_millis().max(1).to_string(),
         );
-    if spec.track {
-        // Every allocation tracked with its stack, so the snapshots are exact and the scan
-        // after the load can say who holds what grew.
-        cmd.env(env::TRACK.name(), env::ON)
-            .env(env::SCAN_REQUEST.name(), scan_request(spec));
-    }
+    // Every allocation tracked, so the scan after the load can say who holds what grew;
+    // stacks sampled unless exact.
+    cmd.env(env::TRACK.name(), env::ON)
+        .env(
+            env::TRACK_SAMPLE.name(),
+            (1u64 << lg_sample(spec)).to_string(),
+        )
+        .env(env::SCAN_REQUEST.name(), scan_request(spec));
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if spec.verbose {
         crate::say!("     Running `{:?}`", cmd);
@@ -305,13 +308,20 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         loaded: loaded_at,
         settled: settled_at,
     });
-    if spec.track {
-        match scan(spec, service) {
-            Ok(scanned) => out.scanned = scanned,
-            Err(end) => return ServiceStage::EndedUnderLoad(end),
-        }
+    match scan(spec, service) {
+        Ok(scanned) => out.scanned = scanned,
+        Err(end) => return ServiceStage::EndedUnderLoad(end),
     }
     result
+}
+
+/// The log2 of the mean bytes between sampled stacks: 0 when every stack is taken.
+fn lg_sample(spec: &ServiceSpec) -> u8 {
+    if spec.exact {
+        0
+    } else {
+        spec.lg_sample
+    }
 }
 
 /// The file whose existence asks the runtime for a reachability scan after its next dump.
