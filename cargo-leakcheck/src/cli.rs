@@ -192,6 +192,20 @@ pub struct MergeArgs {
     pub annotations: Option<String>,
 }
 
+/// CI outputs of `bench` and `run`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CiOutputs {
+    /// Also write the results as JUnit XML to this file (one testcase per bench or service;
+    /// growth is a failure) [default: `[output] junit` in leakcheck.toml, else none].
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+
+    /// GitHub Actions annotations at each growing stack's allocating line and a job summary:
+    /// `github` or `none` [default: on when GITHUB_ACTIONS=true].
+    #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
+    pub annotations: Option<String>,
+}
+
 /// Arguments of `cargo leakcheck bench`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct BenchArgs {
@@ -228,6 +242,9 @@ pub struct BenchArgs {
     /// Print only errors, warnings and the summary's totals: no progress, no per-test lines.
     #[arg(short, long)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub outputs: CiOutputs,
 
     /// Benchmark-name filters (criterion benches): substrings to match.
     #[arg(last = true, value_name = "FILTERS")]
@@ -327,6 +344,9 @@ pub struct RunArgs {
     /// Print only errors, warnings and the summary.
     #[arg(short, long)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub outputs: CiOutputs,
 
     /// Arguments for the service.
     #[arg(last = true, value_name = "ARGS")]

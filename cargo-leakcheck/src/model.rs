@@ -649,6 +649,79 @@ impl TestReport {
     }
 }
 
+/// Held by a static of that name, directly: a starting point for tests.
+#[cfg(test)]
+pub fn held_by_static(name: &str) -> Option<RetainedBy> {
+    Some(RetainedBy {
+        root_kind: RootKind::Static,
+        root: format!("static `{name}`"),
+        symbol: Some(name.into()),
+        thread: None,
+        frame: None,
+        definition: None,
+        via: Vec::new(),
+        skipped: 0,
+    })
+}
+
+#[cfg(test)]
+impl BenchReport {
+    /// Bench `grows` of target `grows` in package `benches`: a growing stack allocated by
+    /// `grows::handle_request` (`/ws/benches/grows.rs:12`), held by static `grows::SEEN`,
+    /// with its artifacts; `verdict` other than a leak leaves the stacks out. A starting
+    /// point for tests to adjust.
+    pub fn example(name: &str, verdict: Verdict) -> BenchReport {
+        let at = |name: &str, file: &str| FrameReport::at(name, file, 12);
+        let grows = verdict == Verdict::Leak;
+        BenchReport {
+            package: "benches".into(),
+            binary: "grows".into(),
+            name: name.into(),
+            verdict,
+            exit: "exit code 0".into(),
+            message: None,
+            sample_period: 4096,
+            growth_threshold: 64 << 10,
+            growth_threshold_source: "built-in default".into(),
+            snapshots: 40,
+            duration_seconds: 10.0,
+            heap: vec![(0.0, 2 << 20), (10.0, 4 << 20)],
+            rss: Vec::new(),
+            stacks: if grows {
+                vec![BenchStack {
+                    retained_by: held_by_static("grows::SEEN"),
+                    bytes: 3 << 20,
+                    growth_bytes: 2 << 20,
+                    growth_bytes_per_second: 409_600.0,
+                    flagged: true,
+                    kind: StackKind::Leak,
+                    frames: vec![
+                        at(
+                            "alloc::vec::Vec<T>::push",
+                            "/rustc/x/library/alloc/src/vec/mod.rs",
+                        ),
+                        at("grows::handle_request", "/ws/benches/grows.rs"),
+                    ],
+                    series: vec![(0.0, 1 << 20), (10.0, 3 << 20)],
+                }]
+            } else {
+                Vec::new()
+            },
+            artifacts: if grows {
+                BenchArtifacts {
+                    flamegraph: Some("benches-bench-grows/grows.svg".into()),
+                    folded: Some("benches-bench-grows/grows.folded".into()),
+                    plot: Some("benches-bench-grows/grows.plot.svg".into()),
+                    pprof: Some("benches-bench-grows/grows.pb.gz".into()),
+                    memory_plot: None,
+                }
+            } else {
+                BenchArtifacts::default()
+            },
+        }
+    }
+}
+
 /// A test binary's id as nextest writes it (and so its JUnit `classname`): `package` for the
 /// library's unit tests, `package::target` for an integration test, `package::kind/target`
 /// for a binary's or a bench's.
@@ -729,6 +802,10 @@ pub struct BenchArtifacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub pprof: Option<String>,
+    /// A service's resident set size and live heap over time (`run`, whatever its verdict).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub memory_plot: Option<String>,
 }
 
 /// One benchmark, in the shape of a test.
@@ -760,6 +837,15 @@ pub struct BenchReport {
     pub duration_seconds: f64,
     /// Flagged stacks first, then the largest others (at most 10 in all).
     pub stacks: Vec<BenchStack>,
+    /// (seconds since the first snapshot, live heap bytes of all stacks) at every snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub heap: Vec<(f64, u64)>,
+    /// (seconds since the first snapshot, resident set size in bytes) of a service (`run`),
+    /// read by the tool as it ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub rss: Vec<(f64, u64)>,
     /// Flame graph and plot (flagged benches only).
     pub artifacts: BenchArtifacts,
 }

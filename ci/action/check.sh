@@ -9,9 +9,9 @@ command="${LEAKCHECK_COMMAND:-test}"
 output="${GITHUB_OUTPUT:-/dev/null}"
 
 case "$command" in
-  test | nextest | merge) ;;
+  test | nextest | merge | bench | run) ;;
   *)
-    echo "::error title=cargo-leakcheck::the action's command must be test, nextest or merge, not '$command'"
+    echo "::error title=cargo-leakcheck::the action's command must be test, nextest, merge, bench or run, not '$command'"
     echo "exit-code=2" >>"$output"
     exit 0
     ;;

@@ -473,8 +473,8 @@ fn the_action_names_artifacts_per_shard_and_attempt_and_refuses_unknown_commands
     assert!(out.contains("`a dir/with space"), "{out}");
 
     let (code, out, outputs) =
-        action_script(&sim, "check.sh", &[("LEAKCHECK_COMMAND", "bench")], None);
+        action_script(&sim, "check.sh", &[("LEAKCHECK_COMMAND", "serve")], None);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("::error title=cargo-leakcheck::the action's command must be test, nextest or merge, not 'bench'"), "{out}");
+    assert!(out.contains("::error title=cargo-leakcheck::the action's command must be test, nextest, merge, bench or run, not 'serve'"), "{out}");
     assert_eq!(outputs, "exit-code=2\n");
 }

@@ -89,8 +89,13 @@ fn service_request_paths_match_the_table() {
         let port_text = port.to_string();
         let load = load(port, row.test);
         let mut args = vec!["--ready-port", &port_text, "--load", &load];
+        let junit = s.target.join("run-junit.xml");
+        let junit_text = junit.to_str().unwrap().to_owned();
         if exact {
             args.push("--exact");
+        } else {
+            // The CI outputs, on the default run.
+            args.extend(["--junit", &junit_text, "--annotations", "github"]);
         }
         args.extend(["--", "--port", &port_text]);
         let (out, stderr) = run(&s, &args);
@@ -107,6 +112,24 @@ fn service_request_paths_match_the_table() {
         assert_eq!(b["sample_period"], if exact { 1 } else { 4096 }, "{b}");
         assert_eq!(b["binary"], "webapp");
         assert!(b["snapshots"].as_u64().unwrap() >= 4, "{b}");
+        // The process's memory over the run, plotted whatever the verdict.
+        for series in ["rss", "heap"] {
+            let points = b[series].as_array().unwrap();
+            assert!(points.len() >= 4, "{series}: {b}");
+            assert!(
+                points.iter().all(|p| p[1].as_u64().unwrap() > 0),
+                "{series}: {b}"
+            );
+        }
+        let plot = s
+            .target
+            .join("leakcheck")
+            .join(b["artifacts"]["memory_plot"].as_str().unwrap());
+        let svg = std::fs::read_to_string(&plot).unwrap();
+        assert!(
+            svg.contains("resident set size (RSS)") && svg.contains("<polyline"),
+            "{svg}"
+        );
         let flagged: Vec<&serde_json::Value> = b["stacks"]
             .as_array()
             .unwrap()
@@ -143,6 +166,22 @@ fn service_request_paths_match_the_table() {
                     stderr.contains(&format!("held by {root}")),
                     "the summary names the holder:\n{stderr}"
                 );
+                if !exact {
+                    let stdout = String::from_utf8_lossy(&out.stdout);
+                    assert!(
+                        stdout.contains(&format!(
+                            "::error file={file},line={line},title=memory grows in webapp::"
+                        )),
+                        "a GitHub annotation at the line:\n{stdout}"
+                    );
+                    let xml = std::fs::read_to_string(&junit).unwrap();
+                    assert!(
+                        xml.contains("<testcase name=\"webapp\" classname=\"webapp::webapp\"")
+                            && xml.contains("<failure type=\"leak\"")
+                            && xml.contains(&format!("held by {root}")),
+                        "{xml}"
+                    );
+                }
             }
             None => assert!(flagged.is_empty(), "{row_name}: {flagged:?}"),
         }

@@ -179,6 +179,8 @@ pub fn judge_bench(
         snapshots: 0,
         duration_seconds: 0.0,
         stacks: Vec::new(),
+        heap: Vec::new(),
+        rss: Vec::new(),
         artifacts: BenchArtifacts::default(),
     };
     let ending = Ending::of(&result.end, "bench");
@@ -238,6 +240,10 @@ pub fn judge_bench(
     }
     report.snapshots = snapshots.len();
     report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
+    report.heap = snapshots
+        .iter()
+        .map(|s| (s.seconds, s.profile.stacks.values().map(|c| c.bytes).sum()))
+        .collect();
     let mut stacks = match analyze(&snapshots, threshold) {
         Ok(s) => s,
         Err(e) => {

@@ -75,6 +75,8 @@ pub fn judge(
             snapshots: dumps.len(),
             duration_seconds: 0.0,
             stacks: Vec::new(),
+            heap: Vec::new(),
+            rss: Vec::new(),
             artifacts: BenchArtifacts::default(),
         }
     };

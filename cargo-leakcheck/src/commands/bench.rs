@@ -44,7 +44,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             "--bench-time and --snapshot-interval must be at least 1".into(),
         ));
     }
-    let session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    let mut session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    session.annotations = args.outputs.annotations.clone();
     let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
     let targets = cargo::Targets {
         benches: &args.benches,
@@ -175,6 +176,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         })
     };
+    session::write_bench_junit(&session, &report, &args.outputs)?;
     session::finish(&session, &report, crate::report::bench::render)?;
     Ok(report.exit_code())
 }

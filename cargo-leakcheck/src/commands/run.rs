@@ -46,7 +46,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         ));
     }
     let command = args.command.as_deref().map(split_words).transpose()?;
-    let session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    let mut session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    session.annotations = args.outputs.annotations.clone();
     let (program, program_args, name) = match &command {
         Some(words) => {
             let program = find_program(&words[0])?;
@@ -157,6 +158,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         period,
     );
     judged.growth_threshold_source = source;
+    judged.rss = rss_series(&ran.rss, dumps.first(), ran.window);
     notes.extend(symbols.code.warnings());
     crate::report::bench::write_artifacts(
         &mut judged,
@@ -177,6 +179,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
                 .map(|p| p.display().to_string()),
         })
     };
+    session::write_bench_junit(&session, &report, &args.outputs)?;
     session::finish(&session, &report, crate::report::bench::render)?;
     Ok(report.exit_code())
 }
@@ -228,6 +231,26 @@ fn split_at_window(dumps: &[PathBuf], window: Option<Window>) -> (Vec<PathBuf>, 
         .find(|d| time(d).is_some_and(|t| t >= w.settled))
         .cloned();
     (under_load, after)
+}
+
+/// The service's RSS readings as (seconds since the first judged snapshot, bytes), up to
+/// the end of the settle pause, on the time axis of the snapshots' own series.
+fn rss_series(
+    readings: &[(std::time::SystemTime, u64)],
+    first: Option<&PathBuf>,
+    window: Option<Window>,
+) -> Vec<(f64, u64)> {
+    let Some(t0) = first.and_then(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok()) else {
+        return Vec::new();
+    };
+    readings
+        .iter()
+        .filter(|(at, _)| window.is_none_or(|w| *at <= w.settled))
+        .filter_map(|(at, kib)| {
+            let since = at.duration_since(t0).ok()?;
+            Some((since.as_secs_f64(), kib * 1024))
+        })
+        .collect()
 }
 
 /// At most `max` of `all`, evenly spaced, the first and the last among them.

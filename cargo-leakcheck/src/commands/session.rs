@@ -137,6 +137,43 @@ pub fn finish(
     Ok(())
 }
 
+/// Writes the JUnit XML of a bench or service report where `--junit` (or `[output] junit` in
+/// leakcheck.toml) asks for it.
+pub fn write_bench_junit(
+    session: &Session,
+    report: &Report,
+    outputs: &crate::cli::CiOutputs,
+) -> Result<(), Error> {
+    let path = outputs.junit.clone().or_else(|| {
+        session
+            .config
+            .junit
+            .as_ref()
+            .map(|p| session.ws.root.join(p))
+    });
+    if let Some(path) = path {
+        let xml = crate::report::junit::render(
+            report,
+            &Default::default(),
+            &[],
+            &session.out_dir,
+            &session.ws.root,
+        );
+        write_file(&path, &xml)?;
+        crate::info!("       Wrote JUnit XML to `{}`", path.display());
+    }
+    Ok(())
+}
+
+/// Writes an output file, creating its directory.
+pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("create `{}`", dir.display()), e))?;
+    }
+    std::fs::write(path, text).map_err(|e| Error::io(format!("write `{}`", path.display()), e))
+}
+
 /// The settings given on the command line (`--threshold`, `--test-threshold`,
 /// `--timeout`, `--extra-runs`), which win over the configuration file's.
 pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLayer, Error> {

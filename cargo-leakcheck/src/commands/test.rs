@@ -193,20 +193,11 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         .map(|(b, name, why)| (binaries[b].id(), name.clone(), why.to_string()))
         .collect();
         let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
-        write_file(&path, &xml)?;
+        session::write_file(&path, &xml)?;
         crate::info!("       Wrote JUnit XML to `{}`", path.display());
     }
     session::finish(&session, &report, human::render)?;
     Ok(report.exit_code())
-}
-
-/// Writes an output file, creating its directory.
-fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("create `{}`", dir.display()), e))?;
-    }
-    std::fs::write(path, text).map_err(|e| Error::io(format!("write `{}`", path.display()), e))
 }
 
 /// What the check step needs besides the binaries.

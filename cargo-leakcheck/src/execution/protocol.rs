@@ -35,9 +35,9 @@ pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter_map(|p| {
-                let name = p.file_name()?.to_str()?.to_string();
-                let rest = name.strip_prefix(&start)?;
-                let seq: u64 = rest.split('.').nth(1)?.parse().ok()?;
+                let name = p.file_name()?.to_str()?;
+                name.strip_prefix(&start)?;
+                let seq = dump_seq(&p)?;
                 name.ends_with(".heap").then_some((seq, p))
             })
             .collect(),
@@ -45,6 +45,13 @@ pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
     };
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// A dump's sequence number: the number after its pid (`<prefix>.<pid>.<seq>.<kind>.heap`,
+/// counted from the end, since a prefix may hold dots).
+pub fn dump_seq(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_suffix(".heap")?.rsplit('.').nth(1)?.parse().ok()
 }
 
 /// How one test process is profiled. The runner picks this per process: a counting pass
@@ -127,6 +134,15 @@ mod tests {
         let r = Record::parse("arena 9\nfirst 0 2 208 1\ncost 2500 1300\nend kept\n");
         assert_eq!(r.own_cost, Some((2500, 1300)));
         assert_eq!(r.end, Some(End::Kept));
+    }
+
+    #[test]
+    fn a_dumps_sequence_number_is_read_from_the_end_of_its_name() {
+        let seq = |name: &str| dump_seq(Path::new(name));
+        assert_eq!(seq("/w/service-preload.16853.15.t.heap"), Some(15));
+        assert_eq!(seq("bench.v1.2-preload.7.3.m2.heap"), Some(3));
+        assert_eq!(seq("x-preload.7.3.f.heap.paths"), None);
+        assert_eq!(seq("x-preload.heap"), None);
     }
 
     #[test]

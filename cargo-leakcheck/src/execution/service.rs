@@ -83,7 +83,14 @@ pub struct ServiceRun {
     pub left_running: Vec<String>,
     /// Peak resident set size seen, KiB.
     pub peak_rss_kib: Option<u64>,
+    /// Its resident set size over the run, KiB, at most [`RSS_POINTS`] points spread
+    /// over it.
+    pub rss: Vec<(SystemTime, u64)>,
 }
+
+/// The most RSS readings kept: past it, every other one is dropped and readings are taken
+/// half as often, so a long run keeps an even spread in bounded memory.
+const RSS_POINTS: usize = 1024;
 
 /// Starts the service, waits until it is ready, runs the load, stops it.
 pub fn run(spec: &ServiceSpec) -> ServiceRun {
@@ -99,6 +106,7 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
         stderr: stderr.clone(),
         left_running: Vec::new(),
         peak_rss_kib: None,
+        rss: Vec::new(),
     };
     let mut child = match start(spec, &stdout, &stderr) {
         Ok(c) => c,
@@ -113,9 +121,12 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
         child: &mut child,
         pid,
         peak_rss_kib: None,
+        rss: Vec::new(),
+        rss_every: spec.snapshot_interval.max(Duration::from_millis(10)),
     };
     out.stage = drive(spec, &mut service, &mut out);
     out.peak_rss_kib = service.peak_rss_kib;
+    out.rss = std::mem::take(&mut service.rss);
     // Stopped in every case: ready or not, loaded or not.
     let end = stop(spec, &mut service);
     out.left_running = end_group(pid);
@@ -133,6 +144,9 @@ struct Running<'a> {
     child: &'a mut Child,
     pid: libc::pid_t,
     peak_rss_kib: Option<u64>,
+    rss: Vec<(SystemTime, u64)>,
+    /// The least time between two kept RSS readings.
+    rss_every: Duration,
 }
 
 impl Running<'_> {
@@ -143,6 +157,7 @@ impl Running<'_> {
             Ok(None) => {
                 if let Some(rss) = rss_kib(self.pid) {
                     self.peak_rss_kib = Some(self.peak_rss_kib.map_or(rss, |p| p.max(rss)));
+                    self.keep_rss(SystemTime::now(), rss);
                 }
                 None
             }
@@ -151,6 +166,33 @@ impl Running<'_> {
             ))),
         }
     }
+}
+
+impl Running<'_> {
+    /// Keeps a reading taken at `now` when the last kept one is old enough.
+    fn keep_rss(&mut self, now: SystemTime, kib: u64) {
+        let due = self.rss.last().is_none_or(|(at, _)| {
+            now.duration_since(*at)
+                .is_ok_and(|since| since >= self.rss_every)
+        });
+        if !due {
+            return;
+        }
+        self.rss.push((now, kib));
+        if self.rss.len() >= RSS_POINTS {
+            thin_by_half(&mut self.rss);
+            self.rss_every *= 2;
+        }
+    }
+}
+
+/// Keeps every other element, the first included.
+fn thin_by_half<T>(v: &mut Vec<T>) {
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        i % 2 == 1
+    });
 }
 
 fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
@@ -247,6 +289,8 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         .as_ref()
         .and_then(|c| crate::execution::interrupt::register(c.id() as libc::pid_t, libc::SIGTERM));
     let mut last_report = Instant::now();
+    let mut last_prune = Instant::now();
+    let mut keep_every = 1;
     let result = loop {
         if crate::execution::interrupt::requested().is_some() {
             break ServiceStage::Interrupted;
@@ -276,6 +320,10 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         if last_report.elapsed() >= Duration::from_secs(5) {
             progress(spec, service, loaded.elapsed());
             last_report = Instant::now();
+        }
+        if last_prune.elapsed() >= Duration::from_secs(1) {
+            prune(spec.work_dir, spec.key, &mut keep_every);
+            last_prune = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -355,8 +403,40 @@ fn scan(spec: &ServiceSpec, service: &mut Running) -> Result<Option<PathBuf>, Pr
         .find(|d| crate::analysis::retention::paths_file(d).exists()))
 }
 
+/// The most snapshots kept on disk under load: past it, every other one goes, and from then
+/// on only every other one is kept, so a long run's snapshots stay evenly spread over it in
+/// bounded space (the judge thins them to fewer still).
+const KEPT_SNAPSHOTS: usize = 512;
+
+/// Deletes the snapshots taken under load that an even spread of at most
+/// [`KEPT_SNAPSHOTS`] does not need: those whose sequence number is not a multiple of
+/// `keep_every`, which doubles whenever that many are kept. The newest stays, whatever its
+/// number, for the progress line.
+fn prune(work_dir: &Path, key: &str, keep_every: &mut u64) {
+    let dumps = protocol::all_dumps(work_dir, key, protocol::PRELOAD_STEM);
+    let Some((newest, older)) = dumps.split_last() else {
+        return;
+    };
+    let seq = |d: &PathBuf| protocol::dump_seq(d).unwrap_or(0);
+    loop {
+        let kept = older.iter().filter(|d| seq(d) % *keep_every == 0).count();
+        if kept < KEPT_SNAPSHOTS {
+            break;
+        }
+        *keep_every *= 2;
+    }
+    for d in older.iter().filter(|d| seq(d) % *keep_every != 0) {
+        let _ = std::fs::remove_file(d);
+    }
+    debug_assert!(newest.exists());
+}
+
 fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
     let dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
+    let taken = dumps
+        .last()
+        .and_then(|d| protocol::dump_seq(d))
+        .unwrap_or(0);
     let heap = dumps
         .last()
         .and_then(|d| crate::analysis::profile::read_heap_profile(d).ok())
@@ -368,7 +448,7 @@ fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
                 .sum::<u64>()
         });
     crate::info!(
-        "{:>12} {:.0}s under {}, {} snapshots, live heap {}, RSS {}",
+        "{:>12} {:.0}s under {}, {} snapshots taken ({} kept), live heap {}, RSS {}",
         "Running",
         elapsed.as_secs_f64(),
         if spec.load.is_some() {
@@ -376,6 +456,7 @@ fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
         } else {
             "no load"
         },
+        taken,
         dumps.len(),
         heap.map_or("?".into(), crate::model::human_bytes),
         rss_kib(service.pid).map_or("?".into(), |k| crate::model::human_bytes(k * 1024)),
@@ -453,4 +534,71 @@ fn rss_kib(pid: libc::pid_t) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rss_readings_stay_bounded_and_evenly_spread_however_long_the_run() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let mut running = Running {
+            child: &mut child,
+            pid,
+            peak_rss_kib: None,
+            rss: Vec::new(),
+            rss_every: Duration::ZERO,
+        };
+        // A reading every 10 ms for 100 s, kept at most every 10 ms at first.
+        running.rss_every = Duration::from_millis(10);
+        let start = SystemTime::UNIX_EPOCH;
+        for i in 0..10_000u64 {
+            running.keep_rss(start + Duration::from_millis(10 * i), i);
+        }
+        let kept: Vec<u64> = running.rss.iter().map(|r| r.1).collect();
+        assert!(
+            kept.len() < RSS_POINTS && kept.len() >= RSS_POINTS / 2,
+            "{}",
+            kept.len()
+        );
+        // From the start to the end, evenly: no gap more than twice another.
+        assert_eq!(kept[0], 0);
+        assert!(*kept.last().unwrap() > 9_000, "{kept:?}");
+        let gaps: Vec<u64> = kept.windows(2).map(|w| w[1] - w[0]).collect();
+        let (min, max) = (gaps.iter().min().unwrap(), gaps.iter().max().unwrap());
+        assert!(max <= &(2 * min), "gaps from {min} to {max}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn snapshots_on_disk_stay_bounded_and_evenly_spread_however_long_the_run() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut keep_every = 1;
+        // 5,000 snapshots, pruned every 10 as they come (a second at 100 ms).
+        for seq in 1..=5_000u64 {
+            let name = format!("svc-{}.42.{seq}.t.heap", protocol::PRELOAD_STEM);
+            std::fs::write(dir.join(name), b"").unwrap();
+            if seq % 10 == 0 {
+                prune(&dir, "svc", &mut keep_every);
+            }
+        }
+        let kept: Vec<u64> = protocol::all_dumps(&dir, "svc", protocol::PRELOAD_STEM)
+            .iter()
+            .map(|d| protocol::dump_seq(d).unwrap())
+            .collect();
+        assert!(kept.len() <= KEPT_SNAPSHOTS + 10, "{}", kept.len());
+        assert!(kept.len() >= KEPT_SNAPSHOTS / 2, "{}", kept.len());
+        // Evenly: the same step all along, and the newest kept.
+        assert_eq!(*kept.last().unwrap(), 5_000);
+        let older = &kept[..kept.len() - 1];
+        let step = older[1] - older[0];
+        assert!(older.windows(2).all(|w| w[1] - w[0] == step), "{older:?}");
+        assert!(older[0] <= step, "{older:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -10,12 +10,33 @@ use std::path::{Path, PathBuf};
 const STACKS_PLOTTED: usize = 5;
 
 pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut Vec<String>) {
-    if b.verdict != Verdict::Leak {
-        return;
-    }
     let dir_name = flamegraph::file_stem(&format!("{}-bench-{}", b.package, b.binary));
     let stem = flamegraph::file_stem(&b.name);
     let rel = |ext: &str| PathBuf::from(&dir_name).join(format!("{stem}.{ext}"));
+    // A service's memory, whatever its verdict: a flat line is an answer too.
+    if !b.rss.is_empty() {
+        let series = [
+            ("resident set size (RSS)".to_string(), b.rss.clone()),
+            ("live heap, all stacks".to_string(), b.heap.clone()),
+        ];
+        let title = format!("{}: the process's memory over time", b.name);
+        let written = std::fs::create_dir_all(out_dir.join(&dir_name)).and_then(|_| {
+            std::fs::write(
+                out_dir.join(rel("memory.svg")),
+                plot::line_chart(&title, &series),
+            )
+        });
+        match written {
+            Ok(()) => b.artifacts.memory_plot = Some(rel("memory.svg").display().to_string()),
+            Err(e) => notes.push(format!(
+                "could not write the memory plot of `{}`: {e}",
+                b.name
+            )),
+        }
+    }
+    if b.verdict != Verdict::Leak {
+        return;
+    }
     let mut folded: Vec<String> = b
         .stacks
         .iter()
@@ -73,6 +94,7 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
                 folded: Some(rel("folded").display().to_string()),
                 plot: Some(rel("plot.svg").display().to_string()),
                 pprof: Some(rel("pb.gz").display().to_string()),
+                memory_plot: b.artifacts.memory_plot.take(),
             };
         }
         Err(e) => notes.push(format!(
@@ -179,6 +201,19 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
             }
         }
     }
+    for b in &report.benches {
+        if let Some(plot) = &b.artifacts.memory_plot {
+            let peak = |series: &[(f64, u64)]| series.iter().map(|p| p.1).max().unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "  Memory {}: RSS peaked at {}, live heap at {}; plot: {}",
+                b.name,
+                human_bytes(peak(&b.rss)),
+                human_bytes(peak(&b.heap)),
+                out_dir.join(plot).display()
+            );
+        }
+    }
     let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();
     let sampling = match report.settings.sample_period {
         1 => "every allocation recorded".to_string(),
@@ -206,7 +241,6 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::StackKind;
 
     fn frame(name: &str) -> FrameReport {
         FrameReport::named(name)
@@ -249,45 +283,8 @@ mod tests {
 
     #[test]
     fn the_bench_summary() {
-        let at = |name: &str, file: &str| FrameReport::at(name, file, 12);
-        let bench = |name: &str, verdict: Verdict| BenchReport {
-            package: "benches".into(),
-            binary: "grows".into(),
-            name: name.into(),
-            verdict,
-            exit: "exit code 0".into(),
-            message: None,
-            sample_period: 4096,
-            growth_threshold: 64 << 10,
-            growth_threshold_source: "built-in default".into(),
-            snapshots: 40,
-            duration_seconds: 10.0,
-            stacks: Vec::new(),
-            artifacts: BenchArtifacts::default(),
-        };
-        let mut grows = bench("grows", Verdict::Leak);
-        grows.stacks = vec![BenchStack {
-            retained_by: None,
-            bytes: 3 << 20,
-            growth_bytes: 2 << 20,
-            growth_bytes_per_second: 409_600.0,
-            flagged: true,
-            kind: StackKind::Leak,
-            frames: vec![
-                at(
-                    "alloc::vec::Vec<T>::push",
-                    "/rustc/x/library/alloc/src/vec/mod.rs",
-                ),
-                at("grows::handle_request", "/ws/benches/grows.rs"),
-            ],
-            series: vec![(0.0, 1 << 20), (10.0, 3 << 20)],
-        }];
-        grows.artifacts = BenchArtifacts {
-            flamegraph: Some("benches-bench-grows/grows.svg".into()),
-            folded: Some("benches-bench-grows/grows.folded".into()),
-            plot: Some("benches-bench-grows/grows.plot.svg".into()),
-            pprof: Some("benches-bench-grows/grows.pb.gz".into()),
-        };
+        let bench = BenchReport::example;
+        let grows = bench("grows", Verdict::Leak);
         let mut failed = bench("crashes", Verdict::Crashed);
         failed.message = Some("killed by signal 11 (SIGSEGV)".into());
         let mut report = Report {

@@ -40,16 +40,9 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
     let mut sites: Vec<Site> = Vec::new();
     for t in report.tests.iter().filter(|t| t.verdict == Verdict::Leak) {
         for st in t.failing_stacks() {
-            let Some(frame) = identifying_frame(&st.frames, repo_root) else {
+            let Some((file, line)) = repo_line(&st.frames, repo_root) else {
                 continue;
             };
-            let (Some(file), Some(line)) = (&frame.file, frame.line) else {
-                continue;
-            };
-            let Ok(relative) = Path::new(file).strip_prefix(repo_root) else {
-                continue;
-            };
-            let file = relative.display().to_string();
             let test = format!("{} {}", t.binary, t.name);
             let at = sites.iter().position(|s| s.file == file && s.line == line);
             let site = match at {
@@ -97,6 +90,7 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             )
         })
         .collect();
+    all.extend(bench_annotations(report, repo_root));
     // A test that could not be judged has no line to point at; when the configuration
     // makes that fail the run, the run's page must still say which test and why.
     for t in report.tests.iter().filter(|t| t.unsettled_fails_the_run()) {
@@ -123,11 +117,162 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
     all
 }
 
+/// Where a stack starts in the repository's code, the file relative to it: GitHub can show
+/// an annotation there only.
+fn repo_line(frames: &[crate::model::FrameReport], repo_root: &Path) -> Option<(String, u32)> {
+    let frame = identifying_frame(frames, repo_root)?;
+    let (Some(file), Some(line)) = (&frame.file, frame.line) else {
+        return None;
+    };
+    let relative = Path::new(file).strip_prefix(repo_root).ok()?;
+    Some((relative.display().to_string(), line))
+}
+
+/// One `::error` per allocating line in the repository that a growing stack of a bench or
+/// service starts from (`bench`, `run`).
+fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in report.benches.iter().filter(|b| b.verdict == Verdict::Leak) {
+        for st in b.stacks.iter().filter(|s| s.flagged) {
+            let Some((file, line)) = repo_line(&st.frames, repo_root) else {
+                continue;
+            };
+            let held = st
+                .retained_by
+                .as_ref()
+                .map(|h| format!(", held by {}", h.root))
+                .unwrap_or_default();
+            out.push(format!(
+                "::error file={},line={line},title={}::{}",
+                property(&file),
+                property(&format!("memory grows in {}", b.name)),
+                data(&format!(
+                    "memory allocated here grew by {} ({}/s) over the later half of {}'s run{held} (cargo-leakcheck)",
+                    human_bytes(st.growth_bytes.max(0) as u64),
+                    human_bytes(st.growth_bytes_per_second.max(0.0) as u64),
+                    b.name
+                ))
+            ));
+        }
+    }
+    out
+}
+
 /// The job summary: the tests that leaked or failed, with size, allocation site and flame
-/// graph, and the totals.
+/// graph, and the totals; then the benches and services, when there are any.
 pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
-    let count = |v: Verdict| report.tests.iter().filter(|t| t.verdict == v).count();
     let mut s = String::from("## cargo-leakcheck\n\n");
+    if !report.tests.is_empty() || report.benches.is_empty() {
+        tests_summary(&mut s, report, repo_root, out_dir);
+    }
+    if !report.benches.is_empty() {
+        benches_summary(&mut s, report, repo_root, out_dir);
+    }
+    s
+}
+
+/// The benches and services: totals, and a row per one that grew or did not end well.
+fn benches_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Path) {
+    let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();
+    let n = report.benches.len();
+    let _ = writeln!(
+        s,
+        "{}: {} clean, {} growing, {} other\n",
+        crate::model::count_of(n as u64, "bench or service", "benches or services"),
+        count(Verdict::Clean),
+        count(Verdict::Leak),
+        n - count(Verdict::Clean) - count(Verdict::Leak)
+    );
+    let bad: Vec<_> = report
+        .benches
+        .iter()
+        .filter(|b| b.verdict != Verdict::Clean)
+        .collect();
+    if bad.is_empty() {
+        s.push_str("Nothing grew.\n");
+        return;
+    }
+    s.push_str(
+        "| verdict | bench | growth | allocated at | flame graph |\n|---|---|---|---|---|\n",
+    );
+    for b in bad.iter().take(MAX_SUMMARY_ROWS) {
+        let flagged: Vec<_> = b.stacks.iter().filter(|st| st.flagged).collect();
+        let first = flagged.first();
+        let mut site = first
+            .and_then(|st| identifying_frame(&st.frames, repo_root))
+            .map(|f| site_text(f, repo_root))
+            .unwrap_or_else(|| b.message.clone().unwrap_or_default());
+        if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
+            let lines = crate::report::human::held_text(held, repo_root);
+            let _ = write!(site, "<br>{}", lines.join("<br>"));
+        }
+        let growth = match b.verdict {
+            Verdict::Leak => {
+                let bytes: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
+                let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
+                format!(
+                    "+{} ({}/s)",
+                    human_bytes(bytes.max(0) as u64),
+                    human_bytes(rate.max(0.0) as u64)
+                )
+            }
+            _ => String::new(),
+        };
+        let row = Row {
+            verdict: b.verdict,
+            binary: &b.binary,
+            name: &b.name,
+            amount: growth,
+            site,
+            flamegraph: b.artifacts.flamegraph.as_deref(),
+        };
+        row.write(s, out_dir);
+    }
+}
+
+/// A row of the summary's table: verdict, test or bench, size, where, flame graph.
+struct Row<'a> {
+    verdict: Verdict,
+    binary: &'a str,
+    name: &'a str,
+    amount: String,
+    site: String,
+    flamegraph: Option<&'a str>,
+}
+
+impl Row<'_> {
+    fn write(&self, s: &mut String, out_dir: &Path) {
+        let graph = self
+            .flamegraph
+            .map(|g| format!("`{}`", out_dir.join(g).display()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {} | `{} {}` | {} | {} | {graph} |",
+            self.verdict.as_str(),
+            cell(self.binary),
+            cell(self.name),
+            self.amount,
+            cell(&self.site)
+        );
+    }
+}
+
+/// `` `function` (file:line) ``, the file relative to the repository.
+fn site_text(f: &crate::model::FrameReport, repo_root: &Path) -> String {
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => {
+            let file = Path::new(file);
+            let shown = file.strip_prefix(repo_root).unwrap_or(file);
+            format!("`{}` ({}:{line})", f.function, shown.display())
+        }
+        _ => format!("`{}`", f.function),
+    }
+}
+
+/// The tests' part of the job summary.
+fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Path) {
+    let count = |v: Verdict| report.tests.iter().filter(|t| t.verdict == v).count();
     let unsettled = match count(Verdict::Unsettled) {
         0 => String::new(),
         n => format!(", {n} unsettled"),
@@ -158,7 +303,7 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         } else {
             "Nothing leaked.\n"
         });
-        return s;
+        return;
     }
     s.push_str(
         "| verdict | test | retained | allocated at | flame graph |\n|---|---|---|---|---|\n",
@@ -167,14 +312,7 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         let first = t.failing_stacks().next();
         let mut site = first
             .and_then(|st| identifying_frame(&st.frames, repo_root))
-            .map(|f| match (&f.file, f.line) {
-                (Some(file), Some(line)) => {
-                    let file = Path::new(file);
-                    let shown = file.strip_prefix(repo_root).unwrap_or(file);
-                    format!("`{}` ({}:{line})", f.function, shown.display())
-                }
-                _ => format!("`{}`", f.function),
-            })
+            .map(|f| site_text(f, repo_root))
             .unwrap_or_default();
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
             let lines = crate::report::human::held_text(held, repo_root);
@@ -185,20 +323,15 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
             (Verdict::Unsettled, Some(r)) => human_bytes(r.bytes),
             _ => String::new(),
         };
-        let graph = t
-            .artifacts
-            .flamegraph
-            .as_ref()
-            .map(|g| format!("`{}`", out_dir.join(g).display()))
-            .unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "| {} | `{} {}` | {retained} | {} | {graph} |",
-            t.verdict.as_str(),
-            cell(&t.binary),
-            cell(&t.name),
-            cell(&site)
-        );
+        let row = Row {
+            verdict: t.verdict,
+            binary: &t.binary,
+            name: &t.name,
+            amount: retained,
+            site,
+            flamegraph: t.artifacts.flamegraph.as_deref(),
+        };
+        row.write(s, out_dir);
     }
     if bad.len() > MAX_SUMMARY_ROWS {
         let _ = writeln!(
@@ -213,7 +346,6 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         "\n{} retained by leaking tests. The flame graphs are in the run's `target/leakcheck` directory (upload it as an artifact to keep them).",
         human_bytes(leaked)
     );
-    s
 }
 
 /// The step outputs a workflow can use after the run: where the report and its artifacts are
@@ -308,6 +440,35 @@ mod tests {
                 .collect(),
             ..TestReport::example()
         }
+    }
+
+    #[test]
+    fn a_growing_bench_or_service_is_annotated_at_its_line_with_its_holder_and_summarised() {
+        use crate::model::BenchReport;
+        let report = Report {
+            benches: vec![
+                BenchReport::example("grows", Verdict::Leak),
+                BenchReport::example("plateau", Verdict::Clean),
+            ],
+            ..Report::example()
+        };
+        let lines = annotations(&report, Path::new("/ws"));
+        assert_eq!(
+            lines,
+            ["::error file=benches/grows.rs,line=12,title=memory grows in grows::memory allocated here grew by 2.0 MiB (400.0 KiB/s) over the later half of grows's run, held by static `grows::SEEN` (cargo-leakcheck)"]
+        );
+        let text = summary(&report, Path::new("/ws"), Path::new("target/leakcheck"));
+        // No tests: the benches' part only.
+        assert!(!text.contains("tests:"), "{text}");
+        assert!(
+            text.contains("2 benches or services: 1 clean, 1 growing, 0 other"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| leak | `grows grows` | +2.0 MiB (400.0 KiB/s) | `grows::handle_request` (benches/grows.rs:12)<br>held by static `grows::SEEN` | `target/leakcheck/benches-bench-grows/grows.svg` |"),
+            "{text}"
+        );
+        assert!(!text.contains("plateau"), "{text}");
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! so a CI's test history does not change with the runner), one `<testcase>` per test. A leak is a `<failure type="leak">` whose
 //! message is the retained size and whose text holds the failing stacks and the flame
 //! graph; a failed test is a `<failure>`, a crashed or timed-out one an `<error>`, a test the
-//! tool could not analyse an `<error>`, an ignored one `<skipped/>`.
+//! tool could not analyse an `<error>`, an ignored one `<skipped/>`. Benches and services
+//! (`bench`, `run`) follow, one `<testsuite>` per target or program.
 
-use crate::model::{Report, TestReport, Verdict};
+use crate::model::{BenchReport, Report, TestReport, Verdict};
 use crate::report::human::human_bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -66,14 +67,15 @@ pub fn render(
         )
     };
     let all: Vec<Case> = report.tests.iter().map(Case::Judged).collect();
-    let total_time: f64 = report.tests.iter().map(time_of).sum();
+    let benches = bench_suites(report, out_dir, root);
+    let total_time: f64 = report.tests.iter().map(time_of).sum::<f64>() + benches.time;
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         x,
         "<testsuites name=\"cargo-leakcheck\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
-        report.tests.len() + skipped.len(),
-        count(&all, &is_failure),
-        count(&all, &is_error),
+        report.tests.len() + skipped.len() + report.benches.len(),
+        count(&all, &is_failure) + benches.failures,
+        count(&all, &is_error) + benches.errors,
         skipped.len(),
         total_time
     );
@@ -129,8 +131,137 @@ pub fn render(
         }
         x.push_str("  </testsuite>\n");
     }
+    x.push_str(&benches.xml);
     x.push_str("</testsuites>\n");
     x
+}
+
+/// The `<testsuite>` elements of a report's benches and services, and their totals.
+struct BenchSuites {
+    xml: String,
+    failures: usize,
+    errors: usize,
+    time: f64,
+}
+
+/// One `<testsuite>` per bench target or service (`package::binary`), one `<testcase>` per
+/// benchmark: growth is a `<failure type="leak">` naming the growing stacks, a bench or
+/// service that failed a `<failure>`, one that crashed or could not be analysed an `<error>`.
+fn bench_suites(report: &Report, out_dir: &Path, root: &Path) -> BenchSuites {
+    let mut suites: BTreeMap<String, Vec<&BenchReport>> = BTreeMap::new();
+    for b in &report.benches {
+        suites
+            .entry(format!("{}::{}", b.package, b.binary))
+            .or_default()
+            .push(b);
+    }
+    let mut out = BenchSuites {
+        xml: String::new(),
+        failures: 0,
+        errors: 0,
+        time: 0.0,
+    };
+    for (suite, benches) in &suites {
+        let outcomes: Vec<_> = benches
+            .iter()
+            .map(|b| bench_outcome(b, out_dir, root))
+            .collect();
+        let failures = outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(("failure", ..))))
+            .count();
+        let errors = outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(("error", ..))))
+            .count();
+        let time: f64 = benches.iter().map(|b| b.duration_seconds).sum();
+        out.failures += failures;
+        out.errors += errors;
+        out.time += time;
+        let _ = writeln!(
+            out.xml,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\" time=\"{time:.3}\">",
+            escape(suite),
+            benches.len(),
+        );
+        for (b, outcome) in benches.iter().zip(outcomes) {
+            let _ = write!(
+                out.xml,
+                "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\"",
+                escape(&b.name),
+                escape(suite),
+                b.duration_seconds
+            );
+            match outcome {
+                None => out.xml.push_str("/>\n"),
+                Some((element, kind, message, text)) => {
+                    let _ = writeln!(
+                        out.xml,
+                        ">\n      <{element} type=\"{kind}\" message=\"{}\">{}</{element}>\n    </testcase>",
+                        escape(&message),
+                        escape(&text)
+                    );
+                }
+            }
+        }
+        out.xml.push_str("  </testsuite>\n");
+    }
+    out
+}
+
+/// The element, its type, message and text, for a bench or service that did not end clean.
+fn bench_outcome(
+    b: &BenchReport,
+    out_dir: &Path,
+    root: &Path,
+) -> Option<(&'static str, &'static str, String, String)> {
+    let detail = b.message.clone().unwrap_or_default();
+    match b.verdict {
+        Verdict::Clean | Verdict::Unsettled => None,
+        Verdict::Leak => {
+            let flagged: Vec<_> = b.stacks.iter().filter(|s| s.flagged).collect();
+            let growth: i64 = flagged.iter().map(|s| s.growth_bytes).sum();
+            let rate: f64 = flagged.iter().map(|s| s.growth_bytes_per_second).sum();
+            let message = format!(
+                "memory grew by {} ({}/s) over the later half of the run, in {} stack(s) over the threshold of {}",
+                human_bytes(growth.max(0) as u64),
+                human_bytes(rate.max(0.0) as u64),
+                flagged.len(),
+                human_bytes(b.growth_threshold)
+            );
+            let mut text = String::new();
+            for st in &flagged {
+                let _ = writeln!(
+                    text,
+                    "+{} ({}/s), allocated at:",
+                    human_bytes(st.growth_bytes.max(0) as u64),
+                    human_bytes(st.growth_bytes_per_second.max(0.0) as u64)
+                );
+                stack_text(&mut text, &st.frames, st.retained_by.as_ref(), root);
+            }
+            for (what, file) in [
+                ("flame graph", &b.artifacts.flamegraph),
+                ("plot", &b.artifacts.plot),
+            ] {
+                if let Some(file) = file {
+                    let shown = out_dir.join(file);
+                    let shown = shown.strip_prefix(root).unwrap_or(&shown);
+                    let _ = writeln!(text, "{what}: {}", shown.display());
+                }
+            }
+            Some(("failure", "leak", message, text))
+        }
+        Verdict::Failed => Some(("failure", "failed", format!("failed: {}", b.exit), detail)),
+        Verdict::Crashed | Verdict::Timeout => {
+            Some(("error", "crashed", format!("crashed: {}", b.exit), detail))
+        }
+        Verdict::Error | Verdict::Unanalysable => Some((
+            "error",
+            "not-analysed",
+            "cargo-leakcheck could not analyse it".into(),
+            detail,
+        )),
+    }
 }
 
 /// The element (`failure` or `error`), its type, message and text, for a test that did not
@@ -168,27 +299,7 @@ fn outcome(
                     human_bytes(st.bytes),
                     st.objects
                 );
-                // From the first frame of the user's code (std's allocation frames above it
-                // say nothing about where the leak is).
-                let first = crate::analysis::frames::identifying_frame(&st.frames, root)
-                    .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
-                    .unwrap_or(0);
-                // Down to the test's own frames: what calls the test (libtest, the closure
-                // it stores) says nothing about the leak, as in the terminal.
-                let own = st.frames[first..]
-                    .iter()
-                    .take_while(|f| !crate::report::human::is_harness_frame(f))
-                    .take(6);
-                for f in own {
-                    let _ = writeln!(text, "    {}", crate::report::human::frame_text(f, root));
-                }
-                for line in st
-                    .retained_by
-                    .iter()
-                    .flat_map(|h| crate::report::human::held_text(h, root))
-                {
-                    let _ = writeln!(text, "  {line}");
-                }
+                stack_text(&mut text, &st.frames, st.retained_by.as_ref(), root);
             }
             if let Some(svg) = &t.artifacts.flamegraph {
                 let shown = out_dir.join(svg);
@@ -225,6 +336,34 @@ fn outcome(
     }
 }
 
+/// A failing stack's lines: from the first frame of the user's code (std's allocation
+/// frames above it say nothing about where the leak is) down to the harness's frames (what
+/// calls the test, libtest or the closure it stores, says nothing either, as in the
+/// terminal), at most six, then who holds its objects.
+fn stack_text(
+    text: &mut String,
+    frames: &[crate::model::FrameReport],
+    held: Option<&crate::model::RetainedBy>,
+    root: &Path,
+) {
+    let first = crate::analysis::frames::identifying_frame(frames, root)
+        .and_then(|f| frames.iter().position(|g| std::ptr::eq(f, g)))
+        .unwrap_or(0);
+    let own = frames[first..]
+        .iter()
+        .take_while(|f| !crate::report::human::is_harness_frame(f))
+        .take(6);
+    for f in own {
+        let _ = writeln!(text, "    {}", crate::report::human::frame_text(f, root));
+    }
+    for line in held
+        .iter()
+        .flat_map(|h| crate::report::human::held_text(h, root))
+    {
+        let _ = writeln!(text, "  {line}");
+    }
+}
+
 /// Text as XML character data or an attribute value: markup escaped, and the characters
 /// XML 1.0 cannot hold (most control characters) replaced, so any test output loads.
 fn escape(text: &str) -> String {
@@ -258,6 +397,57 @@ mod tests {
             Path::new("/ws/target/leakcheck"),
             Path::new("/ws"),
         )
+    }
+
+    #[test]
+    fn benches_and_services_are_testcases_growth_a_failure_naming_its_line_and_holder() {
+        let mut crashed = BenchReport::example("crashes", Verdict::Crashed);
+        crashed.exit = "killed by signal 11 (SIGSEGV)".into();
+        let report = Report {
+            tests: vec![TestReport::example()],
+            benches: vec![
+                BenchReport::example("grows", Verdict::Leak),
+                crashed,
+                BenchReport::example("plateau", Verdict::Clean),
+            ],
+            ..Report::example()
+        };
+        let xml = render_in_ws(&report);
+        assert!(
+            xml.contains(
+                "<testsuites name=\"cargo-leakcheck\" tests=\"4\" failures=\"1\" errors=\"1\""
+            ),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<testsuite name=\"benches::grows\" tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"0\" time=\"30.000\">"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(
+                "<testcase name=\"plateau\" classname=\"benches::grows\" time=\"10.000\"/>"
+            ),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<failure type=\"leak\" message=\"memory grew by 2.0 MiB (400.0 KiB/s) over the later half of the run, in 1 stack(s) over the threshold of 64.0 KiB\">"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("grows::handle_request (benches/grows.rs:12)"),
+            "{xml}"
+        );
+        assert!(xml.contains("held by static `grows::SEEN`"), "{xml}");
+        assert!(
+            xml.contains("flame graph: target/leakcheck/benches-bench-grows/grows.svg"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(
+                "<error type=\"crashed\" message=\"crashed: killed by signal 11 (SIGSEGV)\">"
+            ),
+            "{xml}"
+        );
     }
 
     #[test]
