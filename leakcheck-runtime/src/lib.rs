@@ -294,6 +294,29 @@ pub(crate) unsafe fn mallctl_do(name: &std::ffi::CStr) -> bool {
     }
 }
 
+/// Asks the program's own jemalloc (tikv-jemallocator's, built with `profiling`) for a heap
+/// dump to `path`; false when it refused (no profiling, or the file could not be written).
+///
+/// # Safety
+/// `mallctl` must be the address of that jemalloc's `_rjem_mallctl` in this process.
+pub(crate) unsafe fn app_prof_dump(mallctl: usize, path: &FixedPath) -> bool {
+    type Mallctl =
+        unsafe extern "C" fn(*const c_char, *mut c_void, *mut usize, *mut c_void, usize) -> c_int;
+    // SAFETY: the caller vouches that `mallctl` is `_rjem_mallctl`, whose C signature is
+    // this; "prof.dump" takes a `const char *` file name, which outlives the call.
+    unsafe {
+        let f: Mallctl = std::mem::transmute(mallctl);
+        let mut name: *const c_char = path.as_ptr();
+        f(
+            c"prof.dump".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&raw mut name).cast(),
+            std::mem::size_of::<*const c_char>(),
+        ) == 0
+    }
+}
+
 fn set_errno(value: c_int) {
     // SAFETY: glibc's __errno_location always returns this thread's errno slot.
     unsafe { *libc::__errno_location() = value }
@@ -306,16 +329,26 @@ fn set_errno(value: c_int) {
 /// tracker writes them, named the same way (`<prefix>.<pid>.<seq>.t.heap`), and when the
 /// file `scan_request` exists, the dump is followed by a reachability scan (its
 /// `.unreached` and `.paths` files beside it) and the file is deleted.
+///
+/// A program whose global allocator is its own jemalloc (tikv-jemallocator) allocates behind
+/// malloc's back: when the tool names its `_rjem_mallctl` and the prefix for its dumps
+/// (`LEAKCHECK_APP_MALLCTL`, `LEAKCHECK_RERUN_BUILD_ID`, `LEAKCHECK_APP_PREFIX`), each tracked
+/// dump is paired with one of that jemalloc, `<app prefix>.<pid>.<seq>.t.heap`, the same
+/// sequence number.
 fn start_periodic_dumps(ms: u64, prefix: Option<&'static str>, scan_request: Option<&'static str>) {
     let spawned = std::thread::Builder::new()
         .name("leakcheck-dumps".into())
         .spawn(move || {
             let mut seq = 0u64;
+            let app = app_allocator();
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
                 match prefix.filter(|_| tracker::enabled()) {
                     Some(prefix) => {
                         seq += 1;
+                        if let Some((mallctl, app_prefix)) = app {
+                            app_dump(mallctl, app_prefix, seq);
+                        }
                         tracked_dump(prefix, seq, scan_request);
                     }
                     // SAFETY: "prof.dump" with no new value dumps under the default name
@@ -330,20 +363,45 @@ fn start_periodic_dumps(ms: u64, prefix: Option<&'static str>, scan_request: Opt
     drop(spawned);
 }
 
-/// One periodic dump of the tracker, and the scan when it was asked for.
-fn tracked_dump(prefix: &str, seq: u64, scan_request: Option<&str>) {
+/// The program's own jemalloc, when the tool named it: its `_rjem_mallctl` in this process
+/// (checked to be code of the build the tool read) and the prefix for its dumps.
+fn app_allocator() -> Option<(usize, &'static str)> {
+    let vaddr = sys::var(env::APP_MALLCTL).and_then(sys::parse_hex)?;
+    let build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");
+    let prefix = sys::var(env::APP_PREFIX)?;
+    let address = image::resolve(vaddr as usize, build_id).ok()?;
+    Some((address, prefix))
+}
+
+/// `<prefix>.<pid>.<seq>.t.heap` into `path`; false when it does not fit.
+fn periodic_name(path: &mut FixedPath, prefix: &str, seq: u64) -> bool {
     use leakcheck_protocol::files;
-    let mut path = FixedPath::new();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u64;
-    let named = path.push(prefix.as_bytes())
+    path.push(prefix.as_bytes())
         && path.push(b".")
         && path.push_u64(pid)
         && path.push(b".")
         && path.push_u64(seq)
         && path.push(files::TRACKED_PERIODIC.as_bytes())
-        && path.push(files::HEAP.as_bytes());
-    if !named || !tracker::dump(&path) {
+        && path.push(files::HEAP.as_bytes())
+}
+
+/// One periodic dump of the program's own jemalloc, named after the tracker's of the same
+/// tick (written first, so the pair's times bracket the tracked one's).
+fn app_dump(mallctl: usize, prefix: &str, seq: u64) {
+    let mut path = FixedPath::new();
+    if periodic_name(&mut path, prefix, seq) {
+        // SAFETY: `mallctl` was resolved from the tool's address of `_rjem_mallctl`.
+        unsafe { app_prof_dump(mallctl, &path) };
+    }
+}
+
+/// One periodic dump of the tracker, and the scan when it was asked for.
+fn tracked_dump(prefix: &str, seq: u64, scan_request: Option<&str>) {
+    use leakcheck_protocol::files;
+    let mut path = FixedPath::new();
+    if !periodic_name(&mut path, prefix, seq) || !tracker::dump(&path) {
         return;
     }
     let Some(request) = scan_request else { return };

@@ -46,7 +46,7 @@ use crate::image;
 use crate::sys::{self, FixedPath, Line};
 use leakcheck_protocol::files;
 use leakcheck_protocol::record::{End, Entry};
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 
 /// What the environment asked for, read once by the constructor.
 pub struct Settings {
@@ -549,26 +549,9 @@ fn dump(k: u32, scan: bool, write: bool) {
     };
     let mut app_path = FixedPath::new();
     if dump_name(&mut app_path, &s.app_prefix, k) {
-        type Mallctl = unsafe extern "C" fn(
-            *const c_char,
-            *mut c_void,
-            *mut usize,
-            *mut c_void,
-            usize,
-        ) -> c_int;
-        // SAFETY: cargo-leakcheck passes the address of the binary's `_rjem_mallctl` symbol
-        // (checked above to be code of the same build), whose C signature is this.
-        unsafe {
-            let f: Mallctl = std::mem::transmute(address);
-            let mut name: *const c_char = app_path.as_ptr();
-            f(
-                c"prof.dump".as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                (&raw mut name).cast(),
-                std::mem::size_of::<*const c_char>(),
-            );
-        }
+        // SAFETY: `address` is the binary's `_rjem_mallctl`, checked above to be code of
+        // the build cargo-leakcheck read it from.
+        unsafe { crate::app_prof_dump(address, &app_path) };
     }
 }
 

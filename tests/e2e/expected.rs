@@ -46,6 +46,9 @@ pub struct Expected {
     /// service's binary and `test` the function that handles the path, loaded on its own;
     /// "leak" means its memory keeps growing under the load.
     pub service: bool,
+    /// The cargo features the service is built with ("": none), e.g. "jemalloc" for the
+    /// webapp on tikv-jemallocator as its global allocator.
+    pub features: &'static str,
     /// The expected `extra_runs.status` ("completed", "not-needed", "should-panic", …);
     /// None: not checked.
     pub extra_runs: Option<&'static str>,
@@ -73,6 +76,11 @@ impl Expected {
             method: Some("counters"),
             ..self
         }
+    }
+
+    /// The same row, the service built with these cargo features.
+    const fn features(self, features: &'static str) -> Expected {
+        Expected { features, ..self }
     }
 
     /// The same row, with the root that must hold its memory (see [`Expected::held_by`]).
@@ -263,6 +271,7 @@ const fn outcome(
         kept,
         bench: false,
         service: false,
+        features: "",
         extra_runs: None,
         method: None,
         held_by: None,
@@ -731,6 +740,10 @@ pub const EXPECTED: &[Expected] = &[
     // cache that fills in its first requests and then only replaces.
     service(WEBAPP, "login", "leak", Some("login")).held_by("static `webapp::SESSIONS`", None),
     service(WEBAPP, "item", "clean", None),
+    // The same on tikv-jemallocator as its global allocator: its allocations bypass malloc,
+    // and are read from that jemalloc's own sampled dumps (who holds them is not known).
+    service(WEBAPP, "login", "leak", Some("login")).features("jemalloc"),
+    service(WEBAPP, "item", "clean", None).features("jemalloc"),
     // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
     clean(CONFIGURED, "tests::cache_warmed_on_purpose").runs("completed"),
     leak(CONFIGURED, "tests::cache_overflow", "cache_overflow").runs("completed"),
@@ -836,11 +849,12 @@ fn expected_table_matches_fixture_sources() {
             e.verdict
         );
         assert!(
-            seen.insert((e.package, e.binary, e.test)),
-            "{} {} {} listed twice",
+            seen.insert((e.package, e.binary, e.test, e.features)),
+            "{} {} {} (features `{}`) listed twice",
             e.package,
             e.binary,
-            e.test
+            e.test,
+            e.features
         );
         let fn_name = e.test.rsplit("::").next().unwrap();
         if let Some(site) = e.site {

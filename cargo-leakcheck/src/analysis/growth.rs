@@ -122,6 +122,31 @@ fn unflag_drained(stacks: &mut [StackGrowth], held: &NormalizedProfile, at: usiz
     stacks.sort_by_key(|g| std::cmp::Reverse(g.flagged));
 }
 
+/// One snapshot from the dumps taken at the same moment (the runtime's, and the program's
+/// own jemalloc's when it has one), each unbiased, their stacks summed. Its sample period
+/// is the coarsest of theirs, for the noise estimate.
+fn read_snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileError> {
+    let mut merged: Option<NormalizedProfile> = None;
+    for path in parts {
+        let one = diff::normalize(&profile::read_heap_profile(path)?.unbiased());
+        match &mut merged {
+            None => merged = Some(one),
+            Some(m) => {
+                m.sample_period = m.sample_period.max(one.sample_period);
+                for (frames, c) in one.stacks {
+                    let e = m.stacks.entry(frames).or_default();
+                    e.objects += c.objects;
+                    e.bytes += c.bytes;
+                }
+            }
+        }
+    }
+    Ok(merged.unwrap_or(NormalizedProfile {
+        stacks: HashMap::new(),
+        sample_period: 1,
+    }))
+}
+
 /// Which bench is judged: its package, target, name and executable, and whether criterion
 /// runs it (then a stop at the time cap is a failure, not the plan).
 pub struct BenchIdentity<'a> {
@@ -141,21 +166,23 @@ pub struct BenchIdentity<'a> {
 const STACKS_LISTED: usize = 10;
 
 /// A snapshot taken a while after the growth window (a service's, once its load ended and
-/// a settle pause passed), and how the reachability scan then found each stack held.
+/// a settle pause passed; its dumps as in [`judge_bench`]), and how the reachability scan
+/// then found each stack held.
 pub struct After<'a> {
-    pub dump: &'a Path,
+    pub dump: &'a [PathBuf],
     /// Retention paths by the held stack's frames (empty without a scan).
     pub held: HashMap<Vec<FrameKey>, HeldPath>,
 }
 
 /// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.
-/// With `after`, a stack that grew but no longer holds, there, what it held three quarters
+/// Each snapshot is the dumps taken at one moment, the first of which gives its time. With
+/// `after`, a stack that grew but no longer holds, there, what it held three quarters
 /// into the window drained (a cache emptied) and is not flagged; a flagged one says who
 /// holds it.
 pub fn judge_bench(
     id: &BenchIdentity,
     result: &ProcessResult,
-    dumps: &[PathBuf],
+    dumps: &[Vec<PathBuf>],
     after: Option<&After>,
     symbols: &mut FromFiles,
     threshold: u64,
@@ -213,11 +240,12 @@ pub fn judge_bench(
     }
     let mut snapshots = Vec::new();
     let mut first = None;
-    for path in dumps {
-        let parsed = match profile::read_heap_profile(path) {
+    for parts in dumps {
+        let Some(path) = parts.first() else { continue };
+        let profile = match read_snapshot(parts) {
             Ok(p) => p,
             // A dump cut short by the kill at the time cap: the others still count.
-            Err(_) if path == dumps.last().expect("non-empty") => continue,
+            Err(_) if parts == dumps.last().expect("non-empty") => continue,
             Err(e) => {
                 report.verdict = Verdict::Error;
                 report.message = Some(e.to_string());
@@ -235,7 +263,7 @@ pub fn judge_bench(
         };
         snapshots.push(Snapshot {
             seconds: t,
-            profile: diff::normalize(&parsed.unbiased()),
+            profile,
         });
     }
     report.snapshots = snapshots.len();
@@ -255,9 +283,8 @@ pub fn judge_bench(
         }
     };
     if let Some(after) = after {
-        match profile::read_heap_profile(after.dump) {
-            Ok(parsed) => {
-                let held = diff::normalize(&parsed.unbiased());
+        match read_snapshot(after.dump) {
+            Ok(held) => {
                 unflag_drained(&mut stacks, &held, at_fraction(&snapshots, 0.75));
             }
             Err(e) => {

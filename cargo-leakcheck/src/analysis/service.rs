@@ -32,7 +32,7 @@ pub fn not_checked(stage: &ServiceStage, ready: &str, stderr: &std::path::Path) 
 /// A service's heap snapshots, as judged.
 pub struct Snapshots<'a> {
     /// Taken while it was ready and under load, oldest first.
-    pub under_load: &'a [PathBuf],
+    pub under_load: &'a [Vec<PathBuf>],
     /// The first taken after the load and the settle pause, with the scan's retention
     /// paths when it was scanned.
     pub after: Option<growth::After<'a>>,

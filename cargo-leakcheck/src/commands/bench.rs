@@ -149,7 +149,11 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         }
         let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
         let symbolizer = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
-        let dumps = protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM);
+        let dumps: Vec<Vec<std::path::PathBuf>> =
+            protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM)
+                .into_iter()
+                .map(|d| vec![d])
+                .collect();
         let id = growth::BenchIdentity {
             package: &binary.package,
             binary: &binary.target,

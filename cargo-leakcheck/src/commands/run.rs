@@ -14,6 +14,7 @@ use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, Program};
 use crate::execution::load;
+use crate::execution::protocol;
 use crate::execution::service::{Ready, ServiceSpec, Window};
 use crate::model::{Report, ReportSettings};
 use std::path::{Path, PathBuf};
@@ -46,7 +47,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         ));
     }
     let command = args.command.as_deref().map(split_words).transpose()?;
-    let mut session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    // Any program can be run from anywhere: outside a cargo project, the outputs go to
+    // `./target/leakcheck`.
+    let bare = command.is_some()
+        && args.selection.manifest_path.is_none()
+        && !session::in_cargo_project(&cwd);
+    let mut session = if bare {
+        session::prepare_bare(
+            args.selection.target_dir.as_deref(),
+            args.config.as_deref(),
+            args.verbose,
+        )?
+    } else {
+        session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?
+    };
     session.annotations = args.outputs.annotations.clone();
     let (program, program_args, name) = match &command {
         Some(words) => {
@@ -79,14 +94,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         .map_or_else(|| name.clone(), |m| m.name.clone());
     let key = "service";
     // What an earlier run left in the work directory is not this run's.
-    for old in crate::execution::protocol::all_dumps(
-        &session.work_dir,
-        key,
-        crate::execution::protocol::PRELOAD_STEM,
-    ) {
-        let _ = std::fs::remove_file(old);
+    for stem in [protocol::PRELOAD_STEM, protocol::APP_STEM] {
+        for old in protocol::all_dumps(&session.work_dir, key, stem) {
+            let _ = std::fs::remove_file(old);
+        }
     }
-    let dir = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    let own_allocator = std::fs::read(&program)
+        .ok()
+        .and_then(|data| crate::execution::entry::own_allocator(&data));
+    let dir = cwd;
     crate::info!(
         "{:>12} {} (a snapshot every {} ms)",
         "Starting",
@@ -102,6 +118,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         key,
         snapshot_interval: Duration::from_millis(args.snapshot_interval),
         exact: args.exact,
+        own_allocator: own_allocator.clone(),
         lg_sample: LG_SAMPLE,
         ready: ready.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),
@@ -130,7 +147,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     let (dumps, after) = split_at_window(&ran.dumps, ran.window);
     // The scanned snapshot is the one after the load, when the scan ran.
     let after = ran.scanned.clone().or(after);
-    let dumps = evenly(dumps, MAX_SNAPSHOTS);
+    let dumps: Vec<Vec<PathBuf>> = evenly(dumps, MAX_SNAPSHOTS)
+        .iter()
+        .map(|d| protocol::snapshot_parts(d, key))
+        .collect();
     let (threshold, source) = session.config.growth_threshold(&name, threshold_cli);
     let id = BenchIdentity {
         package: &package,
@@ -140,11 +160,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         criterion: false,
         whole_program: true,
     };
+    if own_allocator.is_some() {
+        notes.push(own_allocator_note(&dumps));
+    }
     let mut symbols = FromFiles::default();
-    let after = after.as_ref().map(|dump| After {
-        dump,
-        held: load::held_by_stack(dump),
-    });
+    let after_parts = after.as_ref().map(|d| protocol::snapshot_parts(d, key));
+    let after = after
+        .as_ref()
+        .zip(after_parts.as_ref())
+        .map(|(dump, parts)| After {
+            dump: parts,
+            held: load::held_by_stack(dump),
+        });
     let mut judged = service::judge(
         &id,
         &ran.stage,
@@ -158,7 +185,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         period,
     );
     judged.growth_threshold_source = source;
-    judged.rss = rss_series(&ran.rss, dumps.first(), ran.window);
+    judged.rss = rss_series(&ran.rss, dumps.first().and_then(|p| p.first()), ran.window);
     notes.extend(symbols.code.warnings());
     crate::report::bench::write_artifacts(
         &mut judged,
@@ -231,6 +258,15 @@ fn split_at_window(dumps: &[PathBuf], window: Option<Window>) -> (Vec<PathBuf>, 
         .find(|d| time(d).is_some_and(|t| t >= w.settled))
         .cloned();
     (under_load, after)
+}
+
+/// What a run of a program with its own jemalloc (tikv-jemallocator) can say of it.
+fn own_allocator_note(snapshots: &[Vec<PathBuf>]) -> String {
+    if snapshots.iter().any(|parts| parts.len() > 1) {
+        "the service allocates with its own jemalloc (tikv-jemallocator): its heap is read from that jemalloc's sampled dumps, one sample per 4 KiB even with --exact, and who holds its objects is not known (the scan sees what goes through malloc)".into()
+    } else {
+        "the service allocates with its own jemalloc (tikv-jemallocator), which wrote no dumps: its allocations are not seen (is it built without tikv-jemallocator's `profiling` feature? cargo-leakcheck turns it on when it builds the service; with --command, build it so)".into()
+    }
 }
 
 /// The service's RSS readings as (seconds since the first judged snapshot, bytes), up to

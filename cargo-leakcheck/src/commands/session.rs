@@ -84,6 +84,47 @@ pub fn prepare(
     })
 }
 
+/// A session outside any cargo project (`run --command` in a directory without a
+/// `Cargo.toml` above it): the current directory stands for the workspace root, its
+/// outputs go to `<target_dir>/leakcheck` (default `./target`), and the configuration is
+/// looked for there as in a workspace.
+pub fn prepare_bare(
+    target_dir: Option<&Path>,
+    config_path: Option<&Path>,
+    verbose: bool,
+) -> Result<Session, Error> {
+    let root = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    let ws = Workspace {
+        target_dir: target_dir.map_or_else(|| root.join("target"), |t| root.join(t)),
+        root,
+        members: Default::default(),
+        toolchain_libdir: None,
+    };
+    let (config, warnings) = config::load(config_path, &ws.root)?;
+    for w in &warnings {
+        crate::say!("warning: {w}");
+    }
+    let (out_dir, work_dir, lock, history) = prepare_output(&ws.target_dir)?;
+    let runtime = runtime::locate(verbose)?;
+    Ok(Session {
+        ws,
+        selected: Vec::new(),
+        config,
+        notes: warnings,
+        out_dir,
+        work_dir,
+        runtime,
+        annotations: None,
+        history,
+        _lock: lock,
+    })
+}
+
+/// Whether `dir` or a directory above it holds a `Cargo.toml` (cargo would find a project).
+pub fn in_cargo_project(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join("Cargo.toml").is_file())
+}
+
 /// Takes `<target>/leakcheck.lock` (waiting for another run that holds it), reads how long
 /// the previous run's tests took, then empties `<target>/leakcheck` (a stale artifact must
 /// never pass for a new one) and creates its `dumps` directory.

@@ -55,6 +55,11 @@ pub struct Member {
     pub uses_criterion: bool,
 }
 
+/// The feature that turns on the profiling of tikv-jemallocator's jemalloc. Weak (`?`): an
+/// optional tikv-jemallocator behind a feature the user did not ask for stays off, as the
+/// plain build has it (`dep/feature` would switch it on).
+pub const JEMALLOC_PROFILING: &str = "tikv-jemallocator?/profiling";
+
 /// Which packages and features, shared by every command (as cargo's own flags).
 #[derive(Debug, Args, Clone, Default)]
 pub struct Selection {
@@ -415,10 +420,10 @@ pub fn build_args(args: &Selection, targets: &Targets, selected: &[&Member]) -> 
     let mut features = args.features.clone();
     // A crate whose global allocator is tikv-jemallocator allocates behind malloc's back;
     // turning on its profiling feature makes that jemalloc write dumps of its own.
-    // With several packages selected, cargo applies a `dep/feature` flag to each selected
+    // With several packages selected, cargo applies a `dep?/feature` flag to each selected
     // package that has the dependency (`member/dep/feature` is not valid syntax).
     if selected.iter().any(|m| m.uses_tikv_jemallocator) {
-        features.push("tikv-jemallocator/profiling".into());
+        features.push(JEMALLOC_PROFILING.into());
     }
     if !features.is_empty() {
         out.push("--features".into());
@@ -727,7 +732,7 @@ mod tests {
             "--test",
             "integration",
             "--features",
-            "x,tikv-jemallocator/profiling",
+            "x,tikv-jemallocator?/profiling",
             "--release",
             "--target-dir",
             "/t",

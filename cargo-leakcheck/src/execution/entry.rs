@@ -130,6 +130,21 @@ pub struct Image<'a> {
     pub functions: BTreeMap<u64, u64>,
 }
 
+/// A program's own jemalloc (tikv-jemallocator): the address of its `_rjem_mallctl` and the
+/// program's GNU build id, hexadecimal, for the runtime to check; None without one, or for
+/// a file that is not a 64-bit ELF executable.
+pub fn own_allocator(data: &[u8]) -> Option<(u64, String)> {
+    let file = ElfFile64::<LE>::parse(data).ok()?;
+    let (mallctl, _) = runtime_symbols(&file);
+    let build_id = file
+        .build_id()
+        .ok()
+        .flatten()
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+        .unwrap_or_default();
+    mallctl.map(|m| (m, build_id))
+}
+
 /// Reads what [`find_entries`] needs from an ELF executable and looks up `names`, the
 /// tests of crate `krate` (the target's name, `-` as `_`).
 pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {

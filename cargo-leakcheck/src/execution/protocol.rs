@@ -47,6 +47,22 @@ pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
     found.into_iter().map(|(_, p)| p).collect()
 }
 
+/// The dumps of one moment of a job's process: its runtime's `dump`, and the dump its own
+/// jemalloc (tikv-jemallocator) wrote beside it under the same sequence number, when there
+/// is one (`<job>-jemalloc.<pid>.<seq>.t.heap` beside `<job>-preload.<pid>.<seq>.t.heap`).
+pub fn snapshot_parts(dump: &Path, job: &str) -> Vec<PathBuf> {
+    let own = format!("{job}-{PRELOAD_STEM}.");
+    let companion = dump
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(&own))
+        .map(|rest| dump.with_file_name(format!("{job}-{APP_STEM}.{rest}")))
+        .filter(|c| c.exists());
+    std::iter::once(dump.to_path_buf())
+        .chain(companion)
+        .collect()
+}
+
 /// A dump's sequence number: the number after its pid (`<prefix>.<pid>.<seq>.<kind>.heap`,
 /// counted from the end, since a prefix may hold dots).
 pub fn dump_seq(path: &Path) -> Option<u64> {

@@ -45,6 +45,10 @@ pub struct ServiceSpec<'a> {
     /// bytes on average, or for every one when `exact` (exact snapshots, less throughput).
     pub exact: bool,
     pub lg_sample: u8,
+    /// The program's own jemalloc (tikv-jemallocator), when it has one: its `_rjem_mallctl`
+    /// and the program's build id. Its allocations bypass malloc; the runtime asks it for a
+    /// sampled dump beside each tracked one.
+    pub own_allocator: Option<(u64, String)>,
     pub ready: Ready,
     pub ready_timeout: Duration,
     /// The load command; without one, the service runs for `duration` once ready.
@@ -205,9 +209,12 @@ fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
 }
 
 fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
+    // The configuration of the program's own jemalloc, if it has one (the runtime's own
+    // profiler is off while it tracks): sampled even when exact, since jemalloc gives every
+    // sampled object a page of its own.
     let settings = ProfileSettings {
         mode: protocol::Mode::Periodic,
-        lg_sample: lg_sample(spec),
+        lg_sample: spec.lg_sample,
     };
     let files = std::fs::File::create(stdout)
         .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
@@ -249,6 +256,14 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
             (1u64 << lg_sample(spec)).to_string(),
         )
         .env(env::SCAN_REQUEST.name(), scan_request(spec));
+    if let Some((mallctl, build_id)) = &spec.own_allocator {
+        cmd.env(env::APP_MALLCTL.name(), format!("{mallctl:x}"))
+            .env(env::RERUN_BUILD_ID.name(), build_id)
+            .env(
+                env::APP_PREFIX.name(),
+                protocol::dump_prefix(spec.work_dir, spec.key, protocol::APP_STEM),
+            );
+    }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if spec.verbose {
         crate::say!("     Running `{:?}`", cmd);
@@ -426,7 +441,10 @@ fn prune(work_dir: &Path, key: &str, keep_every: &mut u64) {
         *keep_every *= 2;
     }
     for d in older.iter().filter(|d| seq(d) % *keep_every != 0) {
-        let _ = std::fs::remove_file(d);
+        // With the program's own jemalloc's dump of the same moment.
+        for part in protocol::snapshot_parts(d, key) {
+            let _ = std::fs::remove_file(part);
+        }
     }
     debug_assert!(newest.exists());
 }
@@ -581,8 +599,9 @@ mod tests {
         let mut keep_every = 1;
         // 5,000 snapshots, pruned every 10 as they come (a second at 100 ms).
         for seq in 1..=5_000u64 {
-            let name = format!("svc-{}.42.{seq}.t.heap", protocol::PRELOAD_STEM);
-            std::fs::write(dir.join(name), b"").unwrap();
+            for stem in [protocol::PRELOAD_STEM, protocol::APP_STEM] {
+                std::fs::write(dir.join(format!("svc-{stem}.42.{seq}.t.heap")), b"").unwrap();
+            }
             if seq % 10 == 0 {
                 prune(&dir, "svc", &mut keep_every);
             }
@@ -599,6 +618,12 @@ mod tests {
         let step = older[1] - older[0];
         assert!(older.windows(2).all(|w| w[1] - w[0] == step), "{older:?}");
         assert!(older[0] <= step, "{older:?}");
+        // The program's own jemalloc's dumps go with them.
+        let companions: Vec<u64> = protocol::all_dumps(&dir, "svc", protocol::APP_STEM)
+            .iter()
+            .map(|d| protocol::dump_seq(d).unwrap())
+            .collect();
+        assert_eq!(companions, kept);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -225,8 +225,8 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     };
     let _ = writeln!(
         s,
-        "\n Summary {} benches: {} clean, {} growing, {} other; {sampling}",
-        report.benches.len(),
+        "\n Summary {}: {} clean, {} growing, {} other; {sampling}",
+        crate::model::count_of(report.benches.len() as u64, "bench", "benches"),
         count(Verdict::Clean),
         count(Verdict::Leak),
         report.benches.len() - count(Verdict::Clean) - count(Verdict::Leak),

@@ -96,7 +96,10 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let mut nextest_args: Vec<String> = Vec::new();
     let archived = option_value(&args.args, "--archive-file").is_some();
     if !archived && session.selected().iter().any(|m| m.uses_tikv_jemallocator) {
-        nextest_args.extend(["--features".into(), "tikv-jemallocator/profiling".into()]);
+        nextest_args.extend([
+            "--features".into(),
+            crate::execution::cargo::JEMALLOC_PROFILING.into(),
+        ]);
     }
     // A leak check looks at every test: nextest's default stops at the first failure, and a
     // leak is one. The user's own choice stands.
