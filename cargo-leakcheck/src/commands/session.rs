@@ -63,6 +63,16 @@ pub fn prepare(
             .into_iter()
             .map(|m| m.name.clone())
             .collect();
+    open(ws, selected, config_path, verbose)
+}
+
+/// Reads the configuration, takes and clears the output directory, finds the runtime.
+fn open(
+    ws: Workspace,
+    selected: Vec<String>,
+    config_path: Option<&Path>,
+    verbose: bool,
+) -> Result<Session, Error> {
     let (config, warnings) = config::load(config_path, &ws.root)?;
     for w in &warnings {
         crate::say!("warning: {w}");
@@ -100,24 +110,7 @@ pub fn prepare_bare(
         members: Default::default(),
         toolchain_libdir: None,
     };
-    let (config, warnings) = config::load(config_path, &ws.root)?;
-    for w in &warnings {
-        crate::say!("warning: {w}");
-    }
-    let (out_dir, work_dir, lock, history) = prepare_output(&ws.target_dir)?;
-    let runtime = runtime::locate(verbose)?;
-    Ok(Session {
-        ws,
-        selected: Vec::new(),
-        config,
-        notes: warnings,
-        out_dir,
-        work_dir,
-        runtime,
-        annotations: None,
-        history,
-        _lock: lock,
-    })
+    open(ws, Vec::new(), config_path, verbose)
 }
 
 /// Whether `dir` or a directory above it holds a `Cargo.toml` (cargo would find a project).
