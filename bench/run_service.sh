@@ -11,7 +11,7 @@
 # long under continuous load.
 #
 # Usage: bench/run_service.sh [--tool PATH] [--requests N] [--clients K] [--repeat N]
-#                              [--soak SECS [--soak-exact]]
+#                              [--soak SECS [--soak-exact] [--soak-only]]
 # Needs curl, and the crate registry (tiny_http is fetched by cargo); not run in CI.
 set -euo pipefail
 tool=""
@@ -20,6 +20,7 @@ repeat=3
 soak=0
 clients=4
 soak_mode=""
+compare_too=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --tool) tool=$2; shift 2 ;;
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --soak) soak=$2; shift 2 ;;
     --clients) clients=$2; shift 2 ;;
     --soak-exact) soak_mode=--exact; shift ;;
+    --soak-only) compare_too=0; shift ;;
     *) echo "run_service.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -103,6 +105,7 @@ sel=""
 cp -r "$here/tests/fixtures/webapp" "$work/webapp"
 cargo build --release --quiet --manifest-path "$work/webapp/Cargo.toml"
 port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+if [ "$compare_too" = 1 ]; then
 compare "webapp /item (clean)" "$work/webapp" "$work/webapp/target/release/webapp" "$port" item 0 --port "$port"
 compare "webapp /login (leaks)" "$work/webapp" "$work/webapp/target/release/webapp" "$port" login 3 --port "$port"
 
@@ -135,6 +138,7 @@ compare "tiny_http hello-world (patched)" "$work/tiny_http" "$work/tiny_http/tar
 grep -q "hello-world.rs:$line)" "$work/run.out" || { echo "the patched line $line is not named:" >&2; cat "$work/run.out" >&2; exit 1; }
 grep -q "held by static \`hello_world::SEEN\`" "$work/run.out" || { echo "the holder is not named:" >&2; cat "$work/run.out" >&2; exit 1; }
 echo "tiny_http patched: named $(grep -o "at [^ ]* (examples/hello-world.rs:$line)" "$work/run.out" | head -1), $(grep -o "held by [^(]*" "$work/run.out" | head -1)"
+fi
 
 if [ "$soak" -gt 0 ]; then
   echo "== soak: webapp under run for $soak s of continuous load" >&2
@@ -154,4 +158,5 @@ if [ "$soak" -gt 0 ]; then
   disk=$(du -sh "$work/webapp/target/leakcheck/dumps" | cut -f1)
   printf 'soak %s s: tool peak RSS %s KiB; RSS every 60 s (KiB): %s; %s snapshots on disk (%s); verdict line: %s\n' \
     "$soak" "$peak" "$(printf '%s\n' "${samples[@]}" | awk 'NR % 60 == 1' | tr '\n' ' ')" "$dumps" "$disk" "$(grep -E 'Summary' "$work/soak.out" | head -1)"
+  grep -E '^ *Memory|snapshots taken' "$work/soak.out" | tail -2
 fi

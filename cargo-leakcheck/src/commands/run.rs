@@ -151,7 +151,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         .iter()
         .map(|d| protocol::snapshot_parts(d, key))
         .collect();
-    let (threshold, source) = session.config.growth_threshold(&name, threshold_cli);
+    let (threshold, source) = session.config.service_growth_threshold(threshold_cli);
     let id = BenchIdentity {
         package: &package,
         binary: &name,

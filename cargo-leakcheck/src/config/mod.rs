@@ -181,6 +181,27 @@ mod tests {
     }
 
     #[test]
+    fn a_services_growth_threshold_is_the_command_lines_then_runs_not_the_benches() {
+        let (c, w) = parse_ok(
+            "[bench]\ngrowth-threshold = \"1MiB\"\n\n[run]\ngrowth-threshold = \"2MiB\"\n",
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.service_growth_threshold(None), (2 << 20, "[run]".into()));
+        assert_eq!(
+            c.service_growth_threshold(Some(7)),
+            (7, "the command line".into())
+        );
+        let (bench_only, _) = parse_ok("[bench]\ngrowth-threshold = \"1MiB\"\n");
+        assert_eq!(
+            bench_only.service_growth_threshold(None),
+            (64 << 10, "built-in default".into())
+        );
+        let (_, w) = parse_ok("[run]\nthreshold = 3\n");
+        assert!(w[0].contains("`run.threshold`: unknown key"), "{w:?}");
+        assert!(parse_err("run = 3\n").contains("expected a table ([run])"));
+    }
+
+    #[test]
     fn bench_growth_thresholds_layer_like_test_settings() {
         let (c, w) = parse_ok("[bench]\ngrowth-threshold = \"1MiB\"\n\n[[benches]]\nfilter = \"cache/*\"\ngrowth-threshold = \"8MiB\"\n");
         assert!(w.is_empty(), "{w:?}");
@@ -458,7 +479,7 @@ reason = "no frame"
             vec![
                 "leakcheck.toml:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, unsettled-fails)",
                 "leakcheck.toml:7: `suppress[1].reasn`: unknown key, ignored (known here: frame, reason, filter)",
-                "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress, bench, benches, output)",
+                "leakcheck.toml:9: `extra`: unknown key, ignored (known here: defaults, tests, suppress, bench, benches, run, output)",
             ]
         );
     }

@@ -369,17 +369,27 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
                     }
                 }
             }
-            "bench" => match v.get_ref().as_table() {
+            section @ ("bench" | "run") => match v.get_ref().as_table() {
                 Some(t) => {
                     for (k, v) in t.iter() {
-                        let key = format!("bench.{}", k.get_ref().as_ref());
+                        let key = format!("{section}.{}", k.get_ref().as_ref());
                         match k.get_ref().as_ref() {
-                            "growth-threshold" => config.bench_growth_threshold = r.size(&key, v),
+                            "growth-threshold" => {
+                                let size = r.size(&key, v);
+                                match section {
+                                    "bench" => config.bench_growth_threshold = size,
+                                    _ => config.run_growth_threshold = size,
+                                }
+                            }
                             _ => r.unknown(k.span().start, &key, &["growth-threshold"]),
                         }
                     }
                 }
-                None => r.error(v.span().start, "bench", "expected a table ([bench])"),
+                None => r.error(
+                    v.span().start,
+                    section,
+                    format!("expected a table ([{section}])"),
+                ),
             },
             "benches" => {
                 for (i, (offset, t)) in r.tables("benches", v).into_iter().enumerate() {
@@ -425,7 +435,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
                 k.span().start,
                 other,
                 &[
-                    "defaults", "tests", "suppress", "bench", "benches", "output",
+                    "defaults", "tests", "suppress", "bench", "benches", "run", "output",
                 ],
             ),
         }

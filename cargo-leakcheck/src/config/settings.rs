@@ -89,6 +89,8 @@ pub struct Config {
     pub suppress: Vec<Suppression>,
     /// `[bench] growth-threshold`, bytes.
     pub bench_growth_threshold: Option<u64>,
+    /// `[run] growth-threshold`, bytes: `cargo leakcheck run`'s.
+    pub run_growth_threshold: Option<u64>,
     /// `[[benches]]`, in file order.
     pub benches: Vec<BenchRule>,
     /// `[output] junit`: where to write a JUnit XML report (relative paths are relative to
@@ -137,6 +139,17 @@ impl Config {
         match self.bench_growth_threshold {
             Some(v) => (v, "[bench]".into()),
             None => (DEFAULT_GROWTH_THRESHOLD, "built-in default".into()),
+        }
+    }
+
+    /// The growth that fails a service under `cargo leakcheck run`, and where it was set:
+    /// the command line, `[run]`, or the built-in default (the benches' rules are the
+    /// benches').
+    pub fn service_growth_threshold(&self, cli: Option<u64>) -> (u64, String) {
+        match (cli, self.run_growth_threshold) {
+            (Some(v), _) => (v, "the command line".into()),
+            (None, Some(v)) => (v, "[run]".into()),
+            (None, None) => (DEFAULT_GROWTH_THRESHOLD, "built-in default".into()),
         }
     }
 }

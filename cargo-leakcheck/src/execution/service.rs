@@ -455,25 +455,31 @@ fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
         .last()
         .and_then(|d| protocol::dump_seq(d))
         .unwrap_or(0);
-    let heap = dumps
-        .last()
-        .and_then(|d| crate::analysis::profile::read_heap_profile(d).ok())
-        .map(|p| {
-            p.unbiased()
-                .stacks
-                .iter()
-                .map(|s| s.live.bytes)
-                .sum::<u64>()
-        });
+    // The newest snapshot, its own jemalloc's part included.
+    let heap: Option<u64> = dumps.last().and_then(|d| {
+        protocol::snapshot_parts(d, spec.key)
+            .iter()
+            .map(|p| {
+                crate::analysis::profile::read_heap_profile(p)
+                    .ok()
+                    .map(|p| {
+                        p.unbiased()
+                            .stacks
+                            .iter()
+                            .map(|s| s.live.bytes)
+                            .sum::<u64>()
+                    })
+            })
+            .sum()
+    });
+    let of = match spec.load {
+        Some(_) => format!("under load (at most {}s)", spec.load_timeout.as_secs()),
+        None => format!("of {}s", spec.duration.as_secs()),
+    };
     crate::info!(
-        "{:>12} {:.0}s under {}, {} snapshots taken ({} kept), live heap {}, RSS {}",
+        "{:>12} {:.0}s {of}, {} snapshots taken ({} kept), live heap {}, RSS {}",
         "Running",
         elapsed.as_secs_f64(),
-        if spec.load.is_some() {
-            "load"
-        } else {
-            "no load"
-        },
         taken,
         dumps.len(),
         heap.map_or("?".into(), crate::model::human_bytes),
