@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the project needs beyond a Rust toolchain: a C compiler and make, which
 # tikv-jemalloc-sys uses to build jemalloc from source; curl, the load generator of the
-# `run` end-to-end tests; cargo-nextest; and every crate the
+# `run` end-to-end tests; chromium, the headless browser that checks the HTML report;
+# cargo-nextest; and every crate the
 # workspace, the fixture crates and the example need. Nothing else (no perl, jeprof,
 # graphviz or valgrind) is needed.
 set -euo pipefail
@@ -12,6 +13,9 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v make >/dev/null 2>&1 || missing+=(make)
 # curl: the load of the `cargo leakcheck run` end-to-end tests.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# chromium: the end-to-end tests open the HTML report in a headless browser and check what
+# it shows.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "ci/install-deps.sh: installing ${missing[*]}"
   if [ "$(id -u)" -eq 0 ]; then

@@ -5,6 +5,9 @@
 use crate::exit_code::ExitCode;
 use serde::{Deserialize, Serialize};
 
+/// The run's HTML page, beside `report.json`.
+pub const PAGE_FILE: &str = "index.html";
+
 /// Schema version of `report.json`.
 pub const REPORT_VERSION: u32 = 1;
 

@@ -12,6 +12,7 @@ mod ci_sim;
 mod cli_errors;
 mod config;
 mod heap_diff;
+mod html_page;
 mod nextest;
 mod outputs;
 mod reruns;

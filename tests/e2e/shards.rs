@@ -3,7 +3,7 @@
 //! that are not one run are refused with exit 2.
 
 use crate::expected::{Expected, EXPECTED};
-use crate::harness::{copy_tree, run_fixture, run_fresh, scratch, tool, Run};
+use crate::harness::{copy_fixture, copy_tree, run_fixture, run_fresh, scratch, tool, Run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -132,7 +132,50 @@ fn two_shards_merged_back_equal_the_unsplit_run() {
             summary.contains("Merged 2 report(s)") && summary.contains(" Summary "),
             "{summary}"
         );
+        // The page, merged where CI merges (in the checkout), is the unsplit run's.
+        let in_checkout = tool()
+            .arg("merge")
+            .args(&dirs)
+            .arg("--output-dir")
+            .arg(&output)
+            .current_dir(copy_fixture(LEAKY))
+            .output()
+            .unwrap();
+        assert_eq!(
+            in_checkout.status.code(),
+            Some(whole.code),
+            "{}",
+            text(&in_checkout)
+        );
+        let page =
+            |dir: &Path| same_content(&std::fs::read_to_string(dir.join("index.html")).unwrap());
+        assert!(
+            page(&output) == page(&whole.out_dir),
+            "{kind}: the merged page differs from the unsplit run's"
+        );
     }
+}
+
+/// A page without what differs between two runs of the same code: the header's date and
+/// command, and the tests' times.
+fn same_content(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    let mut rest = page;
+    while let Some(i) = rest
+        .find("<p id=\"meta\">")
+        .or_else(|| rest.find("<td class=\"num time\">"))
+    {
+        out.push_str(&rest[..i]);
+        let close = if rest[i..].starts_with("<p") {
+            "</p>"
+        } else {
+            "</td>"
+        };
+        let end = rest[i..].find(close).unwrap() + close.len();
+        rest = &rest[i + end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// On a fixture with process-lifetime state and threads, three hashed shards merged give

@@ -169,6 +169,7 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
             artifact(from, &mut b.artifacts.folded, "folded stacks", &b.name);
             artifact(from, &mut b.artifacts.plot, "plot", &b.name);
             artifact(from, &mut b.artifacts.pprof, "pprof profile", &b.name);
+            artifact(from, &mut b.artifacts.memory_plot, "memory plot", &b.name);
             b
         })
         .collect();
@@ -383,7 +384,13 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
             }
             for b in &mut report.benches {
                 let a = &mut b.artifacts;
-                for a in [&mut a.flamegraph, &mut a.folded, &mut a.plot, &mut a.pprof] {
+                for a in [
+                    &mut a.flamegraph,
+                    &mut a.folded,
+                    &mut a.plot,
+                    &mut a.pprof,
+                    &mut a.memory_plot,
+                ] {
                     if a.as_deref() == Some(copy.to.as_str()) {
                         *a = None;
                     }
@@ -392,8 +399,9 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
         }
     }
     json::write(&report, &out.join("report.json"))?;
+    let root = std::env::current_dir().unwrap_or_default();
+    crate::commands::session::write_page(&report, &Default::default(), &out, &root);
     if let Some(path) = &args.junit {
-        let root = std::env::current_dir().unwrap_or_default();
         // Tests a shard selected and never ran are listed, skipped, with why.
         let skipped: Vec<crate::report::junit::Skipped> = (report.not_run.iter())
             .flat_map(|n| n.tests.iter().map(move |t| (t, &n.why)))

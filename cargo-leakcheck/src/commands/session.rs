@@ -33,6 +33,8 @@ pub struct Session {
     pub annotations: Option<String>,
     /// How long each test took in the previous run on this target directory.
     pub history: History,
+    /// How long each test's process ran in this run, for the page (`test`, `nextest`).
+    pub durations: crate::report::junit::Durations,
     /// Held for the whole command: a second run on the same target directory waits.
     _lock: FileLock,
 }
@@ -90,6 +92,7 @@ fn open(
         runtime,
         annotations: None,
         history,
+        durations: Default::default(),
         _lock: lock,
     })
 }
@@ -146,6 +149,12 @@ pub fn finish(
     render: impl FnOnce(&Report, &Path, &Path) -> String,
 ) -> Result<(), Error> {
     json::write(report, &session.out_dir.join("report.json"))?;
+    write_page(
+        report,
+        &session.durations,
+        &session.out_dir,
+        &session.ws.root,
+    );
     let shown = std::env::current_dir()
         .ok()
         .and_then(|cwd| {
@@ -206,6 +215,46 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
             .map_err(|e| Error::io(format!("create `{}`", dir.display()), e))?;
     }
     std::fs::write(path, text).map_err(|e| Error::io(format!("write `{}`", path.display()), e))
+}
+
+/// Writes `index.html` beside the report; a page that cannot be written is a warning, never
+/// a lost result (report.json is written already).
+pub fn write_page(
+    report: &Report,
+    durations: &crate::report::junit::Durations,
+    out_dir: &Path,
+    root: &Path,
+) {
+    let page = crate::report::html::Page {
+        command: &command_line(),
+        date: crate::report::html::utc_text(std::time::SystemTime::now()),
+        durations,
+    };
+    if let Err(e) = crate::report::html::write(report, &page, out_dir, root) {
+        crate::say!(
+            "warning: could not write `{}`: {e}",
+            out_dir.join(crate::model::PAGE_FILE).display()
+        );
+    }
+}
+
+/// The command line as typed: `cargo leakcheck …` (cargo passes `leakcheck` first).
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match args.first().map(String::as_str) {
+        Some("leakcheck") => &args[1..],
+        _ => &args[..],
+    };
+    let mut line = String::from("cargo leakcheck");
+    for a in args {
+        line.push(' ');
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+            line.push_str(&format!("'{}'", a.replace('\'', "'\\''")));
+        } else {
+            line.push_str(a);
+        }
+    }
+    line
 }
 
 /// The settings given on the command line (`--threshold`, `--test-threshold`,

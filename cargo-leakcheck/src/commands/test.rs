@@ -161,28 +161,28 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     let metrics_path = out_dir.join("metrics.json");
     std::fs::write(&metrics_path, metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
+    let durations: junit::Durations = results
+        .tests
+        .iter()
+        .map(|t| {
+            let b = &binaries[t.case.binary];
+            let seconds = t
+                .counted
+                .as_ref()
+                .unwrap_or(&t.result)
+                .duration
+                .as_secs_f64();
+            (
+                (b.package.clone(), b.target.clone(), t.case.name.clone()),
+                seconds,
+            )
+        })
+        .collect();
     let junit = args
         .junit
         .clone()
         .or_else(|| config.junit.as_ref().map(|p| ws.root.join(p)));
     if let Some(path) = junit {
-        let durations = results
-            .tests
-            .iter()
-            .map(|t| {
-                let b = &binaries[t.case.binary];
-                let seconds = t
-                    .counted
-                    .as_ref()
-                    .unwrap_or(&t.result)
-                    .duration
-                    .as_secs_f64();
-                (
-                    (b.package.clone(), b.target.clone(), t.case.name.clone()),
-                    seconds,
-                )
-            })
-            .collect();
         // Ignored tests, and tests an interruption left unjudged: listed, not run.
         let interrupted = session::interrupted_why();
         let skipped: Vec<junit::Skipped> = (results
@@ -196,6 +196,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         session::write_file(&path, &xml)?;
         crate::info!("       Wrote JUnit XML to `{}`", path.display());
     }
+    session.durations = durations;
     session::finish(&session, &report, human::render)?;
     Ok(report.exit_code())
 }

@@ -496,6 +496,11 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
         let _ = writeln!(s, "    note {note}");
     }
     let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
+    let _ = writeln!(
+        s,
+        "    Page {}",
+        out_dir.join(crate::model::PAGE_FILE).display()
+    );
     s
 }
 

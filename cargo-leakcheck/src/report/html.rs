@@ -1,0 +1,618 @@
+//! `index.html`: one self-contained page per run (no network: its style and script are
+//! inline, and it points at the run's own flame graphs and plots by relative paths, so it
+//! works from a downloaded CI artifact opened with `file://`).
+//!
+//! The page is rendered here, whole: every test is a row of one table, failing ones first;
+//! a failing or unsettled test's row expands (`<details>`, no script needed) to its stacks
+//! with `file:line` and the source line, who holds them, a chart of what its runs retained
+//! and its flame graph. A little script filters the rows by verdict and by name, and keeps
+//! the filter in the address (`#verdict=leak&q=cache`), so a filtered page can be linked
+//! (`&open=NAME` opens one test's details).
+//! Everything that differs from run to run without the code changing (the date, the times)
+//! is outside `<main>`, or in `data-` attributes and cells marked `time`.
+
+use crate::analysis::frames::identifying_frame;
+use crate::model::{
+    human_bytes, BenchReport, FrameReport, Method, Report, StackKind, StackReport, TestReport,
+    Verdict,
+};
+use crate::report::human::{frame_text, held_text, is_harness_frame};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::path::Path;
+
+/// What the page says about the run beyond the report.
+pub struct Page<'a> {
+    /// The command, as typed (`cargo leakcheck test --workspace`).
+    pub command: &'a str,
+    /// When the run ended, as text (UTC).
+    pub date: String,
+    /// How long each test's process ran, seconds, by (package, binary, name), when known.
+    pub durations: &'a HashMap<(String, String, String), f64>,
+}
+
+/// Stacks shown per expanded test at most (the rest are in report.json).
+const STACKS_SHOWN: usize = 10;
+/// Frames shown per stack at most.
+const FRAMES_SHOWN: usize = 8;
+
+/// The order tests are listed in: what needs a look first.
+fn rank(v: Verdict) -> u8 {
+    match v {
+        Verdict::Leak => 0,
+        Verdict::Failed => 1,
+        Verdict::Crashed => 2,
+        Verdict::Timeout => 3,
+        Verdict::Unanalysable => 4,
+        Verdict::Error => 5,
+        Verdict::Unsettled => 6,
+        Verdict::Clean => 7,
+    }
+}
+
+/// Renders the page of `report`; `root` is the workspace root (paths are shown relative to
+/// it, and source lines read from under it).
+pub fn render(report: &Report, page: &Page, root: &Path) -> String {
+    let mut sources = Sources::default();
+    let mut h = String::with_capacity(64 * 1024 + report.tests.len() * 512);
+    let crates: Vec<&str> = {
+        let mut c: Vec<&str> = report
+            .tests
+            .iter()
+            .map(|t| t.package.as_str())
+            .chain(report.benches.iter().map(|b| b.package.as_str()))
+            .collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    };
+    let title = format!("cargo-leakcheck: {}", crates.join(", "));
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
+        esc(&title)
+    );
+    let _ = write!(
+        h,
+        "<header>\n<h1>{}</h1>\n<p id=\"meta\"><code>{}</code> · {} · cargo-leakcheck {}</p>\n</header>\n<main>\n",
+        esc(&title),
+        esc(page.command),
+        esc(&page.date),
+        env!("CARGO_PKG_VERSION")
+    );
+    if !report.tests.is_empty() || report.benches.is_empty() {
+        tests_section(&mut h, report, page, root, &mut sources);
+    }
+    lifetime_section(&mut h, report);
+    not_run_section(&mut h, report);
+    if !report.benches.is_empty() {
+        benches_section(&mut h, report, root);
+    }
+    if !report.notes.is_empty() {
+        h.push_str("<section id=\"notes\">\n<h2>Notes</h2>\n<ul>\n");
+        for n in &report.notes {
+            let _ = writeln!(h, "<li>{}</li>", esc(n));
+        }
+        h.push_str("</ul>\n</section>\n");
+    }
+    let _ = write!(h, "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    h
+}
+
+/// Writes the page to `out_dir/index.html`.
+pub fn write(report: &Report, page: &Page, out_dir: &Path, root: &Path) -> std::io::Result<()> {
+    std::fs::write(
+        out_dir.join(crate::model::PAGE_FILE),
+        render(report, page, root),
+    )
+}
+
+fn tests_section(h: &mut String, report: &Report, page: &Page, root: &Path, sources: &mut Sources) {
+    let mut counts: BTreeMap<u8, (Verdict, usize)> = BTreeMap::new();
+    for t in &report.tests {
+        counts.entry(rank(t.verdict)).or_insert((t.verdict, 0)).1 += 1;
+    }
+    let _ = write!(
+        h,
+        "<section id=\"tests-section\">\n<h2>{}</h2>\n<nav id=\"filters\">\n<button type=\"button\" class=\"filter on\" data-verdict=\"\">all {}</button>\n",
+        crate::model::count_of(report.tests.len() as u64, "test", "tests"),
+        report.tests.len()
+    );
+    for (verdict, n) in counts.values() {
+        let _ = writeln!(
+            h,
+            "<button type=\"button\" class=\"filter v-{v}\" data-verdict=\"{v}\">{v} {n}</button>",
+            v = verdict.as_str()
+        );
+    }
+    h.push_str("<input id=\"search\" type=\"search\" placeholder=\"search by name\" aria-label=\"search by name\">\n<span id=\"shown\"></span>\n</nav>\n");
+    h.push_str("<table id=\"tests\">\n<thead><tr><th>verdict</th><th>test</th><th>retained</th><th>growth per run</th><th>judged by</th><th class=\"time\">time</th></tr></thead>\n<tbody>\n");
+    let mut order: Vec<&TestReport> = report.tests.iter().collect();
+    order.sort_by(|a, b| {
+        (rank(a.verdict), &a.package, &a.binary, &a.name).cmp(&(
+            rank(b.verdict),
+            &b.package,
+            &b.binary,
+            &b.name,
+        ))
+    });
+    for t in order {
+        test_row(h, t, page, root, sources);
+    }
+    h.push_str("</tbody>\n</table>\n</section>\n");
+}
+
+fn test_row(h: &mut String, t: &TestReport, page: &Page, root: &Path, sources: &mut Sources) {
+    let v = t.verdict.as_str();
+    let full = format!("{} {}", t.binary, t.name);
+    let _ = write!(
+        h,
+        "<tr class=\"test\" data-verdict=\"{v}\" data-name=\"{}\"><td><span class=\"badge v-{v}\">{v}</span></td><td>",
+        esc(&full)
+    );
+    let expands = t.verdict != Verdict::Clean;
+    if expands {
+        let _ = write!(
+            h,
+            "<details><summary><span class=\"bin\">{}</span> {}</summary>",
+            esc(&t.binary),
+            esc(&t.name)
+        );
+        test_details(h, t, root, sources);
+        h.push_str("</details>");
+    } else {
+        let _ = write!(
+            h,
+            "<span class=\"bin\">{}</span> {}",
+            esc(&t.binary),
+            esc(&t.name)
+        );
+    }
+    let retained = match (t.verdict, &t.first_run_retained) {
+        (Verdict::Leak, _) => human_bytes(t.retained_bytes),
+        (_, Some(r)) if r.bytes > 0 => format!("({} own run)", human_bytes(r.bytes)),
+        _ => String::new(),
+    };
+    let growth = per_run_growth(t)
+        .map(|g| format!("+{}", human_bytes(g)))
+        .unwrap_or_default();
+    let method = method_name(t.method);
+    let judged = match t.extra_runs.made {
+        0 => method.to_string(),
+        n => format!(
+            "{method}, {}",
+            crate::model::count_of(u64::from(n), "extra run", "extra runs")
+        ),
+    };
+    let time = page
+        .durations
+        .get(&(t.package.clone(), t.binary.clone(), t.name.clone()))
+        .map(|s| format!("{s:.2} s"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        h,
+        "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num time\">{}</td></tr>",
+        esc(&retained),
+        esc(&growth),
+        esc(&judged),
+        esc(&time)
+    );
+}
+
+/// What the failing stacks grew by on the last extra run, in all.
+fn per_run_growth(t: &TestReport) -> Option<u64> {
+    let last: i64 = t
+        .stacks
+        .iter()
+        .filter(|s| s.fails)
+        .filter_map(|s| s.growth_per_run.last())
+        .map(|g| g.bytes)
+        .sum();
+    (t.verdict == Verdict::Leak && last > 0).then_some(last as u64)
+}
+
+fn test_details(h: &mut String, t: &TestReport, root: &Path, sources: &mut Sources) {
+    h.push_str("<div class=\"detail\">");
+    if let Some(m) = &t.message {
+        let _ = write!(h, "<p class=\"message\">{}</p>", esc(m));
+    }
+    let _ = write!(h, "<p class=\"exit\">{}</p>", esc(&t.exit));
+    if let Some(chart) = runs_chart(t) {
+        h.push_str(&chart);
+    }
+    if !t.left_processes.is_empty() {
+        let _ = write!(
+            h,
+            "<p class=\"left\">left running, killed: {}</p>",
+            esc(&t.left_processes.join(", "))
+        );
+    }
+    let mut stacks: Vec<&StackReport> = t.stacks.iter().collect();
+    stacks.sort_by_key(|s| (!s.fails, std::cmp::Reverse(s.bytes)));
+    for st in stacks.iter().take(STACKS_SHOWN) {
+        stack_block(h, st, root, sources);
+    }
+    if stacks.len() > STACKS_SHOWN {
+        let _ = write!(
+            h,
+            "<p>… and {} more stacks in report.json</p>",
+            stacks.len() - STACKS_SHOWN
+        );
+    }
+    if let Some(svg) = &t.artifacts.flamegraph {
+        let _ = write!(
+            h,
+            "<figure class=\"flamegraph\"><object type=\"image/svg+xml\" data=\"{0}\"></object><figcaption>flame graph: <a href=\"{0}\">{0}</a></figcaption></figure>",
+            esc(svg)
+        );
+    }
+    h.push_str("</div>");
+}
+
+fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sources) {
+    let kind = kind_name(st.kind);
+    let status = if st.fails {
+        "fails"
+    } else if st.allowed.is_some() {
+        "allowed"
+    } else {
+        "listed"
+    };
+    let _ = write!(
+        h,
+        "<div class=\"stack k-{kind}\"><p class=\"stackhead\"><b>{}</b> in {} · {kind} · {status}",
+        human_bytes(st.bytes),
+        crate::model::count_of(st.objects, "object", "objects"),
+    );
+    if let Some(r) = &st.reason {
+        let _ = write!(h, " · {}", esc(r));
+    }
+    h.push_str("</p><ol class=\"frames\">");
+    let first = identifying_frame(&st.frames, root)
+        .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
+        .unwrap_or(0);
+    for f in st.frames[first..]
+        .iter()
+        .take_while(|f| !is_harness_frame(f))
+        .take(FRAMES_SHOWN)
+    {
+        let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
+        if let Some(line) = sources.line(f) {
+            let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+        }
+        h.push_str("</li>");
+    }
+    h.push_str("</ol>");
+    if let Some(held) = &st.retained_by {
+        h.push_str("<div class=\"held\">");
+        for line in held_text(held, root) {
+            let _ = write!(h, "<div>{}</div>", esc(line.trim()));
+        }
+        h.push_str("</div>");
+    }
+    h.push_str("</div>");
+}
+
+/// A small bar chart: what the test's own run retained, then what each extra run added,
+/// in its failing stacks (or all of them when none fails).
+fn runs_chart(t: &TestReport) -> Option<String> {
+    let failing: Vec<&StackReport> = t.stacks.iter().filter(|s| s.fails).collect();
+    let stacks: Vec<&StackReport> = if failing.is_empty() {
+        t.stacks.iter().collect()
+    } else {
+        failing
+    };
+    let runs = stacks.iter().map(|s| s.growth_per_run.len()).max()?;
+    if runs == 0 {
+        return None;
+    }
+    let own: u64 = t
+        .first_run_retained
+        .as_ref()
+        .map_or_else(|| stacks.iter().map(|s| s.bytes).sum(), |r| r.bytes);
+    let mut bars: Vec<(String, i64)> = vec![("own run".into(), own as i64)];
+    for i in 0..runs {
+        let g: i64 = stacks
+            .iter()
+            .filter_map(|s| s.growth_per_run.get(i))
+            .map(|g| g.bytes)
+            .sum();
+        bars.push((format!("run {}", i + 1), g));
+    }
+    let max = bars.iter().map(|b| b.1.max(0)).max().unwrap_or(0).max(1) as f64;
+    let (w, bar_h, label_w) = (420.0, 16.0, 70.0);
+    let height = bars.len() as f64 * (bar_h + 4.0) + 4.0;
+    let mut s = format!(
+        "<figure class=\"runs\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" role=\"img\" aria-label=\"retained by its own run and added by each extra run\">"
+    );
+    for (i, (label, bytes)) in bars.iter().enumerate() {
+        let y = 4.0 + i as f64 * (bar_h + 4.0);
+        let len = (*bytes).max(0) as f64 / max * (w - label_w - 90.0);
+        let shown = if *bytes < 0 {
+            format!("−{}", human_bytes(bytes.unsigned_abs()))
+        } else {
+            human_bytes(*bytes as u64)
+        };
+        let _ = write!(
+            s,
+            "<text x=\"0\" y=\"{:.1}\" font-size=\"11\">{label}</text><rect x=\"{label_w}\" y=\"{y:.1}\" width=\"{len:.1}\" height=\"{bar_h}\" class=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}</text>",
+            y + 12.0,
+            if i == 0 { "own" } else { "extra" },
+            label_w + len + 4.0,
+            y + 12.0,
+            esc(&shown)
+        );
+    }
+    s.push_str("</svg><figcaption>retained by its own run, then added by each extra run</figcaption></figure>");
+    Some(s)
+}
+
+/// Memory kept for the process lifetime, by the root that holds it, over all tests.
+fn lifetime_section(h: &mut String, report: &Report) {
+    let mut by_root: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
+    for t in &report.tests {
+        for st in t
+            .stacks
+            .iter()
+            .filter(|s| matches!(s.kind, StackKind::OneTime | StackKind::ProcessLifetime))
+        {
+            let root = st
+                .retained_by
+                .as_ref()
+                .map_or_else(|| "(no root found)".to_string(), |r| r.root.clone());
+            let e = by_root.entry(root).or_default();
+            e.0 += st.bytes;
+            let name = format!("{} {}", t.binary, t.name);
+            if !e.1.contains(&name) {
+                e.1.push(name);
+            }
+        }
+    }
+    if by_root.is_empty() {
+        return;
+    }
+    h.push_str("<section id=\"lifetime\">\n<h2>Kept for the process lifetime, by root</h2>\n<table>\n<thead><tr><th>held by</th><th>bytes</th><th>tests</th></tr></thead>\n<tbody>\n");
+    let mut rows: Vec<_> = by_root.into_iter().collect();
+    rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+    for (root, (bytes, tests)) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(&root),
+            human_bytes(bytes),
+            esc(&tests.join(", "))
+        );
+    }
+    h.push_str("</tbody>\n</table>\n</section>\n");
+}
+
+fn not_run_section(h: &mut String, report: &Report) {
+    let Some(n) = &report.not_run else { return };
+    let _ = write!(
+        h,
+        "<section id=\"not-run\">\n<h2>Not run: {}</h2>\n<p>{}</p>\n<ul>\n",
+        crate::model::count_of(n.count as u64, "test", "tests"),
+        esc(&n.why)
+    );
+    for t in &n.tests {
+        let _ = writeln!(h, "<li>{}</li>", esc(t));
+    }
+    h.push_str("</ul>\n</section>\n");
+}
+
+fn benches_section(h: &mut String, report: &Report, root: &Path) {
+    h.push_str("<section id=\"benches\">\n<h2>Benches and services</h2>\n");
+    for b in &report.benches {
+        bench_block(h, b, root);
+    }
+    h.push_str("</section>\n");
+}
+
+fn bench_block(h: &mut String, b: &BenchReport, root: &Path) {
+    let v = b.verdict.as_str();
+    let _ = write!(
+        h,
+        "<article class=\"bench\" data-verdict=\"{v}\"><h3><span class=\"badge v-{v}\">{v}</span> {} {}</h3><p>{} · {} snapshots over {:.1} s · threshold {}</p>",
+        esc(&b.binary),
+        esc(&b.name),
+        esc(&b.exit),
+        b.snapshots,
+        b.duration_seconds,
+        human_bytes(b.growth_threshold)
+    );
+    if let Some(m) = &b.message {
+        let _ = write!(h, "<p class=\"message\">{}</p>", esc(m));
+    }
+    for st in b.stacks.iter().filter(|s| s.flagged) {
+        let _ = write!(
+            h,
+            "<div class=\"stack k-leak\"><p class=\"stackhead\"><b>+{}</b> ({}/s) over the later half</p><ol class=\"frames\">",
+            human_bytes(st.growth_bytes.max(0) as u64),
+            human_bytes(st.growth_bytes_per_second.max(0.0) as u64)
+        );
+        let first = identifying_frame(&st.frames, root)
+            .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
+            .unwrap_or(0);
+        for f in st.frames[first..].iter().take(FRAMES_SHOWN) {
+            let _ = write!(h, "<li><code>{}</code></li>", esc(&frame_text(f, root)));
+        }
+        h.push_str("</ol>");
+        if let Some(held) = &st.retained_by {
+            h.push_str("<div class=\"held\">");
+            for line in held_text(held, root) {
+                let _ = write!(h, "<div>{}</div>", esc(line.trim()));
+            }
+            h.push_str("</div>");
+        }
+        h.push_str("</div>");
+    }
+    for (what, file) in [
+        ("retained bytes over time", &b.artifacts.plot),
+        ("the process's memory", &b.artifacts.memory_plot),
+        ("growth flame graph", &b.artifacts.flamegraph),
+    ] {
+        if let Some(file) = file {
+            let _ = write!(
+                h,
+                "<figure><object type=\"image/svg+xml\" data=\"{0}\"></object><figcaption>{what}: <a href=\"{0}\">{0}</a></figcaption></figure>",
+                esc(file)
+            );
+        }
+    }
+    h.push_str("</article>\n");
+}
+
+fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Counters => "counters",
+        Method::Stacks => "stacks",
+        Method::CountRunOnly => "count run",
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of a moment.
+pub fn utc_text(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+fn kind_name(k: StackKind) -> &'static str {
+    match k {
+        StackKind::Leak => "leak",
+        StackKind::OneTime => "one-time",
+        StackKind::ProcessLifetime => "process-lifetime",
+        StackKind::Harness => "harness",
+    }
+}
+
+/// Source files read once each, for the line a frame names.
+#[derive(Default)]
+struct Sources {
+    files: HashMap<String, Option<Vec<String>>>,
+}
+
+impl Sources {
+    fn line(&mut self, f: &FrameReport) -> Option<&str> {
+        let (file, line) = (f.file.as_ref()?, f.line?);
+        let lines = self.files.entry(file.clone()).or_insert_with(|| {
+            std::fs::read_to_string(file)
+                .ok()
+                .map(|t| t.lines().map(str::to_owned).collect())
+        });
+        lines
+            .as_ref()?
+            .get(line.checked_sub(1)? as usize)
+            .map(String::as_str)
+    }
+}
+
+/// Text as HTML: markup escaped.
+fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2329;background:#fafbfc}
+header{background:#24292f;color:#fff;padding:14px 24px}
+header h1{font-size:20px;margin:0 0 4px}
+#meta{margin:0;color:#c9d1d9}#meta code{color:#fff}
+main{padding:12px 24px 40px}
+h2{font-size:17px;margin:22px 0 8px}
+nav#filters{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin-bottom:8px}
+.filter{border:1px solid #d0d7de;background:#fff;border-radius:12px;padding:2px 10px;cursor:pointer}
+.filter.on{outline:2px solid #0969da}
+#search{margin-left:8px;padding:3px 8px;border:1px solid #d0d7de;border-radius:4px;min-width:220px}
+#shown{color:#57606a;margin-left:6px}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eaeef2;vertical-align:top}
+th{background:#f6f8fa;font-weight:600}
+td.num{text-align:right;white-space:nowrap}
+.bin{color:#57606a}
+.badge{display:inline-block;padding:0 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff;background:#6e7781}
+.v-leak{background:#cf222e;color:#fff}.v-clean{background:#2da44e;color:#fff}
+.v-failed,.v-crashed,.v-timeout{background:#bc4c00;color:#fff}
+.v-unsettled,.v-unanalysable,.v-error{background:#9a6700;color:#fff}
+button.filter.v-clean,button.filter.v-leak,button.filter.v-failed,button.filter.v-crashed,button.filter.v-timeout,button.filter.v-unsettled,button.filter.v-unanalysable,button.filter.v-error{border-color:transparent}
+summary{cursor:pointer}
+.detail{padding:6px 0 10px 14px}
+.stack{border-left:3px solid #d0d7de;padding:2px 10px;margin:8px 0}
+.stack.k-leak{border-color:#cf222e}
+.stackhead{margin:2px 0}
+ol.frames{margin:2px 0;padding-left:22px}
+pre.src{margin:0 0 2px;padding:1px 6px;background:#f6f8fa;color:#24292f;font-size:12px;white-space:pre-wrap}
+.held{color:#8250df;margin:4px 0}
+.message{color:#57606a;white-space:pre-wrap}
+.exit{color:#57606a;margin:2px 0}
+figure{margin:8px 0}figure object{max-width:100%;border:1px solid #eaeef2;background:#fff}
+figure.flamegraph object{width:100%;min-height:240px}
+figcaption{color:#57606a;font-size:12px}
+rect.own{fill:#0969da}rect.extra{fill:#cf222e}
+article.bench{background:#fff;border:1px solid #eaeef2;padding:4px 14px;margin:10px 0}
+tr[hidden]{display:none}
+"#;
+
+const SCRIPT: &str = r#"
+(function(){
+  var rows=[].slice.call(document.querySelectorAll('tr.test'));
+  var buttons=[].slice.call(document.querySelectorAll('button.filter'));
+  var search=document.getElementById('search');
+  var shown=document.getElementById('shown');
+  var state={verdict:'',q:''};
+  function fromHash(){
+    var p=new URLSearchParams(location.hash.slice(1));
+    state.verdict=p.get('verdict')||'';state.q=p.get('q')||'';
+    if(search){search.value=state.q;}
+  }
+  function apply(){
+    var q=state.q.toLowerCase(),n=0;
+    rows.forEach(function(r){
+      var ok=(!state.verdict||r.dataset.verdict===state.verdict)&&(!q||r.dataset.name.toLowerCase().indexOf(q)>=0);
+      r.hidden=!ok;if(ok){n++;}
+    });
+    buttons.forEach(function(b){b.classList.toggle('on',b.dataset.verdict===state.verdict);});
+    if(shown){shown.textContent=n+' of '+rows.length+' shown';}
+  }
+  function save(){
+    var p=new URLSearchParams();
+    if(state.verdict){p.set('verdict',state.verdict);}
+    if(state.q){p.set('q',state.q);}
+    history.replaceState(null,'','#'+p.toString());
+  }
+  buttons.forEach(function(b){b.addEventListener('click',function(){state.verdict=b.dataset.verdict;apply();save();});});
+  if(search){search.addEventListener('input',function(){state.q=search.value;apply();save();});}
+  window.addEventListener('hashchange',function(){fromHash();apply();});
+  fromHash();apply();
+  var open=new URLSearchParams(location.hash.slice(1)).get('open');
+  if(open){rows.forEach(function(r){
+    if(r.dataset.name===open){var d=r.querySelector('details');if(d){d.open=true;r.scrollIntoView({block:'nearest'});}}
+  });}
+})();
+"#;
