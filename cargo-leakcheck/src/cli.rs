@@ -138,6 +138,23 @@ pub struct Checking {
     /// `github` or `none` [default: on when GITHUB_ACTIONS=true].
     #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
     pub annotations: Option<String>,
+
+    #[command(flatten)]
+    pub against: Against,
+}
+
+/// A base run to compare with, shared by `test`, `nextest` and `merge`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Against {
+    /// The report.json of a base run (the last run on `main`, say), or its directory:
+    /// every leak is marked new, grown, unchanged or gone against it.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+
+    /// What fails the run: `any` leak, or only `new` and grown ones (needs --baseline)
+    /// [default: any].
+    #[arg(long, value_name = "WHAT", value_parser = ["any", "new"])]
+    pub fail_on: Option<String>,
 }
 
 /// Arguments of `cargo leakcheck nextest`.
@@ -190,6 +207,9 @@ pub struct MergeArgs {
     /// `none` [default: on when GITHUB_ACTIONS=true].
     #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
     pub annotations: Option<String>,
+
+    #[command(flatten)]
+    pub against: Against,
 }
 
 /// CI outputs of `bench` and `run`.

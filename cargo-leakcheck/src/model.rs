@@ -47,6 +47,106 @@ pub struct Report {
     pub benches: Vec<BenchReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
+    /// What changed against a base run (`--baseline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub baseline: Option<Baseline>,
+}
+
+/// What changed against a base run's report (`--baseline`): which leaks are new, grown,
+/// unchanged or gone, and which other tests changed for the worse.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The base report, as given.
+    pub path: String,
+    /// `--fail-on new`: only new and grown leaks fail the run.
+    pub fail_on_new: bool,
+    /// Leaking tests whose leak is new (clean, or absent, in the base).
+    pub new: usize,
+    /// Leaking tests that leaked in the base too, more now (a stack new to them, or
+    /// retaining more).
+    pub grown: usize,
+    /// Leaking tests that leaked as much in the base.
+    pub unchanged: usize,
+    /// Tests that leaked in the base and do not now (passing now, or no longer there).
+    pub gone: Vec<String>,
+    /// The tests that changed, or leak: by test, in report order.
+    pub tests: Vec<TestChange>,
+}
+
+/// How one test compares with the base run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestChange {
+    pub package: String,
+    pub binary: String,
+    pub name: String,
+    pub change: Change,
+    /// What changed, in words (`was clean`, `retained 2.0 KiB, was 1.0 KiB`).
+    pub detail: String,
+    /// Its failing stacks' changes, by their index in the test's `stacks`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub stacks: Vec<(usize, Change)>,
+}
+
+/// A leak or a test against the base run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// A leak the base did not have.
+    New,
+    /// A leak the base had, larger now.
+    Grown,
+    /// A leak the base had, as large.
+    Unchanged,
+    /// Not a leak, but worse than in the base: it became unsettled or failed, or it now
+    /// keeps memory for the process lifetime that it did not.
+    Changed,
+}
+
+impl Baseline {
+    /// `1 new, 1 grown, 2 unchanged, 0 gone`: the counts every renderer leads with.
+    pub fn counts_text(&self) -> String {
+        format!(
+            "{} new, {} grown, {} unchanged, {} gone",
+            self.new,
+            self.grown,
+            self.unchanged,
+            self.gone.len()
+        )
+    }
+}
+
+impl Change {
+    /// The lowercase name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::New => "new",
+            Change::Grown => "grown",
+            Change::Unchanged => "unchanged",
+            Change::Changed => "changed",
+        }
+    }
+}
+
+impl Report {
+    /// The change of a test against the base run, when there is one to say.
+    pub fn change_of(&self, t: &TestReport) -> Option<&TestChange> {
+        self.baseline
+            .as_ref()?
+            .tests
+            .iter()
+            .find(|c| c.package == t.package && c.binary == t.binary && c.name == t.name)
+    }
+
+    /// Whether a leaking test is let through by `--fail-on new` (its leak is the base's).
+    pub fn leak_is_tolerated(&self, t: &TestReport) -> bool {
+        t.verdict == Verdict::Leak
+            && self.baseline.as_ref().is_some_and(|b| b.fail_on_new)
+            && self
+                .change_of(t)
+                .is_some_and(|c| c.change == Change::Unchanged)
+    }
 }
 
 /// Selected tests that were never judged.
@@ -95,7 +195,10 @@ impl Report {
         } else {
             ExitCode::Success
         };
-        let tests = self.tests.iter().map(TestReport::exit_code);
+        let tests = self.tests.iter().map(|t| match self.leak_is_tolerated(t) {
+            true => ExitCode::Success,
+            false => t.exit_code(),
+        });
         let benches = self.benches.iter().map(|b| verdict_exit_code(b.verdict));
         tests.chain(benches).fold(start, ExitCode::worst)
     }
@@ -603,6 +706,7 @@ impl Report {
             not_run: None,
             benches: Vec::new(),
             notes: Vec::new(),
+            baseline: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! memory, `stacks` judges each retained stack, `verdict` puts a test's verdict together from its
 //! evidence (the one place verdicts are made) and `growth` is the bench rule.
 
+pub(crate) mod baseline;
 pub(crate) mod classify;
 pub(crate) mod counting;
 pub(crate) mod data_symbols;

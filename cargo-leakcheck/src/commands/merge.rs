@@ -8,7 +8,7 @@
 
 use crate::errors::{Error, ExitCode, MergeError};
 use crate::execution::partition::Partition;
-use crate::model::{Report, Verdict, REPORT_VERSION};
+use crate::model::{Report, Verdict};
 use crate::report::{human, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -41,34 +41,7 @@ pub struct Copy {
 
 /// Reads a report: `path` is a report.json or a directory holding one.
 pub fn read(path: &Path) -> Result<Input, MergeError> {
-    let path = if path.is_dir() {
-        path.join("report.json")
-    } else {
-        path.to_path_buf()
-    };
-    let text = std::fs::read_to_string(&path).map_err(|source| MergeError::Unreadable {
-        path: path.clone(),
-        source,
-    })?;
-    let not_a_report = |reason: String| MergeError::NotAReport {
-        path: path.clone(),
-        reason,
-    };
-    // The version first: a newer schema gets a message about versions, not about a field.
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| not_a_report(e.to_string()))?;
-    let version = value
-        .get("version")
-        .and_then(serde_json::Value::as_u64)
-        .ok_or_else(|| not_a_report("it has no numeric `version`".into()))?;
-    if version != u64::from(REPORT_VERSION) {
-        return Err(MergeError::Version {
-            path,
-            found: version,
-            expected: format!("but this cargo-leakcheck reads version {REPORT_VERSION}"),
-        });
-    }
-    let report: Report = serde_json::from_value(value).map_err(|e| not_a_report(e.to_string()))?;
+    let (path, report) = json::read(path)?;
     Ok(Input { path, report })
 }
 
@@ -218,6 +191,8 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         ),
         benches,
         notes,
+        // A merge is compared with a base of its own (`merge --baseline`), not its inputs'.
+        baseline: None,
     };
     Ok((report, copies))
 }
@@ -360,7 +335,9 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
         .iter()
         .map(|p| read(p))
         .collect::<Result<Vec<_>, _>>()?;
+    let base = crate::commands::session::read_baseline(&args.against)?;
     let (mut report, copies) = merge(&inputs)?;
+    crate::commands::session::compare_with_baseline(&mut report, base.as_ref(), &args.against)?;
     let out = prepare_output(&args.output_dir, &inputs)?;
     for copy in &copies {
         let to = out.join(&copy.to);

@@ -217,6 +217,46 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("write `{}`", path.display()), e))
 }
 
+/// Checks `--baseline`/`--fail-on` before the long work: a base that is missing, not a
+/// report or of another schema fails now, with exit 2. The base report, when given.
+pub fn read_baseline(against: &crate::cli::Against) -> Result<Option<Report>, Error> {
+    let fail_on_new = against.fail_on.as_deref() == Some("new");
+    let Some(path) = &against.baseline else {
+        if fail_on_new {
+            return Err(Error::Usage(
+                "--fail-on new needs --baseline: the base run to tell new leaks from old".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let (_, base) = json::read(path).map_err(|e| match e {
+        crate::errors::MergeError::Version { path, found, .. } => Error::Usage(format!(
+            "--baseline `{}` has report schema version {found}, but this cargo-leakcheck reads version {}: make the base run with this version",
+            path.display(),
+            crate::model::REPORT_VERSION
+        )),
+        other => Error::Usage(format!("--baseline: {other}")),
+    })?;
+    Ok(Some(base))
+}
+
+/// Marks `report`'s leaks against the base run read by [`read_baseline`].
+pub fn compare_with_baseline(
+    report: &mut Report,
+    base: Option<&Report>,
+    against: &crate::cli::Against,
+) -> Result<(), Error> {
+    let (Some(base), Some(path)) = (base, &against.baseline) else {
+        return Ok(());
+    };
+    let fail_on_new = against.fail_on.as_deref() == Some("new");
+    let compared =
+        crate::analysis::baseline::compare(base, report, &path.display().to_string(), fail_on_new)
+            .map_err(|e| Error::Usage(format!("--baseline `{}`: {e}", path.display())))?;
+    report.baseline = Some(compared);
+    Ok(())
+}
+
 /// Writes `index.html` beside the report; a page that cannot be written is a warning, never
 /// a lost result (report.json is written already).
 pub fn write_page(

@@ -41,6 +41,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         args.verbose,
     )?;
     session.annotations = args.checking.annotations.clone();
+    let base = session::read_baseline(&args.checking.against)?;
     let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
     let selected = session.selected();
     let targets = cargo::Targets {
@@ -124,7 +125,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     }
     write_flamegraphs(&mut tests, out_dir, &mut notes, &mut timings);
 
-    let report = Report {
+    let mut report = Report {
         tests,
         ignored: results.ignored.len(),
         partition: args.partition.map(|p| p.to_string()),
@@ -149,6 +150,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         })
     };
+    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
     if let Some(path) = &args.write_suppressions {
         let n = suppressions::write(&report, path, &ws.root)?;
         crate::say!(

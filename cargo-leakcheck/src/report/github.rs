@@ -3,7 +3,7 @@
 //! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
 
 use crate::analysis::frames::identifying_frame;
-use crate::model::{Report, Verdict};
+use crate::model::{Change, Report, Verdict};
 use crate::report::human::human_bytes;
 use std::fmt::Write;
 use std::path::Path;
@@ -38,7 +38,10 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
         objects: u64,
     }
     let mut sites: Vec<Site> = Vec::new();
-    for t in report.tests.iter().filter(|t| t.verdict == Verdict::Leak) {
+    // Under `--fail-on new`, the base run's unchanged leaks are not this change's.
+    let failing =
+        |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && !report.leak_is_tolerated(t);
+    for t in report.tests.iter().filter(failing) {
         for st in t.failing_stacks() {
             let Some((file, line)) = repo_line(&st.frames, repo_root) else {
                 continue;
@@ -162,6 +165,33 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
 /// graph, and the totals; then the benches and services, when there are any.
 pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
     let mut s = String::from("## cargo-leakcheck\n\n");
+    if let Some(b) = &report.baseline {
+        let _ = writeln!(
+            s,
+            "**Against the base run**: {}{}\n",
+            b.counts_text(),
+            if b.fail_on_new {
+                " (only new and grown leaks fail)"
+            } else {
+                ""
+            }
+        );
+        for c in b
+            .tests
+            .iter()
+            .filter(|c| matches!(c.change, Change::New | Change::Grown | Change::Changed))
+        {
+            let _ = writeln!(
+                s,
+                "- **{}** `{} {}`: {}",
+                c.change.as_str(),
+                cell(&c.binary),
+                cell(&c.name),
+                cell(&c.detail)
+            );
+        }
+        s.push('\n');
+    }
     if !report.tests.is_empty() || report.benches.is_empty() {
         tests_summary(&mut s, report, repo_root, out_dir);
     }
@@ -323,6 +353,9 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             (Verdict::Unsettled, Some(r)) => human_bytes(r.bytes),
             _ => String::new(),
         };
+        if let Some(c) = report.change_of(t) {
+            let _ = write!(site, "<br>{}: {}", c.change.as_str(), c.detail);
+        }
         let row = Row {
             verdict: t.verdict,
             binary: &t.binary,

@@ -13,8 +13,8 @@
 
 use crate::analysis::frames::identifying_frame;
 use crate::model::{
-    human_bytes, BenchReport, FrameReport, Method, Report, StackKind, StackReport, TestReport,
-    Verdict,
+    human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, StackKind,
+    StackReport, TestChange, TestReport, Verdict,
 };
 use crate::report::human::{frame_text, held_text, is_harness_frame};
 use std::collections::{BTreeMap, HashMap};
@@ -80,6 +80,9 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
         esc(&page.date),
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(b) = &report.baseline {
+        baseline_section(&mut h, b);
+    }
     if !report.tests.is_empty() || report.benches.is_empty() {
         tests_section(&mut h, report, page, root, &mut sources);
     }
@@ -137,19 +140,35 @@ fn tests_section(h: &mut String, report: &Report, page: &Page, root: &Path, sour
         ))
     });
     for t in order {
-        test_row(h, t, page, root, sources);
+        test_row(h, t, report.change_of(t), page, root, sources);
     }
     h.push_str("</tbody>\n</table>\n</section>\n");
 }
 
-fn test_row(h: &mut String, t: &TestReport, page: &Page, root: &Path, sources: &mut Sources) {
+fn test_row(
+    h: &mut String,
+    t: &TestReport,
+    change: Option<&TestChange>,
+    page: &Page,
+    root: &Path,
+    sources: &mut Sources,
+) {
     let v = t.verdict.as_str();
     let full = format!("{} {}", t.binary, t.name);
     let _ = write!(
         h,
-        "<tr class=\"test\" data-verdict=\"{v}\" data-name=\"{}\"><td><span class=\"badge v-{v}\">{v}</span></td><td>",
+        "<tr class=\"test\" data-verdict=\"{v}\" data-name=\"{}\"><td><span class=\"badge v-{v}\">{v}</span>",
         esc(&full)
     );
+    if let Some(c) = change {
+        let _ = write!(
+            h,
+            " <span class=\"change c-{0}\" title=\"{1}\">{0}</span>",
+            c.change.as_str(),
+            esc(&c.detail)
+        );
+    }
+    h.push_str("</td><td>");
     let expands = t.verdict != Verdict::Clean;
     if expands {
         let _ = write!(
@@ -345,6 +364,42 @@ fn runs_chart(t: &TestReport) -> Option<String> {
     }
     s.push_str("</svg><figcaption>retained by its own run, then added by each extra run</figcaption></figure>");
     Some(s)
+}
+
+/// What changed against the base run, first: the counts, then each new, grown, changed
+/// and gone test.
+fn baseline_section(h: &mut String, b: &Baseline) {
+    let _ = write!(
+        h,
+        "<section id=\"baseline\">\n<h2>Against the base run</h2>\n<p><b>{}</b> against <code>{}</code>{}</p>\n<ul>\n",
+        b.counts_text(),
+        esc(&b.path),
+        if b.fail_on_new {
+            "; only new and grown leaks fail (<code>--fail-on new</code>)"
+        } else {
+            ""
+        }
+    );
+    for change in [Change::New, Change::Grown, Change::Changed] {
+        for c in b.tests.iter().filter(|c| c.change == change) {
+            let _ = writeln!(
+                h,
+                "<li><span class=\"change c-{0}\">{0}</span> {1} {2}: {3}</li>",
+                change.as_str(),
+                esc(&c.binary),
+                esc(&c.name),
+                esc(&c.detail)
+            );
+        }
+    }
+    for g in &b.gone {
+        let _ = writeln!(
+            h,
+            "<li><span class=\"change c-gone\">gone</span> {}: leaked in the base run</li>",
+            esc(g)
+        );
+    }
+    h.push_str("</ul>\n</section>\n");
 }
 
 /// Memory kept for the process lifetime, by the root that holds it, over all tests.
@@ -577,6 +632,9 @@ figcaption{color:#57606a;font-size:12px}
 rect.own{fill:#0969da}rect.extra{fill:#cf222e}
 article.bench{background:#fff;border:1px solid #eaeef2;padding:4px 14px;margin:10px 0}
 tr[hidden]{display:none}
+.change{display:inline-block;padding:0 6px;border-radius:8px;font-size:11px;font-weight:600;border:1px solid #d0d7de;color:#57606a}
+.c-new,.c-grown{border-color:#cf222e;color:#cf222e}.c-gone{border-color:#2da44e;color:#2da44e}.c-changed{border-color:#9a6700;color:#9a6700}
+#baseline ul{margin:4px 0;padding-left:20px}
 "#;
 
 const SCRIPT: &str = r#"

@@ -3,7 +3,8 @@
 
 use crate::model::ExtraRunsStatus as Status;
 use crate::model::{
-    AllowedBy, FrameReport, Method, Report, RetainedBy, StackKind, StackReport, TestReport, Verdict,
+    AllowedBy, Change, FrameReport, Method, Report, RetainedBy, StackKind, StackReport, TestReport,
+    Verdict,
 };
 use std::fmt::Write;
 use std::path::Path;
@@ -222,8 +223,45 @@ fn test_header(t: &TestReport) -> String {
 }
 
 /// The whole summary.
+/// The baseline's block: the counts, then each new, grown, changed and gone test.
+fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
+    let _ = writeln!(
+        s,
+        "{:>8} against `{}`: {}{}",
+        "Baseline",
+        b.path,
+        b.counts_text(),
+        if b.fail_on_new {
+            "; only new and grown leaks fail (--fail-on new)"
+        } else {
+            ""
+        }
+    );
+    let order = [Change::New, Change::Grown, Change::Changed];
+    for change in order {
+        for c in b.tests.iter().filter(|c| c.change == change) {
+            let _ = writeln!(
+                s,
+                "{:>8} {} {} ({})",
+                change.as_str().to_uppercase(),
+                c.binary,
+                c.name,
+                c.detail
+            );
+        }
+    }
+    for g in &b.gone {
+        let _ = writeln!(s, "{:>8} {g} (leaked in the base run)", "GONE");
+    }
+    s.push('\n');
+}
+
 pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String {
     let mut s = String::new();
+    // What changed against the base run leads.
+    if let Some(b) = &report.baseline {
+        baseline_text(&mut s, b);
+    }
     for t in &report.tests {
         match t.verdict {
             Verdict::Clean => {
@@ -267,6 +305,9 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
                 };
                 let failing = t.failing_stacks().count();
                 let _ = write!(s, "{label:>8} {}", test_header(t));
+                if let Some(c) = report.change_of(t) {
+                    let _ = write!(s, " [{}]", c.change.as_str());
+                }
                 if t.retained_bytes > 0 {
                     let _ = write!(
                         s,

@@ -58,7 +58,8 @@ pub fn render(
             .count()
     };
     let is_failure = |t: &TestReport| {
-        matches!(t.verdict, Verdict::Leak | Verdict::Failed) || t.unsettled_fails_the_run()
+        (matches!(t.verdict, Verdict::Leak | Verdict::Failed) && !report.leak_is_tolerated(t))
+            || t.unsettled_fails_the_run()
     };
     let is_error = |t: &TestReport| {
         matches!(
@@ -115,9 +116,26 @@ pub fn render(
                         escape(suite),
                         time_of(t)
                     );
+                    let change = report.change_of(t);
+                    if report.leak_is_tolerated(t) {
+                        let _ = writeln!(
+                            x,
+                            ">\n      <system-out>{}</system-out>\n    </testcase>",
+                            escape(&format!(
+                                "an unchanged leak of the base run ({}), not failing under --fail-on new",
+                                change.map_or("", |c| c.detail.as_str())
+                            ))
+                        );
+                        continue;
+                    }
                     match outcome(t, out_dir, root) {
                         None => x.push_str("/>\n"),
                         Some((element, kind, message, text)) => {
+                            // What changed against the base run leads the message.
+                            let message = match change {
+                                Some(c) => format!("[{}] {message}", c.change.as_str()),
+                                None => message,
+                            };
                             let _ = writeln!(
                                 x,
                                 ">\n      <{element} type=\"{kind}\" message=\"{}\">{}</{element}>\n    </testcase>",

@@ -59,6 +59,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     };
     let mut session = session::prepare(&selection, &[], args.config.as_deref(), false)?;
     session.annotations = args.checking.annotations.clone();
+    let base = session::read_baseline(&args.checking.against)?;
     let dir = session.out_dir.join("nextest");
     let host = cargo::host_triple()?;
     let runner_var = format!(
@@ -168,7 +169,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let mut timings = test_command::Timings::default();
     test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
     let config = &session.config;
-    let report = Report {
+    let mut report = Report {
         tests,
         ignored: selection.ignored,
         partition: selection.partition,
@@ -181,6 +182,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             config: config.path.as_ref().map(|p| p.display().to_string()),
         })
     };
+    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
     let metrics = serde_json::json!({ "nextest_seconds": seconds, "nextest_exit": code });
     let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
     session::finish(&session, &report, human::render)?;
