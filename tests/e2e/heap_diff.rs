@@ -115,6 +115,11 @@ fn growth_between_two_dumps_names_the_leaking_line_first() {
     }
     let folded = std::fs::read_to_string(dir.join("growth.folded")).unwrap();
     assert!(folded.contains("service::remember_session"), "{folded}");
+    // The page: what grew, the leaking function first, and the flame graph beside it.
+    let page = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let first_stack = page.split("<div class=\"stack").nth(1).unwrap_or_default();
+    assert!(first_stack.contains("service::remember_session"), "{page}");
+    assert!(page.contains("data=\"growth.svg\""), "{page}");
 }
 
 /// With one dump, what is live; without --threshold, exit 0.

@@ -43,8 +43,21 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode, Error> {
     for w in symbolizer.warnings() {
         crate::info!("    Note {w}");
     }
-    let written = write_outputs(&args.output_dir, base, new, &growth)?;
-    crate::say!("{}", summary(base, new, &growth, args.top));
+    let mut written = write_outputs(&args.output_dir, base, new, &growth)?;
+    let text = summary(base, new, &growth, args.top);
+    let root = std::env::current_dir().unwrap_or_default();
+    let page = crate::report::html::Page {
+        command: &crate::commands::session::command_line(),
+        date: crate::report::html::utc_text(std::time::SystemTime::now()),
+        durations: &Default::default(),
+    };
+    let headline = text.lines().next().unwrap_or_default().trim();
+    let html = crate::report::html::render_diff(&growth, headline, &page, &root);
+    match std::fs::write(args.output_dir.join(crate::model::PAGE_FILE), html) {
+        Ok(()) => written.push(crate::model::PAGE_FILE.to_string()),
+        Err(e) => crate::say!("warning: could not write the page: {e}"),
+    }
+    crate::say!("{text}");
     crate::say!(
         "       Wrote {} to `{}`",
         written.join(", "),

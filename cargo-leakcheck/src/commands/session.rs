@@ -279,7 +279,7 @@ pub fn write_page(
 }
 
 /// The command line as typed: `cargo leakcheck …` (cargo passes `leakcheck` first).
-fn command_line() -> String {
+pub fn command_line() -> String {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args = match args.first().map(String::as_str) {
         Some("leakcheck") => &args[1..],

@@ -102,6 +102,56 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
     h
 }
 
+/// The page of `cargo leakcheck diff`: the headline (what grew, in all), the stacks that
+/// grew with their frames from the program's own code and source lines, and the flame graph
+/// (`growth.svg` beside the page).
+pub fn render_diff(
+    growth: &crate::analysis::heap_growth::Growth,
+    headline: &str,
+    page: &Page,
+    root: &Path,
+) -> String {
+    let mut sources = Sources::default();
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>cargo-leakcheck diff</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<header>\n<h1>cargo-leakcheck diff</h1>\n<p id=\"meta\"><code>{}</code> · {} · cargo-leakcheck {}</p>\n</header>\n<main>\n<p><b>{}</b></p>\n",
+        esc(page.command),
+        esc(&page.date),
+        env!("CARGO_PKG_VERSION"),
+        esc(headline)
+    );
+    h.push_str("<section id=\"stacks\">\n<h2>Stacks that grew</h2>\n");
+    for st in growth.stacks.iter().take(50) {
+        let _ = write!(
+            h,
+            "<div class=\"stack k-leak\"><p class=\"stackhead\"><b>+{}</b> in {}</p><ol class=\"frames\">",
+            human_bytes(st.bytes),
+            crate::model::count_of(st.objects, "object", "objects")
+        );
+        let first = identifying_frame(&st.frames, root)
+            .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
+            .unwrap_or(0);
+        for f in st.frames[first..].iter().take(FRAMES_SHOWN) {
+            let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
+            if let Some(line) = sources.line(f) {
+                let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+            }
+            h.push_str("</li>");
+        }
+        h.push_str("</ol></div>\n");
+    }
+    if growth.stacks.len() > 50 {
+        let _ = writeln!(
+            h,
+            "<p>… and {} more stacks in growth.json</p>",
+            growth.stacks.len() - 50
+        );
+    }
+    h.push_str("</section>\n<figure class=\"flamegraph\"><object type=\"image/svg+xml\" data=\"growth.svg\"></object><figcaption>flame graph: <a href=\"growth.svg\">growth.svg</a></figcaption></figure>\n</main>\n</body>\n</html>\n");
+    h
+}
+
 /// Writes the page to `out_dir/index.html`.
 pub fn write(report: &Report, page: &Page, out_dir: &Path, root: &Path) -> std::io::Result<()> {
     std::fs::write(
