@@ -181,6 +181,13 @@ fn pull_request_example_annotates_leaks_uploads_the_report_and_fails() {
         Path::new(&outputs["report"]),
         Path::new(&outputs["report-dir"]).join("report.json")
     );
+    // The page is uploaded with the report, and the summary says where it is.
+    assert!(artifact.join("index.html").is_file());
+    assert!(job.summary.contains("index.html"), "{}", job.summary);
+    assert_eq!(
+        Path::new(&outputs["page"]),
+        Path::new(&outputs["report-dir"]).join("index.html")
+    );
 }
 
 #[test]

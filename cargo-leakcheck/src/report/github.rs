@@ -198,6 +198,16 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
     if !report.benches.is_empty() {
         benches_summary(&mut s, report, repo_root, out_dir);
     }
+    // Where there is something to look at (the action uploads the directory then).
+    let to_look_at = report.tests.iter().any(|t| t.verdict != Verdict::Clean)
+        || report.benches.iter().any(|b| b.verdict != Verdict::Clean);
+    if to_look_at {
+        let _ = writeln!(
+            s,
+            "\nThe whole report, one page: `{}` in the uploaded report directory (open it from the downloaded artifact).",
+            out_dir.join(crate::model::PAGE_FILE).display()
+        );
+    }
     s
 }
 
@@ -388,9 +398,10 @@ pub fn step_outputs(out_dir: &Path) -> String {
         .map(|cwd| cwd.join(out_dir))
         .unwrap_or_else(|_| out_dir.to_path_buf());
     format!(
-        "report-dir={}\nreport={}\n",
+        "report-dir={}\nreport={}\npage={}\n",
         dir.display(),
-        dir.join("report.json").display()
+        dir.join("report.json").display(),
+        dir.join(crate::model::PAGE_FILE).display()
     )
 }
 
@@ -634,14 +645,15 @@ mod tests {
         assert_eq!(
             text,
             format!(
-                "report-dir={}\nreport={}/report.json\n",
+                "report-dir={}\nreport={}/report.json\npage={}/index.html\n",
+                dir.display(),
                 dir.display(),
                 dir.display()
             )
         );
         assert_eq!(
             step_outputs(Path::new("/abs/out")),
-            "report-dir=/abs/out\nreport=/abs/out/report.json\n"
+            "report-dir=/abs/out\nreport=/abs/out/report.json\npage=/abs/out/index.html\n"
         );
     }
 
