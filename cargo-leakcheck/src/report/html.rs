@@ -720,7 +720,7 @@ const SCRIPT: &str = r#"
   fromHash();apply();
   var open=new URLSearchParams(location.hash.slice(1)).get('open');
   if(open){rows.forEach(function(r){
-    if(r.dataset.name===open){var d=r.querySelector('details');if(d){d.open=true;r.scrollIntoView({block:'nearest'});}}
+    if(r.dataset.name===open){var d=r.querySelector('details');if(d){d.open=true;if(r.getBoundingClientRect().top>innerHeight/2){r.scrollIntoView();}}}
   });}
 })();
 "#;
