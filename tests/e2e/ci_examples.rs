@@ -191,6 +191,53 @@ fn pull_request_example_annotates_leaks_uploads_the_report_and_fails() {
 }
 
 #[test]
+fn baseline_example_keeps_mains_report_and_fails_only_what_a_change_adds() {
+    let path = example("github-baseline.yml");
+    assert_workflow_shape(&path);
+    let sim = Sim::new("baseline");
+    let exit = |job: &crate::ci_sim::Job| job.action_outputs[0]["exit-code"].clone();
+    // Before main ever ran there is no base: every leak fails.
+    let first = sim.github_job_on("pull_request", &path, "leakcheck", &[], DEMO);
+    assert!(!first.ok, "{}", first.log);
+    assert_eq!(exit(&first), "3", "{}", first.log);
+    assert!(first.log.contains("cache not found"), "{}", first.log);
+    // Main, with its known leaks: they fail it, and its report becomes the base.
+    sim.next_run();
+    let main = sim.github_job_on("push", &path, "leakcheck", &[], DEMO);
+    assert_eq!(exit(&main), "3", "{}", main.log);
+    assert!(
+        main.ran.iter().any(|s| s == "Keep the report as the base"),
+        "{:?}",
+        main.ran
+    );
+    // A pull request that adds nothing: its leaks are main's, unchanged; it passes.
+    sim.next_run();
+    let pr = sim.github_job_on("pull_request", &path, "leakcheck", &[], DEMO);
+    assert!(pr.ok, "{}", pr.log);
+    assert_eq!(exit(&pr), "0", "{}", pr.log);
+    assert!(
+        pr.log.contains("0 new, 0 grown, 3 unchanged, 0 gone"),
+        "{}",
+        pr.log
+    );
+    assert!(
+        pr.summary
+            .contains("**Against the base run**: 0 new, 0 grown, 3 unchanged, 0 gone"),
+        "{}",
+        pr.summary
+    );
+    assert!(
+        !pr.ran.iter().any(|s| s == "Keep the report as the base"),
+        "a pull request keeps no base: {:?}",
+        pr.ran
+    );
+    // The next push to main is judged against the base too, and keeps its own.
+    sim.next_run();
+    let next = sim.github_job_on("push", &path, "leakcheck", &[], DEMO);
+    assert!(next.ok, "{}", next.log);
+}
+
+#[test]
 fn pull_request_example_passes_a_healthy_suite_and_uploads_nothing() {
     let sim = Sim::new("pull-request-clean");
     let job = sim.github_job(

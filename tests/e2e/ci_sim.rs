@@ -417,6 +417,25 @@ impl Sim {
         matrix: &[(&str, &str)],
         fixture: &str,
     ) -> Job {
+        self.github_job_on("pull_request", workflow, job_id, matrix, fixture)
+    }
+
+    /// Starts another workflow run of the same repository: its artifacts are its own, the
+    /// Actions cache is shared.
+    pub fn next_run(&self) {
+        let _ = std::fs::remove_dir_all(&self.artifacts);
+        std::fs::create_dir_all(&self.artifacts).unwrap();
+    }
+
+    /// A job run for an event: `pull_request`, or `push` (to main).
+    pub fn github_job_on(
+        &self,
+        event: &str,
+        workflow: &Path,
+        job_id: &str,
+        matrix: &[(&str, &str)],
+        fixture: &str,
+    ) -> Job {
         let doc = load_yaml(workflow);
         let job_def = &doc["jobs"][job_id];
         assert!(!job_def.is_badvalue(), "no job `{job_id}`");
@@ -453,8 +472,23 @@ impl Sim {
             );
             scope.vars.insert(format!("matrix.{k}"), v.to_string());
         }
+        let git_ref = match event {
+            "push" => "refs/heads/main",
+            "pull_request" => "refs/pull/1/merge",
+            other => panic!("the simulation does not know the event `{other}`"),
+        };
+        // A commit of its own per job, as every push and pull request update has.
+        let sha = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            dir.hash(&mut h);
+            format!("{:016x}{:024x}", h.finish(), 0)
+        };
         for (k, v) in [
             ("github.job", job_id.to_string()),
+            ("github.event_name", event.to_string()),
+            ("github.ref", git_ref.to_string()),
+            ("github.sha", sha),
             ("github.workspace", workspace.display().to_string()),
             ("runner.os", "Linux".into()),
             ("runner.temp", runner_temp.display().to_string()),
@@ -691,6 +725,61 @@ impl StepCtx<'_> {
                 Some(BTreeMap::new())
             }
             "dtolnay/rust-toolchain" | "actions/cache" => Some(BTreeMap::new()),
+            // Caches kept across the simulated run's jobs, as GitHub keeps them across
+            // workflow runs (a pull request sees its base branch's).
+            "actions/cache/save" => {
+                let key = &with["key"];
+                let entry = self.sim.dir.join("cache").join(key);
+                assert!(
+                    !entry.exists(),
+                    "cache `{key}` saved twice (GitHub keeps the first)"
+                );
+                copy_any(&self.workspace.join(&with["path"]), &entry);
+                let mut index =
+                    std::fs::read_to_string(self.sim.dir.join("cache-index")).unwrap_or_default();
+                index.push_str(key);
+                index.push('\n');
+                std::fs::write(self.sim.dir.join("cache-index"), index).unwrap();
+                Some(BTreeMap::new())
+            }
+            "actions/cache/restore" => {
+                let index =
+                    std::fs::read_to_string(self.sim.dir.join("cache-index")).unwrap_or_default();
+                let saved: Vec<&str> = index.lines().collect();
+                let key = &with["key"];
+                let prefixes: Vec<String> = with
+                    .get("restore-keys")
+                    .map(|r| {
+                        r.lines()
+                            .map(str::trim)
+                            .filter(|l| !l.is_empty())
+                            .map(String::from)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                // The exact key, else the newest entry a restore key starts.
+                let found = saved.iter().rev().find(|k| *k == key).or_else(|| {
+                    prefixes
+                        .iter()
+                        .find_map(|p| saved.iter().rev().find(|k| k.starts_with(p.as_str())))
+                });
+                let mut outputs = BTreeMap::new();
+                outputs.insert(
+                    "cache-hit".to_string(),
+                    (found == Some(&key.as_str())).to_string(),
+                );
+                if let Some(k) = found {
+                    copy_any(
+                        &self.sim.dir.join("cache").join(k),
+                        &self.workspace.join(&with["path"]),
+                    );
+                    outputs.insert("cache-matched-key".to_string(), k.to_string());
+                    job.log.push_str(&format!("cache restored from key: {k}\n"));
+                } else {
+                    job.log.push_str("cache not found\n");
+                }
+                Some(outputs)
+            }
             "actions/upload-artifact" => {
                 let name = &with["name"];
                 let path = self.workspace.join(&with["path"]);
