@@ -11,6 +11,7 @@ pub const HEAP: &str = ".heap";
 pub const UNREACHED: &str = ".unreached";
 /// Appended to a dump's name: how the scan found each stack's reachable objects held.
 pub const PATHS: &str = ".paths";
-/// Ends the name of a periodic dump the runtime's tracker writes (`<prefix>.<pid>.<seq>.t.heap`,
-/// in the shape of jemalloc's own periodic `<prefix>.<pid>.<seq>.m<n>.heap`).
+/// Ends the name of a periodic dump the runtime names itself (`<prefix>.<pid>.<seq>.t.heap`,
+/// in the shape of jemalloc's own periodic `<prefix>.<pid>.<seq>.m<n>.heap`): the tracker's,
+/// and, beside a program's own jemalloc, both jemallocs' of one moment.
 pub const TRACKED_PERIODIC: &str = ".t";

@@ -332,9 +332,9 @@ fn set_errno(value: c_int) {
 ///
 /// A program whose global allocator is its own jemalloc (tikv-jemallocator) allocates behind
 /// malloc's back: when the tool names its `_rjem_mallctl` and the prefix for its dumps
-/// (`LEAKCHECK_APP_MALLCTL`, `LEAKCHECK_RERUN_BUILD_ID`, `LEAKCHECK_APP_PREFIX`), each tracked
-/// dump is paired with one of that jemalloc, `<app prefix>.<pid>.<seq>.t.heap`, the same
-/// sequence number.
+/// (`LEAKCHECK_APP_MALLCTL`, `LEAKCHECK_RERUN_BUILD_ID`, `LEAKCHECK_APP_PREFIX`), each dump
+/// (tracked or this jemalloc's, then named `<prefix>.<pid>.<seq>.t.heap` too) is paired with
+/// one of that jemalloc, `<app prefix>.<pid>.<seq>.t.heap`, the same sequence number.
 fn start_periodic_dumps(ms: u64, prefix: Option<&'static str>, scan_request: Option<&'static str>) {
     let spawned = std::thread::Builder::new()
         .name("leakcheck-dumps".into())
@@ -343,17 +343,29 @@ fn start_periodic_dumps(ms: u64, prefix: Option<&'static str>, scan_request: Opt
             let app = app_allocator();
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
-                match prefix.filter(|_| tracker::enabled()) {
-                    Some(prefix) => {
+                match (prefix, tracker::enabled(), app) {
+                    (Some(prefix), true, _) => {
                         seq += 1;
                         if let Some((mallctl, app_prefix)) = app {
                             app_dump(mallctl, app_prefix, seq);
                         }
                         tracked_dump(prefix, seq, scan_request);
                     }
+                    // Sampled by this jemalloc, beside the program's own (a bench on
+                    // tikv-jemallocator): both named with the same sequence number.
+                    (Some(prefix), false, Some((mallctl, app_prefix))) => {
+                        seq += 1;
+                        app_dump(mallctl, app_prefix, seq);
+                        let mut path = FixedPath::new();
+                        if periodic_name(&mut path, prefix, seq) {
+                            // SAFETY: "prof.dump" takes a `const char *` file name,
+                            // NUL-terminated, that outlives the call.
+                            let _ = unsafe { ctl::raw::write(b"prof.dump\0", path.as_ptr()) };
+                        }
+                    }
                     // SAFETY: "prof.dump" with no new value dumps under the default name
                     // (jemalloc manual, MALLCTL NAMESPACE).
-                    None => unsafe {
+                    _ => unsafe {
                         mallctl_do(c"prof.dump");
                     },
                 }

@@ -62,7 +62,7 @@ fn bench_fixture_matches_the_table() {
                     .as_array()
                     .unwrap()
                     .iter()
-                    .any(|f| f["function"] == "grows::handle_request"),
+                    .any(|f| f["function"] == format!("{}::handle_request", row.binary)),
                 "{s}"
             );
             for artifact in ["flamegraph", "plot", "folded"] {
@@ -90,7 +90,8 @@ fn bench_fixture_matches_the_table() {
                 .sum();
             assert_eq!(total, growth, "{}", profile.display());
             assert!(
-                plot.contains("<polyline") && plot.contains("GROWS: grows::handle_request"),
+                plot.contains("<polyline")
+                    && plot.contains(&format!("GROWS: {}::handle_request", row.binary)),
                 "the plot names the growing stack"
             );
         } else {

@@ -736,6 +736,14 @@ pub const EXPECTED: &[Expected] = &[
     bench(bench_target("grows"), "grows", "leak", Some("grows")),
     bench(bench_target("plateau"), "plateau", "clean", None),
     bench(bench_target("crit"), "sort_1000", "clean", None),
+    // `grows` on tikv-jemallocator as its global allocator: read from that jemalloc's own
+    // dumps.
+    bench(
+        bench_target("jemalloc_grows"),
+        "jemalloc_grows",
+        "leak",
+        Some("jemalloc_grows"),
+    ),
     // `/login` keeps a session per request in a map nothing prunes; `/item` answers from a
     // cache that fills in its first requests and then only replaces.
     service(WEBAPP, "login", "leak", Some("login")).held_by("static `webapp::SESSIONS`", None),

@@ -846,3 +846,30 @@ fn counting_pass_changes_no_verdict_and_skips_clean_tests() {
         );
     }
 }
+
+/// `--target-dir` relative to where the tool runs, as cargo reads it: the tests, which run in
+/// their package's directory, still write their dumps where the tool reads them.
+#[test]
+fn a_relative_target_dir_is_the_current_directorys_as_for_cargo() {
+    let project = crate::harness::copy_fixture("tests/fixtures/healthy");
+    let cwd = crate::harness::scratch().join("relative-target");
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = crate::harness::tool()
+        .arg("test")
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .args(["--target-dir", "rel-target"])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cwd.join("rel-target/leakcheck/report.json")).unwrap(),
+    )
+    .unwrap();
+    for t in report["tests"].as_array().unwrap() {
+        assert_eq!(t["verdict"], "clean", "{t}");
+    }
+}

@@ -117,10 +117,35 @@ pub fn is_allocator_frame(f: &Frame) -> bool {
         return true;
     }
     // jemalloc linked into the test binary (tikv-jemallocator): its inline functions have
-    // unprefixed names but their source lives in tikv-jemalloc-sys.
+    // unprefixed names but their source lives in tikv-jemalloc-sys; without debug info
+    // (a release build) only their C names say so.
     f.file
         .as_deref()
         .is_some_and(|file| file.contains("tikv-jemalloc-sys"))
+        || is_jemalloc_internal(name)
+}
+
+/// jemalloc's own functions on the way from `malloc` to the profiler, by their C names
+/// (no Rust path, no generics): static ones keep no `_rjem_` prefix.
+const JEMALLOC_INTERNAL_PREFIXES: &[&str] = &[
+    "prof_",
+    "imalloc",
+    "ialloc",
+    "ipalloc",
+    "irealloc",
+    "iralloc",
+    "malloc_default",
+    "do_rallocx",
+    "arena_",
+    "tcache_",
+];
+
+fn is_jemalloc_internal(name: &str) -> bool {
+    !name.contains("::")
+        && !name.contains('<')
+        && JEMALLOC_INTERNAL_PREFIXES
+            .iter()
+            .any(|p| name.starts_with(p))
 }
 
 /// How many leading (innermost) frames are the allocator.
@@ -323,6 +348,22 @@ mod tests {
         jemalloc_inline.file = Some("/r/tikv-jemalloc-sys-0.7.1/jemalloc/src/jemalloc.c".into());
         assert_eq!(allocator_prefix_len(&[jemalloc_inline, exe("leaky::x")]), 1);
         assert_eq!(allocator_prefix_len(&[exe("leaky::x")]), 0);
+        // A release build on tikv-jemallocator, no debug info: jemalloc's static functions
+        // by their C names; a Rust function of the same name is the user's.
+        let named = |n: &str| Frame {
+            function: Some(n.into()),
+            ..exe("x")
+        };
+        let release = [
+            named("prof_backtrace_impl"),
+            named("prof_backtrace"),
+            named("imalloc_body"),
+            named("_rjem_malloc"),
+            named("tikv_jemallocator::alloc"),
+            named("app::prof_cache"),
+        ];
+        assert_eq!(allocator_prefix_len(&release), 5);
+        assert!(!is_allocator_frame(&named("app::prof_cache")));
     }
 
     #[test]

@@ -98,6 +98,15 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
     let period = 1u64 << LG_SAMPLE;
     let mut symbolizers: Vec<Option<FromFiles>> = binaries.iter().map(|_| None).collect();
     let mut benches = Vec::new();
+    // A bench whose global allocator is tikv-jemallocator: that jemalloc's `_rjem_mallctl`.
+    let own_allocators: Vec<Option<(u64, String)>> = binaries
+        .iter()
+        .map(|b| {
+            std::fs::read(&b.path)
+                .ok()
+                .and_then(|data| crate::execution::entry::own_allocator(&data))
+        })
+        .collect();
     for (i, case) in cases.iter().enumerate() {
         let binary = &binaries[case.binary];
         crate::say!(
@@ -132,10 +141,12 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             } else {
                 cap
             }),
-            extra_env: &[(
-                leakcheck_protocol::env::DUMP_INTERVAL_MS,
-                args.snapshot_interval.to_string(),
-            )],
+            extra_env: &bench_env(
+                own_allocators[case.binary].as_ref(),
+                &session.work_dir,
+                &key,
+                args.snapshot_interval,
+            ),
             place: None,
         };
         let result = runner::run_process(binary, &key, &run_config, &spec);
@@ -149,10 +160,11 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         }
         let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
         let symbolizer = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
+        // With the bench's own jemalloc's dump of each moment, when it has one.
         let dumps: Vec<Vec<std::path::PathBuf>> =
             protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM)
-                .into_iter()
-                .map(|d| vec![d])
+                .iter()
+                .map(|d| protocol::snapshot_parts(d, &key))
                 .collect();
         let id = growth::BenchIdentity {
             package: &binary.package,
@@ -241,4 +253,30 @@ fn list_cases(
         }
     }
     cases
+}
+
+/// A bench process's variables: the snapshot interval, and, for a bench whose global
+/// allocator is tikv-jemallocator, where that jemalloc is (its allocations bypass malloc;
+/// the runtime asks it for a dump beside each of its own).
+fn bench_env(
+    own_allocator: Option<&(u64, String)>,
+    work_dir: &std::path::Path,
+    key: &str,
+    interval_ms: u64,
+) -> Vec<(leakcheck_protocol::env::Var, String)> {
+    use leakcheck_protocol::env;
+    let mut vars = vec![(env::DUMP_INTERVAL_MS, interval_ms.to_string())];
+    if let Some((mallctl, build_id)) = own_allocator {
+        vars.extend([
+            (env::APP_MALLCTL, format!("{mallctl:x}")),
+            (env::RERUN_BUILD_ID, build_id.clone()),
+            (
+                env::APP_PREFIX,
+                protocol::dump_prefix(work_dir, key, protocol::APP_STEM)
+                    .display()
+                    .to_string(),
+            ),
+        ]);
+    }
+    vars
 }

@@ -205,8 +205,11 @@ fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Wo
     }
     Workspace {
         root: metadata.workspace_root.as_std_path().to_path_buf(),
+        // Absolute: the test processes run in their package's directory, and a dump prefix
+        // relative to ours would point nowhere there (cargo reads `--target-dir` relative to
+        // the current directory, as this does).
         target_dir: target_dir
-            .map(Path::to_path_buf)
+            .map(|t| std::env::current_dir().map_or_else(|_| t.to_path_buf(), |cwd| cwd.join(t)))
             .unwrap_or_else(|| metadata.target_directory.as_std_path().to_path_buf()),
         members,
         toolchain_libdir: None,
