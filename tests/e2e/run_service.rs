@@ -315,6 +315,37 @@ fn every_way_a_run_fails_is_named_with_its_code_and_leaves_nothing_running() {
         nothing_left(port, &s.target);
     }
 
+    // Interrupted (Ctrl-C) while the service runs: it is stopped with its group, nothing
+    // is judged, and the tool exits as shells report a SIGINT.
+    let port = free_port();
+    let mut child = tool()
+        .args(["run", "--manifest-path"])
+        .arg(s.project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&s.target)
+        .args(["--command", &with_port("", port)])
+        .args(["--ready-port", &port.to_string(), "--duration", "120"])
+        .current_dir(&s.project)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the service never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) of our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(started.elapsed().as_secs() < 60, "it did not run its 120 s");
+    nothing_left(port, &s.target);
+
     // Any program, from a directory outside every cargo project: its outputs go there.
     let bare = std::env::temp_dir().join(format!("leakcheck-run-bare-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&bare);

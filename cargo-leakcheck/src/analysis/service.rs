@@ -25,6 +25,11 @@ pub fn not_checked(stage: &ServiceStage, ready: &str, stderr: &std::path::Path) 
         ServiceStage::LoadFailed(None) => Some(
             "the load command did not finish within --load-timeout; it was stopped, and so was the service".into(),
         ),
+        // A run cut short is not judged on what it had so far (a clean verdict from half a
+        // load would be a guess).
+        ServiceStage::Interrupted => Some(
+            "interrupted: the service and its load were stopped, and nothing was judged".into(),
+        ),
         _ => None,
     }
 }
