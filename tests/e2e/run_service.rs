@@ -318,7 +318,7 @@ fn every_way_a_run_fails_is_named_with_its_code_and_leaves_nothing_running() {
     // Interrupted (Ctrl-C) while the service runs: it is stopped with its group, nothing
     // is judged, and the tool exits as shells report a SIGINT.
     let port = free_port();
-    let mut child = tool()
+    let child = tool()
         .args(["run", "--manifest-path"])
         .arg(s.project.join("Cargo.toml"))
         .arg("--target-dir")
