@@ -48,6 +48,21 @@ if [ -z "$name" ]; then
 fi
 echo "artifact-name=$name" >>"$output"
 
+# A base run to compare with: only when there is one (until main has run once there is
+# none, and the run is judged as without it).
+case "$command" in
+  test | nextest | merge)
+    # First: what follows `--` in the args is the test filters' (or nextest's).
+    if [ -n "${LEAKCHECK_BASELINE:-}" ] && [ -e "$LEAKCHECK_BASELINE" ]; then
+      own=(--baseline "$LEAKCHECK_BASELINE")
+      if [ -n "${LEAKCHECK_FAIL_ON:-}" ]; then own+=(--fail-on "$LEAKCHECK_FAIL_ON"); fi
+      args=("${own[@]}" "${args[@]}")
+    elif [ -n "${LEAKCHECK_BASELINE:-}" ]; then
+      echo "::notice title=cargo-leakcheck::no base report at '$LEAKCHECK_BASELINE' yet: every leak counts"
+    fi
+    ;;
+esac
+
 echo "cargo leakcheck $command --annotations github ${args[*]}"
 cargo leakcheck "$command" --annotations github "${args[@]}"
 code=$?

@@ -526,6 +526,41 @@ fn the_action_names_artifacts_per_shard_and_attempt_and_refuses_unknown_commands
     );
     assert!(out.contains("`a dir/with space"), "{out}");
 
+    // A base, when there is one: its flags go before the args (after `--` are filters).
+    let base = sim.dir.join("a base");
+    std::fs::create_dir_all(&base).unwrap();
+    let (_, out, _) = action_script(
+        &sim,
+        "check.sh",
+        &[
+            ("LEAKCHECK_ARGS", "--lib -- some_filter"),
+            ("LEAKCHECK_BASELINE", base.to_str().unwrap()),
+            ("LEAKCHECK_FAIL_ON", "new"),
+        ],
+        None,
+    );
+    assert!(
+        out.contains(&format!(
+            "cargo leakcheck test --annotations github --baseline {} --fail-on new --lib -- some_filter",
+            base.display()
+        )),
+        "{out}"
+    );
+    let (_, out, _) = action_script(
+        &sim,
+        "check.sh",
+        &[
+            ("LEAKCHECK_BASELINE", "no-base-yet"),
+            ("LEAKCHECK_FAIL_ON", "new"),
+        ],
+        None,
+    );
+    assert!(
+        out.contains("no base report at 'no-base-yet' yet")
+            && out.contains("cargo leakcheck test --annotations github \n"),
+        "{out}"
+    );
+
     let (code, out, outputs) =
         action_script(&sim, "check.sh", &[("LEAKCHECK_COMMAND", "serve")], None);
     assert_eq!(code, 0, "{out}");
