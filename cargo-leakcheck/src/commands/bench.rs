@@ -160,11 +160,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         }
         let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
         let symbolizer = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
-        // With the bench's own jemalloc's dump of each moment, when it has one.
+        // With the bench's own jemalloc's dump of each moment, when it has one; then a dump
+        // without it (the exit dump) would be half the heap, and is left out.
         let dumps: Vec<Vec<std::path::PathBuf>> =
             protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM)
                 .iter()
                 .map(|d| protocol::snapshot_parts(d, &key))
+                .filter(|parts| own_allocators[case.binary].is_none() || parts.len() > 1)
                 .collect();
         let id = growth::BenchIdentity {
             package: &binary.package,

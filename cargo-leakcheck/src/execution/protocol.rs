@@ -37,7 +37,12 @@ pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
             .filter_map(|p| {
                 let name = p.file_name()?.to_str()?;
                 name.strip_prefix(&start)?;
-                let seq = dump_seq(&p)?;
+                // The final dump is the last, whatever its number: when the runtime names
+                // the periodic dumps itself, jemalloc's own count starts it at 0.
+                let seq = match name.ends_with(".f.heap") {
+                    true => u64::MAX,
+                    false => dump_seq(&p)?,
+                };
                 name.ends_with(".heap").then_some((seq, p))
             })
             .collect(),
@@ -150,6 +155,33 @@ mod tests {
         let r = Record::parse("arena 9\nfirst 0 2 208 1\ncost 2500 1300\nend kept\n");
         assert_eq!(r.own_cost, Some((2500, 1300)));
         assert_eq!(r.end, Some(End::Kept));
+    }
+
+    #[test]
+    fn the_exit_dump_is_listed_last_whatever_its_number() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "j-preload.9.0.f.heap",
+            "j-preload.9.2.t.heap",
+            "j-preload.9.1.t.heap",
+        ] {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        let names: Vec<String> = all_dumps(&dir, "j", PRELOAD_STEM)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "j-preload.9.1.t.heap",
+                "j-preload.9.2.t.heap",
+                "j-preload.9.0.f.heap"
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
