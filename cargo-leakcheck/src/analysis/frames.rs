@@ -56,3 +56,12 @@ pub fn identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> Option<&
         .or_else(|| frames.iter().find(|f| !std_like(f)))
         .or_else(|| frames.first())
 }
+
+/// The frames from the [`identifying_frame`] on (the allocator's and std's above it say
+/// nothing about where the memory went): how every report shows a stack.
+pub fn from_identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> &'a [FrameReport] {
+    let first = identifying_frame(frames, root)
+        .and_then(|f| frames.iter().position(|g| std::ptr::eq(f, g)))
+        .unwrap_or(0);
+    &frames[first..]
+}

@@ -268,17 +268,8 @@ fn bench_env(
 ) -> Vec<(leakcheck_protocol::env::Var, String)> {
     use leakcheck_protocol::env;
     let mut vars = vec![(env::DUMP_INTERVAL_MS, interval_ms.to_string())];
-    if let Some((mallctl, build_id)) = own_allocator {
-        vars.extend([
-            (env::APP_MALLCTL, format!("{mallctl:x}")),
-            (env::RERUN_BUILD_ID, build_id.clone()),
-            (
-                env::APP_PREFIX,
-                protocol::dump_prefix(work_dir, key, protocol::APP_STEM)
-                    .display()
-                    .to_string(),
-            ),
-        ]);
+    if let Some(own) = own_allocator {
+        vars.extend(protocol::own_allocator_env(own, work_dir, key));
     }
     vars
 }

@@ -3,6 +3,7 @@
 //! `leakcheck_protocol` crate.
 
 pub use crate::evidence::Record;
+use leakcheck_protocol::env;
 use std::path::{Path, PathBuf};
 
 /// File-name stem of the runtime's dumps (everything malloc sees).
@@ -50,6 +51,24 @@ pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
     };
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The variables that tell the runtime where a program's own jemalloc (tikv-jemallocator) is
+/// (`_rjem_mallctl` at `mallctl` in the build `build_id`) and where its dumps go, beside the
+/// job's (see [`snapshot_parts`]).
+pub fn own_allocator_env(
+    (mallctl, build_id): &(u64, String),
+    work_dir: &Path,
+    job: &str,
+) -> [(env::Var, String); 3] {
+    [
+        (env::APP_MALLCTL, format!("{mallctl:x}")),
+        (env::RERUN_BUILD_ID, build_id.clone()),
+        (
+            env::APP_PREFIX,
+            dump_prefix(work_dir, job, APP_STEM).display().to_string(),
+        ),
+    ]
 }
 
 /// The dumps of one moment of a job's process: its runtime's `dump`, and the dump its own

@@ -256,13 +256,10 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
             (1u64 << lg_sample(spec)).to_string(),
         )
         .env(env::SCAN_REQUEST.name(), scan_request(spec));
-    if let Some((mallctl, build_id)) = &spec.own_allocator {
-        cmd.env(env::APP_MALLCTL.name(), format!("{mallctl:x}"))
-            .env(env::RERUN_BUILD_ID.name(), build_id)
-            .env(
-                env::APP_PREFIX.name(),
-                protocol::dump_prefix(spec.work_dir, spec.key, protocol::APP_STEM),
-            );
+    if let Some(own) = &spec.own_allocator {
+        for (var, value) in protocol::own_allocator_env(own, spec.work_dir, spec.key) {
+            cmd.env(var.name(), value);
+        }
     }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if spec.verbose {

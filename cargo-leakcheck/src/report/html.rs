@@ -11,12 +11,13 @@
 //! Everything that differs from run to run without the code changing (the date, the times)
 //! is outside `<main>`, or in `data-` attributes and cells marked `time`.
 
-use crate::analysis::frames::identifying_frame;
+use crate::analysis::frames::from_identifying_frame;
 use crate::model::{
     human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, StackKind,
     StackReport, TestChange, TestReport, Verdict,
 };
 use crate::report::human::{frame_text, held_text, is_harness_frame};
+use crate::report::markup::escape as esc;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
@@ -129,10 +130,10 @@ pub fn render_diff(
             human_bytes(st.bytes),
             crate::model::count_of(st.objects, "object", "objects")
         );
-        let first = identifying_frame(&st.frames, root)
-            .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
-            .unwrap_or(0);
-        for f in st.frames[first..].iter().take(FRAMES_SHOWN) {
+        for f in from_identifying_frame(&st.frames, root)
+            .iter()
+            .take(FRAMES_SHOWN)
+        {
             let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
             if let Some(line) = sources.line(f) {
                 let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
@@ -337,10 +338,7 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
         let _ = write!(h, " · {}", esc(r));
     }
     h.push_str("</p><ol class=\"frames\">");
-    let first = identifying_frame(&st.frames, root)
-        .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
-        .unwrap_or(0);
-    for f in st.frames[first..]
+    for f in from_identifying_frame(&st.frames, root)
         .iter()
         .take_while(|f| !is_harness_frame(f))
         .take(FRAMES_SHOWN)
@@ -535,10 +533,10 @@ fn bench_block(h: &mut String, b: &BenchReport, root: &Path) {
             human_bytes(st.growth_bytes.max(0) as u64),
             human_bytes(st.growth_bytes_per_second.max(0.0) as u64)
         );
-        let first = identifying_frame(&st.frames, root)
-            .and_then(|f| st.frames.iter().position(|g| std::ptr::eq(f, g)))
-            .unwrap_or(0);
-        for f in st.frames[first..].iter().take(FRAMES_SHOWN) {
+        for f in from_identifying_frame(&st.frames, root)
+            .iter()
+            .take(FRAMES_SHOWN)
+        {
             let _ = write!(h, "<li><code>{}</code></li>", esc(&frame_text(f, root)));
         }
         h.push_str("</ol>");
@@ -626,22 +624,6 @@ impl Sources {
             .get(line.checked_sub(1)? as usize)
             .map(String::as_str)
     }
-}
-
-/// Text as HTML: markup escaped.
-fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = r#"

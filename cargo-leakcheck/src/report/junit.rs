@@ -8,6 +8,7 @@
 
 use crate::model::{BenchReport, Report, TestReport, Verdict};
 use crate::report::human::human_bytes;
+use crate::report::markup::escape;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
@@ -364,10 +365,7 @@ fn stack_text(
     held: Option<&crate::model::RetainedBy>,
     root: &Path,
 ) {
-    let first = crate::analysis::frames::identifying_frame(frames, root)
-        .and_then(|f| frames.iter().position(|g| std::ptr::eq(f, g)))
-        .unwrap_or(0);
-    let own = frames[first..]
+    let own = crate::analysis::frames::from_identifying_frame(frames, root)
         .iter()
         .take_while(|f| !crate::report::human::is_harness_frame(f))
         .take(6);
@@ -380,25 +378,6 @@ fn stack_text(
     {
         let _ = writeln!(text, "  {line}");
     }
-}
-
-/// Text as XML character data or an attribute value: markup escaped, and the characters
-/// XML 1.0 cannot hold (most control characters) replaced, so any test output loads.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

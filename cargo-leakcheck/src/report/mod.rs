@@ -8,6 +8,7 @@ pub mod html;
 pub mod human;
 pub mod json;
 pub mod junit;
+pub mod markup;
 pub mod plot;
 pub mod pprof;
 #[cfg(test)]
