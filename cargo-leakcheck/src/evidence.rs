@@ -267,6 +267,35 @@ pub struct Record {
     pub own_cost: Option<(u64, u64)>,
     /// The wait, once after the last extra run, for the threads the runs started.
     pub grace: Option<Grace>,
+    /// What draining the program's deferred-reclamation runtimes freed before each run was
+    /// measured, in order (run 0 is the test's own).
+    pub drained: Vec<Drained>,
+}
+
+/// One drain of crossbeam-epoch's garbage, after a run and before it was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drained {
+    /// The run it followed (0: the test's own).
+    pub run: u32,
+    /// What it freed (objects exact; bytes in counting mode only).
+    pub freed: ExitCounts,
+    /// What the drains' own arena held afterwards (counting mode).
+    pub kept: ExitCounts,
+}
+
+impl Record {
+    /// What draining freed over the whole process, for the report; None when it freed
+    /// nothing.
+    pub fn drained_total(&self) -> Option<crate::model::Drained> {
+        let objects: i64 = self.drained.iter().map(|d| d.freed.objects.max(0)).sum();
+        let bytes: i64 = self.drained.iter().map(|d| d.freed.bytes.max(0)).sum();
+        (objects > 0).then_some(crate::model::Drained {
+            runtime: crate::model::DrainedRuntime::CrossbeamEpoch,
+            objects: objects as u64,
+            bytes: bytes as u64,
+            runs: self.drained.len() as u32,
+        })
+    }
 }
 
 /// After the last extra run, the runtime waits a while for the threads the runs started
@@ -314,6 +343,9 @@ impl Record {
                 RecordEntry::RunFailed { message, .. } => r.failed = Some(message.to_string()),
                 RecordEntry::RunTimeout { .. } => r.timed_out = true,
                 RecordEntry::Left { live, .. } => r.left.push(live),
+                RecordEntry::Drained { run, freed, kept } => {
+                    r.drained.push(Drained { run, freed, kept })
+                }
                 RecordEntry::Grace {
                     waited_ms,
                     threads,

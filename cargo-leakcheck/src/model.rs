@@ -471,6 +471,35 @@ pub struct ExtraRuns {
     pub detail: Option<String>,
 }
 
+/// What draining freed before a test's runs were measured, summed over its runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drained {
+    /// The runtime drained (`crossbeam-epoch`).
+    pub runtime: DrainedRuntime,
+    /// Objects freed.
+    pub objects: u64,
+    /// Their bytes (0 when the process profiled stacks, which counts objects only).
+    pub bytes: u64,
+    /// How many of the test's runs (its own and its extra runs) were drained.
+    pub runs: u32,
+}
+
+/// A deferred-reclamation runtime the tool drains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainedRuntime {
+    /// crossbeam-epoch's default collector.
+    CrossbeamEpoch,
+}
+
+impl std::fmt::Display for DrainedRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DrainedRuntime::CrossbeamEpoch => "crossbeam-epoch",
+        })
+    }
+}
+
 /// Why a test had as many extra runs as it had: the one type the analysis decides and the
 /// report says (the sentence for it is `ExtraRuns::detail`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -631,6 +660,12 @@ pub struct TestReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub first_run_retained: Option<Retained>,
+    /// What draining the program's deferred-reclamation runtimes (crossbeam-epoch's
+    /// collectors) freed before the test's runs were measured: garbage the program had
+    /// already scheduled to free, never memory it leaked (present when it freed anything).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub drained: Option<Drained>,
     /// The test passed its counting run and failed (crashed, timed out) only when its
     /// stacks were recorded, which slows every allocation: most likely a timing-sensitive
     /// test rather than a plain failure.
@@ -749,6 +784,7 @@ impl TestReport {
                 detail: None,
             },
             first_run_retained: None,
+            drained: None,
             passed_without_profiling: false,
             left_processes: Vec::new(),
             unsettled_fails: false,

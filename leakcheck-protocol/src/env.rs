@@ -70,12 +70,15 @@ pub const DUMP_INTERVAL_MS: Var = Var(c"LEAKCHECK_DUMP_INTERVAL_MS");
 /// (`cargo leakcheck run`) to scan for reachability after its next dump; the runtime
 /// deletes it once the scan's files are written.
 pub const SCAN_REQUEST: Var = Var(c"LEAKCHECK_SCAN_REQUEST");
+/// crossbeam-epoch's collectors in the test binary (see [`crate::drain`]), whose garbage the
+/// runtime drains before it measures a run.
+pub const DRAIN_EPOCH: Var = Var(c"LEAKCHECK_DRAIN_EPOCH");
 /// `0` leaves retention paths out of the reachability scan (for the benchmark that measures
 /// what they cost).
 pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 18] = [
+pub const ALL: [Var; 19] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -94,6 +97,7 @@ pub const ALL: [Var; 18] = [
     DUMP_INTERVAL_MS,
     SCAN_REQUEST,
     PATHS,
+    DRAIN_EPOCH,
 ];
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! - [`env`]: the environment variables the tool sets and the runtime reads;
 //! - [`record`]: the exit record the runtime writes line by line, and why a series of extra
 //!   runs ended ([`record::End`]);
+//! - [`drain`]: the deferred-reclamation runtimes the runtime drains before it measures;
 //! - [`files`]: the suffixes of the files the runtime writes beside a dump;
 //! - [`slots`]: the table of where unoptimised functions keep their variables, which the
 //!   tool writes from DWARF and the runtime reads when a test thread calls `exit`.
@@ -14,6 +15,7 @@
 
 #![no_std]
 
+pub mod drain;
 pub mod env;
 pub mod files;
 pub mod record;

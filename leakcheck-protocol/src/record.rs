@@ -13,6 +13,10 @@
 //! run <k> timeout
 //! grace <waited-ms> <threads> <objects> <bytes>  once, after the last extra run
 //! left <k> <objects> <bytes>                  counting mode: what run k left behind
+//! drained <k> <objects> <bytes> <kept-objects> <kept-bytes>
+//!                                             after run k (0: the test's own), before it
+//!                                             was measured: what draining freed, and what
+//!                                             the drains themselves hold (counting mode)
 //! end <why>                                   see [`End`]
 //! ```
 
@@ -149,6 +153,15 @@ pub enum Entry<'a> {
     },
     /// Counting mode, at the end: what extra run `run` left behind.
     Left { run: u32, live: Counts },
+    /// After run `run` (0: the test's own) and before it was measured: what draining the
+    /// program's deferred-reclamation runtimes freed, and (counting mode) what the drains'
+    /// own arena holds afterwards (their threads' registrations, and anything a deferred
+    /// function allocated while a drain ran it).
+    Drained {
+        run: u32,
+        freed: Counts,
+        kept: Counts,
+    },
     /// Why the series stopped; the record's last line.
     End(End),
 }
@@ -163,6 +176,7 @@ const FAILED: &str = "failed";
 const TIMEOUT: &str = "timeout";
 const GRACE: &str = "grace";
 const LEFT: &str = "left";
+const DRAINED: &str = "drained";
 const END: &str = "end";
 
 impl<'a> Entry<'a> {
@@ -219,6 +233,19 @@ impl<'a> Entry<'a> {
                 out.put(LEFT);
                 for n in [i64::from(run), live.objects, live.bytes] {
                     put_num(out, n);
+                }
+            }
+            Entry::Drained { run, freed, kept } => {
+                out.put(DRAINED);
+                let n = [
+                    i64::from(run),
+                    freed.objects,
+                    freed.bytes,
+                    kept.objects,
+                    kept.bytes,
+                ];
+                for v in n {
+                    put_num(out, v);
                 }
             }
             Entry::End(why) => {
@@ -287,6 +314,17 @@ impl<'a> Entry<'a> {
                     live: Counts { objects, bytes },
                 }
             }
+            DRAINED => {
+                let [run, objects, bytes, kept_objects, kept_bytes] = nums(&mut w)?;
+                Entry::Drained {
+                    run: u32::try_from(run).ok()?,
+                    freed: Counts { objects, bytes },
+                    kept: Counts {
+                        objects: kept_objects,
+                        bytes: kept_bytes,
+                    },
+                }
+            }
             END => Entry::End(End::from_word(next_word(&mut w)?)?),
             _ => return None,
         };
@@ -317,7 +355,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 10] {
+    fn every_entry() -> [Entry<'static>; 11] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -351,6 +389,14 @@ mod tests {
                 live,
             },
             Entry::Left { run: 7, live },
+            Entry::Drained {
+                run: 0,
+                freed: live,
+                kept: Counts {
+                    objects: 2,
+                    bytes: 4096,
+                },
+            },
             Entry::End(End::Kept),
         ]
     }
@@ -376,7 +422,7 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 10] = [
+        let texts: [&str; 11] = [
             "arena -1",
             "first 101 3 -48 17",
             "cost 1200 0",
@@ -386,6 +432,7 @@ mod tests {
             "run 256 timeout",
             "grace 250 -1 3 -48",
             "left 7 3 -48",
+            "drained 0 3 -48 2 4096",
             "end kept",
         ];
         for (e, text) in every_entry().into_iter().zip(texts) {
@@ -422,6 +469,8 @@ mod tests {
             "end",
             "end sideways",
             "left 1 2",
+            "drained 1 2 3 4",
+            "drained -1 2 3 4 5",
             "cost 5 x",
             "shrug 1 2",
         ] {

@@ -109,6 +109,32 @@ pub fn create() -> Option<u32> {
 /// Live objects and bytes, as the exit record carries them.
 pub use leakcheck_protocol::record::Counts as Live;
 
+/// The arena the drains allocate from (u32::MAX: not made yet; see [`crate::drain`]).
+static DRAIN_ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The drains' arena, made on first use; no count includes it.
+pub fn drain_arena() -> Option<u32> {
+    match DRAIN_ARENA.load(Relaxed) {
+        u32::MAX => {
+            let a = create()?;
+            DRAIN_ARENA.store(a, Relaxed);
+            Some(a)
+        }
+        a => Some(a),
+    }
+}
+
+/// What the drains' arena holds now (nothing before the first drain).
+pub fn live_in_drain_arena() -> Live {
+    match DRAIN_ARENA.load(Relaxed) {
+        u32::MAX => Live::default(),
+        a => {
+            refresh();
+            live_in(a)
+        }
+    }
+}
+
 /// The main thread's own arena, when binding it worked.
 pub fn main_arena() -> Option<u32> {
     match MAIN_ARENA.load(Relaxed) {
@@ -165,9 +191,10 @@ pub fn live_outside_main_arena() -> Live {
 fn live_outside_main_arena_raw() -> Live {
     refresh();
     let main = MAIN_ARENA.load(Relaxed);
+    let drains = DRAIN_ARENA.load(Relaxed);
     let narenas: u32 = ctl::arenas::narenas::read().unwrap_or(0);
     let mut live = Live::default();
-    for i in (0..narenas).filter(|&i| i != main) {
+    for i in (0..narenas).filter(|&i| i != main && i != drains) {
         let l = live_in(i);
         live.objects += l.objects;
         live.bytes += l.bytes;

@@ -41,6 +41,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod arenas;
+mod drain;
 mod image;
 mod live;
 mod paths;
@@ -476,12 +477,17 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     if let Some(prefix) = prefix {
         s.dump_prefix.push(prefix.as_bytes());
     }
+    if let Some(list) = sys::var(env::DRAIN_EPOCH) {
+        // SAFETY: the constructor runs single-threaded.
+        unsafe { drain::configure(list) };
+    }
     s.app_mallctl = sys::var(env::APP_MALLCTL).and_then(sys::parse_hex);
     if let Some(app) = sys::var(env::APP_PREFIX) {
         s.app_prefix.push(app.as_bytes());
     }
     if s.counting {
         arenas::bind_main_thread_to_own_arena();
+        drain::initialise(s.build_id);
     }
     rerun::install();
 }

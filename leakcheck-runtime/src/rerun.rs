@@ -185,10 +185,17 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         return;
     }
     wind_down();
-    let first = if s.counting {
+    if s.counting {
         arenas::exact_from_now();
         let arena = arenas::main_arena().map_or(-1, i64::from);
         put(fd, Entry::Arena(arena));
+    }
+    // What the test's run let go of but a reclaimer still holds is freed before anything
+    // is measured; never after a failure, when the program's state is not to be trusted.
+    if status == 0 && on_main_thread() {
+        drain_before_measuring(fd, 0);
+    }
+    let first = if s.counting {
         arenas::live_outside_main_arena()
     } else {
         Live::default()
@@ -289,6 +296,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
         }
         arenas::route_to(None);
+        drain_before_measuring(fd, k);
         let live = if s.counting {
             arenas::live_outside_main_arena()
         } else {
@@ -344,6 +352,36 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         dump(max_runs, true, retake);
     }
     end(fd, End::Done)
+}
+
+/// Drains the program's deferred-reclamation runtimes (see [`crate::drain`]) after run `run`
+/// (0: the test's own) and records what that freed.
+fn drain_before_measuring(fd: c_int, run: u32) {
+    let s = settings();
+    if !crate::drain::configured() {
+        return;
+    }
+    let counting = s.counting;
+    let Some(drained) = crate::drain::drain(s.build_id, counting, || {
+        if counting {
+            arenas::live_outside_main_arena()
+        } else {
+            Live {
+                objects: crate::tracker::live_objects() as i64,
+                bytes: 0,
+            }
+        }
+    }) else {
+        return;
+    };
+    put(
+        fd,
+        Entry::Drained {
+            run,
+            freed: drained.freed,
+            kept: drained.kept,
+        },
+    );
 }
 
 /// std lets one thread end the process: `main`'s return (and `exit`) records the calling

@@ -36,6 +36,9 @@ static LOCK: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// This thread's allocations are not tracked (the runtime's own drain threads); its
+    /// frees still are, since what it frees may be tracked.
+    static UNTRACKED: Cell<bool> = const { Cell::new(false) };
     /// Bytes left before this thread's next sampled stack; negative: not drawn yet.
     static UNTIL_SAMPLE: Cell<i64> = const { Cell::new(-1) };
     /// This thread's random state (xorshift64*), 0 until seeded.
@@ -532,9 +535,22 @@ fn draw(mean: u64) -> i64 {
     (-u.ln() * mean as f64) as i64 + 1
 }
 
+/// Leaves the calling thread's allocations out of the table from now on.
+pub fn untrack_this_thread() {
+    let _ = UNTRACKED.try_with(|u| u.set(true));
+}
+
+/// How many allocations are tracked now.
+pub fn live_objects() -> u64 {
+    if !enabled() {
+        return 0;
+    }
+    with_state(|s| s.live.count as u64)
+}
+
 /// Records a new allocation, made by the caller's stack.
 pub fn allocated(ptr: *mut c_void) {
-    if ptr.is_null() || !enabled() {
+    if ptr.is_null() || !enabled() || UNTRACKED.try_with(Cell::get).unwrap_or(false) {
         return;
     }
     let Some(_busy) = Busy::enter() else { return };

@@ -83,6 +83,7 @@ pub fn never_judged(id: &TestIdentity) -> TestReport {
             detail: None,
         },
         first_run_retained: None,
+        drained: None,
         passed_without_profiling: false,
         left_processes: Vec::new(),
         unsettled_fails: false,

@@ -206,6 +206,7 @@ fn clean_report(
         artifacts: Artifacts::default(),
         extra_runs: extra_runs_of(reruns),
         first_run_retained,
+        drained: result.record.as_ref().and_then(|r| r.drained_total()),
         passed_without_profiling: false,
         left_processes: result.left_running.clone(),
         unsettled_fails: policy.effective.unsettled_fails,

@@ -69,6 +69,11 @@ pub struct Inspection {
     /// The address of std's record of the thread that is ending the process (see
     /// [`exit_guard`]), when std is linked in statically.
     pub exit_guard: Option<u64>,
+    /// crossbeam-epoch's collectors, for the runtime to drain before it measures (see
+    /// [`crate::execution::reclaimers`]).
+    pub epoch: Vec<leakcheck_protocol::drain::Collector>,
+    /// Why crossbeam-epoch's collectors could not be used, when it is linked in.
+    pub epoch_problem: Option<String>,
 }
 
 /// std lets one thread end the process: `exit` (and `main`'s return) records the calling
@@ -174,6 +179,20 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
         }
     };
     (inspection.app_mallctl, inspection.exit_guard) = runtime_symbols(&file);
+    let collectors = crate::execution::reclaimers::epoch_collectors(
+        file.symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| {
+                Some(crate::execution::reclaimers::Symbol {
+                    name: s.name().ok()?,
+                    address: s.address(),
+                })
+            }),
+    );
+    match collectors {
+        Ok(c) => inspection.epoch = c,
+        Err(why) => inspection.epoch_problem = Some(why),
+    }
     let by_table = find_entries(&image, names);
     let complete = by_table
         .as_ref()

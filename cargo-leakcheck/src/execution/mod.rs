@@ -1,5 +1,6 @@
 //! Building and running: `cargo` builds the executables, `inspect` reads each once (into `facts`)
-//! (`entry` finds a test's function in libtest's table), `runtime` provides the profiling
+//! (`entry` finds a test's function in libtest's table,
+//! `reclaimers` the garbage collectors the runtime drains), `runtime` provides the profiling
 //! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
 //! process with the runtime preloaded (`protocol` is what the runtime writes; `slots` decides
 //! how many run at once, `history` which start first), `rerun`
@@ -24,6 +25,7 @@ pub(crate) mod passes;
 pub(crate) mod process;
 pub(crate) mod progress;
 pub(crate) mod protocol;
+pub(crate) mod reclaimers;
 pub(crate) mod rerun;
 pub(crate) mod run_config;
 pub(crate) mod runner;

@@ -125,6 +125,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         runs,
         app_mallctl: inspection.app_mallctl,
         exit_guard: inspection.exit_guard,
+        epoch: inspection.epoch.clone(),
         grace_ms: rerun::GRACE_MS,
     })
 }

@@ -58,6 +58,8 @@ pub struct RerunRequest {
     pub app_mallctl: Option<u64>,
     /// std's record of the thread ending the process (found by `entry::runtime_symbols`).
     pub exit_guard: Option<u64>,
+    /// crossbeam-epoch's collectors, drained before each run is measured.
+    pub epoch: Vec<leakcheck_protocol::drain::Collector>,
     /// How long the runtime waits, once after the last run, for the runs' threads (see
     /// [`crate::execution::rerun::GRACE_MS`]).
     pub grace_ms: u64,
@@ -164,6 +166,12 @@ fn run_one(
         extra.push((env::RERUN_GRACE_MS, r.grace_ms.to_string()));
         if let Some(g) = r.exit_guard {
             extra.push((env::RERUN_EXIT_GUARD, format!("{g:x}")));
+        }
+        if !r.epoch.is_empty() {
+            extra.push((
+                env::DRAIN_EPOCH,
+                leakcheck_protocol::drain::List(&r.epoch).to_string(),
+            ));
         }
         if let Some(m) = r.app_mallctl {
             extra.push((env::APP_MALLCTL, format!("{m:x}")));

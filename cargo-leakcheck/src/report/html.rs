@@ -254,6 +254,14 @@ fn test_row(
             crate::model::count_of(u64::from(n), "extra run", "extra runs")
         ),
     };
+    let judged = match &t.drained {
+        Some(d) => format!(
+            "{judged}; drained {} of {} garbage first",
+            crate::model::count_of(d.objects, "object", "objects"),
+            d.runtime
+        ),
+        None => judged,
+    };
     let time = page
         .durations
         .get(&(t.package.clone(), t.binary.clone(), t.name.clone()))

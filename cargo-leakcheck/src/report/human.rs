@@ -218,6 +218,29 @@ fn judged_line(report: &Report) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// What draining freed over the run, when it freed anything: garbage the program had
+/// already scheduled to free, which no test was charged for.
+fn drained_line(report: &Report) -> Option<String> {
+    let drained: Vec<&crate::model::Drained> = report
+        .tests
+        .iter()
+        .filter_map(|t| t.drained.as_ref())
+        .collect();
+    let first = drained.first()?;
+    let objects: u64 = drained.iter().map(|d| d.objects).sum();
+    let bytes: u64 = drained.iter().map(|d| d.bytes).sum();
+    let size = match bytes {
+        0 => String::new(),
+        b => format!(" ({})", human_bytes(b)),
+    };
+    Some(format!(
+        "{}{size} of {} garbage drained in {} before judging (already scheduled to be freed, never counted as retained)",
+        plural(objects, "object", "objects"),
+        first.runtime,
+        plural(drained.len() as u64, "test", "tests"),
+    ))
+}
+
 fn test_header(t: &TestReport) -> String {
     format!("{} {}", t.binary, t.name)
 }
@@ -419,6 +442,9 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
     );
     if let Some(line) = judged_line(report) {
         let _ = writeln!(s, "  Judged {line}");
+    }
+    if let Some(line) = drained_line(report) {
+        let _ = writeln!(s, "         {line}");
     }
     if let Some(partition) = &report.partition {
         let _ = writeln!(

@@ -1,0 +1,195 @@
+//! The deferred-reclamation runtimes a test binary links, found in its symbol table, for the
+//! runtime to drain before it measures a run (see the runtime's `drain` module).
+//!
+//! crossbeam-epoch's default collector is drained by pinning it repeatedly from a fresh
+//! thread: the runtime needs `crossbeam_epoch::default::pin` and `<Guard as Drop>::drop` of
+//! the same crossbeam-epoch version. A binary may link several versions, each with its own
+//! collector; each version's functions have their own mangled names (the crate's hash is in
+//! them), while the copies of one function that inlining leaves in several crates share
+//! one. The two functions of a version are paired by the crate hash the v0 mangling spells
+//! out, or else by where they lie in the executable (one crate's code is laid out together);
+//! a pairing that is not one-to-one is refused, and then nothing is drained: a guard handed
+//! to another version's `drop` would corrupt that version's state.
+
+use leakcheck_protocol::drain::{Collector, MAX_COLLECTORS};
+use std::collections::BTreeMap;
+
+/// A function symbol: its raw (mangled) name and address.
+pub struct Symbol<'a> {
+    pub name: &'a str,
+    pub address: u64,
+}
+
+/// What a symbol is to the drain.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Pin,
+    Unpin,
+}
+
+/// Which of the two functions a raw symbol name is, if either. Only names that mention
+/// the crate are demangled (demangling every symbol costs more than the rest).
+fn role(raw: &str) -> Option<Role> {
+    if !raw.contains("crossbeam_epoch") {
+        return None;
+    }
+    let demangled = addr2line::demangle_auto(raw.into(), None);
+    match crate::analysis::symbolize::strip_hash(&demangled) {
+        "crossbeam_epoch::default::pin" => Some(Role::Pin),
+        "<crossbeam_epoch::guard::Guard as core::ops::drop::Drop>::drop" => Some(Role::Unpin),
+        _ => None,
+    }
+}
+
+/// The crate hash of a v0-mangled name (`Cs<hash>_15crossbeam_epoch`), if it is one.
+fn v0_crate(raw: &str) -> Option<&str> {
+    let at = raw.find("_15crossbeam_epoch")?;
+    let start = raw[..at].rfind("Cs")?;
+    raw.starts_with("_R").then_some(&raw[start..at])
+}
+
+/// crossbeam-epoch's collectors in a binary with these function symbols: an empty list
+/// when it links none, an error saying why when its functions cannot be paired.
+pub fn epoch_collectors<'a>(
+    symbols: impl IntoIterator<Item = Symbol<'a>>,
+) -> Result<Vec<Collector>, String> {
+    // Each distinct name is one version's function; its copies' addresses.
+    let mut pins: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut unpins: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for s in symbols {
+        match role(s.name) {
+            Some(Role::Pin) => pins.entry(s.name).or_default().push(s.address),
+            Some(Role::Unpin) => unpins.entry(s.name).or_default().push(s.address),
+            None => {}
+        }
+    }
+    if pins.is_empty() || unpins.is_empty() {
+        return Ok(Vec::new());
+    }
+    if pins.len() != unpins.len() {
+        return Err(format!(
+            "{} versions of crossbeam_epoch::default::pin but {} of Guard's drop",
+            pins.len(),
+            unpins.len()
+        ));
+    }
+    if pins.len() > MAX_COLLECTORS {
+        return Err(format!(
+            "{} crossbeam-epoch versions (at most {MAX_COLLECTORS} are drained)",
+            pins.len()
+        ));
+    }
+    let mut out = Vec::new();
+    let mut taken: Vec<&str> = Vec::new();
+    for (pin_name, pin_at) in &pins {
+        let partner = match v0_crate(pin_name) {
+            Some(krate) => unpins.keys().find(|u| v0_crate(u) == Some(krate)).copied(),
+            None => nearest(pin_at, &unpins),
+        };
+        let Some(unpin_name) = partner.filter(|u| !taken.contains(u)) else {
+            return Err(
+                "crossbeam-epoch's pin and Guard's drop could not be paired by version".into(),
+            );
+        };
+        taken.push(unpin_name);
+        out.push(Collector {
+            pin: pin_at[0],
+            unpin: unpins[unpin_name][0],
+        });
+    }
+    Ok(out)
+}
+
+/// The name among `candidates` with a copy closest to a copy at `at`.
+fn nearest<'a>(at: &[u64], candidates: &BTreeMap<&'a str, Vec<u64>>) -> Option<&'a str> {
+    candidates
+        .iter()
+        .filter_map(|(name, addresses)| {
+            let distance = at
+                .iter()
+                .flat_map(|a| addresses.iter().map(move |b| a.abs_diff(*b)))
+                .min()?;
+            Some((distance, *name))
+        })
+        .min()
+        .map(|(_, name)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real names, legacy mangling (rustc 1.95), two versions.
+    const PIN_A: &str = "_ZN15crossbeam_epoch7default3pin17h1f0e2d3c4b5a6978E";
+    const DROP_A: &str = "_ZN70_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17h0011223344556677E";
+    const PIN_B: &str = "_ZN15crossbeam_epoch7default3pin17h99aa88bb77cc66ddE";
+    const DROP_B: &str = "_ZN70_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17hffeeddccbbaa9988E";
+
+    fn sym(name: &str, address: u64) -> Symbol<'_> {
+        Symbol { name, address }
+    }
+
+    #[test]
+    fn one_version_is_one_collector_whatever_its_copies() {
+        let found = epoch_collectors([
+            sym(PIN_A, 0x1000),
+            sym(PIN_A, 0x9000),
+            sym(DROP_A, 0x1200),
+            sym("_ZN15crossbeam_epoch7default3pin28_$u7b$$u7b$closure$u7d$$u7d$17h0123456789abcdefE", 0x1100),
+            sym("_ZN4core3ptr4drop17h0123456789abcdefE", 0x1300),
+        ])
+        .unwrap();
+        assert_eq!(
+            found,
+            [Collector {
+                pin: 0x1000,
+                unpin: 0x1200
+            }]
+        );
+    }
+
+    #[test]
+    fn two_versions_are_paired_by_where_their_code_lies() {
+        let found = epoch_collectors([
+            sym(PIN_A, 0x1000),
+            sym(DROP_A, 0x1400),
+            sym(PIN_B, 0x8000),
+            sym(DROP_B, 0x7c00),
+        ])
+        .unwrap();
+        assert!(found.contains(&Collector {
+            pin: 0x1000,
+            unpin: 0x1400
+        }));
+        assert!(found.contains(&Collector {
+            pin: 0x8000,
+            unpin: 0x7c00
+        }));
+    }
+
+    #[test]
+    fn a_pairing_that_is_not_one_to_one_drains_nothing() {
+        // Both pins lie closest to the same drop.
+        let err = epoch_collectors([
+            sym(PIN_A, 0x1000),
+            sym(PIN_B, 0x1100),
+            sym(DROP_A, 0x1050),
+            sym(DROP_B, 0x9000),
+        ])
+        .unwrap_err();
+        assert!(err.contains("could not be paired"), "{err}");
+        // A pin without its drop (the drop was inlined everywhere).
+        let err = epoch_collectors([sym(PIN_A, 0x1000), sym(PIN_B, 0x2000), sym(DROP_A, 0x1050)])
+            .unwrap_err();
+        assert!(err.contains("2 versions"), "{err}");
+    }
+
+    #[test]
+    fn a_binary_without_crossbeam_epoch_has_no_collector() {
+        assert_eq!(epoch_collectors([sym(DROP_A, 0x10)]), Ok(Vec::new()));
+        assert_eq!(
+            epoch_collectors([sym("_ZN3std2rt10lang_start17h0123456789abcdefE", 0x10)]),
+            Ok(Vec::new())
+        );
+    }
+}
