@@ -105,6 +105,15 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
             ));
         }
     }
+    if row.drained {
+        let drained = &t["drained"];
+        if drained["runtime"] != "crossbeam-epoch" || drained["objects"].as_u64().unwrap_or(0) == 0
+        {
+            problems.push(format!(
+                "{who}: the report does not say what was drained: {drained}"
+            ));
+        }
+    }
     if let Some(method) = row.method {
         if t["method"] != method {
             problems.push(format!("{who}: method {} (expected {method})", t["method"]));

@@ -199,7 +199,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         crate::info!("       Wrote JUnit XML to `{}`", path.display());
     }
     session.durations = durations;
-    session::finish(&session, &report, human::render)?;
+    let cost = crate::report::cost::line(&costs(&results));
+    session::finish(&session, &report, |r, root, shown| {
+        human::render_with_cost(r, root, shown, cost.as_deref())
+    })?;
     Ok(report.exit_code())
 }
 
@@ -312,6 +315,47 @@ pub(crate) fn check(
     })
 }
 
+/// What each test cost beyond its own run (see [`crate::report::cost`]).
+pub(crate) fn costs(results: &passes::Outcome) -> Vec<crate::report::cost::TestCost> {
+    results.tests.iter().map(test_cost).collect()
+}
+
+fn test_cost(t: &passes::TestOutcome) -> crate::report::cost::TestCost {
+    let own_of = |r: &runner::ProcessResult| {
+        r.record
+            .as_ref()
+            .and_then(|rec| rec.own_cost)
+            .map_or(r.duration.as_secs_f64(), |(_, wall)| wall as f64 / 1000.0)
+    };
+    let runs_of = |r: &runner::ProcessResult| r.record.as_ref().map_or(0, |rec| rec.runs.len());
+    let (own_seconds, mut extra_runs, mut extra_seconds) = match &t.counted {
+        Some(c) => {
+            let own = own_of(c);
+            (own, runs_of(c), (c.duration.as_secs_f64() - own).max(0.0))
+        }
+        None => (own_of(&t.result), 0, 0.0),
+    };
+    if t.method == Method::Stacks {
+        match &t.counted {
+            // The stacks process ran the test from scratch: all of it is beyond the own run.
+            Some(_) => {
+                extra_runs += 1 + runs_of(&t.result);
+                extra_seconds += t.result.duration.as_secs_f64();
+            }
+            None => {
+                extra_runs += runs_of(&t.result);
+                extra_seconds += (t.result.duration.as_secs_f64() - own_seconds).max(0.0);
+            }
+        }
+    }
+    crate::report::cost::TestCost {
+        name: t.case.name.clone(),
+        own_seconds,
+        extra_runs: extra_runs as u32,
+        extra_seconds,
+    }
+}
+
 /// What goes to `metrics.json` beside the processes' own times and peak RSS, kept out of
 /// `report.json` so that stays deterministic: how long each stage took per test and per
 /// binary, and the harness stacks live at each test's exit.
@@ -354,6 +398,12 @@ fn metrics_json(
     let mut tests: Vec<_> = Vec::new();
     for t in &results.tests {
         let b = &binaries[t.case.binary];
+        let cost = test_cost(t);
+        let cost = serde_json::json!({
+            "own_seconds": cost.own_seconds,
+            "extra_runs": cost.extra_runs,
+            "extra_seconds": cost.extra_seconds,
+        });
         let stacks = t.method == Method::Stacks;
         let took = t.counted.as_ref().map_or(0.0, |c| c.duration.as_secs_f64())
             + if stacks {
@@ -369,6 +419,7 @@ fn metrics_json(
             let mut e = entry(b, Some(&t.case.name), c);
             e["pass"] = "count".into();
             e["expected_seconds"] = expected.into();
+            e["cost"] = cost.clone();
             tests.push(e);
         }
         if stacks {
@@ -376,6 +427,7 @@ fn metrics_json(
             e["pass"] = "stacks".into();
             if t.counted.is_none() {
                 e["expected_seconds"] = expected.into();
+                e["cost"] = cost;
             }
             let key = (
                 b.package.clone(),

@@ -280,6 +280,16 @@ fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
 }
 
 pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String {
+    render_with_cost(report, workspace_root, out_dir, None)
+}
+
+/// [`render`], with the run's `Cost` line (see [`crate::report::cost`]) under the totals.
+pub fn render_with_cost(
+    report: &Report,
+    workspace_root: &Path,
+    out_dir: &Path,
+    cost: Option<&str>,
+) -> String {
     let mut s = String::new();
     // What changed against the base run leads.
     if let Some(b) = &report.baseline {
@@ -445,6 +455,9 @@ pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String 
     }
     if let Some(line) = drained_line(report) {
         let _ = writeln!(s, "         {line}");
+    }
+    if let Some(line) = cost {
+        let _ = writeln!(s, "    Cost {line}");
     }
     if let Some(partition) = &report.partition {
         let _ = writeln!(

@@ -2,6 +2,7 @@
 //! summary.
 
 pub mod bench;
+pub mod cost;
 pub mod flamegraph;
 pub mod github;
 pub mod html;

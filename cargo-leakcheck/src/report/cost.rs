@@ -1,0 +1,89 @@
+//! Where a run's time went beyond the tests' own runs: the extra runs (and stack-profiling
+//! runs) each test needed, for the summary's `Cost` line and `metrics.json`. Times depend on
+//! the machine, so none of this is in `report.json`.
+
+/// What one test cost beyond its own run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestCost {
+    /// The test's libtest name.
+    pub name: String,
+    /// Seconds its own (counted) run took.
+    pub own_seconds: f64,
+    /// Runs beyond its own: extra runs in its counting process, and its whole stacks
+    /// process (a run from scratch plus its extra runs).
+    pub extra_runs: u32,
+    /// Seconds all those took.
+    pub extra_seconds: f64,
+}
+
+/// The summary's line: the extra runs' total and the tests that cost most; None when no
+/// test ran again.
+pub fn line(costs: &[TestCost]) -> Option<String> {
+    let mut costly: Vec<&TestCost> = costs.iter().filter(|c| c.extra_runs > 0).collect();
+    if costly.is_empty() {
+        return None;
+    }
+    costly.sort_by(|a, b| b.extra_seconds.total_cmp(&a.extra_seconds));
+    let total: f64 = costly.iter().map(|c| c.extra_seconds).sum();
+    let own: f64 = costs.iter().map(|c| c.own_seconds).sum();
+    const SHOWN: usize = 3;
+    let mut named: Vec<String> = costly
+        .iter()
+        .take(SHOWN)
+        .map(|c| {
+            format!(
+                "{} {} × {:.1} s",
+                short(&c.name),
+                c.extra_runs,
+                c.extra_seconds / f64::from(c.extra_runs)
+            )
+        })
+        .collect();
+    if costly.len() > SHOWN {
+        named.push("…".into());
+    }
+    Some(format!(
+        "extra runs: {total:.1} s in {} ({}); the tests' own runs: {own:.1} s",
+        crate::model::count_of(costly.len() as u64, "test", "tests"),
+        named.join(", ")
+    ))
+}
+
+/// A test's name without its module path.
+fn short(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(name: &str, own: f64, runs: u32, extra: f64) -> TestCost {
+        TestCost {
+            name: name.into(),
+            own_seconds: own,
+            extra_runs: runs,
+            extra_seconds: extra,
+        }
+    }
+
+    #[test]
+    fn the_costliest_tests_lead_with_their_runs() {
+        let costs = [
+            cost("join::test::sort", 0.1, 1, 0.1),
+            cost("join::test::join_counter_overflow", 9.8, 2, 19.6),
+            cost("scope::test::static_scope", 0.2, 0, 0.0),
+            cost("broadcast::test::broadcast_global", 1.0, 1, 1.2),
+            cost("spawn::test::fifo_order", 0.1, 1, 0.05),
+        ];
+        assert_eq!(
+            line(&costs).unwrap(),
+            "extra runs: 21.0 s in 4 tests (join_counter_overflow 2 × 9.8 s, broadcast_global 1 × 1.2 s, sort 1 × 0.1 s, …); the tests' own runs: 11.2 s"
+        );
+    }
+
+    #[test]
+    fn no_extra_run_no_line() {
+        assert_eq!(line(&[cost("a", 1.0, 0, 0.0)]), None);
+    }
+}
