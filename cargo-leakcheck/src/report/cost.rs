@@ -32,10 +32,10 @@ pub fn line(costs: &[TestCost]) -> Option<String> {
         .take(SHOWN)
         .map(|c| {
             format!(
-                "{} {} × {:.1} s",
+                "{} {} × {}",
                 short(&c.name),
                 c.extra_runs,
-                c.extra_seconds / f64::from(c.extra_runs)
+                seconds(c.extra_seconds / f64::from(c.extra_runs))
             )
         })
         .collect();
@@ -47,6 +47,15 @@ pub fn line(costs: &[TestCost]) -> Option<String> {
         crate::model::count_of(costly.len() as u64, "test", "tests"),
         named.join(", ")
     ))
+}
+
+/// A duration for people: milliseconds under a second.
+fn seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else {
+        format!("{s:.1} s")
+    }
 }
 
 /// A test's name without its module path.
@@ -78,7 +87,7 @@ mod tests {
         ];
         assert_eq!(
             line(&costs).unwrap(),
-            "extra runs: 21.0 s in 4 tests (join_counter_overflow 2 × 9.8 s, broadcast_global 1 × 1.2 s, sort 1 × 0.1 s, …); the tests' own runs: 11.2 s"
+            "extra runs: 21.0 s in 4 tests (join_counter_overflow 2 × 9.8 s, broadcast_global 1 × 1.2 s, sort 1 × 100 ms, …); the tests' own runs: 11.2 s"
         );
     }
 
