@@ -119,11 +119,11 @@ fn nearest<'a>(at: &[u64], candidates: &BTreeMap<&'a str, Vec<u64>>) -> Option<&
 mod tests {
     use super::*;
 
-    // Real names, legacy mangling (rustc 1.95), two versions.
+    // Names as rustc 1.95 mangles them (legacy), with made-up hashes: two versions.
     const PIN_A: &str = "_ZN15crossbeam_epoch7default3pin17h1f0e2d3c4b5a6978E";
-    const DROP_A: &str = "_ZN70_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17h0011223344556677E";
+    const DROP_A: &str = "_ZN71_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17h0011223344556677E";
     const PIN_B: &str = "_ZN15crossbeam_epoch7default3pin17h99aa88bb77cc66ddE";
-    const DROP_B: &str = "_ZN70_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17hffeeddccbbaa9988E";
+    const DROP_B: &str = "_ZN71_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17hffeeddccbbaa9988E";
 
     fn sym(name: &str, address: u64) -> Symbol<'_> {
         Symbol { name, address }
@@ -164,6 +164,32 @@ mod tests {
         assert!(found.contains(&Collector {
             pin: 0x8000,
             unpin: 0x7c00
+        }));
+    }
+
+    #[test]
+    fn v0_names_are_paired_by_their_crate_whatever_the_layout() {
+        let pin = |k: &str| format!("_RNvNtCs{k}_15crossbeam_epoch7default3pin");
+        let drop = |k: &str| {
+            format!("_RNvXNtCs{k}_15crossbeam_epoch5guardNtB2_5GuardNtNtNtCsgEmfK2I1SDS_4core3ops4drop4Drop4drop")
+        };
+        let (pin_a, drop_a, pin_b, drop_b) =
+            (pin("1a2b3c"), drop("1a2b3c"), pin("9z8y7x"), drop("9z8y7x"));
+        // Each pin lies closer to the other version's drop: the crate hash decides.
+        let found = epoch_collectors([
+            sym(&pin_a, 0x1000),
+            sym(&drop_b, 0x1010),
+            sym(&pin_b, 0x8000),
+            sym(&drop_a, 0x8010),
+        ])
+        .unwrap();
+        assert!(found.contains(&Collector {
+            pin: 0x1000,
+            unpin: 0x8010
+        }));
+        assert!(found.contains(&Collector {
+            pin: 0x8000,
+            unpin: 0x1010
         }));
     }
 
