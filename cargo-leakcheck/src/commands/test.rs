@@ -415,9 +415,15 @@ fn metrics_json(
             history.expected(&b.id(), &t.case.name),
             took,
         );
+        // Whether it runs alone next time (see `crate::execution::slots`).
+        let alone = crate::execution::history::next_alone(
+            history.alone(&b.id(), &t.case.name),
+            t.wanted_every_core,
+        );
         if let Some(c) = &t.counted {
             let mut e = entry(b, Some(&t.case.name), c);
             e["pass"] = "count".into();
+            e["alone"] = alone.into();
             e["expected_seconds"] = expected.into();
             e["cost"] = cost.clone();
             tests.push(e);
@@ -428,6 +434,7 @@ fn metrics_json(
             if t.counted.is_none() {
                 e["expected_seconds"] = expected.into();
                 e["cost"] = cost;
+                e["alone"] = alone.into();
             }
             let key = (
                 b.package.clone(),

@@ -10,6 +10,9 @@
 //! previous one (at least by half a second), while a shorter one lowers it at once: a
 //! test that really became slower is started first within a few runs, and one bad pairing
 //! is not repeated.
+//!
+//! It also remembers which tests wanted every core: those run alone (see
+//! [`crate::execution::slots`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,6 +22,14 @@ use std::path::Path;
 #[derive(Clone, Debug, Default)]
 pub struct History {
     seconds: HashMap<(String, String), f64>,
+    /// Tests that wanted every core in the run recorded: they run alone.
+    alone: std::collections::HashSet<(String, String)>,
+}
+
+/// Whether a test runs alone next time: it did this time, or it did before and this run
+/// was too short to tell (`wanted` None); see [`crate::execution::slots`].
+pub fn next_alone(before: bool, wanted: Option<bool>) -> bool {
+    wanted.unwrap_or(before)
 }
 
 impl History {
@@ -38,6 +49,7 @@ impl History {
         };
         let tests = value.get("tests").and_then(|t| t.as_array());
         let mut expected: HashMap<(String, String), f64> = HashMap::new();
+        let mut alone = std::collections::HashSet::new();
         for t in tests.into_iter().flatten() {
             let binary = t.get("binary").and_then(|b| b.as_str());
             let name = t.get("test").and_then(|n| n.as_str());
@@ -48,13 +60,22 @@ impl History {
             if let Some(secs) = t.get("seconds").and_then(|s| s.as_f64()) {
                 *seconds.entry(key.clone()).or_default() += secs;
             }
+            if t.get("alone").and_then(|a| a.as_bool()) == Some(true) {
+                alone.insert(key.clone());
+            }
             if let Some(e) = t.get("expected_seconds").and_then(|s| s.as_f64()) {
                 expected.insert(key, e);
             }
         }
         // A file written before expectations were recorded: its durations are all there is.
         seconds.extend(expected);
-        History { seconds }
+        History { seconds, alone }
+    }
+
+    /// Whether the test wanted every core in the run recorded.
+    pub fn alone(&self, binary_id: &str, test: &str) -> bool {
+        self.alone
+            .contains(&(binary_id.to_string(), test.to_string()))
     }
 
     /// Seconds the test took last time, if it ran.
@@ -126,6 +147,23 @@ mod tests {
             e = Some(next_expectation(e, 12.0));
         }
         assert_eq!(e, Some(12.0));
+    }
+
+    #[test]
+    fn a_test_that_wanted_every_core_runs_alone_until_a_run_says_otherwise() {
+        let h = History::parse(
+            r#"{"tests": [
+                {"binary": "q", "test": "drops", "seconds": 0.2, "pass": "count", "alone": true},
+                {"binary": "q", "test": "push", "seconds": 9.0, "pass": "count", "alone": false}
+            ]}"#,
+        );
+        assert!(h.alone("q", "drops"));
+        assert!(!h.alone("q", "push"));
+        assert!(!h.alone("q", "other"));
+        // Alone, it finished before it could be read often enough: it stays alone.
+        assert!(next_alone(true, None));
+        assert!(!next_alone(true, Some(false)));
+        assert!(next_alone(false, Some(true)));
     }
 
     #[test]

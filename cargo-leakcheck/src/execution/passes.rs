@@ -68,6 +68,9 @@ pub struct TestOutcome {
     pub reruns: rerun::Outcome,
     /// The entry point its extra runs called, when found.
     pub entry: Option<Entry>,
+    /// Whether its processes wanted every core (None: too short to tell); see
+    /// [`crate::execution::slots`].
+    pub wanted_every_core: Option<bool>,
 }
 
 /// Writes the binary's table of live stack slots into the work directory; None when the
@@ -198,6 +201,11 @@ pub fn run(
         .iter()
         .map(|t| config.history.expected(&binaries[t.binary].id(), &t.name))
         .collect();
+    // A test that wanted every core last time runs alone (see `crate::execution::slots`).
+    let alone: Vec<bool> = tests
+        .iter()
+        .map(|t| config.history.alone(&binaries[t.binary].id(), &t.name))
+        .collect();
     let count_mode = ProfileSettings {
         mode: Mode::Count,
         lg_sample: 0,
@@ -221,14 +229,22 @@ pub fn run(
             }),
             first: true,
             expected: expected[t],
+            alone: alone[t],
             live_slots: None,
         })
         .collect();
     let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
+    let mut wanted: Vec<Option<bool>> = vec![None; tests.len()];
     if !count_jobs.is_empty() {
-        let results = runner::run_jobs(binaries, &tests, &count_jobs, config, "Counting")?;
-        for (job, r) in count_jobs.iter().zip(results) {
-            counted[job.test.expect("count jobs are tests")] = Some(r);
+        let ran = runner::run_jobs(binaries, &tests, &count_jobs, config, "Counting")?;
+        for ((job, r), w) in count_jobs
+            .iter()
+            .zip(ran.results)
+            .zip(ran.wanted_every_core)
+        {
+            let t = job.test.expect("count jobs are tests");
+            counted[t] = Some(r);
+            wanted[t] = w;
         }
     }
 
@@ -281,6 +297,7 @@ pub fn run(
                 rerun: None,
                 first: false,
                 expected: None,
+                alone: false,
                 live_slots: None,
             });
         }
@@ -316,6 +333,7 @@ pub fn run(
             rerun: request.as_ref().ok().cloned(),
             first: counted[*t].is_none(),
             expected: expected[*t],
+            alone: alone[*t],
             live_slots: if exited_early[*t] {
                 tables[tests[*t].binary].clone().flatten()
             } else {
@@ -326,11 +344,21 @@ pub fn run(
     let mut baselines = vec![None; binaries.len()];
     let mut profiled: Vec<Option<ProcessResult>> = vec![None; tests.len()];
     if !stack_jobs.is_empty() && crate::execution::interrupt::requested().is_none() {
-        let results = runner::run_jobs(binaries, &tests, &stack_jobs, config, "Profiling")?;
-        for (job, r) in stack_jobs.iter().zip(results) {
+        let ran = runner::run_jobs(binaries, &tests, &stack_jobs, config, "Profiling")?;
+        for ((job, r), w) in stack_jobs
+            .iter()
+            .zip(ran.results)
+            .zip(ran.wanted_every_core)
+        {
             match job.test {
                 None => baselines[job.binary] = Some(r),
-                Some(t) => profiled[t] = Some(r),
+                Some(t) => {
+                    profiled[t] = Some(r);
+                    wanted[t] = match (wanted[t], w) {
+                        (Some(true), _) | (_, Some(true)) => Some(true),
+                        (a, b) => a.or(b),
+                    };
+                }
             }
         }
     }
@@ -389,6 +417,7 @@ pub fn run(
             counted,
             reruns,
             entry,
+            wanted_every_core: wanted[t],
         });
     }
     Ok(Outcome {

@@ -40,6 +40,9 @@ pub struct Job {
     pub first: bool,
     /// Seconds the test took in the previous run, if known: the longest start first.
     pub expected: Option<f64>,
+    /// The test kept every core busy in a previous run: it runs alone (see
+    /// [`crate::execution::slots`]).
+    pub alone: bool,
     /// The table of the binary's live stack slots, for a test that ends the process
     /// itself (see [`crate::execution::live_slots`]).
     pub live_slots: Option<std::path::PathBuf>,
@@ -65,15 +68,22 @@ pub struct RerunRequest {
     pub grace_ms: u64,
 }
 
-/// Runs the jobs, `config.jobs` at a time, and returns one result per job in order.
-/// `label` names the pass in progress output.
+/// What a pass's jobs came to, one entry per job in order.
+pub struct Ran {
+    pub results: Vec<ProcessResult>,
+    /// Whether each job's process wanted every core (None: too short to tell); see
+    /// [`crate::execution::slots`].
+    pub wanted_every_core: Vec<Option<bool>>,
+}
+
+/// Runs the jobs, `config.jobs` at a time. `label` names the pass in progress output.
 pub fn run_jobs(
     binaries: &[TestBinary],
     tests: &[TestCase],
     jobs: &[Job],
     config: &RunConfig,
     label: &str,
-) -> Result<Vec<ProcessResult>, Error> {
+) -> Result<Ran, Error> {
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
     let total = jobs.iter().filter(|j| j.test.is_some()).count();
@@ -83,6 +93,7 @@ pub fn run_jobs(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let wanted: Mutex<Vec<Option<bool>>> = Mutex::new(vec![None; jobs.len()]);
     let progress = Progress::new(total, label, config.progress);
     let places = Slots::new(config.jobs);
     let workers = places.most().min(jobs.len().max(1));
@@ -92,11 +103,14 @@ pub fn run_jobs(
                 if crate::execution::interrupt::requested().is_some() {
                     break;
                 }
-                let place = places.acquire();
                 let Some(&j) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
                     break;
                 };
                 let job = &jobs[j];
+                let place = match job.alone {
+                    true => places.acquire_alone(),
+                    false => places.acquire(),
+                };
                 let binary = &binaries[job.binary];
                 let test = job.test.map(|t| &tests[t]);
                 let mode = match job.settings.mode {
@@ -109,7 +123,11 @@ pub fn run_jobs(
                     None => format!("b{}-baseline-{mode}", job.binary),
                 };
                 let result = run_one(binary, test, &key, config, job, &place);
+                let wanted_every_core = place.wanted_every_core();
                 drop(place);
+                wanted
+                    .lock()
+                    .expect("no worker panics while holding the lock")[j] = wanted_every_core;
                 if let Some(t) = test {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     progress.finished(n, binary, &t.name, &result, job.first);
@@ -121,7 +139,7 @@ pub fn run_jobs(
         }
     });
     progress.clear();
-    Ok(results
+    let results = results
         .into_inner()
         .expect("workers ended")
         .into_iter()
@@ -131,7 +149,11 @@ pub fn run_jobs(
                 failed_result(ProcessEnd::Interrupted, PathBuf::new(), PathBuf::new())
             })
         })
-        .collect())
+        .collect();
+    Ok(Ran {
+        results,
+        wanted_every_core: wanted.into_inner().expect("workers ended"),
+    })
 }
 
 fn run_one(

@@ -1,5 +1,5 @@
 //! How many test processes run at once: `jobs` that use a core, plus as many more as there
-//! are processes that are only waiting.
+//! are processes that are only waiting; and a test that uses every core runs alone.
 //!
 //! A test that sleeps, waits for a timeout or for a deadlock to be noticed holds no core,
 //! yet a plain `-j N` pool would keep one of its N places for it. Here a process that has
@@ -8,6 +8,18 @@
 //! a suite of sleeping tests cannot start hundreds at once). A waiting process that wakes
 //! up simply runs: for a moment more than `jobs` processes may compute at once, never more
 //! than twice as many.
+//!
+//! A test that keeps every core busy when it can (two threads that spin while they wait for
+//! each other, as crossbeam-queue's `drops` does) collapses when anything else runs beside
+//! it: 0.1 s alone took 10 s beside one busy loop on a 2-core machine, under nextest as
+//! under cargo-leakcheck, because one of its threads spins through whole time slices while
+//! the other, which it waits for, is descheduled. So each reading also counts a process's
+//! threads that are running or waiting for a core (state `R`): a process seen with at least
+//! three quarters of `jobs` such threads (and two at least) at two readings in a row wants
+//! every core, and from then on counts as all `jobs` (nothing else starts beside it until it
+//! ends or goes idle). The run remembers it (see [`crate::execution::history`]), and next
+//! time such a test gets a place of its own from the start: once nothing else computes, and
+//! nothing else starts while it does.
 
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +45,10 @@ pub struct Slots {
 struct State {
     /// Places taken, by ticket number: the process in it, once started.
     taken: Vec<(u64, Option<Watched>)>,
+    /// Ticket numbers whose process runs alone (counts as `jobs` while computing).
+    alone: Vec<u64>,
+    /// Workers waiting to run a process alone: nobody else starts meanwhile.
+    alone_waiting: usize,
     next_ticket: u64,
     last_sample: Option<Instant>,
 }
@@ -43,6 +59,12 @@ struct Watched {
     /// CPU ticks (user + system, all threads) and when they were read.
     last: Option<(u64, Instant)>,
     idle: bool,
+    /// Readings taken, and how many in a row found enough runnable threads to fill every
+    /// core.
+    readings: u32,
+    crowded: u32,
+    /// It wanted every core (two crowded readings in a row).
+    hungry: bool,
 }
 
 /// A place held by one worker: dropped when its process has ended.
@@ -71,32 +93,60 @@ impl Slots {
     /// Waits for a place: fewer than `jobs` processes computing, and fewer than twice
     /// `jobs` in all.
     pub fn acquire(&self) -> Ticket<'_> {
-        self.acquire_until(None).expect("no deadline")
+        self.acquire_until(None, false).expect("no deadline")
     }
 
-    /// As [`Slots::acquire`], giving up at `deadline`.
-    fn acquire_until(&self, deadline: Option<Instant>) -> Option<Ticket<'_>> {
+    /// A place for a process that runs alone: once nothing else computes, and nothing else
+    /// starts until it ends or goes idle.
+    pub fn acquire_alone(&self) -> Ticket<'_> {
+        self.acquire_until(None, true).expect("no deadline")
+    }
+
+    /// As [`Slots::acquire`] (or [`Slots::acquire_alone`]), giving up at `deadline`.
+    fn acquire_until(&self, deadline: Option<Instant>, alone: bool) -> Option<Ticket<'_>> {
         let mut state = self.state.lock().expect("slots lock");
+        if alone {
+            state.alone_waiting += 1;
+        }
         loop {
             let now = Instant::now();
             if state.last_sample.is_none_or(|t| now - t >= SAMPLE_EVERY) {
-                sample(&mut state, now);
+                sample(&mut state, now, self.jobs);
             }
-            let busy = state
+            let busy: usize = state
                 .taken
                 .iter()
                 .filter(|(_, w)| w.as_ref().is_none_or(|w| !w.idle))
-                .count();
-            if busy < self.jobs && state.taken.len() < self.most {
+                .map(|(n, w)| {
+                    let hungry = w.as_ref().is_some_and(|w| w.hungry);
+                    match hungry || state.alone.contains(n) {
+                        true => self.jobs,
+                        false => 1,
+                    }
+                })
+                .sum();
+            let free = match alone {
+                true => busy == 0,
+                // One waiting to run alone goes first.
+                false => busy < self.jobs && state.alone_waiting == 0,
+            };
+            if free && state.taken.len() < self.most {
                 let number = state.next_ticket;
                 state.next_ticket += 1;
                 state.taken.push((number, None));
+                if alone {
+                    state.alone_waiting -= 1;
+                    state.alone.push(number);
+                }
                 return Some(Ticket {
                     slots: self,
                     number,
                 });
             }
             if deadline.is_some_and(|d| now >= d) {
+                if alone {
+                    state.alone_waiting -= 1;
+                }
                 return None;
             }
             // Only a process going idle or ending frees a place; idleness is found by
@@ -120,15 +170,32 @@ impl Ticket<'_> {
                 started: Instant::now(),
                 last: None,
                 idle: false,
+                readings: 0,
+                crowded: 0,
+                hungry: false,
             });
         }
     }
+
+    /// Whether its process wanted every core; None when it was not read often enough to
+    /// tell (a short process).
+    pub fn wanted_every_core(&self) -> Option<bool> {
+        let state = self.slots.state.lock().expect("slots lock");
+        let (_, w) = state.taken.iter().find(|(n, _)| *n == self.number)?;
+        let w = w.as_ref()?;
+        (w.hungry || w.readings >= READINGS_TO_TELL).then_some(w.hungry)
+    }
 }
+
+/// Readings of a process, none of them crowded twice in a row, that show it does not want
+/// every core.
+const READINGS_TO_TELL: u32 = 3;
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         let mut state = self.slots.state.lock().expect("slots lock");
         state.taken.retain(|(n, _)| *n != self.number);
+        state.alone.retain(|n| *n != self.number);
         drop(state);
         self.slots.freed.notify_all();
     }
@@ -136,9 +203,17 @@ impl Drop for Ticket<'_> {
 
 /// Reads every started process's CPU time and marks those that used under a tenth of a
 /// core since the previous reading.
-fn sample(state: &mut State, now: Instant) {
+fn sample(state: &mut State, now: Instant, jobs: usize) {
     state.last_sample = Some(now);
+    // Enough runnable threads to fill three quarters of the cores, and two at least: a
+    // single-threaded test gains nothing from running alone.
+    let filling = (jobs * 3).div_ceil(4).max(2);
     for w in state.taken.iter_mut().filter_map(|(_, w)| w.as_mut()) {
+        if let Some(n) = runnable_threads(w.pid) {
+            w.readings += 1;
+            w.crowded = if n >= filling { w.crowded + 1 } else { 0 };
+            w.hungry |= w.crowded >= 2;
+        }
         let Some(ticks) = cpu_ticks(w.pid) else {
             continue;
         };
@@ -149,6 +224,31 @@ fn sample(state: &mut State, now: Instant) {
         }
         w.last = Some((ticks, now));
     }
+}
+
+/// How many of a process's threads are running or waiting for a core (state `R` in
+/// `/proc/PID/task/TID/stat`).
+fn runnable_threads(pid: i32) -> Option<usize> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut n = 0;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        if thread_state(&stat) == Some('R') {
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
+/// The state letter of a `stat` line (the field after the parenthesised command name).
+fn thread_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
 
 /// User and system CPU time of a process, all its threads, in clock ticks
@@ -222,11 +322,89 @@ mod tests {
         let spinner = Child::start("sh", &["-c", "while :; do :; done"]);
         let first = slots.acquire();
         first.started(spinner.0.id() as i32);
-        let refused = slots.acquire_until(Some(Instant::now() + YOUNG * 3));
+        let refused = slots.acquire_until(Some(Instant::now() + YOUNG * 3), false);
         assert!(refused.is_none(), "a second place beside a busy process");
         drop(spinner);
         drop(first);
-        assert!(slots.acquire_until(Some(Instant::now())).is_some());
+        assert!(slots.acquire_until(Some(Instant::now()), false).is_some());
+    }
+
+    #[test]
+    fn the_state_of_a_thread_is_read_past_its_name() {
+        let stat = "1234 (my (odd) test) R 1 1234 1234 0 -1 4194560 100 0 0 0 250 17 0 0 20 0 3 0";
+        assert_eq!(thread_state(stat), Some('R'));
+        assert_eq!(thread_state("garbage"), None);
+    }
+
+    #[test]
+    fn a_single_busy_thread_does_not_want_every_core() {
+        let slots = Slots::new(2);
+        let spinner = Child::start("sh", &["-c", "while :; do :; done"]);
+        let place = slots.acquire();
+        place.started(spinner.0.id() as i32);
+        assert_eq!(place.wanted_every_core(), None, "not read yet");
+        for _ in 0..READINGS_TO_TELL {
+            let mut state = slots.state.lock().unwrap();
+            sample(&mut state, Instant::now(), 2);
+        }
+        assert_eq!(place.wanted_every_core(), Some(false));
+        // Nor on one core: one thread fills it, but a single thread never counts.
+        for _ in 0..READINGS_TO_TELL {
+            let mut state = slots.state.lock().unwrap();
+            sample(&mut state, Instant::now(), 1);
+        }
+        assert_eq!(place.wanted_every_core(), Some(false));
+    }
+
+    #[test]
+    fn a_process_with_two_busy_threads_wants_both_cores() {
+        // This test binary itself, with two threads spinning: two runnable threads at
+        // every reading.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinners: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let slots = Slots::new(2);
+        let place = slots.acquire();
+        place.started(std::process::id() as i32);
+        for _ in 0..2 {
+            let mut state = slots.state.lock().unwrap();
+            sample(&mut state, Instant::now(), 2);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spinners.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(place.wanted_every_core(), Some(true));
+        // It counts as every place: nothing else starts beside it.
+        let soon = Some(Instant::now() + SAMPLE_EVERY);
+        assert!(slots.acquire_until(soon, false).is_none());
+    }
+
+    #[test]
+    fn a_process_that_runs_alone_has_every_place_to_itself() {
+        let slots = Slots::new(2);
+        let spinner = Child::start("sh", &["-c", "while :; do :; done"]);
+        let other = slots.acquire();
+        other.started(spinner.0.id() as i32);
+        // Not while another process computes.
+        let soon = Some(Instant::now() + YOUNG * 3);
+        assert!(slots.acquire_until(soon, true).is_none());
+        drop(other);
+        let alone = slots.acquire_alone();
+        let spinner2 = Child::start("sh", &["-c", "while :; do :; done"]);
+        alone.started(spinner2.0.id() as i32);
+        // Nothing starts beside it, though `jobs` is 2.
+        let soon = Some(Instant::now() + YOUNG * 3);
+        assert!(slots.acquire_until(soon, false).is_none());
+        drop(spinner2);
+        drop(alone);
+        assert!(slots.acquire_until(Some(Instant::now()), false).is_some());
     }
 
     #[test]

@@ -101,6 +101,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         counted: counting,
         reruns,
         entry,
+        wanted_every_core: None,
     };
     let mut symbols = Replay::new(case.symbols);
     let (bin, _) = load::binary(
