@@ -419,6 +419,7 @@ fn metrics_json(
         let alone = crate::execution::history::next_alone(
             history.alone(&b.id(), &t.case.name),
             t.wanted_every_core,
+            crate::execution::history::collapsed(history.expected(&b.id(), &t.case.name), took),
         );
         if let Some(c) = &t.counted {
             let mut e = entry(b, Some(&t.case.name), c);

@@ -11,8 +11,8 @@
 //! test that really became slower is started first within a few runs, and one bad pairing
 //! is not repeated.
 //!
-//! It also remembers which tests wanted every core: those run alone (see
-//! [`crate::execution::slots`]).
+//! It also remembers which tests wanted every core and collapsed: those run alone (see
+//! [`crate::execution::slots`] and [`next_alone`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -26,10 +26,23 @@ pub struct History {
     alone: std::collections::HashSet<(String, String)>,
 }
 
-/// Whether a test runs alone next time: it did this time, or it did before and this run
-/// was too short to tell (`wanted` None); see [`crate::execution::slots`].
-pub fn next_alone(before: bool, wanted: Option<bool>) -> bool {
-    wanted.unwrap_or(before)
+/// Whether a test runs alone next time (see [`crate::execution::slots`]): it wanted every
+/// core and collapsed this time, or it wanted every core (or was too short to tell,
+/// `wanted` None) and ran alone already. A pool that merely keeps every core busy (rayon's
+/// workers spin a while before they sleep) does not collapse beside another test, and
+/// running it alone would only keep the other tests waiting.
+pub fn next_alone(before: bool, wanted: Option<bool>, collapsed: bool) -> bool {
+    match wanted {
+        Some(true) => before || collapsed,
+        Some(false) => false,
+        None => before,
+    }
+}
+
+/// Whether a test that took `took` seconds collapsed: more than twice what it was expected
+/// to take, and half a second more at least (see [`next_expectation`]).
+pub fn collapsed(expected: Option<f64>, took: f64) -> bool {
+    expected.is_some_and(|e| took > (e * 2.0).max(e + 0.5))
 }
 
 impl History {
@@ -161,9 +174,15 @@ mod tests {
         assert!(!h.alone("q", "push"));
         assert!(!h.alone("q", "other"));
         // Alone, it finished before it could be read often enough: it stays alone.
-        assert!(next_alone(true, None));
-        assert!(!next_alone(true, Some(false)));
-        assert!(next_alone(false, Some(true)));
+        assert!(next_alone(true, None, false));
+        assert!(!next_alone(true, Some(false), false));
+        // Spinning threads beside another test: 0.2 s became 20 s.
+        assert!(collapsed(Some(0.2), 20.0));
+        assert!(next_alone(false, Some(true), true));
+        // A pool that keeps every core busy and took what it takes shares the machine.
+        assert!(!collapsed(Some(11.0), 11.8));
+        assert!(!next_alone(false, Some(true), false));
+        assert!(!collapsed(None, 60.0));
     }
 
     #[test]

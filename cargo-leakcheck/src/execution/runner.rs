@@ -87,9 +87,12 @@ pub fn run_jobs(
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
     let total = jobs.iter().filter(|j| j.test.is_some()).count();
-    let order = crate::execution::history::longest_first(
+    // Tests that run alone go first, while nothing else runs that they would wait for
+    // (each is short once alone); then the longest first.
+    let mut order = crate::execution::history::longest_first(
         &jobs.iter().map(|j| j.expected).collect::<Vec<_>>(),
     );
+    order.sort_by_key(|&j| !jobs[j].alone);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
