@@ -26,6 +26,10 @@
 //! the drains' arena too. Garbage in the bags of threads that stay alive (a pool's workers)
 //! cannot be reached from here: the extra runs still free that, as before.
 //!
+//! A drain thread runs whatever destructors were deferred: one that has not ended within
+//! [`THREAD_BUDGET_MS`] (waiting for a lock a stuck thread holds) is left running, and the
+//! process drains nothing more.
+//!
 //! The functions are the test binary's own, found by cargo-leakcheck in its symbol table
 //! (`crossbeam_epoch::default::pin` and `<Guard as Drop>::drop` of the same version) and
 //! checked to be code of this very build before they are called.
@@ -70,10 +74,17 @@ fn collectors() -> &'static [Collector] {
     &list[..n]
 }
 
-/// Whether there is anything to drain.
+/// Whether there is anything to drain (nothing once a drain did not end in time).
 pub fn configured() -> bool {
-    !collectors().is_empty()
+    !collectors().is_empty() && !ABANDONED.load(std::sync::atomic::Ordering::Relaxed)
 }
+
+/// A drain thread did not end within [`THREAD_BUDGET_MS`] (a deferred destructor waiting
+/// for a lock a stuck thread holds): it is left running, and nothing is drained again.
+static ABANDONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How long one drain thread may take; a few milliseconds is usual.
+const THREAD_BUDGET_MS: u64 = 2_000;
 
 /// Counting mode, before the program's own code runs: makes each collector's one-time
 /// initialisation (the process-wide `Global`, created on the first pin, kept for the life of
@@ -120,10 +131,17 @@ struct Job {
     arena: Option<u32>,
 }
 
+/// The job the drain threads read: static, so that a thread left running past its budget
+/// never reads freed memory.
+static mut JOB: Job = Job {
+    callables: [None; MAX_COLLECTORS],
+    arena: None,
+};
+
 /// Drains every configured collector; `live` measures what is live (in counting mode, the
 /// counted arenas; in stacks mode, the tracked objects). None when nothing could be drained
-/// or, counting, nothing counted was live to begin with
-/// (no collector, a function that is not code of this build, no thread).
+/// (no collector, a function that is not code of this build, no thread, a drain thread
+/// left running before) or, counting, nothing counted was live to begin with.
 pub fn drain(build_id: &str, counting: bool, live: impl Fn() -> Live) -> Option<Drained> {
     let mut job = Job {
         callables: [None; MAX_COLLECTORS],
@@ -134,9 +152,10 @@ pub fn drain(build_id: &str, counting: bool, live: impl Fn() -> Live) -> Option<
         *slot = callable(c, build_id);
         any |= slot.is_some();
     }
-    if !any {
+    if !any || !configured() {
         return None;
     }
+    let threads_before = crate::sys::thread_count();
     let before = live();
     if counting && before == Live::default() {
         // Nothing counted is live, so nothing counted can be garbage.
@@ -145,12 +164,22 @@ pub fn drain(build_id: &str, counting: bool, live: impl Fn() -> Live) -> Option<
     if counting {
         job.arena = Some(arenas::drain_arena()?);
     }
+    // SAFETY: only the exit handler drains, on one thread, and never again once a drain
+    // thread was left running (`ABANDONED`): no drain thread reads the job while it is
+    // written here.
+    let job: &'static Job = unsafe {
+        *std::ptr::addr_of_mut!(JOB) = job;
+        &*std::ptr::addr_of!(JOB)
+    };
     let mut last = before;
     let mut quiet = 0;
     for _ in 0..MAX_THREADS {
-        if !run_thread(&job) {
+        if !run_thread(job) {
             break;
         }
+        // The thread is joined, but the kernel may still count it for a moment: the counts
+        // the extra runs compare must not include it.
+        wait_for_threads(threads_before);
         let now = live();
         quiet = if now == last { quiet + 1 } else { 0 };
         last = now;
@@ -171,17 +200,39 @@ pub fn drain(build_id: &str, counting: bool, live: impl Fn() -> Live) -> Option<
     })
 }
 
-/// Starts one drain thread and waits for it to end (its exit seals its own bag).
-fn run_thread(job: &Job) -> bool {
-    // SAFETY: plain pthread calls on values we own; `job` outlives the thread, which is
-    // joined before this returns.
+/// Starts one drain thread and waits for it to end (its exit seals its own bag); false when
+/// it could not start or did not end in time (then it is left running and nothing is
+/// drained again).
+fn run_thread(job: &'static Job) -> bool {
+    // SAFETY: plain pthread calls on values we own; `job` is static, so a thread left
+    // running past its budget still reads valid memory.
     unsafe {
         let mut thread: libc::pthread_t = 0;
         let arg = (job as *const Job).cast_mut().cast::<c_void>();
         if libc::pthread_create(&mut thread, std::ptr::null(), drain_thread, arg) != 0 {
             return false;
         }
-        libc::pthread_join(thread, std::ptr::null_mut()) == 0
+        let mut until = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut until);
+        until.tv_sec += (THREAD_BUDGET_MS / 1000) as libc::time_t;
+        if libc::pthread_timedjoin_np(thread, std::ptr::null_mut(), &until) != 0 {
+            ABANDONED.store(true, std::sync::atomic::Ordering::Relaxed);
+            libc::pthread_detach(thread);
+            return false;
+        }
+        true
+    }
+}
+
+/// Waits (at most 100 ms) until the process has no more threads than `before`.
+fn wait_for_threads(before: Option<u64>) {
+    let Some(before) = before else { return };
+    let give_up = crate::sys::now_ms() + 100;
+    while crate::sys::thread_count().is_some_and(|n| n > before) && crate::sys::now_ms() < give_up {
+        crate::sys::pause_briefly();
     }
 }
 
