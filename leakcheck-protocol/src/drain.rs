@@ -67,17 +67,8 @@ impl core::fmt::Display for List<'_> {
 
 fn put_hex(out: &mut impl Sink, v: u64) {
     let mut digits = [0u8; 16];
-    let mut i = digits.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        digits[i] = b"0123456789abcdef"[(v & 15) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    out.put(core::str::from_utf8(&digits[i..]).unwrap_or("0"));
+    let at = crate::words::format_hex(v, &mut digits);
+    out.put(core::str::from_utf8(&digits[at..]).unwrap_or("0"));
 }
 
 fn parse_hex(text: &str) -> Option<u64> {

@@ -22,7 +22,7 @@ pub mod record;
 pub mod slots;
 mod words;
 
-pub use words::{format_u64, Sink};
+pub use words::{format_hex, format_u64, Sink};
 
 /// The most extra runs one test process makes: the tool accepts no more in `leakcheck.toml`
 /// or on the command line, and the runtime sizes its per-run tables with it.

@@ -25,6 +25,19 @@ pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> usize {
     }
 }
 
+/// Writes `v` in lowercase hexadecimal at the end of `buf`; returns where the digits start.
+pub fn format_hex(mut v: u64, buf: &mut [u8; 16]) -> usize {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[(v & 15) as usize];
+        v >>= 4;
+        if v == 0 {
+            return i;
+        }
+    }
+}
+
 /// Appends a space and a signed decimal number.
 pub(crate) fn put_num(sink: &mut impl Sink, v: i64) {
     let mut digits = [0u8; 20];

@@ -648,21 +648,10 @@ impl Out {
     }
 
     pub(crate) fn hex(&mut self, v: u64) {
-        let mut digits = [0u8; 18];
-        let mut i = digits.len();
-        let mut v = v;
-        loop {
-            i -= 1;
-            digits[i] = b"0123456789abcdef"[(v & 15) as usize];
-            v >>= 4;
-            if v == 0 {
-                break;
-            }
-        }
-        i -= 2;
-        digits[i] = b'0';
-        digits[i + 1] = b'x';
-        self.bytes(&digits[i..]);
+        let mut digits = [0u8; 16];
+        let at = leakcheck_protocol::format_hex(v, &mut digits);
+        self.bytes(b"0x");
+        self.bytes(&digits[at..]);
     }
 
     pub(crate) fn counts(&mut self, objs: u64, bytes: u64, accum_objs: u64, accum_bytes: u64) {
