@@ -99,6 +99,8 @@ pub fn run_jobs(
     let wanted: Mutex<Vec<Option<bool>>> = Mutex::new(vec![None; jobs.len()]);
     let progress = Progress::new(total, label, config.progress);
     let places = Slots::new(config.jobs);
+    // Handed out first (see `order`), so each is asked for before any other test starts.
+    places.reserve_alone(jobs.iter().filter(|j| j.alone).count());
     let workers = places.most().min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {

@@ -51,8 +51,11 @@ struct State {
     taken: Vec<(u64, Option<Watched>)>,
     /// Ticket numbers whose process runs alone (counts as `jobs` while computing).
     alone: Vec<u64>,
-    /// Workers waiting to run a process alone: nobody else starts meanwhile.
+    /// Workers waiting (or promised, see [`Slots::reserve_alone`]) to run a process alone:
+    /// nobody else starts meanwhile.
     alone_waiting: usize,
+    /// Of those, the promised ones no worker has asked for yet.
+    alone_reserved: usize,
     next_ticket: u64,
     last_sample: Option<Instant>,
 }
@@ -99,6 +102,16 @@ impl Slots {
         self.acquire_until(None, false).expect("no deadline")
     }
 
+    /// Promises `n` places to processes that run alone, before any worker asks for a place:
+    /// nothing else starts until each has had its place, so a worker that took a test to run
+    /// alone and was descheduled before it asked cannot be overtaken by a long test that
+    /// it would then wait for. The caller hands those tests out before any other.
+    pub fn reserve_alone(&self, n: usize) {
+        let mut state = self.state.lock().expect("slots lock");
+        state.alone_waiting += n;
+        state.alone_reserved += n;
+    }
+
     /// A place for a process that runs alone: once nothing else computes, and nothing else
     /// starts until it ends or goes idle.
     pub fn acquire_alone(&self) -> Ticket<'_> {
@@ -109,7 +122,10 @@ impl Slots {
     fn acquire_until(&self, deadline: Option<Instant>, alone: bool) -> Option<Ticket<'_>> {
         let mut state = self.state.lock().expect("slots lock");
         if alone {
-            state.alone_waiting += 1;
+            match state.alone_reserved {
+                0 => state.alone_waiting += 1,
+                _ => state.alone_reserved -= 1,
+            }
         }
         loop {
             let now = Instant::now();
@@ -392,6 +408,19 @@ mod tests {
             sample(&mut state, Instant::now(), 2);
         }
         assert_eq!(place.wanted_every_core(), Some(false));
+    }
+
+    #[test]
+    fn places_promised_to_processes_that_run_alone_come_first() {
+        let slots = Slots::new(2);
+        slots.reserve_alone(1);
+        // Nothing else starts before the promised place was asked for and given.
+        assert!(slots
+            .acquire_until(Some(Instant::now() + SAMPLE_EVERY), false)
+            .is_none());
+        let alone = slots.acquire_alone();
+        drop(alone);
+        assert!(slots.acquire_until(Some(Instant::now()), false).is_some());
     }
 
     #[test]
