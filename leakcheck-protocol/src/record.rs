@@ -5,7 +5,9 @@
 //!
 //! ```text
 //! arena <n>                                   counting mode: the main thread's arena (-1: none)
-//! first <status> <objects> <bytes> <threads>  at exit of the test's own run
+//! first <status> <objects> <bytes> <threads>  at exit of the test's own run (twice when a
+//!                                             drain follows: before and after it; the
+//!                                             last one counts)
 //! cost <cpu-ms> <wall-ms>                     what the test's own run cost
 //! run <k> start
 //! run <k> ok <objects> <bytes> <threads> <settled>

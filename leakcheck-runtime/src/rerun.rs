@@ -190,16 +190,30 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         let arena = arenas::main_arena().map_or(-1, i64::from);
         put(fd, Entry::Arena(arena));
     }
+    let live_now = || {
+        if s.counting {
+            arenas::live_outside_main_arena()
+        } else {
+            Live::default()
+        }
+    };
     // What the test's run let go of but a reclaimer still holds is freed before anything
     // is measured; never after a failure, when the program's state is not to be trusted.
-    if status == 0 && on_main_thread() {
+    // A drain runs the program's deferred destructors, and one of them may panic (which
+    // aborts the process here): the test's own run is written down first, as it was
+    // without draining, and written again once drained (the reader keeps the last).
+    if status == 0 && on_main_thread() && crate::drain::configured() {
+        put(
+            fd,
+            Entry::First {
+                status: 0,
+                live: live_now(),
+                threads: threads(),
+            },
+        );
         drain_before_measuring(fd, 0);
     }
-    let first = if s.counting {
-        arenas::live_outside_main_arena()
-    } else {
-        Live::default()
-    };
+    let first = live_now();
     put(
         fd,
         Entry::First {

@@ -177,6 +177,31 @@ mod tests {
     }
 
     #[test]
+    fn the_own_run_drained_counts_and_one_a_drain_never_finished_still_says_it_passed() {
+        let r = Record::parse(
+            "arena 9\nfirst 0 6 1088 1\ndrained 0 5 896 2 4096\nfirst 0 1 192 1\ncost 5 3\nend settled\n",
+        );
+        let first = r.first.expect("the own run");
+        assert_eq!(
+            (first.status, first.live),
+            (
+                0,
+                ExitCounts {
+                    objects: 1,
+                    bytes: 192
+                }
+            )
+        );
+        assert_eq!(r.drained.len(), 1);
+        assert_eq!(r.drained_total().map(|d| d.objects), Some(5));
+        // A deferred destructor that panicked in the drain aborted the process: the own run
+        // had passed, as written before the drain.
+        let cut = Record::parse("arena 9\nfirst 0 6 1088 1\n");
+        assert_eq!(cut.first.map(|f| f.status), Some(0));
+        assert_eq!(cut.end, None);
+    }
+
+    #[test]
     fn the_exit_dump_is_listed_last_whatever_its_number() {
         let dir = std::env::temp_dir().join(format!("leakcheck-order-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
