@@ -179,7 +179,7 @@ pub fn drain(build_id: &str, counting: bool, live: impl Fn() -> Live) -> Option<
         }
         // The thread is joined, but the kernel may still count it for a moment: the counts
         // the extra runs compare must not include it.
-        wait_for_threads(threads_before);
+        crate::sys::settle_threads(threads_before, 100);
         let now = live();
         quiet = if now == last { quiet + 1 } else { 0 };
         last = now;
@@ -224,15 +224,6 @@ fn run_thread(job: &'static Job) -> bool {
             return false;
         }
         true
-    }
-}
-
-/// Waits (at most 100 ms) until the process has no more threads than `before`.
-fn wait_for_threads(before: Option<u64>) {
-    let Some(before) = before else { return };
-    let give_up = crate::sys::now_ms() + 100;
-    while crate::sys::thread_count().is_some_and(|n| n > before) && crate::sys::now_ms() < give_up {
-        crate::sys::pause_briefly();
     }
 }
 

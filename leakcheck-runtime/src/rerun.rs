@@ -305,7 +305,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             }
         }
         // What the run's threads free or allocate on their way out is still the run's.
-        let settled = settle(before, settle_ms);
+        let settled = sys::settle_threads(before, settle_ms);
         if !settled {
             settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
         }
@@ -447,7 +447,7 @@ fn grace(fd: c_int, before: Option<u64>, grace_ms: u64, counting: bool) -> Optio
     }
     let started = sys::now_ms();
     if grace_ms > 0 {
-        settle(Some(before), grace_ms);
+        sys::settle_threads(Some(before), grace_ms);
     }
     let waited = sys::now_ms().saturating_sub(started);
     let live = if counting {
@@ -547,26 +547,6 @@ fn wind_down() {
 /// measured, and the longest wait, in milliseconds.
 const WIND_DOWN_QUIET_MS: u64 = 20;
 const WIND_DOWN_MAX_MS: u64 = 500;
-
-/// Waits until the process has no more threads than `before` (threads a run started have
-/// exited, and freed what they held on the way out), or `limit_ms` passed.
-fn settle(before: Option<u64>, limit_ms: u64) -> bool {
-    let Some(before) = before else {
-        return false;
-    };
-    let give_up = sys::now_ms().saturating_add(limit_ms);
-    loop {
-        match sys::thread_count() {
-            Some(n) if n <= before => return true,
-            None => return false,
-            Some(_) => {}
-        }
-        if sys::now_ms() >= give_up {
-            return false;
-        }
-        sys::pause_briefly();
-    }
-}
 
 /// Writes `<prefix>.r<k>.heap` (when `write`) for this runtime's jemalloc, and for the test
 /// binary's own when it has one; when `scan`, the tracker's dump also gets its reachability

@@ -194,6 +194,27 @@ pub fn thread_count() -> Option<u64> {
     parse_u64(std::str::from_utf8(field).ok()?)
 }
 
+/// Waits until the process has no more threads than `before` (threads a run or a drain
+/// started have exited, and freed what they held on the way out), or `limit_ms` passed;
+/// whether they had.
+pub fn settle_threads(before: Option<u64>, limit_ms: u64) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    let give_up = now_ms().saturating_add(limit_ms);
+    loop {
+        match thread_count() {
+            Some(n) if n <= before => return true,
+            None => return false,
+            Some(_) => {}
+        }
+        if now_ms() >= give_up {
+            return false;
+        }
+        pause_briefly();
+    }
+}
+
 /// Parses a decimal number.
 pub fn parse_u64(text: &str) -> Option<u64> {
     text.trim().parse().ok()

@@ -118,6 +118,15 @@ mod tests {
     const PIN_B: &str = "_ZN15crossbeam_epoch7default3pin17h99aa88bb77cc66ddE";
     const DROP_B: &str = "_ZN71_$LT$crossbeam_epoch..guard..Guard$u20$as$u20$core..ops..drop..Drop$GT$4drop17hffeeddccbbaa9988E";
 
+    /// The two functions as the v0 mangling names them in a crate of hash `k`.
+    fn v0_pin(k: &str) -> String {
+        format!("_RNvNtCs{k}_15crossbeam_epoch7default3pin")
+    }
+
+    fn v0_drop(k: &str) -> String {
+        format!("_RNvXNtCs{k}_15crossbeam_epoch5guardNtB2_5GuardNtNtNtCsgEmfK2I1SDS_4core3ops4drop4Drop4drop")
+    }
+
     fn sym(name: &str, address: u64) -> Symbol<'_> {
         Symbol { name, address }
     }
@@ -156,12 +165,8 @@ mod tests {
 
     #[test]
     fn v0_names_are_paired_by_their_crate_whatever_the_layout() {
-        let pin = |k: &str| format!("_RNvNtCs{k}_15crossbeam_epoch7default3pin");
-        let drop = |k: &str| {
-            format!("_RNvXNtCs{k}_15crossbeam_epoch5guardNtB2_5GuardNtNtNtCsgEmfK2I1SDS_4core3ops4drop4Drop4drop")
-        };
-        let (pin_a, drop_a, pin_b, drop_b) =
-            (pin("1a2b3c"), drop("1a2b3c"), pin("9z8y7x"), drop("9z8y7x"));
+        let (pin_a, drop_a) = (v0_pin("1a2b3c"), v0_drop("1a2b3c"));
+        let (pin_b, drop_b) = (v0_pin("9z8y7x"), v0_drop("9z8y7x"));
         // Each pin lies closer to the other version's drop: the crate hash decides.
         let found = epoch_collectors([
             sym(&pin_a, 0x1000),
@@ -183,12 +188,8 @@ mod tests {
     #[test]
     fn a_pairing_that_is_not_one_to_one_drains_nothing() {
         // Two v0 versions and a drop of a third crate: one pin has no partner.
-        let pin = |k: &str| format!("_RNvNtCs{k}_15crossbeam_epoch7default3pin");
-        let drop = |k: &str| {
-            format!("_RNvXNtCs{k}_15crossbeam_epoch5guardNtB2_5GuardNtNtNtCsgEmfK2I1SDS_4core3ops4drop4Drop4drop")
-        };
-        let (pa, pb) = (pin("1a2b3c"), pin("9z8y7x"));
-        let (da, dc) = (drop("1a2b3c"), drop("5q5q5q"));
+        let (pa, pb) = (v0_pin("1a2b3c"), v0_pin("9z8y7x"));
+        let (da, dc) = (v0_drop("1a2b3c"), v0_drop("5q5q5q"));
         let err = epoch_collectors([
             sym(&pa, 0x1000),
             sym(&pb, 0x1100),
