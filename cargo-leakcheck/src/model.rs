@@ -199,7 +199,7 @@ impl Report {
             true => ExitCode::Success,
             false => t.exit_code(),
         });
-        let benches = self.benches.iter().map(|b| verdict_exit_code(b.verdict));
+        let benches = self.benches.iter().map(BenchReport::exit_code);
         tests.chain(benches).fold(start, ExitCode::worst)
     }
 }
@@ -861,6 +861,7 @@ impl BenchReport {
             } else {
                 BenchArtifacts::default()
             },
+            unsettled_fails: false,
         }
     }
 }
@@ -991,6 +992,21 @@ pub struct BenchReport {
     pub rss: Vec<(f64, u64)>,
     /// Flame graph and plot (flagged benches only).
     pub artifacts: BenchArtifacts,
+    /// `unsettled-fails` applies to it: too short to judge fails the run.
+    #[serde(skip_serializing_if = "is_false")]
+    #[serde(default)]
+    pub unsettled_fails: bool,
+}
+
+impl BenchReport {
+    /// What this bench alone makes of the run's exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.verdict == Verdict::Unsettled && self.unsettled_fails {
+            ExitCode::Incomplete
+        } else {
+            verdict_exit_code(self.verdict)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,3 +15,5 @@ pub const PATHS: &str = ".paths";
 /// in the shape of jemalloc's own periodic `<prefix>.<pid>.<seq>.m<n>.heap`): the tracker's,
 /// and, beside a program's own jemalloc, both jemallocs' of one moment.
 pub const TRACKED_PERIODIC: &str = ".t";
+/// Appended to the dump prefix: the timeline of the periodic dumps (see [`crate::timeline`]).
+pub const TIMELINE: &str = ".timeline";

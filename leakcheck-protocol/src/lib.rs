@@ -7,6 +7,7 @@
 //!   runs ended ([`record::End`]);
 //! - [`drain`]: the deferred-reclamation runtimes the runtime drains before it measures;
 //! - [`files`]: the suffixes of the files the runtime writes beside a dump;
+//! - [`timeline`]: when each periodic heap dump was taken;
 //! - [`slots`]: the table of where unoptimised functions keep their variables, which the
 //!   tool writes from DWARF and the runtime reads when a test thread calls `exit`.
 //!
@@ -20,6 +21,7 @@ pub mod env;
 pub mod files;
 pub mod record;
 pub mod slots;
+pub mod timeline;
 mod words;
 
 pub use words::{format_hex, format_u64, Sink};

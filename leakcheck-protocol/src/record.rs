@@ -334,12 +334,7 @@ impl<'a> Entry<'a> {
     }
 }
 
-impl core::fmt::Display for Entry<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.encode(f);
-        Ok(())
-    }
-}
+crate::words::display_by_encode!(Entry<'_>);
 
 fn next_word<'a>(words: &mut impl Iterator<Item = &'a [u8]>) -> Option<&'a str> {
     core::str::from_utf8(words.next()?).ok()

@@ -87,12 +87,7 @@ impl Slot {
     }
 }
 
-impl core::fmt::Display for Slot {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.encode(f);
-        Ok(())
-    }
-}
+crate::words::display_by_encode!(Slot);
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,20 @@ impl Sink for core::fmt::Formatter<'_> {
     }
 }
 
+/// `Display` through the type's own `encode(&self, &mut impl Sink)`: one spelling of each line,
+/// for the tool's `to_string` and the runtime's fixed buffers alike.
+macro_rules! display_by_encode {
+    ($($t:ty),*) => {$(
+        impl core::fmt::Display for $t {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                self.encode(f);
+                Ok(())
+            }
+        }
+    )*};
+}
+pub(crate) use display_by_encode;
+
 /// Writes `v` in decimal at the end of `buf`; returns where the digits start.
 pub fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> usize {
     let mut i = buf.len();

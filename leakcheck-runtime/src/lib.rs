@@ -45,6 +45,7 @@ mod drain;
 mod image;
 mod live;
 mod paths;
+mod periodic;
 mod reach;
 mod rerun;
 mod scan;
@@ -323,126 +324,6 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value }
 }
 
-/// Benchmarks and services: a thread that writes a heap dump every `ms` milliseconds. With
-/// no file name, jemalloc's `prof.dump` names the dump itself under the configured prefix
-/// (`<prefix>.<pid>.<seq>.m<n>.heap`), so nothing here allocates per dump; the dumps'
-/// modification times are the time series. Under exact tracking (`cargo leakcheck run`) the
-/// tracker writes them, named the same way (`<prefix>.<pid>.<seq>.t.heap`), and when the
-/// file `scan_request` exists, the dump is followed by a reachability scan (its
-/// `.unreached` and `.paths` files beside it) and the file is deleted.
-///
-/// A program whose global allocator is its own jemalloc (tikv-jemallocator) allocates behind
-/// malloc's back: when the tool names its `_rjem_mallctl` and the prefix for its dumps
-/// (`LEAKCHECK_APP_MALLCTL`, `LEAKCHECK_RERUN_BUILD_ID`, `LEAKCHECK_APP_PREFIX`), each dump
-/// (tracked or this jemalloc's, then named `<prefix>.<pid>.<seq>.t.heap` too) is paired with
-/// one of that jemalloc, `<app prefix>.<pid>.<seq>.t.heap`, the same sequence number.
-fn start_periodic_dumps(ms: u64, prefix: Option<&'static str>, scan_request: Option<&'static str>) {
-    let spawned = std::thread::Builder::new()
-        .name("leakcheck-dumps".into())
-        .spawn(move || {
-            let mut seq = 0u64;
-            let app = app_allocator();
-            loop {
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-                match (prefix, tracker::enabled(), app) {
-                    (Some(prefix), true, _) => {
-                        seq += 1;
-                        if let Some((mallctl, app_prefix)) = app {
-                            app_dump(mallctl, app_prefix, seq);
-                        }
-                        tracked_dump(prefix, seq, scan_request);
-                    }
-                    // Sampled by this jemalloc, beside the program's own (a bench on
-                    // tikv-jemallocator): both named with the same sequence number.
-                    (Some(prefix), false, Some((mallctl, app_prefix))) => {
-                        seq += 1;
-                        app_dump(mallctl, app_prefix, seq);
-                        let mut path = FixedPath::new();
-                        if periodic_name(&mut path, prefix, seq) {
-                            // SAFETY: "prof.dump" takes a `const char *` file name,
-                            // NUL-terminated, that outlives the call.
-                            let _ = unsafe { ctl::raw::write(b"prof.dump\0", path.as_ptr()) };
-                        }
-                    }
-                    // SAFETY: "prof.dump" with no new value dumps under the default name
-                    // (jemalloc manual, MALLCTL NAMESPACE).
-                    _ => unsafe {
-                        mallctl_do(c"prof.dump");
-                    },
-                }
-            }
-        });
-    // Without the thread there are only the start and exit dumps; nothing else to do.
-    drop(spawned);
-}
-
-/// The program's own jemalloc, when the tool named it: its `_rjem_mallctl` in this process
-/// (checked to be code of the build the tool read) and the prefix for its dumps.
-fn app_allocator() -> Option<(usize, &'static str)> {
-    let vaddr = sys::var(env::APP_MALLCTL).and_then(sys::parse_hex)?;
-    let build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");
-    let prefix = sys::var(env::APP_PREFIX)?;
-    let address = image::resolve(vaddr as usize, build_id).ok()?;
-    Some((address, prefix))
-}
-
-/// `<prefix>.<pid>.<seq>.t.heap` into `path`; false when it does not fit.
-fn periodic_name(path: &mut FixedPath, prefix: &str, seq: u64) -> bool {
-    use leakcheck_protocol::files;
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u64;
-    path.push(prefix.as_bytes())
-        && path.push(b".")
-        && path.push_u64(pid)
-        && path.push(b".")
-        && path.push_u64(seq)
-        && path.push(files::TRACKED_PERIODIC.as_bytes())
-        && path.push(files::HEAP.as_bytes())
-}
-
-/// One periodic dump of the program's own jemalloc, named after the tracker's of the same
-/// tick (written first, so the pair's times bracket the tracked one's).
-fn app_dump(mallctl: usize, prefix: &str, seq: u64) {
-    let mut path = FixedPath::new();
-    if periodic_name(&mut path, prefix, seq) {
-        // SAFETY: `mallctl` was resolved from the tool's address of `_rjem_mallctl`.
-        unsafe { app_prof_dump(mallctl, &path) };
-    }
-}
-
-/// One periodic dump of the tracker, and the scan when it was asked for.
-fn tracked_dump(prefix: &str, seq: u64, scan_request: Option<&str>) {
-    use leakcheck_protocol::files;
-    let mut path = FixedPath::new();
-    if !periodic_name(&mut path, prefix, seq) || !tracker::dump(&path) {
-        return;
-    }
-    let Some(request) = scan_request else { return };
-    let mut req = FixedPath::new();
-    if !req.push(request.as_bytes()) {
-        return;
-    }
-    // SAFETY: a NUL-terminated path.
-    if unsafe { libc::access(req.as_ptr(), libc::F_OK) } != 0 {
-        return;
-    }
-    let mut unreached = FixedPath::new();
-    let mut paths = FixedPath::new();
-    // SAFETY: path holds len() initialised bytes before its NUL.
-    let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
-    if unreached.push(name)
-        && unreached.push(files::UNREACHED.as_bytes())
-        && paths.push(name)
-        && paths.push(files::PATHS.as_bytes())
-    {
-        scan::dump_unreached(&unreached, Some(&paths));
-    }
-    // SAFETY: a NUL-terminated path; deleting it tells the tool the scan is written.
-    unsafe {
-        libc::unlink(req.as_ptr());
-    }
-}
-
 /// Reads the exit handler's settings from the environment (the names are the contract's,
 /// `leakcheck_protocol::env`).
 fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
@@ -542,7 +423,7 @@ extern "C" fn leakcheck_init() {
         .and_then(sys::parse_u64)
         .filter(|&ms| ms > 0)
     {
-        start_periodic_dumps(ms, prefix, sys::var(env::SCAN_REQUEST));
+        periodic::start(ms, prefix, sys::var(env::SCAN_REQUEST));
     }
 }
 

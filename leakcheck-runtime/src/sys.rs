@@ -98,6 +98,14 @@ impl leakcheck_protocol::Sink for Line {
 }
 
 impl Line {
+    /// An empty line.
+    pub fn empty() -> Self {
+        Line {
+            bytes: [0; 512],
+            len: 0,
+        }
+    }
+
     /// The line of one entry of the exit record.
     pub fn entry(entry: &leakcheck_protocol::record::Entry<'_>) -> Self {
         let mut line = Line {

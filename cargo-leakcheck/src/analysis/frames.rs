@@ -40,12 +40,6 @@ pub fn frame_report(f: &Frame) -> FrameReport {
 /// The frame that best names a leak: the first whose source is in the workspace, else
 /// the first outside the standard library, else the innermost.
 pub fn identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> Option<&'a FrameReport> {
-    let std_like = |f: &FrameReport| {
-        let n = f.function.strip_prefix('<').unwrap_or(&f.function);
-        ["std::", "core::", "alloc::", "hashbrown::"]
-            .iter()
-            .any(|p| n.starts_with(p))
-    };
     frames
         .iter()
         .find(|f| {
@@ -53,8 +47,35 @@ pub fn identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> Option<&
                 .as_deref()
                 .is_some_and(|p| Path::new(p).starts_with(root))
         })
-        .or_else(|| frames.iter().find(|f| !std_like(f)))
+        .or_else(|| frames.iter().find(|f| !is_std_function(&f.function)))
         .or_else(|| frames.first())
+}
+
+/// Whether a function is the standard library's: in its crates, or a trait method of one
+/// of its types or of a primitive (`<usize as core::fmt::Display>::fmt`, where `format!`
+/// allocates). A trait of std implemented for the program's own type is the program's.
+fn is_std_function(name: &str) -> bool {
+    const STD: [&str; 4] = ["std::", "core::", "alloc::", "hashbrown::"];
+    const PRIMITIVES: [&str; 17] = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char", "str",
+    ];
+    let in_std = |path: &str| STD.iter().any(|p| path.starts_with(p));
+    match name.strip_prefix('<') {
+        Some(rest) => match rest.split_once(" as ") {
+            Some((self_type, _)) => {
+                let bare = self_type.trim_start_matches(['&', '[', '*']);
+                let bare = bare.strip_prefix("mut ").unwrap_or(bare);
+                let bare = bare.strip_prefix("const ").unwrap_or(bare);
+                in_std(bare)
+                    || PRIMITIVES
+                        .iter()
+                        .any(|p| bare.split([';', ']']).next() == Some(p))
+            }
+            None => in_std(rest),
+        },
+        None => in_std(name),
+    }
 }
 
 /// The frames from the [`identifying_frame`] on (the allocator's and std's above it say
@@ -64,4 +85,49 @@ pub fn from_identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> &'a
         .and_then(|f| frames.iter().position(|g| std::ptr::eq(f, g)))
         .unwrap_or(0);
     &frames[first..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn std_trait_methods_of_std_and_primitive_types_are_std_and_of_the_programs_types_are_not() {
+        for std in [
+            "alloc::raw_vec::finish_grow",
+            "<usize as core::fmt::Display>::fmt",
+            "<alloc::string::String as core::fmt::Write>::write_str",
+            "<&str as alloc::string::ToString>::to_string",
+            "<[u8] as alloc::borrow::ToOwned>::to_owned",
+            "<std::collections::hash::map::HashMap<K,V,S>>::insert",
+        ] {
+            assert!(is_std_function(std), "{std}");
+        }
+        for own in [
+            "interns::handle_request",
+            "<interns::Record as core::fmt::Display>::fmt",
+            "<&interns::Record as core::clone::Clone>::clone",
+            "<u8x16 as core::ops::Add>::add",
+        ] {
+            assert!(!is_std_function(own), "{own}");
+        }
+    }
+
+    #[test]
+    fn a_leak_is_named_by_the_programs_frame_after_a_std_trait_method() {
+        let at = |function: &str| FrameReport {
+            function: function.into(),
+            file: None,
+            line: None,
+            inlined: false,
+        };
+        let frames = [
+            at("alloc::raw_vec::RawVec<T,A>::grow_one"),
+            at("<usize as core::fmt::Display>::fmt"),
+            at("core::fmt::write"),
+            at("interns::handle_request"),
+        ];
+        let named = identifying_frame(&frames, Path::new("/ws")).unwrap();
+        assert_eq!(named.function, "interns::handle_request");
+    }
 }

@@ -9,17 +9,15 @@
 //! not flagged; a leak that grows with every iteration rises in both.
 
 use crate::analysis::classify;
-use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::profile;
 use crate::analysis::retention::{self, HeldPath};
-use crate::analysis::symbols::FromFiles;
-use crate::evidence::stderr_tail;
-use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::analysis::symbols::Symbols;
+use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One heap snapshot and when it was taken, in seconds since the first.
 pub struct Snapshot {
@@ -57,20 +55,45 @@ fn at_fraction(snapshots: &[Snapshot], fraction: f64) -> usize {
         .unwrap_or(snapshots.len() - 1)
 }
 
-/// Applies the rule to every stack; flagged stacks first, then by final size. Err when
-/// there are too few snapshots to judge.
-pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth>, String> {
+/// Why a series cannot be judged: it is too short for the rule, which needs three distinct
+/// snapshots, at half, three quarters and the end of the run. Such a run is neither clean nor
+/// growing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TooShort {
+    pub snapshots: usize,
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for TooShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "too short to judge: {} over {:.2} s; the growth rule needs distinct snapshots at half, three quarters and the end of the run (let it run longer)",
+            crate::model::count_of(self.snapshots as u64, "heap snapshot", "heap snapshots"),
+            self.seconds
+        )
+    }
+}
+
+/// Applies the rule to every stack; flagged stacks first, then by final size.
+pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth>, TooShort> {
+    let too_short = || TooShort {
+        snapshots: snapshots.len(),
+        seconds: snapshots.last().map_or(0.0, |s| s.seconds),
+    };
     if snapshots.len() < MIN_SNAPSHOTS {
-        return Err(format!(
-            "only {} heap snapshots were taken; growth needs at least {MIN_SNAPSHOTS} (let the bench run longer)",
-            snapshots.len()
-        ));
+        return Err(too_short());
     }
     let (a, b, c) = (
         at_fraction(snapshots, 0.5),
         at_fraction(snapshots, 0.75),
         snapshots.len() - 1,
     );
+    // With two of the three the same snapshot, no stack could rise across both quarters:
+    // judging anyway would call every such run clean.
+    if !(a < b && b < c) {
+        return Err(too_short());
+    }
     let window = (snapshots[c].seconds - snapshots[a].seconds).max(1e-9);
     let mut keys: BTreeMap<&Vec<FrameKey>, ()> = BTreeMap::new();
     for s in snapshots {
@@ -122,33 +145,9 @@ fn unflag_drained(stacks: &mut [StackGrowth], held: &NormalizedProfile, at: usiz
     stacks.sort_by_key(|g| std::cmp::Reverse(g.flagged));
 }
 
-/// One snapshot from the dumps taken at the same moment (the runtime's, and the program's
-/// own jemalloc's when it has one), each unbiased, their stacks summed. Its sample period
-/// is the coarsest of theirs, for the noise estimate.
-fn read_snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileError> {
-    let mut merged: Option<NormalizedProfile> = None;
-    for path in parts {
-        let one = diff::normalize(&profile::read_heap_profile(path)?.unbiased());
-        match &mut merged {
-            None => merged = Some(one),
-            Some(m) => {
-                m.sample_period = m.sample_period.max(one.sample_period);
-                for (frames, c) in one.stacks {
-                    let e = m.stacks.entry(frames).or_default();
-                    e.objects += c.objects;
-                    e.bytes += c.bytes;
-                }
-            }
-        }
-    }
-    Ok(merged.unwrap_or(NormalizedProfile {
-        stacks: HashMap::new(),
-        sample_period: 1,
-    }))
-}
-
-/// Which bench is judged: its package, target, name and executable, and whether criterion
-/// runs it (then a stop at the time cap is a failure, not the plan).
+/// Which bench is judged: its package, target, name and executable (canonical, as the
+/// symbols name it), and whether criterion runs it (then a stop at the time cap is a
+/// failure, not the plan).
 pub struct BenchIdentity<'a> {
     pub package: &'a str,
     pub binary: &'a str,
@@ -166,51 +165,44 @@ pub struct BenchIdentity<'a> {
 const STACKS_LISTED: usize = 10;
 
 /// A snapshot taken a while after the growth window (a service's, once its load ended and
-/// a settle pause passed; its dumps as in [`judge_bench`]), and how the reachability scan
-/// then found each stack held.
-pub struct After<'a> {
-    pub dump: &'a [PathBuf],
+/// a settle pause passed), and how the reachability scan then found each stack held.
+pub struct After {
+    /// The snapshot, or why it could not be read.
+    pub profile: Result<NormalizedProfile, String>,
     /// Retention paths by the held stack's frames (empty without a scan).
     pub held: HashMap<Vec<FrameKey>, HeldPath>,
 }
 
-/// Reads a bench's snapshots, applies the growth rule, symbolizes the stacks worth listing.
-/// Each snapshot is the dumps taken at one moment, the first of which gives its time. With
-/// `after`, a stack that grew but no longer holds, there, what it held three quarters
+/// What a bench's or a service's run left, loaded (`execution::load`): its snapshots on the
+/// time axis of its timeline, and for a service the snapshot after its load.
+pub struct GrowthEvidence {
+    /// The tail of its stderr, for a message ([`crate::evidence::stderr_tail`]).
+    pub stderr_tail: String,
+    /// Oldest first, or why they could not be read.
+    pub snapshots: Result<Vec<Snapshot>, String>,
+    pub after: Option<After>,
+}
+
+/// Applies the growth rule to a bench's snapshots and symbolizes the stacks worth listing.
+/// With `after`, a stack that grew but no longer holds, there, what it held three quarters
 /// into the window drained (a cache emptied) and is not flagged; a flagged one says who
-/// holds it.
+/// holds it. A run too short for the rule is `unsettled`, never `clean`.
 pub fn judge_bench(
     id: &BenchIdentity,
-    result: &ProcessResult,
-    dumps: &[Vec<PathBuf>],
-    after: Option<&After>,
-    symbols: &mut FromFiles,
+    end: &ProcessEnd,
+    evidence: &GrowthEvidence,
+    symbols: &mut dyn Symbols,
     threshold: u64,
     period: u64,
 ) -> BenchReport {
-    let stopped_at_cap = result.end == ProcessEnd::TimedOut && !id.criterion;
-    let mut report = BenchReport {
-        package: id.package.to_string(),
-        binary: id.binary.to_string(),
-        name: id.name.to_string(),
-        verdict: Verdict::Clean,
-        exit: if stopped_at_cap {
-            "stopped at the time cap".into()
-        } else {
-            result.end.describe()
-        },
-        message: None,
-        sample_period: period,
-        growth_threshold: threshold,
-        growth_threshold_source: String::new(),
-        snapshots: 0,
-        duration_seconds: 0.0,
-        stacks: Vec::new(),
-        heap: Vec::new(),
-        rss: Vec::new(),
-        artifacts: BenchArtifacts::default(),
+    let stopped_at_cap = *end == ProcessEnd::TimedOut && !id.criterion;
+    let exit = if stopped_at_cap {
+        "stopped at the time cap".into()
+    } else {
+        end.describe()
     };
-    let ending = Ending::of(&result.end, "bench");
+    let mut report = blank_report(id, exit, threshold, period);
+    let ending = Ending::of(end, "bench");
     match &ending {
         Ending::Exited(0) => {}
         Ending::TimedOut if stopped_at_cap => {}
@@ -218,8 +210,8 @@ pub fn judge_bench(
             report.verdict = Verdict::Failed;
             report.message = Some(format!(
                 "the bench failed ({}){}",
-                result.end.describe(),
-                stderr_tail(&result.stderr)
+                end.describe(),
+                evidence.stderr_tail
             ));
         }
         // A bench has no time limit of its own: only criterion's cap, plus a minute.
@@ -230,7 +222,7 @@ pub fn judge_bench(
         }
         Ending::Crashed(by) => {
             report.verdict = ending.verdict().unwrap_or(Verdict::Crashed);
-            report.message = Some(format!("killed by {by}{}", stderr_tail(&result.stderr)));
+            report.message = Some(format!("killed by {by}{}", evidence.stderr_tail));
         }
         Ending::NeverRan(why) => {
             report.verdict = ending.verdict().unwrap_or(Verdict::Error);
@@ -238,70 +230,79 @@ pub fn judge_bench(
             return report;
         }
     }
-    let mut snapshots = Vec::new();
-    let mut first = None;
-    for parts in dumps {
-        let Some(path) = parts.first() else { continue };
-        let profile = match read_snapshot(parts) {
-            Ok(p) => p,
-            // A dump cut short by the kill at the time cap: the others still count.
-            Err(_) if parts == dumps.last().expect("non-empty") => continue,
-            Err(e) => {
-                report.verdict = Verdict::Error;
-                report.message = Some(e.to_string());
-                return report;
-            }
-        };
-        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        let t = match (first, modified) {
-            (None, Some(m)) => {
-                first = Some(m);
-                0.0
-            }
-            (Some(f), Some(m)) => m.duration_since(f).map(|d| d.as_secs_f64()).unwrap_or(0.0),
-            _ => continue,
-        };
-        snapshots.push(Snapshot {
-            seconds: t,
-            profile,
-        });
+    judge_growth(&mut report, id, evidence, symbols, period);
+    report
+}
+
+/// A bench's report before its verdict: clean, no stacks, `exit` as it ended.
+pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u64) -> BenchReport {
+    BenchReport {
+        package: id.package.to_string(),
+        binary: id.binary.to_string(),
+        name: id.name.to_string(),
+        verdict: Verdict::Clean,
+        exit,
+        message: None,
+        sample_period: period,
+        growth_threshold: threshold,
+        growth_threshold_source: String::new(),
+        snapshots: 0,
+        duration_seconds: 0.0,
+        stacks: Vec::new(),
+        heap: Vec::new(),
+        rss: Vec::new(),
+        artifacts: BenchArtifacts::default(),
+        unsettled_fails: false,
     }
+}
+
+/// Applies the growth rule to the snapshots of a run that ended as planned, into `report`
+/// (a verdict already drawn from how it ended stays).
+pub fn judge_growth(
+    report: &mut BenchReport,
+    id: &BenchIdentity,
+    evidence: &GrowthEvidence,
+    symbols: &mut dyn Symbols,
+    period: u64,
+) {
+    let threshold = report.growth_threshold;
+    let snapshots = match &evidence.snapshots {
+        Ok(s) => s,
+        Err(e) => {
+            report.verdict = Verdict::Error;
+            report.message = Some(e.clone());
+            return;
+        }
+    };
     report.snapshots = snapshots.len();
     report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
     report.heap = snapshots
         .iter()
         .map(|s| (s.seconds, s.profile.stacks.values().map(|c| c.bytes).sum()))
         .collect();
-    let mut stacks = match analyze(&snapshots, threshold) {
+    let mut stacks = match analyze(snapshots, threshold) {
         Ok(s) => s,
-        Err(e) => {
+        Err(too_short) => {
             if report.verdict == Verdict::Clean {
-                report.verdict = Verdict::Error;
+                report.verdict = Verdict::Unsettled;
             }
-            report.message.get_or_insert(e);
-            return report;
+            report.message.get_or_insert(too_short.to_string());
+            return;
         }
     };
-    if let Some(after) = after {
-        match read_snapshot(after.dump) {
-            Ok(held) => {
-                unflag_drained(&mut stacks, &held, at_fraction(&snapshots, 0.75));
-            }
+    if let Some(after) = &evidence.after {
+        match &after.profile {
+            Ok(held) => unflag_drained(&mut stacks, held, at_fraction(snapshots, 0.75)),
             Err(e) => {
                 report.verdict = Verdict::Error;
                 report.message = Some(format!("the snapshot after the load: {e}"));
-                return report;
+                return;
             }
         }
     }
-    let exe = id
-        .exe
-        .canonicalize()
-        .unwrap_or_else(|_| id.exe.to_path_buf())
-        .display()
-        .to_string();
+    let exe = id.exe.display().to_string();
     for g in stacks.into_iter().take(STACKS_LISTED) {
-        let trimmed = resolve_stack(&g.frames, &mut symbols.code);
+        let trimmed = resolve_stack(&g.frames, symbols);
         let class = classify::classify_test(&trimmed, &exe, None);
         let kind = match class.kind {
             StackKind::Harness if id.whole_program && !class.thread_cache => StackKind::Leak,
@@ -319,7 +320,9 @@ pub fn judge_bench(
             flagged,
             kind,
             frames: trimmed.iter().map(frame_report).collect(),
-            retained_by: after
+            retained_by: evidence
+                .after
+                .as_ref()
                 .and_then(|a| a.held.get(&g.frames))
                 .filter(|_| flagged)
                 .map(|p| retention::describe(p, &exe, symbols)),
@@ -329,7 +332,6 @@ pub fn judge_bench(
     if report.verdict == Verdict::Clean && report.stacks.iter().any(|s| s.flagged) {
         report.verdict = Verdict::Leak;
     }
-    report
 }
 
 #[cfg(test)]
@@ -407,6 +409,156 @@ mod tests {
         );
         assert!(analyze(&s, 10).unwrap()[0].flagged);
         let e = analyze(&s[..3], 0).unwrap_err();
-        assert!(e.contains("only 3 heap snapshots"), "{e}");
+        assert_eq!(e.snapshots, 3);
+        assert!(e
+            .to_string()
+            .starts_with("too short to judge: 3 heap snapshots over 2.00 s"));
+    }
+
+    /// Snapshots at the given seconds, one stack (1) at the given bytes.
+    fn series(points: &[(f64, u64)]) -> Vec<Snapshot> {
+        points
+            .iter()
+            .map(|&(seconds, bytes)| Snapshot {
+                seconds,
+                profile: NormalizedProfile {
+                    stacks: [(
+                        key(1),
+                        Counts {
+                            objects: bytes / 64,
+                            bytes,
+                        },
+                    )]
+                    .into(),
+                    sample_period: 4096,
+                },
+            })
+            .collect()
+    }
+
+    /// `growth::judge_bench` on a bench that exited 0, stack 1 resolving to the bench's own
+    /// `intern_record`.
+    fn judge(points: &[(f64, u64)]) -> BenchReport {
+        use crate::analysis::symbols::{Captured, CodeAnswer, Replay};
+        let mut symbols = Replay::new(Captured {
+            code: vec![CodeAnswer {
+                object: "/bin/bench".into(),
+                offset: 1,
+                frames: vec![crate::analysis::symbolize::Frame {
+                    function: Some("bench::intern_record".into()),
+                    file: Some("/src/bench/benches/intern.rs".into()),
+                    line: Some(12),
+                    column: None,
+                    object: "/bin/bench".into(),
+                    offset: 1,
+                    inlined: false,
+                }],
+            }],
+            ..Captured::default()
+        });
+        let id = BenchIdentity {
+            package: "bench",
+            binary: "intern",
+            name: "intern",
+            exe: Path::new("/bin/bench"),
+            criterion: false,
+            whole_program: false,
+        };
+        let evidence = GrowthEvidence {
+            stderr_tail: String::new(),
+            snapshots: Ok(series(points)),
+            after: None,
+        };
+        judge_bench(
+            &id,
+            &ProcessEnd::Exited(0),
+            &evidence,
+            &mut symbols,
+            64 * 1024,
+            4096,
+        )
+    }
+
+    const MB: u64 = 1 << 20;
+
+    #[test]
+    fn a_bench_that_grows_in_under_a_second_is_growing_at_its_line() {
+        // The points the runtime's schedule gives a 0.7 s bench, the heap rising 12 → 48 MB.
+        let points: Vec<(f64, u64)> = (0..=28)
+            .map(|i| {
+                let t = i as f64 * 0.025;
+                (t, 12 * MB + (t * 52.0 * MB as f64) as u64)
+            })
+            .collect();
+        let r = judge(&points);
+        assert_eq!(r.verdict, Verdict::Leak, "{r:?}");
+        assert!(r.stacks[0].flagged);
+        assert_eq!(r.stacks[0].frames[0].line, Some(12));
+        // Four snapshots of the same bench (one every 250 ms) were judged clean once: too
+        // few for both quarters to hold a distinct point. Now that is said, not passed.
+        let four = judge(&[
+            (0.0, 12 * MB),
+            (0.25, 24 * MB),
+            (0.5, 39 * MB),
+            (0.75, 48 * MB),
+        ]);
+        assert_eq!(four.verdict, Verdict::Unsettled, "{four:?}");
+        assert!(four
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("too short to judge"));
+    }
+
+    #[test]
+    fn a_long_growing_series_is_growing_and_a_plateau_or_a_drain_is_clean() {
+        let long: Vec<(f64, u64)> = (0..240).map(|i| (i as f64 * 0.25, i * MB / 4)).collect();
+        assert_eq!(judge(&long).verdict, Verdict::Leak);
+        // Fills during warm-up, then flat.
+        let plateau: Vec<(f64, u64)> = (0..40)
+            .map(|i| (i as f64 * 0.1, (i.min(12)) * MB))
+            .collect();
+        assert_eq!(judge(&plateau).verdict, Verdict::Clean);
+        // Rises in the third quarter, drains in the fourth.
+        let draining: Vec<(f64, u64)> = (0..40)
+            .map(|i| {
+                (
+                    i as f64 * 0.1,
+                    if (20..30).contains(&i) {
+                        (i - 19) * MB
+                    } else {
+                        MB
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(judge(&draining).verdict, Verdict::Clean);
+    }
+
+    #[test]
+    fn noise_around_a_flat_heap_is_clean() {
+        // ±3 % around 8 MB: a sampled heap's estimate wanders; the last quarter's points may
+        // rise, but not by more than the threshold and the sampling noise.
+        let noisy: Vec<(f64, u64)> = (0..40u64)
+            .map(|i| {
+                let wobble = (i * 7919 % 13) as i64 - 6;
+                (i as f64 * 0.1, (8 * MB as i64 + wobble * 40 * 1024) as u64)
+            })
+            .collect();
+        assert_eq!(judge(&noisy).verdict, Verdict::Clean);
+        // The same noise on a heap that grows 4 MB/s: growing.
+        let rising: Vec<(f64, u64)> = noisy
+            .iter()
+            .map(|&(t, b)| (t, b + (t * 4.0 * MB as f64) as u64))
+            .collect();
+        assert_eq!(judge(&rising).verdict, Verdict::Leak);
+    }
+
+    #[test]
+    fn a_bench_with_one_snapshot_is_unsettled() {
+        let r = judge(&[(0.0, MB)]);
+        assert_eq!(r.verdict, Verdict::Unsettled);
+        assert_eq!(r.snapshots, 1);
+        assert!(r.message.unwrap().contains("1 heap snapshot over 0.00 s"));
     }
 }

@@ -14,6 +14,7 @@ use crate::commands::session;
 use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, TestBinary};
+use crate::execution::load;
 use crate::execution::protocol::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
 use crate::model::{Report, ReportSettings};
@@ -168,17 +169,30 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
                 .map(|d| protocol::snapshot_parts(d, &key))
                 .filter(|parts| own_allocators[case.binary].is_none() || parts.len() > 1)
                 .collect();
+        let exe = binary
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| binary.path.clone());
         let id = growth::BenchIdentity {
             package: &binary.package,
             binary: &binary.target,
             name: &case.name,
-            exe: &binary.path,
+            exe: &exe,
             criterion: case.criterion,
             whole_program: false,
         };
+        let evidence = load::growth(
+            &result.stderr,
+            &dumps,
+            &protocol::timeline(&session.work_dir, &key),
+            None,
+        );
         let mut report =
-            growth::judge_bench(&id, &result, &dumps, None, symbolizer, threshold, period);
+            growth::judge_bench(&id, &result.end, &evidence, symbolizer, threshold, period);
         report.growth_threshold_source = source;
+        report.unsettled_fails = config
+            .effective(&case.name, &crate::config::SettingsLayer::default())
+            .unsettled_fails;
         benches.push(report);
     }
     benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));

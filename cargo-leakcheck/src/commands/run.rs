@@ -5,7 +5,7 @@
 //! the snapshots taken between ready and the end of the load ([`crate::analysis::service`]);
 //! write the report and the growth plots as `bench` does.
 
-use crate::analysis::growth::{After, BenchIdentity};
+use crate::analysis::growth::BenchIdentity;
 use crate::analysis::service;
 use crate::analysis::symbols::FromFiles;
 use crate::cli::RunArgs;
@@ -99,6 +99,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
             let _ = std::fs::remove_file(old);
         }
     }
+    let _ = std::fs::remove_file(protocol::timeline(&session.work_dir, key));
     let own_allocator = std::fs::read(&program)
         .ok()
         .and_then(|data| crate::execution::entry::own_allocator(&data));
@@ -152,11 +153,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         .map(|d| protocol::snapshot_parts(d, key))
         .collect();
     let (threshold, source) = session.config.service_growth_threshold(threshold_cli);
+    let exe = program.canonicalize().unwrap_or_else(|_| program.clone());
     let id = BenchIdentity {
         package: &package,
         binary: &name,
         name: &name,
-        exe: &program,
+        exe: &exe,
         criterion: false,
         whole_program: true,
     };
@@ -164,26 +166,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         notes.push(own_allocator_note(&dumps));
     }
     let mut symbols = FromFiles::default();
-    let after_parts = after.as_ref().map(|d| protocol::snapshot_parts(d, key));
-    let after = after
-        .as_ref()
-        .zip(after_parts.as_ref())
-        .map(|(dump, parts)| After {
-            dump: parts,
-            held: load::held_by_stack(dump),
-        });
-    let mut judged = service::judge(
-        &id,
-        &ran.stage,
-        service::Snapshots {
-            under_load: &dumps,
-            after,
-        },
-        (ran.stdout.clone(), ran.stderr.clone()),
-        &mut symbols,
-        threshold,
-        period,
+    let after = after.as_ref().map(|dump| {
+        let parts = protocol::snapshot_parts(dump, key);
+        load::growth_after(&parts, dump)
+    });
+    let evidence = load::growth(
+        &ran.stderr,
+        &dumps,
+        &protocol::timeline(&session.work_dir, key),
+        after,
     );
+    let mut judged = service::judge(&id, &ran.stage, &evidence, &mut symbols, threshold, period);
     judged.growth_threshold_source = source;
     judged.rss = rss_series(&ran.rss, dumps.first().and_then(|p| p.first()), ran.window);
     notes.extend(symbols.code.warnings());

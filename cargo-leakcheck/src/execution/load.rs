@@ -4,6 +4,7 @@
 //! is carried as such, for the verdict to say what that means.
 
 use crate::analysis::diff::{self, NormalizedProfile};
+use crate::analysis::growth::{After, GrowthEvidence, Snapshot};
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile;
 use crate::analysis::retention::{self, HeldPath};
@@ -11,7 +12,9 @@ use crate::analysis::symbols::CodeSymbols;
 use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
 use crate::evidence::{stderr_tail, ProcessResult};
 use crate::execution::passes::TestOutcome;
+use crate::execution::protocol;
 use crate::model::Method;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// What is known about a binary: its canonical path, and its harness baseline read, from
@@ -176,4 +179,94 @@ pub fn held_by_stack(
 /// whole (a process that died while writing it).
 fn paths(dump: &Path) -> Option<Vec<HeldPath>> {
     retention::parse(&std::fs::read_to_string(retention::paths_file(dump)).ok()?)
+}
+
+/// A bench's or a service's snapshots, each the dumps of one moment (see
+/// [`crate::execution::protocol::snapshot_parts`]), on the time axis of the runtime's
+/// timeline: seconds since the first. A dump the timeline does not name is left out (a kill
+/// cut its line short), and so is a last dump that cannot be read (cut short by the kill at
+/// the time cap); any other unreadable dump is an error.
+pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<Snapshot>, String> {
+    use leakcheck_protocol::timeline::Mark;
+    let text = match std::fs::read_to_string(timeline) {
+        Ok(t) => t,
+        Err(_) if dumps.is_empty() => String::new(),
+        Err(e) => return Err(format!("{}: {e}", timeline.display())),
+    };
+    let when: HashMap<_, u64> = text
+        .lines()
+        .filter_map(Mark::parse)
+        .map(|m| (m.dump, m.micros))
+        .collect();
+    let mut snapshots = Vec::new();
+    let mut first = None;
+    for (i, parts) in dumps.iter().enumerate() {
+        let Some(micros) = parts
+            .first()
+            .and_then(|p| protocol::timeline_dump(p))
+            .and_then(|d| when.get(&d).copied())
+        else {
+            continue;
+        };
+        let profile = match snapshot(parts) {
+            Ok(p) => p,
+            Err(_) if i + 1 == dumps.len() => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        let t0 = *first.get_or_insert(micros);
+        snapshots.push(Snapshot {
+            seconds: micros.saturating_sub(t0) as f64 / 1e6,
+            profile,
+        });
+    }
+    Ok(snapshots)
+}
+
+/// The snapshot after a service's load (its parts), with how the scan found each stack held
+/// when `scanned` is the dump it scanned.
+pub fn growth_after(parts: &[PathBuf], scanned: &Path) -> After {
+    After {
+        profile: snapshot(parts).map_err(|e| e.to_string()),
+        held: held_by_stack(scanned),
+    }
+}
+
+/// What a bench's or a service's run left: its stderr's tail, its snapshots, and the
+/// snapshot after a service's load.
+pub fn growth(
+    stderr: &Path,
+    dumps: &[Vec<PathBuf>],
+    timeline: &Path,
+    after: Option<After>,
+) -> GrowthEvidence {
+    GrowthEvidence {
+        stderr_tail: stderr_tail(stderr),
+        snapshots: growth_snapshots(dumps, timeline),
+        after,
+    }
+}
+
+/// One snapshot from the dumps taken at the same moment (the runtime's, and the program's
+/// own jemalloc's when it has one), each unbiased, their stacks summed. Its sample period
+/// is the coarsest of theirs, for the noise estimate.
+fn snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileError> {
+    let mut merged: Option<NormalizedProfile> = None;
+    for path in parts {
+        let one = diff::normalize(&profile::read_heap_profile(path)?.unbiased());
+        match &mut merged {
+            None => merged = Some(one),
+            Some(m) => {
+                m.sample_period = m.sample_period.max(one.sample_period);
+                for (frames, c) in one.stacks {
+                    let e = m.stacks.entry(frames).or_default();
+                    e.objects += c.objects;
+                    e.bytes += c.bytes;
+                }
+            }
+        }
+    }
+    Ok(merged.unwrap_or(NormalizedProfile {
+        stacks: HashMap::new(),
+        sample_period: 1,
+    }))
 }

@@ -87,6 +87,24 @@ pub fn snapshot_parts(dump: &Path, job: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The timeline of a job's periodic dumps (`leakcheck_protocol::timeline`).
+pub fn timeline(dir: &Path, job: &str) -> PathBuf {
+    let mut path = dump_prefix(dir, job, PRELOAD_STEM).into_os_string();
+    path.push(leakcheck_protocol::files::TIMELINE);
+    path.into()
+}
+
+/// Which dump of the timeline a dump file is: the exit dump, or a periodic one by its
+/// sequence number.
+pub fn timeline_dump(path: &Path) -> Option<leakcheck_protocol::timeline::Dump> {
+    use leakcheck_protocol::timeline::Dump;
+    let name = path.file_name()?.to_str()?;
+    if name.ends_with(".f.heap") {
+        return Some(Dump::Final);
+    }
+    dump_seq(path).map(Dump::Periodic)
+}
+
 /// A dump's sequence number: the number after its pid (`<prefix>.<pid>.<seq>.<kind>.heap`,
 /// counted from the end, since a prefix may hold dots).
 pub fn dump_seq(path: &Path) -> Option<u64> {

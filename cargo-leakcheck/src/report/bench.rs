@@ -225,11 +225,18 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     };
     let _ = writeln!(
         s,
-        "\n Summary {}: {} clean, {} growing, {} other; {sampling}",
+        "\n Summary {}: {} clean, {} growing,{} {} other; {sampling}",
         crate::model::count_of(report.benches.len() as u64, "bench", "benches"),
         count(Verdict::Clean),
         count(Verdict::Leak),
-        report.benches.len() - count(Verdict::Clean) - count(Verdict::Leak),
+        match count(Verdict::Unsettled) {
+            0 => String::new(),
+            n => format!(" {n} too short to judge,"),
+        },
+        report.benches.len()
+            - count(Verdict::Clean)
+            - count(Verdict::Leak)
+            - count(Verdict::Unsettled),
     );
     for n in &report.notes {
         let _ = writeln!(s, "    note {n}");
