@@ -24,6 +24,19 @@ pub enum ExitCode {
 }
 
 impl ExitCode {
+    /// What the code says of a run, in a few words (the page's headline).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ExitCode::Success => "nothing leaked, nothing failed",
+            ExitCode::CouldNotRun => "could not run with what it was given",
+            ExitCode::LeaksFound => "leaks found",
+            ExitCode::TestsFailed => "tests failed, crashed or timed out",
+            ExitCode::Incomplete => "some results could not be judged",
+            ExitCode::BuildFailed => "the code under test did not build",
+            ExitCode::Environment => "the tool's environment failed it",
+        }
+    }
+
     /// The code of a run of several findings: a failed test outweighs a leak, a leak an
     /// unjudged test, and any of them success.
     pub fn worst(self, other: ExitCode) -> ExitCode {

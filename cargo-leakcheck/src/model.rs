@@ -183,6 +183,22 @@ impl Report {
             .fold(0, u64::saturating_add)
     }
 
+    /// The gate: what one test makes of the run's exit code (`Success`: it does not fail the
+    /// run). Its verdict, `unsettled-fails` and `--fail-on new` decide, here only: the exit
+    /// code, the summary, JUnit, the annotations, the page and the nextest runner all ask
+    /// this, so they cannot disagree.
+    pub fn gate(&self, t: &TestReport) -> ExitCode {
+        match self.leak_is_tolerated(t) {
+            true => ExitCode::Success,
+            false => t.exit_code(),
+        }
+    }
+
+    /// Whether one test fails the run (see [`Report::gate`]).
+    pub fn fails(&self, t: &TestReport) -> bool {
+        self.gate(t) != ExitCode::Success
+    }
+
     /// The documented exit code for a finished run, from its tests and benches. A test
     /// binary that could not even list its tests ran none of them: as under `cargo test`,
     /// that fails the run. Selected tests that never ran leave it incomplete, unless
@@ -195,10 +211,7 @@ impl Report {
         } else {
             ExitCode::Success
         };
-        let tests = self.tests.iter().map(|t| match self.leak_is_tolerated(t) {
-            true => ExitCode::Success,
-            false => t.exit_code(),
-        });
+        let tests = self.tests.iter().map(|t| self.gate(t));
         let benches = self.benches.iter().map(BenchReport::exit_code);
         tests.chain(benches).fold(start, ExitCode::worst)
     }
@@ -862,6 +875,7 @@ impl BenchReport {
                 BenchArtifacts::default()
             },
             unsettled_fails: false,
+            not_checked: false,
         }
     }
 }
@@ -996,12 +1010,19 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "is_false")]
     #[serde(default)]
     pub unsettled_fails: bool,
+    /// A service under `run` that was not checked (not started, never ready, its load
+    /// failed, interrupted): `message` says why, and the run exits 2.
+    #[serde(skip_serializing_if = "is_false")]
+    #[serde(default)]
+    pub not_checked: bool,
 }
 
 impl BenchReport {
     /// What this bench alone makes of the run's exit code.
     pub fn exit_code(&self) -> ExitCode {
-        if self.verdict == Verdict::Unsettled && self.unsettled_fails {
+        if self.not_checked {
+            ExitCode::CouldNotRun
+        } else if self.verdict == Verdict::Unsettled && self.unsettled_fails {
             ExitCode::Incomplete
         } else {
             verdict_exit_code(self.verdict)

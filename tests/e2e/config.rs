@@ -169,10 +169,20 @@ fn the_configured_fixture_shows_what_allowed_each_stack() {
 
 #[test]
 fn unsettled_fails_the_run_only_where_the_configuration_asks() {
-    // `unsettled-fails = true` for this one test in the fixture's leakcheck.toml.
+    // `unsettled-fails = true` for this one test in the fixture's leakcheck.toml. The exit
+    // code, the summary, JUnit, the annotations and the page all say it fails the run.
+    let junit = crate::harness::scratch().join("unsettled-fails.junit.xml");
     let strict = run_fixture(
         "tests/fixtures/configured",
-        &["--", "tests::second_run_never_returns", "--exact"],
+        &[
+            "--junit",
+            junit.to_str().unwrap(),
+            "--annotations",
+            "github",
+            "--",
+            "tests::second_run_never_returns",
+            "--exact",
+        ],
     );
     assert_eq!(strict.code, 5, "{}", strict.stderr);
     let t = strict.test("configured", "tests::second_run_never_returns");
@@ -184,6 +194,23 @@ fn unsettled_fails_the_run_only_where_the_configuration_asks() {
             .contains("tests::second_run_never_returns (fails the run: unsettled-fails)"),
         "{}",
         strict.stderr
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("failures=\"1\"") && xml.contains("<failure type=\"unsettled\""),
+        "{xml}"
+    );
+    assert!(
+        strict
+            .stdout
+            .contains("::error title=unsettled%3A tests%3A%3Asecond_run_never_returns::"),
+        "{}",
+        strict.stdout
+    );
+    let page = std::fs::read_to_string(strict.out_dir.join("index.html")).unwrap();
+    assert!(
+        page.contains("The run fails: exit code 5") && page.contains(">fails the run</span>"),
+        "the page agrees"
     );
     // The same test under a configuration that does not ask for it: unsettled, exit 0.
     let file = config("typo.toml");
@@ -201,6 +228,11 @@ fn unsettled_fails_the_run_only_where_the_configuration_asks() {
     let t = lenient.test("configured", "tests::second_run_never_returns");
     assert_eq!(t["verdict"], "unsettled", "{t}");
     assert!(t.get("unsettled_fails").is_none(), "{t}");
+    let page = std::fs::read_to_string(lenient.out_dir.join("index.html")).unwrap();
+    assert!(
+        page.contains("The run passes: exit code 0") && !page.contains(">fails the run</span>"),
+        "the page agrees"
+    );
 }
 
 #[test]

@@ -81,6 +81,8 @@ pub struct Run {
     pub code: i32,
     /// Everything it printed on stderr.
     pub stderr: String,
+    /// Everything it printed on stdout (annotations).
+    pub stdout: String,
     /// `report.json`, when written.
     pub report: Option<Value>,
     /// The `leakcheck` output directory.
@@ -220,6 +222,7 @@ fn run_command(command: &str, fixture: &str, args: &[&str], target: &Path) -> Ru
     Run {
         code: output.status.code().unwrap_or(-1),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         report,
         out_dir,
     }

@@ -266,11 +266,21 @@ fn every_way_a_run_fails_is_named_with_its_code_and_leaves_nothing_running() {
         ],
     );
     assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let said = format!("never got ready: nothing accepted connections on 127.0.0.1:{other}");
+    assert!(stderr.contains(&said), "{stderr}");
+    // Not a missing report: a row with its reason, in report.json and on the page.
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(s.target.join("leakcheck/report.json")).unwrap(),
+    )
+    .unwrap();
+    let row = &report["benches"][0];
+    assert_eq!(row["verdict"], "error", "{row}");
+    assert_eq!(row["not_checked"], true, "{row}");
+    assert!(row["message"].as_str().unwrap().contains(&said), "{row}");
+    let page = std::fs::read_to_string(s.target.join("leakcheck/index.html")).unwrap();
     assert!(
-        stderr.contains(&format!(
-            "never got ready: nothing accepted connections on 127.0.0.1:{other}"
-        )),
-        "{stderr}"
+        page.contains("The run fails: exit code 2") && page.contains(&said),
+        "the page says why"
     );
     nothing_left(port, &s.target);
 
@@ -312,6 +322,8 @@ fn every_way_a_run_fails_is_named_with_its_code_and_leaves_nothing_running() {
         );
         assert_eq!(out.status.code(), Some(2), "{load}: {stderr}");
         assert!(stderr.contains(said), "{load}: {stderr}");
+        let report = std::fs::read_to_string(s.target.join("leakcheck/report.json")).unwrap();
+        assert!(report.contains(said), "{load}: {report}");
         nothing_left(port, &s.target);
     }
 

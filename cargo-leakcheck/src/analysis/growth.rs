@@ -253,6 +253,7 @@ pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u6
         rss: Vec::new(),
         artifacts: BenchArtifacts::default(),
         unsettled_fails: false,
+        not_checked: false,
     }
 }
 
@@ -335,7 +336,7 @@ pub fn judge_growth(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::analysis::profile::Counts;
     use std::sync::Arc;
@@ -416,7 +417,7 @@ mod tests {
     }
 
     /// Snapshots at the given seconds, one stack (1) at the given bytes.
-    fn series(points: &[(f64, u64)]) -> Vec<Snapshot> {
+    pub(crate) fn series(points: &[(f64, u64)]) -> Vec<Snapshot> {
         points
             .iter()
             .map(|&(seconds, bytes)| Snapshot {
@@ -436,11 +437,10 @@ mod tests {
             .collect()
     }
 
-    /// `growth::judge_bench` on a bench that exited 0, stack 1 resolving to the bench's own
-    /// `intern_record`.
-    fn judge(points: &[(f64, u64)]) -> BenchReport {
+    /// Symbols that resolve stack 1 to the bench's own `intern_record`.
+    pub(crate) fn symbols() -> crate::analysis::symbols::Replay {
         use crate::analysis::symbols::{Captured, CodeAnswer, Replay};
-        let mut symbols = Replay::new(Captured {
+        Replay::new(Captured {
             code: vec![CodeAnswer {
                 object: "/bin/bench".into(),
                 offset: 1,
@@ -455,25 +455,37 @@ mod tests {
                 }],
             }],
             ..Captured::default()
-        });
-        let id = BenchIdentity {
+        })
+    }
+
+    /// A bench or service of the program `/bin/bench`.
+    pub(crate) fn identity(whole_program: bool) -> BenchIdentity<'static> {
+        BenchIdentity {
             package: "bench",
             binary: "intern",
             name: "intern",
             exe: Path::new("/bin/bench"),
             criterion: false,
-            whole_program: false,
-        };
-        let evidence = GrowthEvidence {
+            whole_program,
+        }
+    }
+
+    /// Evidence of the series `points`.
+    pub(crate) fn evidence(points: &[(f64, u64)]) -> GrowthEvidence {
+        GrowthEvidence {
             stderr_tail: String::new(),
             snapshots: Ok(series(points)),
             after: None,
-        };
+        }
+    }
+
+    /// `growth::judge_bench` on a bench that exited 0.
+    fn judge(points: &[(f64, u64)]) -> BenchReport {
         judge_bench(
-            &id,
+            &identity(false),
             &ProcessEnd::Exited(0),
-            &evidence,
-            &mut symbols,
+            &evidence(points),
+            &mut symbols(),
             64 * 1024,
             4096,
         )

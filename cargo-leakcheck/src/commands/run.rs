@@ -142,9 +142,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     for n in &notes {
         crate::info!("note: {n}");
     }
-    if let Some(why) = service::not_checked(&ran.stage, &ready_text(&ready, args), &ran.stderr) {
-        return Err(Error::Usage(why));
-    }
     let (dumps, after) = split_at_window(&ran.dumps, ran.window);
     // The scanned snapshot is the one after the load, when the scan ran.
     let after = ran.scanned.clone().or(after);
@@ -176,7 +173,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         &protocol::timeline(&session.work_dir, key),
         after,
     );
-    let mut judged = service::judge(&id, &ran.stage, &evidence, &mut symbols, threshold, period);
+    let mut judged = service::judge(
+        &id,
+        &ran.stage,
+        &ready_text(&ready, args),
+        &evidence,
+        &mut symbols,
+        threshold,
+        period,
+    );
     judged.growth_threshold_source = source;
     judged.rss = rss_series(&ran.rss, dumps.first().and_then(|p| p.first()), ran.window);
     notes.extend(symbols.code.warnings());

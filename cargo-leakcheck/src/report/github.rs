@@ -39,8 +39,7 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
     }
     let mut sites: Vec<Site> = Vec::new();
     // Under `--fail-on new`, the base run's unchanged leaks are not this change's.
-    let failing =
-        |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && !report.leak_is_tolerated(t);
+    let failing = |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && report.fails(t);
     for t in report.tests.iter().filter(failing) {
         for st in t.failing_stacks() {
             let Some((file, line)) = repo_line(&st.frames, repo_root) else {
@@ -96,7 +95,11 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
     all.extend(bench_annotations(report, repo_root));
     // A test that could not be judged has no line to point at; when the configuration
     // makes that fail the run, the run's page must still say which test and why.
-    for t in report.tests.iter().filter(|t| t.unsettled_fails_the_run()) {
+    for t in report
+        .tests
+        .iter()
+        .filter(|t| t.verdict == Verdict::Unsettled && report.fails(t))
+    {
         let why = t.message.as_deref().unwrap_or("it could not be judged");
         all.push(format!(
             "::error title={}::{}",

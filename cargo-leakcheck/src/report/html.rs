@@ -12,9 +12,10 @@
 //! is outside `<main>`, or in `data-` attributes and cells marked `time`.
 
 use crate::analysis::frames::from_identifying_frame;
+use crate::errors::ExitCode;
 use crate::model::{
     human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, StackKind,
-    StackReport, TestChange, TestReport, Verdict,
+    StackReport, TestReport, Verdict,
 };
 use crate::report::human::{frame_text, held_text, is_harness_frame};
 use crate::report::markup::escape as esc;
@@ -80,6 +81,25 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
         esc(page.command),
         esc(&page.date),
         env!("CARGO_PKG_VERSION")
+    );
+    // The gate's answer (`Report::exit_code`), as the exit code, JUnit and the annotations
+    // give it.
+    let code = report.exit_code();
+    let _ = writeln!(
+        h,
+        "<p id=\"outcome\" class=\"{}\">The run {}: exit code {} ({})</p>",
+        if code == ExitCode::Success {
+            "o-passes"
+        } else {
+            "o-fails"
+        },
+        if code == ExitCode::Success {
+            "passes"
+        } else {
+            "fails"
+        },
+        code as i32,
+        code.meaning()
     );
     if let Some(b) = &report.baseline {
         baseline_section(&mut h, b);
@@ -191,7 +211,7 @@ fn tests_section(h: &mut String, report: &Report, page: &Page, root: &Path, sour
         ))
     });
     for t in order {
-        test_row(h, t, report.change_of(t), page, root, sources);
+        test_row(h, t, report, page, root, sources);
     }
     h.push_str("</tbody>\n</table>\n</section>\n");
 }
@@ -199,11 +219,12 @@ fn tests_section(h: &mut String, report: &Report, page: &Page, root: &Path, sour
 fn test_row(
     h: &mut String,
     t: &TestReport,
-    change: Option<&TestChange>,
+    report: &Report,
     page: &Page,
     root: &Path,
     sources: &mut Sources,
 ) {
+    let change = report.change_of(t);
     let v = t.verdict.as_str();
     let full = format!("{} {}", t.binary, t.name);
     let _ = write!(
@@ -211,6 +232,13 @@ fn test_row(
         "<tr class=\"test\" data-verdict=\"{v}\" data-name=\"{}\"><td><span class=\"badge v-{v}\">{v}</span>",
         esc(&full)
     );
+    // Where the verdict alone does not say whether it fails the run, the gate does.
+    let fails = report.fails(t);
+    if t.verdict == Verdict::Unsettled && fails {
+        h.push_str(" <span class=\"gate\" title=\"unsettled-fails\">fails the run</span>");
+    } else if t.verdict == Verdict::Leak && !fails {
+        h.push_str(" <span class=\"gate\" title=\"--fail-on new\">does not fail the run</span>");
+    }
     if let Some(c) = change {
         let _ = write!(
             h,
@@ -651,6 +679,7 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eaeef2;vertical-a
 th{background:#f6f8fa;font-weight:600}
 td.num{text-align:right;white-space:nowrap}
 .bin{color:#57606a}
+#outcome{font-weight:600;padding:6px 10px;border-radius:6px}.o-fails{background:#ffebe9;color:#82071e}.o-passes{background:#dafbe1;color:#116329}.gate{font-size:12px;font-weight:600;color:#82071e;margin-left:4px}
 .badge{display:inline-block;padding:0 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff;background:#6e7781}
 .v-leak{background:#cf222e;color:#fff}.v-clean{background:#2da44e;color:#fff}
 .v-failed,.v-crashed,.v-timeout{background:#bc4c00;color:#fff}

@@ -401,7 +401,7 @@ pub fn render_with_cost(
             }
             other => {
                 let label = other.as_str().to_uppercase();
-                let fails = if t.unsettled_fails_the_run() {
+                let fails = if t.verdict == Verdict::Unsettled && report.fails(t) {
                     " (fails the run: unsettled-fails)"
                 } else {
                     ""

@@ -58,16 +58,14 @@ pub fn render(
             .filter(|c| matches!(c, Case::Judged(t) if f(t)))
             .count()
     };
-    let is_failure = |t: &TestReport| {
-        (matches!(t.verdict, Verdict::Leak | Verdict::Failed) && !report.leak_is_tolerated(t))
-            || t.unsettled_fails_the_run()
-    };
     let is_error = |t: &TestReport| {
         matches!(
             t.verdict,
             Verdict::Crashed | Verdict::Timeout | Verdict::Error | Verdict::Unanalysable
         )
     };
+    // What fails the run is the gate's to say; JUnit only sorts it into failures and errors.
+    let is_failure = |t: &TestReport| report.fails(t) && !is_error(t);
     let all: Vec<Case> = report.tests.iter().map(Case::Judged).collect();
     let benches = bench_suites(report, out_dir, root);
     let total_time: f64 = report.tests.iter().map(time_of).sum::<f64>() + benches.time;
@@ -129,7 +127,7 @@ pub fn render(
                         );
                         continue;
                     }
-                    match outcome(t, out_dir, root) {
+                    match outcome(t, report.fails(t), out_dir, root) {
                         None => x.push_str("/>\n"),
                         Some((element, kind, message, text)) => {
                             // What changed against the base run leads the message.
@@ -236,6 +234,12 @@ fn bench_outcome(
 ) -> Option<(&'static str, &'static str, String, String)> {
     let detail = b.message.clone().unwrap_or_default();
     match b.verdict {
+        Verdict::Unsettled if b.exit_code() != crate::errors::ExitCode::Success => Some((
+            "failure",
+            "unsettled",
+            "not judged, and `unsettled-fails` makes that fail the run".into(),
+            detail,
+        )),
         Verdict::Clean | Verdict::Unsettled => None,
         Verdict::Leak => {
             let flagged: Vec<_> = b.stacks.iter().filter(|s| s.flagged).collect();
@@ -287,13 +291,14 @@ fn bench_outcome(
 /// pass clean.
 fn outcome(
     t: &TestReport,
+    fails: bool,
     out_dir: &Path,
     root: &Path,
 ) -> Option<(&'static str, &'static str, String, String)> {
     let detail = t.message.clone().unwrap_or_default();
     match t.verdict {
         // Could not be judged, and the configuration asks that this fail the run.
-        Verdict::Unsettled if t.unsettled_fails => Some((
+        Verdict::Unsettled if fails => Some((
             "failure",
             "unsettled",
             "not judged, and `unsettled-fails` makes that fail the run".into(),
