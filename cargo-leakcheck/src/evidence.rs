@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How a test process ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ProcessEnd {
     /// Exited with this code.
     Exited(i32),
@@ -36,7 +37,8 @@ impl ProcessEnd {
 }
 
 /// How far a run of a service (`cargo leakcheck run`) got.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ServiceStage {
     /// It could not be started.
     NotStarted(String),

@@ -114,7 +114,7 @@ pub fn analyze(snapshots: &[Snapshot], threshold: u64) -> Result<Vec<StackGrowth
                 frames: k.clone(),
                 growth,
                 bytes_per_second: growth as f64 / window,
-                flagged: vb > va && vc > vb && growth > threshold as i64,
+                flagged: vb > va && vc > vb && growth > 0 && growth as u64 > threshold,
                 series,
             }
         })

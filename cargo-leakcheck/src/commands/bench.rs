@@ -14,9 +14,9 @@ use crate::commands::session;
 use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, TestBinary};
-use crate::execution::load;
 use crate::execution::protocol::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
+use crate::execution::{capture, load};
 use crate::model::{Report, ReportSettings};
 use std::time::Duration;
 
@@ -181,14 +181,20 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             criterion: case.criterion,
             whole_program: false,
         };
-        let evidence = load::growth(
-            &result.stderr,
-            &dumps,
-            &protocol::timeline(&session.work_dir, &key),
-            None,
-        );
+        let timeline = protocol::timeline(&session.work_dir, &key);
+        let evidence = load::growth(&result.stderr, &dumps, &timeline, None);
+        let growth_case = capture::growth::Case {
+            id: &id,
+            ran: capture::growth::Ran::Bench(result.end.clone()),
+            threshold,
+            period,
+            dumps: &dumps,
+            timeline: &timeline,
+            stderr: &result.stderr,
+            after: None,
+        };
         let mut report =
-            growth::judge_bench(&id, &result.end, &evidence, symbolizer, threshold, period);
+            capture::growth::judge_case(&growth_case, &evidence, symbolizer, &mut notes);
         report.growth_threshold_source = source;
         report.unsettled_fails = config
             .effective(&case.name, &crate::config::SettingsLayer::default())

@@ -6,16 +6,15 @@
 //! write the report and the growth plots as `bench` does.
 
 use crate::analysis::growth::BenchIdentity;
-use crate::analysis::service;
 use crate::analysis::symbols::FromFiles;
 use crate::cli::RunArgs;
 use crate::commands::session;
 use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo::{self, Program};
-use crate::execution::load;
 use crate::execution::protocol;
 use crate::execution::service::{Ready, ServiceSpec, Window};
+use crate::execution::{capture, load};
 use crate::model::{Report, ReportSettings};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -163,25 +162,36 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         notes.push(own_allocator_note(&dumps));
     }
     let mut symbols = FromFiles::default();
-    let after = after.as_ref().map(|dump| {
-        let parts = protocol::snapshot_parts(dump, key);
-        load::growth_after(&parts, dump)
-    });
+    let after_parts = after
+        .as_ref()
+        .map(|dump| protocol::snapshot_parts(dump, key));
+    let timeline = protocol::timeline(&session.work_dir, key);
     let evidence = load::growth(
         &ran.stderr,
         &dumps,
-        &protocol::timeline(&session.work_dir, key),
-        after,
+        &timeline,
+        after
+            .as_ref()
+            .zip(after_parts.as_ref())
+            .map(|(dump, parts)| load::growth_after(parts, dump)),
     );
-    let mut judged = service::judge(
-        &id,
-        &ran.stage,
-        &ready_text(&ready, args),
-        &evidence,
-        &mut symbols,
+    let case = capture::growth::Case {
+        id: &id,
+        ran: capture::growth::Ran::Service {
+            stage: ran.stage.clone(),
+            ready: ready_text(&ready, args),
+        },
         threshold,
         period,
-    );
+        dumps: &dumps,
+        timeline: &timeline,
+        stderr: &ran.stderr,
+        after: after
+            .as_ref()
+            .zip(after_parts.as_ref())
+            .map(|(dump, parts)| (parts.as_slice(), dump.as_path())),
+    };
+    let mut judged = capture::growth::judge_case(&case, &evidence, &mut symbols, &mut notes);
     judged.growth_threshold_source = source;
     judged.rss = rss_series(&ran.rss, dumps.first().and_then(|p| p.first()), ran.window);
     notes.extend(symbols.code.warnings());

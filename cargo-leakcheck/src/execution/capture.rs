@@ -6,7 +6,8 @@
 //! `LEAKCHECK_CAPTURE=DIR cargo leakcheck test …` writes `DIR/<case>/case.json` and the
 //! files beside it, and the report the run gave as `expected.json`. The corpus under
 //! `cargo-leakcheck/testdata/golden` is judged by `cargo test` (see the `golden` tests);
-//! `LEAKCHECK_BLESS=1` rewrites each case's `expected.json` with what it now gives.
+//! `LEAKCHECK_BLESS=1` rewrites each case's `expected.json` with what it now gives. Benches
+//! and services are captured the same way by `cargo leakcheck bench` and `run` ([`growth`]).
 
 use crate::analysis::identity::TestIdentity;
 use crate::analysis::symbols::{Captured, Recording, Symbols};
@@ -89,16 +90,7 @@ pub struct Capture<'a> {
 
 /// Writes a case under `root`, in a directory named after the test; returns it.
 pub fn write(root: &Path, c: &Capture) -> std::io::Result<PathBuf> {
-    let stem: String = format!("{}-{}-{}", c.id.package, c.id.binary, c.id.name)
-        .chars()
-        .map(|ch| {
-            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
-                ch
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let stem = case_stem(&[c.id.package, c.id.binary, c.id.name]);
     let dir = root.join(stem);
     std::fs::create_dir_all(&dir)?;
     let t = c.test;
@@ -131,6 +123,40 @@ pub fn write(root: &Path, c: &Capture) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// A case's directory name: its parts joined by `-`, anything but letters, digits, `-` and
+/// `_` made `_`.
+fn case_stem(parts: &[&str]) -> String {
+    parts
+        .join("-")
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Copies a dump to `to`, with the scan's `.paths` and `.unreached` files beside it when
+/// `with_scan` (those a dump has not are not an error).
+fn copy_with_scan(from: &Path, to: &Path, with_scan: bool) -> std::io::Result<()> {
+    if with_scan {
+        for side in [
+            crate::analysis::retention::paths_file,
+            crate::analysis::lost::unreached_path,
+        ] {
+            if let Err(e) = std::fs::copy(side(from), side(to)) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    std::fs::copy(from, to).map(|_| ())
+}
+
 fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
     let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
     text.push('\n');
@@ -148,18 +174,7 @@ fn copy_process(r: &ProcessResult, dir: &Path, prefix: &str) -> std::io::Result<
         }
     };
     let copy_dump = |from: &Path, name: String| -> std::io::Result<String> {
-        let to = dir.join(&name);
-        for side in [
-            crate::analysis::retention::paths_file,
-            crate::analysis::lost::unreached_path,
-        ] {
-            if let Err(e) = std::fs::copy(side(from), side(&to)) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(e);
-                }
-            }
-        }
-        std::fs::copy(from, &to)?;
+        copy_with_scan(from, &dir.join(&name), true)?;
         Ok(name)
     };
     Ok(ProcessFile {
@@ -215,3 +230,4 @@ pub fn judge_recorded(
 
 #[cfg(test)]
 mod golden;
+pub mod growth;

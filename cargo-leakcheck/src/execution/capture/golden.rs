@@ -150,6 +150,14 @@ fn first_difference(
             .enumerate()
             .find_map(|(i, (a, b))| first_difference(&format!("{path}[{i}]"), a, b)),
         _ if got == want => None,
+        // serde_json reads back a float it wrote to within its last digit or two.
+        (Value::Number(g), Value::Number(w))
+            if g.as_f64()
+                .zip(w.as_f64())
+                .is_some_and(|(g, w)| (g - w).abs() <= 1e-9 * w.abs().max(1.0)) =>
+        {
+            None
+        }
         _ => Some(format!("{path}: got {got}, expected {want}")),
     }
 }
@@ -164,17 +172,23 @@ fn every_golden_case_is_judged_as_it_was() {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus())
         .expect("the golden corpus is in the repository")
         .map(|e| e.unwrap().path())
-        .filter(|p| p.join("case.json").is_file())
+        .filter(|p| p.join("case.json").is_file() || p.join("growth.json").is_file())
         .collect();
     dirs.sort();
     assert!(dirs.len() >= 13, "{} cases", dirs.len());
+    let benches = dirs.iter().filter(|d| d.join("growth.json").is_file());
+    assert!(benches.count() >= 4, "bench and service cases");
     let mut failures = Vec::new();
     for dir in &dirs {
-        let report = replay(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let got = serde_json::to_value(&report).unwrap();
+        // A test's case, or a bench's or service's.
+        let got = match dir.join("case.json").is_file() {
+            true => replay(dir).map(|r| serde_json::to_value(r).unwrap()),
+            false => growth::replay(dir).map(|r| serde_json::to_value(r).unwrap()),
+        }
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let expected_path = dir.join("expected.json");
         if bless {
-            write_json(&expected_path, &report).unwrap();
+            write_json(&expected_path, &got).unwrap();
             continue;
         }
         let want: serde_json::Value =
@@ -228,4 +242,44 @@ fn the_corpus_notices_a_rule_that_judges_differently() {
             dir.display()
         );
     }
+}
+
+#[test]
+fn the_growth_cases_notice_a_rule_that_judges_differently() {
+    // A growth threshold no stack reaches stands in for a broken rule: every growing bench
+    // and service must then be judged clean, and so differ from its expected report.
+    let growing: Vec<PathBuf> = [
+        "bench-growing",
+        "bench-growing-in-under-a-second",
+        "service-growing-held",
+    ]
+    .iter()
+    .map(|name| corpus().join(name))
+    .collect();
+    for dir in growing {
+        let want: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap())
+                .unwrap();
+        assert_eq!(want["verdict"], "leak", "{}", dir.display());
+        let report = growth::replay_with(&dir, |c| c.threshold = u64::MAX).unwrap();
+        assert_eq!(
+            report.verdict,
+            crate::model::Verdict::Clean,
+            "{}",
+            dir.display()
+        );
+    }
+    // And the short bench, judged on the four snapshots of a 250 ms clock, is too short
+    // for the rule rather than clean.
+    let dir = corpus().join("bench-growing-in-under-a-second");
+    let report = growth::replay_with(&dir, |c| {
+        let n = c.dumps.len();
+        c.dumps = (1..=4).map(|i| c.dumps[i * (n - 1) / 4].clone()).collect();
+    })
+    .unwrap();
+    assert_eq!(
+        report.verdict,
+        crate::model::Verdict::Unsettled,
+        "{report:?}"
+    );
 }
