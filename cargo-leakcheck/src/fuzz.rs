@@ -7,7 +7,7 @@
 //! saved under the temporary directory for replay.
 
 use crate::{
-    analysis::profile, analysis::symbolize, config, execution::entry, execution::protocol,
+    analysis::profile, config, execution::entry, execution::protocol, execution::symbolize,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;

@@ -17,6 +17,28 @@ use std::path::{Path, PathBuf};
 /// Lines of code a file may hold (tests, comments and blank lines are not counted).
 const MAX_LINES: usize = 800;
 
+/// What the analysis may not name: it opens no file, reads no clock, starts no process and
+/// reads no environment, so that every verdict is a function of the evidence loaded for it.
+const ANALYSIS_FORBIDS: &[&str] = &[
+    "fs::",
+    "File::",
+    "OpenOptions",
+    "read_dir",
+    "read_to_string",
+    "canonicalize",
+    "metadata(",
+    "Instant",
+    "SystemTime",
+    "std::env",
+    "Command::",
+    "std::process",
+    "stderr_tail(",
+];
+
+/// Literals the tool and the runtime may both spell: they name no part of the contract
+/// between them (a C symbol each uses for its own purpose, and hex notation).
+const SHARED_LITERALS: &[&str] = &["pthread_create", "0x"];
+
 /// The tool's layers, bottom first: a file's rank is that of the longest prefix of its path
 /// under `src/` listed here. A file may name files of its own rank or lower.
 const LAYERS: &[(&str, u8)] = &[
@@ -52,15 +74,26 @@ struct Source {
     module: Vec<String>,
     /// Its code: comments, literal contents and test items blanked, line breaks kept.
     code: String,
+    /// The contents of its string literals outside comments and test items, as written.
+    literals: Vec<String>,
 }
 
 impl Source {
     fn new(rel: String, text: &str) -> Source {
         let module = module_of(&rel);
+        let code = without_tests(&blank_comments_and_literals(text));
+        // Blanking keeps every byte's place and each literal's quotes: the quotes left in
+        // the code pair up, and the text between a pair is a literal's.
+        let quotes: Vec<usize> = code.match_indices('"').map(|(at, _)| at).collect();
+        let literals = quotes
+            .chunks_exact(2)
+            .map(|q| text.get(q[0] + 1..q[1]).unwrap_or_default().to_string())
+            .collect();
         Source {
             rel,
             module,
-            code: without_tests(&blank_comments_and_literals(text)),
+            code,
+            literals,
         }
     }
 
@@ -598,6 +631,50 @@ fn the_tool_has_no_cycle_no_upward_path_and_no_large_file() {
 }
 
 #[test]
+fn the_analysis_opens_no_file_and_reads_no_clock() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let wrong: Vec<String> = read_crate(&src, "")
+        .iter()
+        .filter(|f| f.rel.starts_with("analysis/"))
+        .flat_map(|f| {
+            ANALYSIS_FORBIDS
+                .iter()
+                .filter(|word| f.code.contains(*word))
+                .map(|word| format!("{} names `{word}`", f.rel))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_name_of_the_contract_is_spelled_in_both_the_tool_and_the_runtime() {
+    // Every file name, line word and variable the two exchange is spelled once, in
+    // leakcheck-protocol; a literal both spell (with a letter or digit pair in it) is one
+    // that drifted out.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spelled = |dir: &str, label: &str| -> BTreeSet<String> {
+        read_crate(&manifest.join(dir), label)
+            .into_iter()
+            .flat_map(|f| f.literals)
+            .filter(|l| l.chars().filter(|c| c.is_ascii_alphanumeric()).count() >= 2)
+            .collect()
+    };
+    let tool = spelled("src", "");
+    let runtime = spelled("runtime", "runtime/");
+    let both: Vec<&String> = tool
+        .intersection(&runtime)
+        .filter(|l| !SHARED_LITERALS.contains(&l.as_str()))
+        .collect();
+    assert!(both.is_empty(), "spelled in both crates: {both:?}");
+    // The check sees literals at all.
+    assert!(
+        runtime.iter().any(|l| l.contains("/proc/self/")),
+        "{runtime:?}"
+    );
+}
+
+#[test]
 fn the_runtime_and_the_protocol_have_no_cycle_and_no_large_file() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     for (dir, label) in [("runtime", "runtime/"), ("protocol/src", "protocol/")] {
@@ -617,6 +694,16 @@ mod tests {
                 .map(|(rel, text)| Source::new(rel.to_string(), text))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn literals_are_read_outside_comments_and_tests_as_written() {
+        let text = "const A: &str = \"a \\\" b\"; // \"comment\"\n\
+            #[cfg(test)]\n\
+            const T: &str = \"only in tests\";\n\
+            const B: &[u8] = b\"heap_v2/\";\n";
+        let s = Source::new("model.rs".into(), text);
+        assert_eq!(s.literals, ["a \\\" b", "heap_v2/"]);
     }
 
     #[test]

@@ -24,6 +24,9 @@ impl Var {
 /// The value of a switch that is on (`LEAKCHECK_COUNTING=1`).
 pub const ON: &str = "1";
 
+/// The dynamic loader's list of libraries to load first: the tool puts the runtime in it, and
+/// the runtime takes itself out of it so that the test's own child processes run plain.
+pub const PRELOAD: Var = Var(c"LD_PRELOAD");
 /// The configuration variable of every prefixed (`_rjem_`) jemalloc: the runtime's, and a
 /// tikv-jemallocator global allocator's in the test binary.
 pub const MALLOC_CONF: Var = Var(c"_RJEM_MALLOC_CONF");

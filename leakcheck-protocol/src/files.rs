@@ -17,3 +17,33 @@ pub const PATHS: &str = ".paths";
 pub const TRACKED_PERIODIC: &str = ".t";
 /// Appended to the dump prefix: the timeline of the periodic dumps (see [`crate::timeline`]).
 pub const TIMELINE: &str = ".timeline";
+/// Ends the name of an exit dump before [`HEAP`]: jemalloc's own
+/// (`<prefix>.<pid>.<seq>.f.heap`), and the tracker's, named the same way.
+pub const FINAL: &str = ".f";
+
+/// Whether a dump's file name is an exit dump's.
+pub fn is_final(name: &str) -> bool {
+    name.strip_suffix(HEAP).is_some_and(|n| n.ends_with(FINAL))
+}
+
+/// The sequence number in a dump's file name: the number after its pid
+/// (`<prefix>.<pid>.<seq>.<kind>.heap`), counted from the end, since a prefix may hold dots.
+pub fn dump_seq(name: &str) -> Option<u64> {
+    name.strip_suffix(HEAP)?.rsplit('.').nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_names_are_read_from_their_end() {
+        assert_eq!(dump_seq("/w/service-preload.16853.15.t.heap"), Some(15));
+        assert_eq!(dump_seq("bench.v1.2-preload.7.3.m2.heap"), Some(3));
+        assert_eq!(dump_seq("x-preload.7.3.f.heap.paths"), None);
+        assert_eq!(dump_seq("x-preload.heap"), None);
+        assert!(is_final("j-preload.9.0.f.heap"));
+        assert!(!is_final("j-preload.9.0.f.heap.paths"));
+        assert!(!is_final("j-preload.9.1.t.heap"));
+    }
+}

@@ -6,7 +6,11 @@
 //! - [`record`]: the exit record the runtime writes line by line, and why a series of extra
 //!   runs ended ([`record::End`]);
 //! - [`drain`]: the deferred-reclamation runtimes the runtime drains before it measures;
+//! - [`heap_v2`]: the lines of a heap dump, as jemalloc writes them and the runtime's tracker
+//!   does;
+//! - [`paths`]: the retention paths the reachability scan writes beside a dump;
 //! - [`files`]: the suffixes of the files the runtime writes beside a dump;
+//! - [`settling`]: the rule that says whether extra runs settle a test;
 //! - [`timeline`]: when each periodic heap dump was taken;
 //! - [`slots`]: the table of where unoptimised functions keep their variables, which the
 //!   tool writes from DWARF and the runtime reads when a test thread calls `exit`.
@@ -19,7 +23,10 @@
 pub mod drain;
 pub mod env;
 pub mod files;
+pub mod heap_v2;
+pub mod paths;
 pub mod record;
+pub mod settling;
 pub mod slots;
 pub mod timeline;
 mod words;

@@ -417,7 +417,7 @@ extern "C" fn leakcheck_init() {
     // SAFETY: a NUL-terminated name; no other thread reads the environment yet (the test
     // binary's own code has not started, and the dump thread below is started after this).
     unsafe {
-        libc::unsetenv(c"LD_PRELOAD".as_ptr());
+        libc::unsetenv(env::PRELOAD.c_name().as_ptr());
     }
     if let Some(ms) = sys::var(env::DUMP_INTERVAL_MS)
         .and_then(sys::parse_u64)

@@ -1,26 +1,12 @@
 //! Retention paths: for each allocation stack with objects the scan reached, how the first
 //! of them was reached (the scan is breadth first, so that way is a shortest one), written
-//! beside the dump as `<dump>.paths`:
-//!
-//! ```text
-//! leakcheck-paths/1
-//! path                                  one per stack with reached objects
-//! root static <vaddr> <object>          a writable segment of a loaded object (`-`: the program)
-//! root tls <offset> <object>            a thread's static thread-local storage of that object
-//! root stack <address>                  a thread's stack: the return address (or interrupted
-//!                                       pc) of the frame holding the pointer, 0 if none found
-//! root register <name>                  a register of a stopped (or the exiting) thread
-//! thread <tid> <name>                   whose, for the last three
-//! @ <pc> <pc> …                         each object on the way, root-most first, by its
-//! skip <n>                              allocation stack; the last `@` is the stack's own;
-//!                                       `skip`: n objects left out of a long chain
-//! ```
-//!
-//! followed by the process's `MAPPED_LIBRARIES`, as in a dump.
+//! beside the dump as `<dump>.paths` in the format of `leakcheck_protocol::paths`, followed
+//! by the process's mappings, as in a dump.
 
 use crate::reach::{self, Obj, Root, Roots};
 use crate::stop;
 use crate::tracker::{write_stack, Out};
+use leakcheck_protocol::paths::{Line, Root as Written, PROGRAM};
 
 /// Objects written at each end of a long chain.
 const CHAIN_END: usize = 8;
@@ -44,7 +30,7 @@ pub fn write(
     arena: &[u64],
     votes: &mut [u64],
 ) {
-    out.bytes(b"leakcheck-paths/1\n");
+    line(out, Line::Header);
     // Per stack: (candidate root << 32 | count), and its representative's index + 1.
     for &i in reached {
         let o = objs[i as usize];
@@ -99,12 +85,12 @@ fn write_path(out: &mut Out, objs: &[Obj], target: usize, roots: &Roots, arena: 
         }
         at = o.from;
     }
-    out.bytes(b"path\n");
+    line(out, Line::Path);
     let top = objs[at];
     if top.direct {
         write_root(out, roots, top.from);
     } else {
-        out.bytes(b"root unknown\n");
+        line(out, Line::Root(Written::Unknown));
     }
     let stack = |out: &mut Out, i: usize| write_stack(out, arena, objs[i].id as usize);
     if depth <= 2 * CHAIN_END {
@@ -129,35 +115,35 @@ fn write_path(out: &mut Out, objs: &[Obj], target: usize, roots: &Roots, arena: 
         // Root-most first: the ring's oldest entry is the one written last minus CHAIN_END.
         stack(out, far[(depth - 1 - k) % CHAIN_END]);
     }
-    out.bytes(b"skip ");
-    out.dec((depth - 2 * CHAIN_END) as u64);
-    out.bytes(b"\n");
+    line(out, Line::Skip((depth - 2 * CHAIN_END) as u64));
     for &n in near.iter().rev() {
         stack(out, n);
     }
 }
 
+/// One line and its newline.
+fn line(out: &mut Out, line: Line) {
+    line.encode(out);
+    out.bytes(b"\n");
+}
+
 fn write_root(out: &mut Out, roots: &Roots, at: usize) {
     let Some(((lo, _), kind)) = roots.root_of(at) else {
-        out.bytes(b"root unknown\n");
+        line(out, Line::Root(Written::Unknown));
         return;
     };
     let thread = match kind {
         Root::Static { module } => {
             let m = roots.modules[module as usize];
-            out.bytes(b"root static ");
-            out.hex((at - m.base) as u64);
-            out.bytes(b" ");
-            module_name(out, m.name);
-            out.bytes(b"\n");
+            let vaddr = (at - m.base) as u64;
+            let object = module_name(m.name);
+            line(out, Line::Root(Written::Static { vaddr, object }));
             return;
         }
         Root::Tls { thread, block } => {
-            out.bytes(b"root tls ");
-            out.hex((at - lo) as u64);
-            out.bytes(b" ");
-            module_name(out, reach::tls_name(block));
-            out.bytes(b"\n");
+            let offset = (at - lo) as u64;
+            let object = module_name(reach::tls_name(block));
+            line(out, Line::Root(Written::Tls { offset, object }));
             thread
         }
         Root::Registers { thread } | Root::ExitRegisters { thread } => {
@@ -165,14 +151,12 @@ fn write_root(out: &mut Out, roots: &Roots, at: usize) {
                 Root::Registers { .. } => &stop::REGISTER_NAMES,
                 _ => &reach::SAVED_NAMES,
             };
-            out.bytes(b"root register ");
-            out.bytes(names.get((at - lo) / 8).copied().unwrap_or("?").as_bytes());
-            out.bytes(b"\n");
+            let name = names.get((at - lo) / 8).copied().unwrap_or("?");
+            line(out, Line::Root(Written::Register(name)));
             thread
         }
         Root::Stack { thread } => {
             let t = roots.threads[thread as usize];
-            out.bytes(b"root stack ");
             // Below the thread's stack pointer lie the red zone and stale words (an earlier
             // signal frame): the search stops at the pointer, when it is known.
             let floor = if t.sp != 0 { t.sp } else { lo };
@@ -185,17 +169,25 @@ fn write_root(out: &mut Out, roots: &Roots, at: usize) {
             let frame = unwound
                 .or_else(|| frame_of(roots, floor, at))
                 .unwrap_or(t.pc);
-            out.hex(frame as u64);
-            out.bytes(b"\n");
+            line(
+                out,
+                Line::Root(Written::Stack {
+                    frame: frame as u64,
+                }),
+            );
             thread
         }
     };
     let tid = roots.threads[thread as usize].tid;
-    out.bytes(b"thread ");
-    out.dec(tid as u64);
-    out.bytes(b" ");
-    thread_name(out, tid);
-    out.bytes(b"\n");
+    let mut name = [0u8; 64];
+    let name = thread_name(tid, &mut name);
+    line(
+        out,
+        Line::Thread {
+            tid: tid as u64,
+            name,
+        },
+    );
 }
 
 /// For a thread not stopped (so not unwound): the return address into the function whose
@@ -218,24 +210,27 @@ fn frame_of(roots: &Roots, lo: usize, at: usize) -> Option<usize> {
     None
 }
 
-fn module_name(out: &mut Out, name: *const std::ffi::c_char) {
-    // SAFETY: the loader's NUL-terminated name of an object still loaded.
+/// A loaded object's name (`-` for the program, whose name the loader leaves empty; `?`
+/// for one that is not UTF-8).
+fn module_name(name: *const std::ffi::c_char) -> &'static str {
+    // SAFETY: the loader's NUL-terminated name of an object still loaded (it stays while
+    // the scan holds the registry lock).
     let bytes = if name.is_null() {
         &[][..]
     } else {
         unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes()
     };
-    if bytes.is_empty() {
-        out.bytes(b"-");
-    } else {
-        out.bytes(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok("") => PROGRAM,
+        Ok(name) => name,
+        Err(_) => "?",
     }
 }
 
-/// The thread's name from `/proc/self/task/<tid>/comm` (`?` when it cannot be read).
-fn thread_name(out: &mut Out, tid: usize) {
+/// The thread's name from `/proc/self/task/<tid>/comm`, read into `buf` (`?` when it cannot
+/// be read).
+fn thread_name(tid: usize, buf: &mut [u8; 64]) -> &str {
     let mut path = crate::sys::FixedPath::new();
-    let mut buf = [0u8; 64];
     let mut n = 0;
     if path.push(b"/proc/self/task/") && path.push_u64(tid as u64) && path.push(b"/comm") {
         // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
@@ -248,7 +243,10 @@ fn thread_name(out: &mut Out, tid: usize) {
         }
     }
     let name = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
-    out.bytes(if name.is_empty() { b"?" } else { name });
+    match std::str::from_utf8(name) {
+        Ok(name) if !name.is_empty() => name,
+        _ => "?",
+    }
 }
 
 /// Whether the instruction before `ret` is a call: `e8 rel32`, or `ff /2` through a

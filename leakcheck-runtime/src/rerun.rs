@@ -166,7 +166,13 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
         };
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() } as u64;
-        if path.push(prefix) && path.push(b".") && path.push_u64(pid) && path.push(b".0.f.heap") {
+        if path.push(prefix)
+            && path.push(b".")
+            && path.push_u64(pid)
+            && path.push(b".0")
+            && path.push(files::FINAL.as_bytes())
+            && path.push(files::HEAP.as_bytes())
+        {
             crate::tracker::dump(&path);
             // Without a dump of the test's own run before extra runs, this one stands for
             // it: say which of its objects are lost (see `crate::reach`).
@@ -254,8 +260,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         dump(0, true, true);
     }
     let _exit_guard = s.exit_guard.and_then(|g| ExitGuard::clear(g, s.build_id));
-    let mut previous = first;
-    let mut grew_every_run = true;
+    let mut series = leakcheck_protocol::settling::Series::new(first);
     let mut run_arenas = [0u32; MAX_RUNS];
     let mut left = [Live::default(); MAX_RUNS];
     let max_runs = s.max_runs.min(MAX_RUNS as u32);
@@ -328,15 +333,9 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         );
         if let Some(a) = route {
             run_arenas[i] = a;
-            grew_every_run &= live.objects >= previous.objects
-                && live.bytes >= previous.bytes
-                && live != previous;
-            // Not the first extra run: it frees the own run's garbage (see
-            // `cargo_leakcheck::analysis::settling::settled`, the same rule).
-            let added_nothing = k >= 2 && live == previous;
-            previous = live;
+            series.run(live);
             arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
-            if !grew_every_run && (added_nothing || left[..=i].contains(&Live::default())) {
+            if series.settled(left[..=i].contains(&Live::default())) {
                 write_left(fd, &left[..=i]);
                 return end(fd, End::Settled);
             }
@@ -344,12 +343,8 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
                     arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
-                    // The same rule as after each run, with the grace's counts as the
-                    // last point of the series.
-                    let rose = live.objects >= previous.objects
-                        && live.bytes >= previous.bytes
-                        && live != previous;
-                    if !(grew_every_run && rose) && left[..=i].contains(&Live::default()) {
+                    series.grace(live);
+                    if series.settled(left[..=i].contains(&Live::default())) {
                         return end(fd, End::Settled);
                     }
                 } else {

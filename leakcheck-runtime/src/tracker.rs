@@ -22,6 +22,7 @@
 //! (there should be none) untracked rather than recursive.
 
 use crate::sys::{self, FixedPath};
+use leakcheck_protocol::heap_v2;
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -620,6 +621,12 @@ pub(crate) struct Out {
     ok: bool,
 }
 
+impl leakcheck_protocol::Sink for Out {
+    fn put(&mut self, text: &str) {
+        self.bytes(text.as_bytes());
+    }
+}
+
 impl Out {
     /// A writer to `fd`, empty.
     pub(crate) fn to_fd(fd: c_int) -> Out {
@@ -647,23 +654,10 @@ impl Out {
         self.bytes(&digits[start..]);
     }
 
-    pub(crate) fn hex(&mut self, v: u64) {
-        let mut digits = [0u8; 16];
-        let at = leakcheck_protocol::format_hex(v, &mut digits);
-        self.bytes(b"0x");
-        self.bytes(&digits[at..]);
-    }
-
     pub(crate) fn counts(&mut self, objs: u64, bytes: u64, accum_objs: u64, accum_bytes: u64) {
-        self.bytes(b"  t*: ");
-        self.dec(objs);
-        self.bytes(b": ");
-        self.dec(bytes);
-        self.bytes(b" [");
-        self.dec(accum_objs);
-        self.bytes(b": ");
-        self.dec(accum_bytes);
-        self.bytes(b"]\n");
+        let counts = |objects, bytes| heap_v2::Counts { objects, bytes };
+        heap_v2::encode_total(counts(objs, bytes), counts(accum_objs, accum_bytes), self);
+        self.bytes(b"\n");
     }
 
     pub(crate) fn flush(&mut self) {
@@ -729,8 +723,7 @@ pub fn dump(path: &FixedPath) -> bool {
 
 /// A dump's first line, with its sample period.
 pub(crate) fn write_header(out: &mut Out) {
-    out.bytes(b"heap_v2/");
-    out.dec(sample_period());
+    heap_v2::encode_header(sample_period(), out);
     out.bytes(b"\n");
 }
 
@@ -760,11 +753,10 @@ fn entry_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
 /// A stack's `@ pc pc …` line.
 pub(crate) fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
     let depth = arena[id + E_DEPTH] as usize;
-    out.bytes(b"@");
-    for &pc in &arena[id + E_FRAMES..id + E_FRAMES + depth] {
-        out.bytes(b" ");
-        out.hex(pc);
-    }
+    heap_v2::encode_stack(
+        arena[id + E_FRAMES..id + E_FRAMES + depth].iter().copied(),
+        out,
+    );
     out.bytes(b"\n");
 }
 
@@ -790,7 +782,9 @@ pub(crate) fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) 
     let complete = body(&mut out);
     out.ok &= complete;
     if out.ok {
-        out.bytes(b"\nMAPPED_LIBRARIES:\n");
+        out.bytes(b"\n");
+        out.bytes(heap_v2::MAPPED_LIBRARIES.as_bytes());
+        out.bytes(b"\n");
         // SAFETY: a NUL-terminated path.
         let maps = unsafe {
             libc::open(

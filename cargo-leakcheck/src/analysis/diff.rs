@@ -178,7 +178,8 @@ pub fn diff(after: &NormalizedProfile, before: &NormalizedProfile) -> Vec<StackD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::profile::{read_heap_profile, StackSample};
+    use crate::analysis::profile::StackSample;
+    use crate::execution::load::heap_profile as read_heap_profile;
     use std::path::Path;
 
     const RUNTIME: &str = "/work/main/target/debug/libleakcheck_runtime.so";

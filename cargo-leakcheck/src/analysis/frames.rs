@@ -3,7 +3,7 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::FrameKey;
-use crate::analysis::symbolize::{is_runtime_object, CodeSymbols, Frame};
+use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
 use crate::model::FrameReport;
 use std::path::Path;
 

@@ -444,7 +444,7 @@ pub(crate) mod tests {
             code: vec![CodeAnswer {
                 object: "/bin/bench".into(),
                 offset: 1,
-                frames: vec![crate::analysis::symbolize::Frame {
+                frames: vec![crate::analysis::symbols::Frame {
                     function: Some("bench::intern_record".into()),
                     file: Some("/src/bench/benches/intern.rs".into()),
                     line: Some(12),

@@ -7,7 +7,7 @@
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile::{Counts, HeapProfile, Mapping};
-use crate::analysis::symbolize::Symbolizer;
+use crate::analysis::symbols::CodeSymbols;
 use crate::model::FrameReport;
 use serde::Serialize;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub fn growth(
     base: Option<&HeapProfile>,
     new: &HeapProfile,
     binary: Option<(&str, &str)>,
-    symbolizer: &mut Symbolizer,
+    symbolizer: &mut dyn CodeSymbols,
 ) -> Growth {
     let rename = |p: NormalizedProfile| -> NormalizedProfile {
         let Some((program, binary)) = binary else {
@@ -107,12 +107,12 @@ pub fn growth(
         .into_iter()
         .filter(|d| d.live.bytes > 0)
         .collect();
-    symbolizer.prepare(
-        grown
-            .iter()
-            .flat_map(|d| d.frames.iter())
-            .map(|k| (&*k.object, k.file_offset)),
-    );
+    let addresses: Vec<(&str, u64)> = grown
+        .iter()
+        .flat_map(|d| d.frames.iter())
+        .map(|k| (&*k.object, k.file_offset))
+        .collect();
+    symbolizer.prepare(&addresses);
     let mut stacks: Vec<GrownStack> = grown
         .into_iter()
         .map(|d| GrownStack {
@@ -172,7 +172,12 @@ mod tests {
         let new = dump(&format!(
             "heap_v2/1\n  t*: 7: 700 [0: 0]\n@ 0x555555554100\n  t*: 7: 700 [0: 0]\n\n{MAPS}"
         ));
-        let g = growth(Some(&base), &new, None, &mut Symbolizer::new());
+        let g = growth(
+            Some(&base),
+            &new,
+            None,
+            &mut crate::execution::symbolize::Symbolizer::new(),
+        );
         assert_eq!(g.stacks.len(), 1, "{g:?}");
         assert_eq!((g.stacks[0].objects, g.stacks[0].bytes), (5, 500));
         assert_eq!(
@@ -183,7 +188,12 @@ mod tests {
             }
         );
         // Without a base, everything live.
-        let live = growth(None, &new, None, &mut Symbolizer::new());
+        let live = growth(
+            None,
+            &new,
+            None,
+            &mut crate::execution::symbolize::Symbolizer::new(),
+        );
         assert_eq!(
             live.total,
             Counts {
@@ -203,7 +213,7 @@ mod tests {
             None,
             &new,
             Some(("/nonexistent/service", "/elsewhere/service-copy")),
-            &mut Symbolizer::new(),
+            &mut crate::execution::symbolize::Symbolizer::new(),
         );
         // The binary is not there either: the frame stays, named by object and offset.
         let f = &g.stacks[0].frames[0];

@@ -7,7 +7,6 @@
 pub(crate) mod baseline;
 pub(crate) mod classify;
 pub(crate) mod counting;
-pub(crate) mod data_symbols;
 pub(crate) mod diff;
 pub(crate) mod ending;
 pub(crate) mod frames;
@@ -20,6 +19,5 @@ pub(crate) mod retention;
 pub(crate) mod service;
 pub(crate) mod settling;
 pub(crate) mod stacks;
-pub(crate) mod symbolize;
 pub(crate) mod symbols;
 pub(crate) mod verdict;

@@ -19,6 +19,7 @@
 //! silently misread dump would turn into a wrong leak report, and tolerant about the
 //! parts we ignore (per-thread lines and their optional thread names).
 
+use leakcheck_protocol::heap_v2::{self, parse_decimal, parse_hex, Label as CountsLabel};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
@@ -228,7 +229,7 @@ pub struct ProfileError {
 const MAX_EXCERPT_CHARS: usize = 120;
 
 impl ProfileError {
-    fn new(line: Option<usize>, text: &str, kind: ProfileErrorKind) -> Self {
+    pub(crate) fn new(line: Option<usize>, text: &str, kind: ProfileErrorKind) -> Self {
         let mut excerpt: String = text.chars().take(MAX_EXCERPT_CHARS).collect();
         if excerpt.len() < text.len() {
             excerpt.push('…');
@@ -241,12 +242,13 @@ impl ProfileError {
         }
     }
 
-    fn with_path(mut self, path: &Path) -> Self {
+    /// The same error, naming the file it was read from.
+    pub(crate) fn with_path(mut self, path: &Path) -> Self {
         self.path = Some(path.to_path_buf());
         self
     }
 
-    /// The dump's path, when it was read with [`read_heap_profile`].
+    /// The dump's path, when it was read from a file (`execution::load::heap_profile`).
     #[cfg(test)]
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
@@ -291,13 +293,6 @@ fn found(kind: &ProfileErrorKind, text: &str) -> String {
     } else {
         format!(", found `{text}`")
     }
-}
-
-/// Reads one dump file; errors name the file.
-pub fn read_heap_profile(path: &Path) -> Result<HeapProfile, ProfileError> {
-    let file = std::fs::File::open(path)
-        .map_err(|err| ProfileError::new(None, "", ProfileErrorKind::Io(err)).with_path(path))?;
-    parse_heap_profile(std::io::BufReader::new(file)).map_err(|err| err.with_path(path))
 }
 
 /// Lines of the input with their 1-based numbers.
@@ -413,11 +408,11 @@ pub fn parse_heap_profile<R: BufRead>(reader: R) -> Result<HeapProfile, ProfileE
         if line.text.trim().is_empty() {
             continue;
         }
-        if let Some(rest) = line.text.strip_prefix('@') {
-            pending = Some(parse_addresses(rest).map_err(|kind| err(&line, kind))?);
+        if line.text.starts_with('@') {
+            pending = Some(parse_addresses(line.text).map_err(|kind| err(&line, kind))?);
             continue;
         }
-        if line.text == "MAPPED_LIBRARIES:" {
+        if line.text == heap_v2::MAPPED_LIBRARIES {
             break;
         }
         match parse_counts_line(line.text) {
@@ -453,7 +448,7 @@ pub fn parse_heap_profile<R: BufRead>(reader: R) -> Result<HeapProfile, ProfileE
 }
 
 fn parse_header(line: &str) -> Result<u64, ProfileErrorKind> {
-    let Some(period) = line.strip_prefix("heap_v2/") else {
+    let Some(period) = line.strip_prefix(heap_v2::HEADER) else {
         // Name the version problem separately from "not a dump at all": a gperftools or
         // future jemalloc profile needs a different answer than a wrong file.
         return Err(
@@ -470,68 +465,27 @@ fn parse_header(line: &str) -> Result<u64, ProfileErrorKind> {
     }
 }
 
-enum CountsLabel {
-    /// `t*:`, the sum over all threads.
-    Total,
-    /// `t<N>:`, one thread's share.
-    Thread,
-}
-
-/// Parses `t*: <objects>: <bytes> [<objects>: <bytes>]` or the same with a thread number
-/// (and then optionally a thread name). `Ok(None)` when the line is not a counts line at
-/// all, so that the caller can say what it expected instead.
+/// A counts line through the contract's grammar ([`heap_v2::parse_counts`]), in this
+/// parser's counts and errors.
 fn parse_counts_line(
     line: &str,
 ) -> Result<Option<(CountsLabel, Counts, Counts)>, ProfileErrorKind> {
-    let line = line.trim_start();
-    let Some((label, rest)) = line.split_once(':') else {
-        return Ok(None);
+    let counts = |c: heap_v2::Counts| Counts {
+        objects: c.objects,
+        bytes: c.bytes,
     };
-    let label = match label.strip_prefix('t') {
-        Some("*") => CountsLabel::Total,
-        Some(thread) if parse_decimal(thread).is_some() => CountsLabel::Thread,
-        _ => return Ok(None),
-    };
-    let (objects, rest) = rest.split_once(':').ok_or(ProfileErrorKind::BadCounts)?;
-    let objects = parse_decimal(objects.trim_start()).ok_or(ProfileErrorKind::BadCounts)?;
-    let rest = rest.trim_start();
-    let bytes_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    let bytes = parse_decimal(&rest[..bytes_end]).ok_or(ProfileErrorKind::BadCounts)?;
-    let mut rest = rest[bytes_end..].trim_start();
-    let mut accum = Counts::default();
-    if let Some(accumulated) = rest.strip_prefix('[') {
-        // Cumulative counts (`prof_accum`).
-        let (inside, after) = accumulated
-            .split_once(']')
-            .ok_or(ProfileErrorKind::BadCounts)?;
-        let (a, b) = inside.split_once(':').ok_or(ProfileErrorKind::BadCounts)?;
-        match (parse_decimal(a.trim()), parse_decimal(b.trim())) {
-            (Some(objects), Some(bytes)) => accum = Counts { objects, bytes },
-            _ => return Err(ProfileErrorKind::BadCounts),
-        }
-        rest = after;
+    match heap_v2::parse_counts(line) {
+        Ok(Some((label, live, accum))) => Ok(Some((label, counts(live), counts(accum)))),
+        Ok(None) => Ok(None),
+        Err(heap_v2::BadCounts) => Err(ProfileErrorKind::BadCounts),
     }
-    // Only thread lines may carry more text (the thread's name).
-    if matches!(label, CountsLabel::Total) && !rest.trim().is_empty() {
-        return Err(ProfileErrorKind::BadCounts);
-    }
-    Ok(Some((label, Counts { objects, bytes }, accum)))
 }
 
-fn parse_addresses(rest: &str) -> Result<Vec<u64>, ProfileErrorKind> {
-    // `@0x1` would mean the separator is missing; jemalloc always writes `@ 0x1`.
-    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
-        return Err(ProfileErrorKind::BadAddress);
-    }
-    rest.split_whitespace()
-        .map(|word| {
-            // C's `%#x` prints a zero as plain `0`, so the prefix is optional.
-            let digits = word
-                .strip_prefix("0x")
-                .or_else(|| word.strip_prefix("0X"))
-                .unwrap_or(word);
-            parse_hex(digits).ok_or(ProfileErrorKind::BadAddress)
-        })
+/// A stack line's addresses (`line` with its `@`) through the contract's grammar.
+fn parse_addresses(line: &str) -> Result<Vec<u64>, ProfileErrorKind> {
+    heap_v2::parse_stack(line)
+        .ok_or(ProfileErrorKind::BadAddress)?
+        .map(|a| a.map_err(|_| ProfileErrorKind::BadAddress))
         .collect()
 }
 
@@ -574,25 +528,10 @@ pub fn parse_mapping(line: &str) -> Option<Mapping> {
     })
 }
 
-/// Unlike `str::parse`, refuses a sign and an empty string.
-fn parse_decimal(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
-}
-
-/// Unlike `u64::from_str_radix`, refuses a sign and an empty string.
-fn parse_hex(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u64::from_str_radix(text, 16).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::execution::load::heap_profile as read_heap_profile;
     use std::fmt::Write as _;
 
     fn dump_path(name: &str) -> PathBuf {

@@ -7,7 +7,7 @@ use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
-use crate::analysis::symbolize::Frame;
+use crate::analysis::symbols::Frame;
 use crate::analysis::symbols::Symbols;
 use crate::model::{FrameReport, RetainedBy, RootKind};
 use std::collections::HashMap;
@@ -57,79 +57,73 @@ pub fn paths_file(dump: &Path) -> PathBuf {
 /// Parses the text of a `.paths` file; None when it is not whole (a process that died while
 /// writing it): retention paths are an explanation, never a verdict.
 pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
-    let (body, maps) = text.split_once("\nMAPPED_LIBRARIES:\n")?;
+    use leakcheck_protocol::heap_v2::{parse_stack, MAPPED_LIBRARIES};
+    use leakcheck_protocol::paths::{Line, Root};
+    let (body, maps) = text.split_once(&format!("\n{MAPPED_LIBRARIES}\n"))?;
     let mappings: Vec<profile::Mapping> = maps
         .lines()
         .filter(|l| !l.trim().is_empty())
         .filter_map(profile::parse_mapping)
         .collect();
     let mut lines = body.lines();
-    if lines.next()? != "leakcheck-paths/1" {
+    if Line::parse(lines.next()?)? != Line::Header {
         return None;
     }
-    struct Raw {
-        root: Vec<String>,
+    struct Raw<'a> {
+        root: Root<'a>,
         thread: Option<(u64, String)>,
         chain: Vec<Vec<u64>>,
         skipped: u64,
     }
     let mut raws: Vec<Raw> = Vec::new();
     for line in lines.filter(|l| !l.is_empty()) {
-        if line == "path" {
-            raws.push(Raw {
-                root: Vec::new(),
+        if let Some(addrs) = parse_stack(line) {
+            raws.last_mut()?
+                .chain
+                .push(addrs.collect::<Result<_, _>>().ok()?);
+            continue;
+        }
+        match Line::parse(line)? {
+            Line::Path => raws.push(Raw {
+                root: Root::Unknown,
                 thread: None,
                 chain: Vec::new(),
                 skipped: 0,
-            });
-            continue;
-        }
-        let raw = raws.last_mut()?;
-        if let Some(rest) = line.strip_prefix("root ") {
-            raw.root = rest.splitn(3, ' ').map(str::to_owned).collect();
-        } else if let Some(rest) = line.strip_prefix("thread ") {
-            let (tid, name) = rest.split_once(' ')?;
-            raw.thread = Some((tid.parse().ok()?, name.to_owned()));
-        } else if let Some(rest) = line.strip_prefix("skip ") {
-            raw.skipped = rest.parse().ok()?;
-        } else if let Some(rest) = line.strip_prefix('@') {
-            let addrs: Option<Vec<u64>> = rest.split_whitespace().map(hex).collect();
-            raw.chain.push(addrs?);
-        } else {
-            return None;
+            }),
+            Line::Root(root) => raws.last_mut()?.root = root,
+            Line::Thread { tid, name } => raws.last_mut()?.thread = Some((tid, name.to_owned())),
+            Line::Skip(n) => raws.last_mut()?.skipped = n,
+            Line::Header => return None,
         }
     }
     let mut stacks: Vec<Vec<u64>> = Vec::new();
     for r in &raws {
         stacks.extend(r.chain.iter().cloned());
-        if let [kind, at, ..] = &r.root[..] {
-            if kind == "stack" {
-                stacks.push(vec![hex(at)?]);
-            }
+        if let Root::Stack { frame } = r.root {
+            stacks.push(vec![frame]);
         }
     }
     let mut keys = diff::frame_keys(&mappings, &stacks).into_iter();
     raws.into_iter()
         .map(|r| {
             let chain: Vec<Vec<FrameKey>> = keys.by_ref().take(r.chain.len()).collect();
-            let word = |i: usize| r.root.get(i).map(String::as_str);
-            let root = match (word(0), word(1), word(2)) {
-                (Some("static"), Some(at), Some(object)) => RawRoot::Static {
-                    vaddr: hex(at)?,
+            let root = match r.root {
+                Root::Static { vaddr, object } => RawRoot::Static {
+                    vaddr,
                     object: object.to_owned(),
                 },
-                (Some("tls"), Some(at), Some(object)) => RawRoot::Tls {
-                    offset: hex(at)?,
+                Root::Tls { offset, object } => RawRoot::Tls {
+                    offset,
                     object: object.to_owned(),
                 },
-                (Some("stack"), Some(at), _) => {
+                Root::Stack { frame } => {
                     let key = keys.next()?.pop();
                     RawRoot::Stack {
-                        frame: key.filter(|_| hex(at) != Some(0)),
+                        frame: key.filter(|_| frame != 0),
                     }
                 }
-                (Some("register"), Some(name), _) => RawRoot::Register(name.to_owned()),
-                _ => RawRoot::Unknown,
+                Root::Register(name) => RawRoot::Register(name.to_owned()),
+                Root::Unknown => RawRoot::Unknown,
             };
             (!chain.is_empty()).then_some(HeldPath {
                 root,
@@ -139,10 +133,6 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
             })
         })
         .collect()
-}
-
-fn hex(text: &str) -> Option<u64> {
-    u64::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()
 }
 
 /// The paths by the stack they hold, keyed as `key` turns the held stack's frames (the

@@ -168,40 +168,21 @@ fn died_during_run(evidence: &Evidence) -> Status {
     }
 }
 
-/// Whether the counting pass settles the test, and the process's live objects and bytes did
-/// not rise on every run (a leak made for the run by a thread that allocated after the run
-/// was over would show there): either some extra run left nothing behind in its arena, or a
-/// later extra run (the second or after) left the process's live objects and bytes exactly
-/// where the run before had left them.
-///
-/// The second way settles what a collector's garbage keeps: each run's arena holds what the
-/// next runs free (crossbeam-epoch's entries of the run's threads, say), so no arena is
-/// empty until the garbage of the first runs is gone, three or four runs later. A leak adds
-/// to the total on every run; for the total to stay the same, the older garbage the run
-/// freed would have to match what it left, leak included, to the object and the byte, and
-/// in a series whose garbage has reached its steady state that is exactly what it left
-/// without the leak. The first extra run is not taken at its word: it frees the test's
-/// own run's garbage, which need not be steady yet.
-/// The counts after the runtime's grace for the runs' threads, when it waited, are the
-/// series' last point.
+/// Whether the counting pass settles a test: the rule of
+/// [`leakcheck_protocol::settling`], the one the runtime stops its runs by, applied to the
+/// record (`first`: the own run's live total; `left`: what each run's arena still held).
 pub fn settled(
     first: ExitCounts,
     runs: &[ExtraRun],
     left: &[ExitCounts],
     grace: Option<&Grace>,
 ) -> bool {
-    let nothing_left = left.contains(&ExitCounts::default());
-    let series: Vec<ExitCounts> = std::iter::once(first)
-        .chain(runs.iter().map(|r| r.live))
-        .chain(grace.map(|g| g.live))
-        .collect();
-    let rose_every_run = series.len() >= 2
-        && series
-            .windows(2)
-            .all(|w| w[1].objects >= w[0].objects && w[1].bytes >= w[0].bytes && w[1] != w[0]);
-    let totals: Vec<ExitCounts> = runs.iter().map(|r| r.live).collect();
-    let a_later_run_added_nothing = totals.windows(2).any(|w| w[0] == w[1]);
-    (nothing_left || a_later_run_added_nothing) && !rose_every_run
+    let mut series = leakcheck_protocol::settling::Series::new(first);
+    runs.iter().for_each(|r| series.run(r.live));
+    if let Some(g) = grace {
+        series.grace(g.live);
+    }
+    series.settled(left.contains(&ExitCounts::default()))
 }
 
 /// Whether a stack leaks: its bytes rose across every extra run. `series` holds its live

@@ -1,15 +1,85 @@
 //! What the verdict rules ask of a binary's symbols, as one interface: the frames at a code
 //! address, the static or thread-local holding a data address, and where a static is
 //! defined. A binary's symbols are a fixed fact of its files, so the rules stay a function
-//! of their inputs whichever source answers: the files themselves ([`FromFiles`], read
-//! lazily and cached), or the answers a run recorded ([`Captured`], which is how the golden
+//! of their inputs whichever source answers: the files themselves (`execution::symbolize::FromFiles`,
+//! read lazily and cached), or the answers a run recorded ([`Captured`], which is how the golden
 //! tests judge captured evidence without the binary that produced it).
 
-use crate::analysis::data_symbols::DataSymbols;
-pub use crate::analysis::symbolize::CodeSymbols;
-use crate::analysis::symbolize::{Frame, Symbolizer};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
+
+/// The name the preloaded runtime's object file has.
+pub const RUNTIME_OBJECT_NAME: &str = "libleakcheck_runtime";
+
+/// Whether an object path is the preloaded runtime (its frames are the allocator's).
+pub(crate) fn is_runtime_object(object: &str) -> bool {
+    object
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.starts_with(RUNTIME_OBJECT_NAME))
+}
+
+/// One source-level frame at a code address.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Frame {
+    /// Demangled function name without the Rust hash suffix (for example
+    /// `leaky::tests::forget_vec`), or `None` when neither DWARF nor the symbol table knows it.
+    pub function: Option<String>,
+    /// Source file as recorded in DWARF (joined with the compilation directory when relative).
+    pub file: Option<String>,
+    /// 1-based source line.
+    pub line: Option<u32>,
+    /// 1-based source column.
+    pub column: Option<u32>,
+    /// Path of the object the address belongs to, as given to `execution::symbolize::Symbolizer::symbolize`.
+    pub object: String,
+    /// File offset as given to `execution::symbolize::Symbolizer::symbolize` (the unadjusted return address), kept
+    /// for `object+0xOFFSET` display.
+    pub offset: u64,
+    /// `true` for frames inlined into another one; only the outermost frame at an address (the
+    /// function whose machine code this is) has `false`.
+    pub inlined: bool,
+}
+
+impl Frame {
+    /// A frame nothing resolved.
+    pub(crate) fn unresolved(object: &str, offset: u64) -> Self {
+        Frame {
+            function: None,
+            file: None,
+            line: None,
+            column: None,
+            object: object.to_owned(),
+            offset,
+            inlined: false,
+        }
+    }
+
+    /// The function name, or `<object file name>+0x<offset>` when the frame is unresolved.
+    pub fn display_name(&self) -> String {
+        if let Some(function) = &self.function {
+            return function.clone();
+        }
+        let name = match Path::new(&self.object).file_name() {
+            Some(name) => name.to_string_lossy(),
+            // "" (anonymous memory) or a path ending in `..`: show what we were given.
+            None if self.object.is_empty() => "[unknown]".into(),
+            None => self.object.as_str().into(),
+        };
+        format!("{name}+0x{:x}", self.offset)
+    }
+}
+
+/// Code addresses to frames: all that stack rendering needs.
+pub trait CodeSymbols {
+    /// Frames at the return address `file_offset` of `object`, innermost first; never empty.
+    fn code(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]>;
+
+    /// Told ahead which addresses will be asked for (a source that reads files may load
+    /// several objects at once); nothing by default.
+    fn prepare(&mut self, _addresses: &[(&str, u64)]) {}
+}
 
 /// A binary's symbols as the verdict rules ask for them.
 pub trait Symbols: CodeSymbols {
@@ -17,31 +87,6 @@ pub trait Symbols: CodeSymbols {
     fn data(&mut self, object: &str, at: u64, tls: bool) -> Option<String>;
     /// The file and line where the static of `object` holding `at` is defined.
     fn definition(&mut self, object: &str, at: u64) -> Option<(String, u32)>;
-}
-
-/// Symbols read from the objects' files.
-#[derive(Default)]
-pub struct FromFiles {
-    /// Code addresses.
-    pub code: Symbolizer,
-    /// Data and thread-local symbols.
-    pub data: DataSymbols,
-}
-
-impl CodeSymbols for FromFiles {
-    fn code(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]> {
-        self.code.symbolize(object, file_offset)
-    }
-}
-
-impl Symbols for FromFiles {
-    fn data(&mut self, object: &str, at: u64, tls: bool) -> Option<String> {
-        self.data.find(object, at, tls)
-    }
-
-    fn definition(&mut self, object: &str, at: u64) -> Option<(String, u32)> {
-        self.data.definition(object, at)
-    }
 }
 
 /// Every answer some run gave, to be given again.
@@ -246,6 +291,10 @@ impl CodeSymbols for Recording<'_> {
             .or_insert_with(|| frames.clone());
         frames
     }
+
+    fn prepare(&mut self, addresses: &[(&str, u64)]) {
+        self.inner.prepare(addresses);
+    }
 }
 
 impl Symbols for Recording<'_> {
@@ -272,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_replay_gives_what_was_recorded_and_unresolved_frames_otherwise() {
-        let mut files = FromFiles::default();
+        let mut files = crate::execution::binary_symbols::FromFiles::default();
         let mut recording = Recording::new(&mut files);
         let asked = recording.code("/nonexistent/bin", 0x40);
         assert_eq!(recording.data("/nonexistent/bin", 0x10, false), None);

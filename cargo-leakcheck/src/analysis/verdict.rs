@@ -569,7 +569,7 @@ mod tests {
     /// A binary whose frames nothing resolves, and its symbols.
     struct Probe {
         bin: BinaryEvidence,
-        symbols: crate::analysis::symbols::FromFiles,
+        symbols: crate::execution::binary_symbols::FromFiles,
     }
 
     /// Analyses a test that had no extra runs, its evidence read as a run reads it.
@@ -619,7 +619,7 @@ mod tests {
     /// The captured dumps' test binary is made to not exist: its frames stay unresolved,
     /// which must not make them disappear.
     fn probe_binary() -> Probe {
-        let clean = profile::read_heap_profile(&testdata("clean.heap")).unwrap();
+        let clean = crate::execution::load::heap_profile(&testdata("clean.heap")).unwrap();
         Probe {
             bin: BinaryEvidence {
                 exe: MISSING_EXE.into(),

@@ -8,11 +8,11 @@
 //! stopped at the time cap: the snapshots taken until then are what is judged.
 
 use crate::analysis::growth;
-use crate::analysis::symbols::FromFiles;
 use crate::cli::BenchArgs;
 use crate::commands::session;
 use crate::config;
 use crate::errors::{Error, ExitCode};
+use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, TestBinary};
 use crate::execution::protocol::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};

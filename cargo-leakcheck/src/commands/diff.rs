@@ -6,10 +6,10 @@
 
 use crate::analysis::classify;
 use crate::analysis::heap_growth::{self, Growth};
-use crate::analysis::profile::{self, HeapProfile, Mapping};
-use crate::analysis::symbolize::{code_offsets, Symbolizer};
+use crate::analysis::profile::{HeapProfile, Mapping};
 use crate::cli::DiffArgs;
 use crate::errors::{Error, ExitCode};
+use crate::execution::symbolize::{code_offsets, Symbolizer};
 use crate::model::{human_bytes, FrameReport};
 use crate::report::{flamegraph, pprof};
 use std::path::{Path, PathBuf};
@@ -87,7 +87,7 @@ fn read_dumps(paths: &[PathBuf]) -> Result<Vec<Dump>, Error> {
     paths
         .iter()
         .map(|path| {
-            let parsed = profile::read_heap_profile(path).map_err(|e| Error::Dump {
+            let parsed = crate::execution::load::heap_profile(path).map_err(|e| Error::Dump {
                 path: path.clone(),
                 message: e.to_string(),
             })?;

@@ -6,11 +6,11 @@
 //! write the report and the growth plots as `bench` does.
 
 use crate::analysis::growth::BenchIdentity;
-use crate::analysis::symbols::FromFiles;
 use crate::cli::RunArgs;
 use crate::commands::session;
 use crate::config;
 use crate::errors::{Error, ExitCode};
+use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, Program};
 use crate::execution::protocol;
 use crate::execution::service::{Ready, ServiceSpec, Window};

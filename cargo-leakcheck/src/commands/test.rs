@@ -1,9 +1,10 @@
 //! The `test` command from start to finish: select, build, run, analyse, report.
 
-use crate::analysis::symbols::{Captured, FromFiles, Recording, Symbols};
+use crate::analysis::symbols::{Captured, Recording, Symbols};
 use crate::analysis::verdict::{self, BinaryEvidence, TestIdentity};
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
+use crate::execution::binary_symbols::FromFiles;
 use crate::execution::capture;
 use crate::execution::cargo::{self, TestBinary};
 use crate::execution::load;

@@ -239,7 +239,7 @@ fn closures_of<'data>(file: &impl object::Object<'data>) -> HashMap<u64, String>
         }
         let Ok(raw) = s.name() else { continue };
         let demangled = addr2line::demangle_auto(raw.into(), None);
-        let name = crate::analysis::symbolize::strip_hash(&demangled);
+        let name = crate::execution::symbolize::strip_hash(&demangled);
         if name.ends_with("::{{closure}}") || name.ends_with("::{closure#0}") {
             closures.insert(s.address(), name.to_owned());
         }

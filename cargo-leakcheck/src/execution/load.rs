@@ -120,7 +120,7 @@ pub fn own_profile(result: &ProcessResult) -> Result<NormalizedProfile, DumpErro
 fn merged(preload: &[PathBuf], app: &[PathBuf]) -> Result<NormalizedProfile, DumpError> {
     let mut merged: Option<NormalizedProfile> = None;
     for path in preload.iter().chain(app) {
-        let parsed = profile::read_heap_profile(path)?;
+        let parsed = crate::execution::load::heap_profile(path)?;
         let norm = diff::normalize(&parsed.unbiased());
         match &mut merged {
             None => merged = Some(norm),
@@ -141,7 +141,7 @@ fn ever_allocated(result: &ProcessResult) -> Vec<NormalizedProfile> {
     result
         .preload_dumps
         .iter()
-        .filter_map(|path| profile::read_heap_profile(path).ok())
+        .filter_map(|path| crate::execution::load::heap_profile(path).ok())
         .map(|mut parsed| {
             for s in &mut parsed.stacks {
                 s.live = s.accum;
@@ -160,7 +160,7 @@ pub fn own_lost(result: &ProcessResult) -> Option<Lost> {
     }
     let mut lost = Lost::default();
     for dump in &result.preload_dumps {
-        let parsed = profile::read_heap_profile(&lost::unreached_path(dump)).ok()?;
+        let parsed = crate::execution::load::heap_profile(&lost::unreached_path(dump)).ok()?;
         lost::add_unreached(&mut lost, &parsed);
     }
     Some(lost)
@@ -252,7 +252,7 @@ pub fn growth(
 fn snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileError> {
     let mut merged: Option<NormalizedProfile> = None;
     for path in parts {
-        let one = diff::normalize(&profile::read_heap_profile(path)?.unbiased());
+        let one = diff::normalize(&crate::execution::load::heap_profile(path)?.unbiased());
         match &mut merged {
             None => merged = Some(one),
             Some(m) => {
@@ -269,4 +269,12 @@ fn snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileErro
         stacks: HashMap::new(),
         sample_period: 1,
     }))
+}
+
+/// Reads one dump file; errors name the file.
+pub fn heap_profile(path: &Path) -> Result<profile::HeapProfile, profile::ProfileError> {
+    let file = std::fs::File::open(path).map_err(|err| {
+        profile::ProfileError::new(None, "", profile::ProfileErrorKind::Io(err)).with_path(path)
+    })?;
+    profile::parse_heap_profile(std::io::BufReader::new(file)).map_err(|err| err.with_path(path))
 }

@@ -6,10 +6,13 @@
 //! how many run at once, `history` which start first), `rerun`
 //! holds the rules for extra runs, `nextest_list` reads which tests a nextest run selected,
 //! `interrupt` stops every child on Ctrl-C and `lock` keeps
-//! two runs off one target directory.
+//! two runs off one target directory. `symbolize` and `data_symbols` read the binaries'
+//! DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`).
 
+pub(crate) mod binary_symbols;
 pub(crate) mod capture;
 pub(crate) mod cargo;
+pub(crate) mod data_symbols;
 pub(crate) mod entry;
 pub(crate) mod facts;
 pub(crate) mod history;
@@ -32,3 +35,4 @@ pub(crate) mod runner;
 pub(crate) mod runtime;
 pub(crate) mod service;
 pub(crate) mod slots;
+pub(crate) mod symbolize;

@@ -109,7 +109,7 @@ pub fn run_process(
         cmd.env(var.name(), v);
     }
     let mut preload = config.runtime.as_os_str().to_owned();
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+    if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);
     }
@@ -127,7 +127,7 @@ pub fn run_process(
     if settings.mode == protocol::Mode::Stacks {
         cmd.env(env::TRACK.name(), env::ON);
     }
-    cmd.env("LD_PRELOAD", preload)
+    cmd.env(env::PRELOAD.name(), preload)
         .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))
         .env(
             env::RUNTIME_PREFIX.name(),

@@ -3,7 +3,7 @@
 //! `leakcheck_protocol` crate.
 
 pub use crate::evidence::Record;
-use leakcheck_protocol::env;
+use leakcheck_protocol::{env, files};
 use std::path::{Path, PathBuf};
 
 /// File-name stem of the runtime's dumps (everything malloc sees).
@@ -40,11 +40,11 @@ pub fn all_dumps(dir: &Path, job: &str, stem: &str) -> Vec<PathBuf> {
                 name.strip_prefix(&start)?;
                 // The final dump is the last, whatever its number: when the runtime names
                 // the periodic dumps itself, jemalloc's own count starts it at 0.
-                let seq = match name.ends_with(".f.heap") {
+                let seq = match files::is_final(name) {
                     true => u64::MAX,
                     false => dump_seq(&p)?,
                 };
-                name.ends_with(".heap").then_some((seq, p))
+                name.ends_with(files::HEAP).then_some((seq, p))
             })
             .collect(),
         Err(_) => Vec::new(),
@@ -99,17 +99,16 @@ pub fn timeline(dir: &Path, job: &str) -> PathBuf {
 pub fn timeline_dump(path: &Path) -> Option<leakcheck_protocol::timeline::Dump> {
     use leakcheck_protocol::timeline::Dump;
     let name = path.file_name()?.to_str()?;
-    if name.ends_with(".f.heap") {
+    if files::is_final(name) {
         return Some(Dump::Final);
     }
-    dump_seq(path).map(Dump::Periodic)
+    files::dump_seq(name).map(Dump::Periodic)
 }
 
 /// A dump's sequence number: the number after its pid (`<prefix>.<pid>.<seq>.<kind>.heap`,
 /// counted from the end, since a prefix may hold dots).
 pub fn dump_seq(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    name.strip_suffix(".heap")?.rsplit('.').nth(1)?.parse().ok()
+    files::dump_seq(path.file_name()?.to_str()?)
 }
 
 /// How one test process is profiled. The runner picks this per process: a counting pass
@@ -166,7 +165,7 @@ pub fn final_dumps(dir: &Path, job: &str, stem: &str, pid: u32) -> Vec<PathBuf> 
             .filter(|p| {
                 p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&start) && n.ends_with(".f.heap"))
+                    .is_some_and(|n| n.starts_with(&start) && files::is_final(n))
             })
             .collect(),
         Err(_) => Vec::new(),

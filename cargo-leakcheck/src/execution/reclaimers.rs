@@ -36,7 +36,7 @@ fn role(raw: &str) -> Option<Role> {
         return None;
     }
     let demangled = addr2line::demangle_auto(raw.into(), None);
-    match crate::analysis::symbolize::strip_hash(&demangled) {
+    match crate::execution::symbolize::strip_hash(&demangled) {
         "crossbeam_epoch::default::pin" => Some(Role::Pin),
         "<crossbeam_epoch::guard::Guard as core::ops::drop::Drop>::drop" => Some(Role::Unpin),
         _ => None,

@@ -225,7 +225,7 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
             )
         })?;
     let mut preload = spec.runtime.as_os_str().to_owned();
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+    if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);
     }
@@ -235,7 +235,7 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
         .stdin(Stdio::null())
         .stdout(files.0)
         .stderr(files.1)
-        .env("LD_PRELOAD", preload)
+        .env(env::PRELOAD.name(), preload)
         .env(
             env::MALLOC_CONF.name(),
             settings.malloc_conf(spec.work_dir, spec.key),
@@ -457,15 +457,13 @@ fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
         protocol::snapshot_parts(d, spec.key)
             .iter()
             .map(|p| {
-                crate::analysis::profile::read_heap_profile(p)
-                    .ok()
-                    .map(|p| {
-                        p.unbiased()
-                            .stacks
-                            .iter()
-                            .map(|s| s.live.bytes)
-                            .sum::<u64>()
-                    })
+                crate::execution::load::heap_profile(p).ok().map(|p| {
+                    p.unbiased()
+                        .stacks
+                        .iter()
+                        .map(|s| s.live.bytes)
+                        .sum::<u64>()
+                })
             })
             .sum()
     });

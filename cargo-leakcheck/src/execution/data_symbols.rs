@@ -1,7 +1,7 @@
 //! The data and thread-local symbols of an object file, and where (in its DWARF) each
 //! static is defined: what names the root of a retention path.
 
-use crate::analysis::symbolize::{elf_symbols, strip_hash};
+use crate::execution::symbolize::{elf_symbols, strip_hash};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -15,6 +15,7 @@
 //! processes (ASLR moves the mappings, not the bytes in the file), so frames computed once can be
 //! shared by every dump of the same binary.
 
+use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -24,68 +25,6 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::FileKind;
-
-/// The name the preloaded runtime's object file has.
-pub const RUNTIME_OBJECT_NAME: &str = "libleakcheck_runtime";
-
-/// Whether an object path is the preloaded runtime (its frames are the allocator's).
-pub(crate) fn is_runtime_object(object: &str) -> bool {
-    object
-        .rsplit('/')
-        .next()
-        .is_some_and(|name| name.starts_with(RUNTIME_OBJECT_NAME))
-}
-
-/// One source-level frame at a code address.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Frame {
-    /// Demangled function name without the Rust hash suffix (for example
-    /// `leaky::tests::forget_vec`), or `None` when neither DWARF nor the symbol table knows it.
-    pub function: Option<String>,
-    /// Source file as recorded in DWARF (joined with the compilation directory when relative).
-    pub file: Option<String>,
-    /// 1-based source line.
-    pub line: Option<u32>,
-    /// 1-based source column.
-    pub column: Option<u32>,
-    /// Path of the object the address belongs to, as given to [`Symbolizer::symbolize`].
-    pub object: String,
-    /// File offset as given to [`Symbolizer::symbolize`] (the unadjusted return address), kept
-    /// for `object+0xOFFSET` display.
-    pub offset: u64,
-    /// `true` for frames inlined into another one; only the outermost frame at an address (the
-    /// function whose machine code this is) has `false`.
-    pub inlined: bool,
-}
-
-impl Frame {
-    /// A frame nothing resolved.
-    pub(crate) fn unresolved(object: &str, offset: u64) -> Self {
-        Frame {
-            function: None,
-            file: None,
-            line: None,
-            column: None,
-            object: object.to_owned(),
-            offset,
-            inlined: false,
-        }
-    }
-
-    /// The function name, or `<object file name>+0x<offset>` when the frame is unresolved.
-    pub fn display_name(&self) -> String {
-        if let Some(function) = &self.function {
-            return function.clone();
-        }
-        let name = match Path::new(&self.object).file_name() {
-            Some(name) => name.to_string_lossy(),
-            // "" (anonymous memory) or a path ending in `..`: show what we were given.
-            None if self.object.is_empty() => "[unknown]".into(),
-            None => self.object.as_str().into(),
-        };
-        format!("{name}+0x{:x}", self.offset)
-    }
-}
 
 /// A `PT_LOAD` segment: the file range `[file_start, file_end)` is mapped at `vaddr`.
 #[derive(Clone, Copy, Debug)]
@@ -545,15 +484,13 @@ impl Symbolizer {
     }
 }
 
-/// Code addresses to frames: all that stack rendering needs.
-pub trait CodeSymbols {
-    /// Frames at the return address `file_offset` of `object`, innermost first; never empty.
-    fn code(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]>;
-}
-
 impl CodeSymbols for Symbolizer {
     fn code(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]> {
         self.symbolize(object, file_offset)
+    }
+
+    fn prepare(&mut self, addresses: &[(&str, u64)]) {
+        Symbolizer::prepare(self, addresses.iter().copied());
     }
 }
 

@@ -1,0 +1,120 @@
+//! The counting pass's rule for a test whose own run retained something: whether its extra
+//! runs settle it (what it retained was kept for the process, not grown on every run). The
+//! runtime applies it run by run, to stop as soon as it holds; the tool applies it again to
+//! the record, to say why the runs stopped. One rule, here, for both.
+//!
+//! Two ways settle a test, and neither while the live total rose on every step:
+//!
+//! - an extra run's own arena is empty (nothing it allocated is still live: `nothing_left`);
+//! - a later extra run left the live total where the run before had left it.
+//!
+//! The second settles what a collector's garbage keeps: each run's arena holds what the
+//! next runs free (crossbeam-epoch's entries of the run's threads, say), so no arena is empty
+//! until the garbage of the first runs is gone, three or four runs later. A leak adds to the
+//! total on every run; for the total to stay the same, the older garbage the run freed would
+//! have to match what it left, leak included, to the object and the byte, and in a series
+//! whose garbage has reached its steady state that is exactly what it left without the leak.
+//! The first extra run is not taken at its word: it frees the test's own run's garbage,
+//! which need not be steady yet. The counts after the runtime's grace for the runs' threads,
+//! when it waited, are the series' last point (a step, not a run).
+
+use crate::record::Counts;
+
+/// The live totals of a test's own run and of its extra runs so far, as the rule reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Series {
+    previous: Counts,
+    runs: u32,
+    steps: u32,
+    rose_every_step: bool,
+    a_later_run_added_nothing: bool,
+}
+
+impl Series {
+    /// A series that starts at what the test's own run left live.
+    pub const fn new(first: Counts) -> Series {
+        Series {
+            previous: first,
+            runs: 0,
+            steps: 0,
+            rose_every_step: true,
+            a_later_run_added_nothing: false,
+        }
+    }
+
+    /// The live total after the next extra run.
+    pub fn run(&mut self, live: Counts) {
+        if self.runs >= 1 && live == self.previous {
+            self.a_later_run_added_nothing = true;
+        }
+        self.runs += 1;
+        self.step(live);
+    }
+
+    /// The live total once the runs' threads had their grace.
+    pub fn grace(&mut self, live: Counts) {
+        self.step(live);
+    }
+
+    fn step(&mut self, live: Counts) {
+        let rose = live.objects >= self.previous.objects
+            && live.bytes >= self.previous.bytes
+            && live != self.previous;
+        self.rose_every_step &= rose;
+        self.steps += 1;
+        self.previous = live;
+    }
+
+    /// Whether the series settles the test; `nothing_left`: some extra run's own arena is
+    /// empty.
+    pub fn settled(&self, nothing_left: bool) -> bool {
+        let rose_every_step = self.steps >= 1 && self.rose_every_step;
+        (nothing_left || self.a_later_run_added_nothing) && !rose_every_step
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(objects: i64, bytes: i64) -> Counts {
+        Counts { objects, bytes }
+    }
+
+    fn series(first: Counts, runs: &[Counts]) -> Series {
+        let mut s = Series::new(first);
+        runs.iter().for_each(|&r| s.run(r));
+        s
+    }
+
+    #[test]
+    fn an_empty_arena_settles_unless_the_total_rose_on_every_step() {
+        let s = series(live(3, 300), &[live(3, 300)]);
+        assert!(s.settled(true));
+        assert!(!s.settled(false), "the first run's word is not taken");
+        let rising = series(live(3, 300), &[live(4, 400), live(5, 500)]);
+        assert!(!rising.settled(true));
+    }
+
+    #[test]
+    fn a_later_run_that_adds_nothing_settles_and_the_grace_is_a_step_not_a_run() {
+        let s = series(live(9, 900), &[live(7, 700), live(7, 700)]);
+        assert!(s.settled(false));
+        let mut g = series(live(1, 100), &[live(2, 200)]);
+        g.grace(live(2, 200));
+        assert!(!g.settled(false), "the grace is no run");
+        assert!(g.settled(true), "it did not rise at the grace");
+        let mut r = series(live(1, 100), &[live(2, 200)]);
+        r.grace(live(3, 300));
+        assert!(
+            !r.settled(true),
+            "it rose at every step, the grace included"
+        );
+    }
+
+    #[test]
+    fn no_runs_settle_only_on_an_empty_arena() {
+        assert!(Series::new(live(1, 8)).settled(true));
+        assert!(!Series::new(live(1, 8)).settled(false));
+    }
+}
