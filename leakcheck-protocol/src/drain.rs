@@ -71,12 +71,7 @@ fn put_hex(out: &mut impl Sink, v: u64) {
     out.put(core::str::from_utf8(&digits[at..]).unwrap_or("0"));
 }
 
-fn parse_hex(text: &str) -> Option<u64> {
-    if text.is_empty() || text.len() > 16 {
-        return None;
-    }
-    u64::from_str_radix(text, 16).ok()
-}
+use crate::heap_v2::parse_hex;
 
 #[cfg(test)]
 mod tests {
