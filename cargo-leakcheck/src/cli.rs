@@ -153,8 +153,17 @@ pub struct Against {
 
     /// What fails the run: `any` leak, or only `new` and grown ones (needs --baseline)
     /// [default: any].
-    #[arg(long, value_name = "WHAT", value_parser = ["any", "new"])]
-    pub fail_on: Option<String>,
+    #[arg(long, value_name = "WHAT", value_enum)]
+    pub fail_on: Option<FailOn>,
+}
+
+/// Which leaks fail the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// Every leak.
+    Any,
+    /// Leaks the base run did not have, and leaks that grew since it.
+    New,
 }
 
 /// Arguments of `cargo leakcheck nextest`.

@@ -875,6 +875,7 @@ impl BenchReport {
                 BenchArtifacts::default()
             },
             unsettled_fails: false,
+            service: false,
             not_checked: false,
         }
     }
@@ -1010,6 +1011,10 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "is_false")]
     #[serde(default)]
     pub unsettled_fails: bool,
+    /// A service under `run`, not a bench.
+    #[serde(skip_serializing_if = "is_false")]
+    #[serde(default)]
+    pub service: bool,
     /// A service under `run` that was not checked (not started, never ready, its load
     /// failed, interrupted): `message` says why, and the run exits 2.
     #[serde(skip_serializing_if = "is_false")]

@@ -253,6 +253,7 @@ pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u6
         rss: Vec::new(),
         artifacts: BenchArtifacts::default(),
         unsettled_fails: false,
+        service: id.whole_program,
         not_checked: false,
     }
 }

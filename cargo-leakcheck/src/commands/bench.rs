@@ -17,7 +17,7 @@ use crate::execution::cargo::{self, TestBinary};
 use crate::execution::protocol::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
 use crate::execution::{capture, load};
-use crate::model::{Report, ReportSettings};
+use crate::model::{BenchReport, Report, ReportSettings};
 use std::time::Duration;
 
 /// Benchmarks are profiled with one sample per 4 KiB allocated on average: growth
@@ -33,27 +33,39 @@ struct Case {
 
 /// Runs `cargo leakcheck bench`; returns the exit code.
 pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
-    let growth_cli = args
-        .growth_threshold
-        .as_deref()
-        .map(|t| {
-            config::parse_size(t).map_err(|e| Error::Usage(format!("--growth-threshold: {e}")))
-        })
-        .transpose()?;
+    let growth_cli = check_arguments(args)?;
+    let mut session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
+    session.annotations = args.outputs.annotations.clone();
+    let binaries = build(&session, args)?;
+    let mut notes = session.notes.clone();
+    let cases = list_cases(&binaries, &session.ws, &args.filters, &mut notes);
+    let benches = run_and_judge(&session, args, &binaries, &cases, growth_cli, &mut notes);
+    finish(&session, args, benches, notes)
+}
+
+/// The growth threshold given on the command line, once the arguments are checked.
+fn check_arguments(args: &BenchArgs) -> Result<Option<u64>, Error> {
     if args.bench_time == 0 || args.snapshot_interval == 0 {
         return Err(Error::Usage(
             "--bench-time and --snapshot-interval must be at least 1".into(),
         ));
     }
-    let mut session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
-    session.annotations = args.outputs.annotations.clone();
-    let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
+    args.growth_threshold
+        .as_deref()
+        .map(|t| {
+            config::parse_size(t).map_err(|e| Error::Usage(format!("--growth-threshold: {e}")))
+        })
+        .transpose()
+}
+
+/// The bench targets, built as `cargo bench` builds them, with their symbols read.
+fn build(session: &session::Session, args: &BenchArgs) -> Result<Vec<TestBinary>, Error> {
     let targets = cargo::Targets {
         benches: &args.benches,
         ..cargo::Targets::default()
     };
     let mut binaries = cargo::build_benches(
-        ws,
+        &session.ws,
         &args.selection,
         &targets,
         &session.selected(),
@@ -61,10 +73,20 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
     )?;
     // Benches need no entry points: the step reads their symbols only.
     crate::execution::inspect::binaries(&mut binaries, &[], None);
-    let binaries = binaries;
+    Ok(binaries)
+}
 
+/// Runs every bench in turn and judges it as soon as it ended; stops at an interrupt,
+/// saying how many did not run.
+fn run_and_judge(
+    session: &session::Session,
+    args: &BenchArgs,
+    binaries: &[TestBinary],
+    cases: &[Case],
+    growth_cli: Option<u64>,
+    notes: &mut Vec<String>,
+) -> Vec<BenchReport> {
     let filter = TestFilter::default();
-    let cap = Duration::from_secs(args.bench_time);
     // A bench runs once, for as long as it is given, and is judged on its growth alone.
     let bench_settings = crate::config::SettingsLayer {
         timeout: Some(args.bench_time),
@@ -73,12 +95,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         ..Default::default()
     };
     let no_config = crate::config::Config::default();
+    let history = crate::execution::history::History::default();
     let run_config = RunConfig {
-        workspace: ws,
+        workspace: &session.ws,
         runtime: &session.runtime,
         work_dir: &session.work_dir,
         jobs: 1,
-        timeout: Some(cap),
+        timeout: Some(Duration::from_secs(args.bench_time)),
         settings: crate::config::Layers {
             config: &no_config,
             cli: &bench_settings,
@@ -88,17 +111,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
         verbose: args.verbose,
         progress: true,
         known_layout: None,
-        history: &crate::execution::history::History::default(),
+        history: &history,
     };
-    let mut notes = session.notes.clone();
-    let cases = list_cases(&binaries, ws, &args.filters, &mut notes);
-    let settings = ProfileSettings {
-        mode: Mode::Periodic,
-        lg_sample: LG_SAMPLE,
-    };
-    let period = 1u64 << LG_SAMPLE;
     let mut symbolizers: Vec<Option<FromFiles>> = binaries.iter().map(|_| None).collect();
-    let mut benches = Vec::new();
     // A bench whose global allocator is tikv-jemallocator: that jemalloc's `_rjem_mallctl`.
     let own_allocators: Vec<Option<(u64, String)>> = binaries
         .iter()
@@ -108,6 +123,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
                 .and_then(|data| crate::execution::entry::own_allocator(&data))
         })
         .collect();
+    let mut benches = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let binary = &binaries[case.binary];
         crate::say!(
@@ -121,36 +137,16 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             args.snapshot_interval
         );
         let key = format!("bench{i}");
-        let bench_args: Vec<String> = if case.criterion {
-            let mut a = vec![
-                "--bench".into(),
-                "--profile-time".into(),
-                args.bench_time.to_string(),
-            ];
-            a.extend(["--exact".into(), case.name.clone()]);
-            a
-        } else {
-            vec!["--bench".into()]
-        };
-        let spec = ProcessSpec {
-            args: &bench_args,
-            settings,
-            quiet_backtraces: false,
-            // Criterion stops itself after --profile-time; give it room to start and finish.
-            timeout: Some(if case.criterion {
-                cap + Duration::from_secs(60)
-            } else {
-                cap
-            }),
-            extra_env: &bench_env(
-                own_allocators[case.binary].as_ref(),
-                &session.work_dir,
-                &key,
-                args.snapshot_interval,
-            ),
-            place: None,
-        };
-        let result = runner::run_process(binary, &key, &run_config, &spec);
+        let own_allocator = own_allocators[case.binary].as_ref();
+        let result = run_one(
+            session,
+            args,
+            &run_config,
+            binary,
+            case,
+            &key,
+            own_allocator,
+        );
         if result.end == ProcessEnd::Interrupted {
             notes.push(session::interrupted_note(
                 cases.len() - i,
@@ -159,63 +155,153 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
             ));
             break;
         }
-        let (threshold, source) = config.growth_threshold(&case.name, growth_cli);
-        let symbolizer = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
-        // With the bench's own jemalloc's dump of each moment, when it has one; then a dump
-        // without it (the exit dump) would be half the heap, and is left out.
-        let dumps: Vec<Vec<std::path::PathBuf>> =
-            protocol::all_dumps(&session.work_dir, &key, protocol::PRELOAD_STEM)
-                .iter()
-                .map(|d| protocol::snapshot_parts(d, &key))
-                .filter(|parts| own_allocators[case.binary].is_none() || parts.len() > 1)
-                .collect();
-        let exe = binary
-            .path
-            .canonicalize()
-            .unwrap_or_else(|_| binary.path.clone());
-        let id = growth::BenchIdentity {
-            package: &binary.package,
-            binary: &binary.target,
-            name: &case.name,
-            exe: &exe,
-            criterion: case.criterion,
-            whole_program: false,
+        let symbols = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
+        let judged = Judged {
+            session,
+            binary,
+            case,
+            key: &key,
+            own_allocator: own_allocator.is_some(),
+            growth_cli,
         };
-        let timeline = protocol::timeline(&session.work_dir, &key);
-        let evidence = load::growth(&result.stderr, &dumps, &timeline, None);
-        let growth_case = capture::growth::Case {
-            id: &id,
-            ran: capture::growth::Ran::Bench(result.end.clone()),
-            threshold,
-            period,
-            dumps: &dumps,
-            timeline: &timeline,
-            stderr: &result.stderr,
-            after: None,
-        };
-        let mut report =
-            capture::growth::judge_case(&growth_case, &evidence, symbolizer, &mut notes);
-        report.growth_threshold_source = source;
-        report.unsettled_fails = config
-            .effective(&case.name, &crate::config::SettingsLayer::default())
-            .unsettled_fails;
-        benches.push(report);
+        benches.push(judge_one(&judged, &result, symbols, notes));
     }
+    benches
+}
+
+/// One bench's process, with periodic snapshots.
+fn run_one(
+    session: &session::Session,
+    args: &BenchArgs,
+    run_config: &RunConfig,
+    binary: &TestBinary,
+    case: &Case,
+    key: &str,
+    own_allocator: Option<&(u64, String)>,
+) -> crate::evidence::ProcessResult {
+    let cap = Duration::from_secs(args.bench_time);
+    let bench_args: Vec<String> = if case.criterion {
+        let mut a = vec![
+            "--bench".into(),
+            "--profile-time".into(),
+            args.bench_time.to_string(),
+        ];
+        a.extend(["--exact".into(), case.name.clone()]);
+        a
+    } else {
+        vec!["--bench".into()]
+    };
+    let spec = ProcessSpec {
+        args: &bench_args,
+        settings: ProfileSettings {
+            mode: Mode::Periodic,
+            lg_sample: LG_SAMPLE,
+        },
+        quiet_backtraces: false,
+        // Criterion stops itself after --profile-time; give it room to start and finish.
+        timeout: Some(if case.criterion {
+            cap + Duration::from_secs(60)
+        } else {
+            cap
+        }),
+        extra_env: &bench_env(
+            own_allocator,
+            &session.work_dir,
+            key,
+            args.snapshot_interval,
+        ),
+        place: None,
+    };
+    runner::run_process(binary, key, run_config, &spec)
+}
+
+/// Which bench a result is of, to judge it.
+struct Judged<'a> {
+    session: &'a session::Session,
+    binary: &'a TestBinary,
+    case: &'a Case,
+    key: &'a str,
+    /// Its global allocator is its own jemalloc (its dumps are paired with this runtime's).
+    own_allocator: bool,
+    growth_cli: Option<u64>,
+}
+
+/// Loads what one bench's process left and judges it (capturing it when asked).
+fn judge_one(
+    j: &Judged,
+    result: &crate::evidence::ProcessResult,
+    symbols: &mut FromFiles,
+    notes: &mut Vec<String>,
+) -> BenchReport {
+    let (session, binary, case, key) = (j.session, j.binary, j.case, j.key);
+    let (threshold, source) = session.config.growth_threshold(&case.name, j.growth_cli);
+    // With the bench's own jemalloc's dump of each moment, when it has one; then a dump
+    // without it (the exit dump) would be half the heap, and is left out.
+    let dumps: Vec<Vec<std::path::PathBuf>> =
+        protocol::all_dumps(&session.work_dir, key, protocol::PRELOAD_STEM)
+            .iter()
+            .map(|d| protocol::snapshot_parts(d, key))
+            .filter(|parts| !j.own_allocator || parts.len() > 1)
+            .collect();
+    let exe = binary
+        .path
+        .canonicalize()
+        .unwrap_or_else(|_| binary.path.clone());
+    let id = growth::BenchIdentity {
+        package: &binary.package,
+        binary: &binary.target,
+        name: &case.name,
+        exe: &exe,
+        criterion: case.criterion,
+        whole_program: false,
+    };
+    let timeline = protocol::timeline(&session.work_dir, key);
+    let evidence = load::growth(&result.stderr, &dumps, &timeline, None);
+    let growth_case = capture::growth::Case {
+        id: &id,
+        ran: capture::growth::Ran::Bench(result.end.clone()),
+        threshold,
+        period: 1 << LG_SAMPLE,
+        dumps: &dumps,
+        timeline: &timeline,
+        stderr: &result.stderr,
+        after: None,
+    };
+    let mut report = capture::growth::judge_case(&growth_case, &evidence, symbols, notes);
+    report.growth_threshold_source = source;
+    report.unsettled_fails = session
+        .config
+        .effective(&case.name, &crate::config::SettingsLayer::default())
+        .unsettled_fails;
+    report
+}
+
+/// Writes the benches' artifacts, the report, JUnit and the page; the run's exit code.
+fn finish(
+    session: &session::Session,
+    args: &BenchArgs,
+    mut benches: Vec<BenchReport>,
+    mut notes: Vec<String>,
+) -> Result<ExitCode, Error> {
     benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));
     for b in &mut benches {
-        crate::report::bench::write_artifacts(b, out_dir, &ws.root, &mut notes);
+        crate::report::bench::write_artifacts(b, &session.out_dir, &session.ws.root, &mut notes);
     }
     let report = Report {
         benches,
         notes,
         ..Report::new(ReportSettings {
-            sample_period: period,
+            sample_period: 1 << LG_SAMPLE,
             stack_threshold: 0,
-            config: config.path.as_ref().map(|p| p.display().to_string()),
+            config: session
+                .config
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string()),
         })
     };
-    session::write_bench_junit(&session, &report, &args.outputs)?;
-    session::finish(&session, &report, crate::report::bench::render)?;
+    session::write_bench_junit(session, &report, &args.outputs)?;
+    session::finish(session, &report, crate::report::bench::render)?;
     Ok(report.exit_code())
 }
 

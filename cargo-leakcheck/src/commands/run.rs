@@ -13,9 +13,9 @@ use crate::errors::{Error, ExitCode};
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, Program};
 use crate::execution::protocol;
-use crate::execution::service::{Ready, ServiceSpec, Window};
+use crate::execution::service::{Ready, ServiceRun, ServiceSpec, Window};
 use crate::execution::{capture, load};
-use crate::model::{Report, ReportSettings};
+use crate::model::{BenchReport, Report, ReportSettings};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,6 +30,41 @@ const MAX_SNAPSHOTS: usize = 240;
 
 /// Runs `cargo leakcheck run`; returns the exit code.
 pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
+    let (threshold_cli, ready) = check_arguments(args)?;
+    let command = args.command.as_deref().map(split_words).transpose()?;
+    let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    let session = prepare(args, command.is_some(), &cwd)?;
+    let service = program(&session, args, command)?;
+    clear_earlier_run(&session);
+    let ran = start_load_and_stop(&session, args, &service, &ready, &cwd);
+    let mut notes = session.notes.clone();
+    if !ran.left_running.is_empty() {
+        notes.push(format!(
+            "the service left {} running after it ended; they were killed",
+            ran.left_running.join(", ")
+        ));
+    }
+    for n in &notes {
+        crate::info!("note: {n}");
+    }
+    let judged = judge(
+        &session,
+        args,
+        &service,
+        &ran,
+        &ready,
+        threshold_cli,
+        &mut notes,
+    );
+    finish(&session, args, judged, notes)
+}
+
+/// The work directory's name for the service's files.
+const KEY: &str = "service";
+
+/// The growth threshold given on the command line and the readiness check, once the
+/// arguments are checked.
+fn check_arguments(args: &RunArgs) -> Result<(Option<u64>, Ready), Error> {
     let threshold_cli = args
         .growth_threshold
         .as_deref()
@@ -38,20 +73,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         })
         .transpose()?;
     let ready = readiness(args)?;
-    // Exact, every allocation's stack is in the snapshots.
-    let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
     if args.snapshot_interval == 0 {
         return Err(Error::Usage(
             "--snapshot-interval must be at least 1".into(),
         ));
     }
-    let command = args.command.as_deref().map(split_words).transpose()?;
-    let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
+    Ok((threshold_cli, ready))
+}
+
+/// The session: of the cargo project, or, for a `--command` outside any, of `./target`.
+fn prepare(args: &RunArgs, command: bool, cwd: &Path) -> Result<session::Session, Error> {
     // Any program can be run from anywhere: outside a cargo project, the outputs go to
     // `./target/leakcheck`.
-    let bare = command.is_some()
-        && args.selection.manifest_path.is_none()
-        && !session::in_cargo_project(&cwd);
+    let bare = command && args.selection.manifest_path.is_none() && !session::in_cargo_project(cwd);
     let mut session = if bare {
         session::prepare_bare(
             args.selection.target_dir.as_deref(),
@@ -62,13 +96,31 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?
     };
     session.annotations = args.outputs.annotations.clone();
-    let (program, program_args, name) = match &command {
+    Ok(session)
+}
+
+/// The program under check: its path, arguments, name and package, and its own jemalloc
+/// when it has one.
+struct Service {
+    program: PathBuf,
+    args: Vec<String>,
+    name: String,
+    package: String,
+    own_allocator: Option<(u64, String)>,
+}
+
+/// The program `--command` names, or the one cargo builds.
+fn program(
+    session: &session::Session,
+    args: &RunArgs,
+    command: Option<Vec<String>>,
+) -> Result<Service, Error> {
+    let (program, program_args) = match command {
         Some(words) => {
             let program = find_program(&words[0])?;
             let mut rest = words[1..].to_vec();
             rest.extend(args.args.iter().cloned());
-            let name = file_name(&program);
-            (program, rest, name)
+            (program, rest)
         }
         None => {
             let which = match (&args.bin, &args.example) {
@@ -83,42 +135,60 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
                 &session.selected(),
                 args.verbose,
             )?;
-            let name = file_name(&exe);
-            (exe, args.args.clone(), name)
+            (exe, args.args.clone())
         }
     };
+    let name = file_name(&program);
     let package = session
         .selected()
         .first()
         .map_or_else(|| name.clone(), |m| m.name.clone());
-    let key = "service";
-    // What an earlier run left in the work directory is not this run's.
-    for stem in [protocol::PRELOAD_STEM, protocol::APP_STEM] {
-        for old in protocol::all_dumps(&session.work_dir, key, stem) {
-            let _ = std::fs::remove_file(old);
-        }
-    }
-    let _ = std::fs::remove_file(protocol::timeline(&session.work_dir, key));
     let own_allocator = std::fs::read(&program)
         .ok()
         .and_then(|data| crate::execution::entry::own_allocator(&data));
-    let dir = cwd;
+    Ok(Service {
+        program,
+        args: program_args,
+        name,
+        package,
+        own_allocator,
+    })
+}
+
+/// What an earlier run left in the work directory is not this run's.
+fn clear_earlier_run(session: &session::Session) {
+    for stem in [protocol::PRELOAD_STEM, protocol::APP_STEM] {
+        for old in protocol::all_dumps(&session.work_dir, KEY, stem) {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+    let _ = std::fs::remove_file(protocol::timeline(&session.work_dir, KEY));
+}
+
+/// Starts the service under the runtime, waits until it is ready, loads it, stops it.
+fn start_load_and_stop(
+    session: &session::Session,
+    args: &RunArgs,
+    service: &Service,
+    ready: &Ready,
+    dir: &Path,
+) -> ServiceRun {
     crate::info!(
         "{:>12} {} (a snapshot every {} ms)",
         "Starting",
-        program.display(),
+        service.program.display(),
         args.snapshot_interval
     );
     let spec = ServiceSpec {
-        program: &program,
-        args: &program_args,
-        dir: &dir,
+        program: &service.program,
+        args: &service.args,
+        dir,
         runtime: &session.runtime,
         work_dir: &session.work_dir,
-        key,
+        key: KEY,
         snapshot_interval: Duration::from_millis(args.snapshot_interval),
         exact: args.exact,
-        own_allocator: own_allocator.clone(),
+        own_allocator: service.own_allocator.clone(),
         lg_sample: LG_SAMPLE,
         ready: ready.clone(),
         ready_timeout: Duration::from_secs(args.ready_timeout),
@@ -130,71 +200,84 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         grace: Duration::from_secs(args.grace),
         verbose: args.verbose,
     };
-    let ran = crate::execution::service::run(&spec);
-    let mut notes = session.notes.clone();
-    if !ran.left_running.is_empty() {
-        notes.push(format!(
-            "the service left {} running after it ended; they were killed",
-            ran.left_running.join(", ")
-        ));
-    }
-    for n in &notes {
-        crate::info!("note: {n}");
-    }
+    crate::execution::service::run(&spec)
+}
+
+/// Loads the snapshots of the window under load and the one after it, and judges them
+/// (capturing them when asked).
+fn judge(
+    session: &session::Session,
+    args: &RunArgs,
+    service: &Service,
+    ran: &ServiceRun,
+    ready: &Ready,
+    threshold_cli: Option<u64>,
+    notes: &mut Vec<String>,
+) -> BenchReport {
+    // Exact, every allocation's stack is in the snapshots.
+    let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
     let (dumps, after) = split_at_window(&ran.dumps, ran.window);
     // The scanned snapshot is the one after the load, when the scan ran.
     let after = ran.scanned.clone().or(after);
     let dumps: Vec<Vec<PathBuf>> = evenly(dumps, MAX_SNAPSHOTS)
         .iter()
-        .map(|d| protocol::snapshot_parts(d, key))
+        .map(|d| protocol::snapshot_parts(d, KEY))
         .collect();
     let (threshold, source) = session.config.service_growth_threshold(threshold_cli);
-    let exe = program.canonicalize().unwrap_or_else(|_| program.clone());
+    let exe = service
+        .program
+        .canonicalize()
+        .unwrap_or_else(|_| service.program.clone());
     let id = BenchIdentity {
-        package: &package,
-        binary: &name,
-        name: &name,
+        package: &service.package,
+        binary: &service.name,
+        name: &service.name,
         exe: &exe,
         criterion: false,
         whole_program: true,
     };
-    if own_allocator.is_some() {
+    if service.own_allocator.is_some() {
         notes.push(own_allocator_note(&dumps));
     }
     let mut symbols = FromFiles::default();
     let after_parts = after
         .as_ref()
-        .map(|dump| protocol::snapshot_parts(dump, key));
-    let timeline = protocol::timeline(&session.work_dir, key);
+        .map(|dump| protocol::snapshot_parts(dump, KEY));
+    let after = after.as_ref().zip(after_parts.as_ref());
+    let timeline = protocol::timeline(&session.work_dir, KEY);
     let evidence = load::growth(
         &ran.stderr,
         &dumps,
         &timeline,
-        after
-            .as_ref()
-            .zip(after_parts.as_ref())
-            .map(|(dump, parts)| load::growth_after(parts, dump)),
+        after.map(|(dump, parts)| load::growth_after(parts, dump)),
     );
     let case = capture::growth::Case {
         id: &id,
         ran: capture::growth::Ran::Service {
             stage: ran.stage.clone(),
-            ready: ready_text(&ready, args),
+            ready: ready_text(ready, args),
         },
         threshold,
         period,
         dumps: &dumps,
         timeline: &timeline,
         stderr: &ran.stderr,
-        after: after
-            .as_ref()
-            .zip(after_parts.as_ref())
-            .map(|(dump, parts)| (parts.as_slice(), dump.as_path())),
+        after: after.map(|(dump, parts)| (parts.as_slice(), dump.as_path())),
     };
-    let mut judged = capture::growth::judge_case(&case, &evidence, &mut symbols, &mut notes);
+    let mut judged = capture::growth::judge_case(&case, &evidence, &mut symbols, notes);
     judged.growth_threshold_source = source;
     judged.rss = rss_series(&ran.rss, dumps.first().and_then(|p| p.first()), ran.window);
     notes.extend(symbols.code.warnings());
+    judged
+}
+
+/// Writes the service's artifacts, the report, JUnit and the page; the run's exit code.
+fn finish(
+    session: &session::Session,
+    args: &RunArgs,
+    mut judged: BenchReport,
+    mut notes: Vec<String>,
+) -> Result<ExitCode, Error> {
     crate::report::bench::write_artifacts(
         &mut judged,
         &session.out_dir,
@@ -202,10 +285,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         &mut notes,
     );
     let report = Report {
-        benches: vec![judged],
         notes,
         ..Report::new(ReportSettings {
-            sample_period: period,
+            sample_period: judged.sample_period,
             stack_threshold: 0,
             config: session
                 .config
@@ -214,8 +296,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
                 .map(|p| p.display().to_string()),
         })
     };
-    session::write_bench_junit(&session, &report, &args.outputs)?;
-    session::finish(&session, &report, crate::report::bench::render)?;
+    let report = Report {
+        benches: vec![judged],
+        ..report
+    };
+    session::write_bench_junit(session, &report, &args.outputs)?;
+    session::finish(session, &report, crate::report::bench::render)?;
     Ok(report.exit_code())
 }
 

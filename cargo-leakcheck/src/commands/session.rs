@@ -220,7 +220,7 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
 /// Checks `--baseline`/`--fail-on` before the long work: a base that is missing, not a
 /// report or of another schema fails now, with exit 2. The base report, when given.
 pub fn read_baseline(against: &crate::cli::Against) -> Result<Option<Report>, Error> {
-    let fail_on_new = against.fail_on.as_deref() == Some("new");
+    let fail_on_new = against.fail_on == Some(crate::cli::FailOn::New);
     let Some(path) = &against.baseline else {
         if fail_on_new {
             return Err(Error::Usage(
@@ -249,7 +249,7 @@ pub fn compare_with_baseline(
     let (Some(base), Some(path)) = (base, &against.baseline) else {
         return Ok(());
     };
-    let fail_on_new = against.fail_on.as_deref() == Some("new");
+    let fail_on_new = against.fail_on == Some(crate::cli::FailOn::New);
     let compared =
         crate::analysis::baseline::compare(base, report, &path.display().to_string(), fail_on_new)
             .map_err(|e| Error::Usage(format!("--baseline `{}`: {e}", path.display())))?;

@@ -226,7 +226,10 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     let _ = writeln!(
         s,
         "\n Summary {}: {} clean, {} growing,{} {} other; {sampling}",
-        crate::model::count_of(report.benches.len() as u64, "bench", "benches"),
+        match report.benches.iter().all(|b| b.service) {
+            true => crate::model::count_of(report.benches.len() as u64, "service", "services"),
+            false => crate::model::count_of(report.benches.len() as u64, "bench", "benches"),
+        },
         count(Verdict::Clean),
         count(Verdict::Leak),
         match count(Verdict::Unsettled) {
