@@ -19,6 +19,44 @@ use std::time::Duration;
 
 /// Runs `cargo leakcheck test`; returns the exit code.
 pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
+    let cli = check_arguments(args)?;
+    let mut session = session::prepare(
+        &args.selection,
+        &args.tests,
+        args.config.as_deref(),
+        args.verbose,
+    )?;
+    session.annotations = args.checking.annotations.clone();
+    let base = session::read_baseline(&args.checking.against)?;
+    let mut binaries = build(&session, args)?;
+    let mut notes = session.notes.clone();
+    note_doctests(&session, args, &mut notes);
+    let Checked {
+        mut tests,
+        results,
+        mut timings,
+        run_seconds,
+    } = run_and_judge(&session, args, &cli, &mut binaries, &mut notes)?;
+    warn_stale_suppressions(&session, args, &tests, &mut notes);
+    write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
+    let mut report = assemble(&session, args, &cli, &binaries, tests, &results, notes);
+    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
+    write_suppressions(&session, args, &report)?;
+    let metrics = metrics_json(&binaries, &results, run_seconds, &timings, &session.history);
+    let metrics_path = session.out_dir.join("metrics.json");
+    std::fs::write(&metrics_path, metrics)
+        .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
+    session.durations = durations(&binaries, &results);
+    write_junit(&session, args, &binaries, &results, &report)?;
+    let cost = crate::report::cost::line(&costs(&results));
+    session::finish(&session, &report, |r, root, shown| {
+        human::render_with_cost(r, root, shown, cost.as_deref())
+    })?;
+    Ok(report.exit_code())
+}
+
+/// The command line's settings, once the arguments are checked.
+fn check_arguments(args: &TestArgs) -> Result<config::SettingsLayer, Error> {
     let cli = session::cli_settings(&args.checking)?;
     if args.jobs == Some(0) {
         return Err(Error::Usage("-j/--jobs must be at least 1".into()));
@@ -35,32 +73,45 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
             )));
         }
     }
-    let mut session = session::prepare(
-        &args.selection,
-        &args.tests,
-        args.config.as_deref(),
-        args.verbose,
-    )?;
-    session.annotations = args.checking.annotations.clone();
-    let base = session::read_baseline(&args.checking.against)?;
-    let (ws, config, out_dir) = (&session.ws, &session.config, &session.out_dir);
-    let selected = session.selected();
+    Ok(cli)
+}
+
+/// The test executables, built as `cargo test` builds them.
+fn build(session: &session::Session, args: &TestArgs) -> Result<Vec<TestBinary>, Error> {
     let targets = cargo::Targets {
         lib: args.lib,
         tests: &args.tests,
         benches: &[],
         release: args.release,
     };
-    let mut binaries = cargo::build_tests(ws, &args.selection, &targets, &selected, args.verbose)?;
+    cargo::build_tests(
+        &session.ws,
+        &args.selection,
+        &targets,
+        &session.selected(),
+        args.verbose,
+    )
+}
 
-    let mut notes = session.notes.clone();
-    if !args.lib && args.tests.is_empty() && selected.iter().any(|m| m.has_doctests) {
+/// Doc-tests are not run: say so when the selection has some.
+fn note_doctests(session: &session::Session, args: &TestArgs, notes: &mut Vec<String>) {
+    if !args.lib && args.tests.is_empty() && session.selected().iter().any(|m| m.has_doctests) {
         notes.push(
             "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
                 .to_string(),
         );
         crate::info!("    Note doc-tests are skipped");
     }
+}
+
+/// Runs the passes over every selected test and judges each.
+fn run_and_judge(
+    session: &session::Session,
+    args: &TestArgs,
+    cli: &config::SettingsLayer,
+    binaries: &mut [TestBinary],
+    notes: &mut Vec<String>,
+) -> Result<Checked, Error> {
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -70,13 +121,12 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         partition: args.partition,
         ..TestFilter::from_args(&args.filters)
     };
-    let settings = ProfileSettings::default();
     let setup = CheckSetup {
-        ws,
+        ws: &session.ws,
         runtime: &session.runtime,
         work_dir: &session.work_dir,
-        config,
-        cli: &cli,
+        config: &session.config,
+        cli,
         jobs,
         filter: &filter,
         wrapper: &[],
@@ -91,42 +141,58 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         plural(binaries.len(), "binary", "binaries"),
         jobs
     );
-    let Checked {
-        mut tests,
-        results,
-        mut timings,
-        run_seconds,
-    } = check(&mut binaries, &setup, &mut notes)?;
-    // A suppression nothing needed is stale: say so, when the whole suite ran (one shard
-    // of a partition is not the whole suite).
+    check(binaries, &setup, notes)
+}
+
+/// A suppression nothing needed is stale: say so, when the whole suite ran (one shard of a
+/// partition is not the whole suite).
+fn warn_stale_suppressions(
+    session: &session::Session,
+    args: &TestArgs,
+    tests: &[TestReport],
+    notes: &mut Vec<String>,
+) {
     let whole_suite =
         args.filters.is_empty() && !args.lib && args.tests.is_empty() && args.partition.is_none();
-    if whole_suite {
-        for (i, s) in config.suppress.iter().enumerate() {
-            let used = tests
-                .iter()
-                .flat_map(|t| &t.stacks)
-                .any(|st| st.suppression == Some(i));
-            if !used {
-                let path = config
-                    .path
-                    .as_deref()
-                    .unwrap_or(Path::new("leakcheck.toml"));
-                let w = format!(
-                    "{}:{}: [[suppress]] #{} (frame \"{}\") matched nothing in this run over the whole suite",
-                    path.display(),
-                    s.line,
-                    s.index,
-                    s.frame.as_str()
-                );
-                crate::say!("warning: {w}");
-                notes.push(w);
-            }
+    if !whole_suite {
+        return;
+    }
+    let config = &session.config;
+    for (i, s) in config.suppress.iter().enumerate() {
+        let used = tests
+            .iter()
+            .flat_map(|t| &t.stacks)
+            .any(|st| st.suppression == Some(i));
+        if !used {
+            let path = config
+                .path
+                .as_deref()
+                .unwrap_or(Path::new("leakcheck.toml"));
+            let w = format!(
+                "{}:{}: [[suppress]] #{} (frame \"{}\") matched nothing in this run over the whole suite",
+                path.display(),
+                s.line,
+                s.index,
+                s.frame.as_str()
+            );
+            crate::say!("warning: {w}");
+            notes.push(w);
         }
     }
-    write_flamegraphs(&mut tests, out_dir, &mut notes, &mut timings);
+}
 
-    let mut report = Report {
+/// The run's report: the judged tests and what did not run.
+fn assemble(
+    session: &session::Session,
+    args: &TestArgs,
+    cli: &config::SettingsLayer,
+    binaries: &[TestBinary],
+    tests: Vec<TestReport>,
+    results: &passes::Outcome,
+    notes: Vec<String>,
+) -> Report {
+    let config = &session.config;
+    Report {
         tests,
         ignored: results.ignored.len(),
         partition: args.partition.map(|p| p.to_string()),
@@ -146,25 +212,33 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         ),
         notes,
         ..Report::new(ReportSettings {
-            sample_period: 1u64 << settings.lg_sample,
-            stack_threshold: config.global(&cli).stack_threshold,
+            sample_period: 1u64 << ProfileSettings::default().lg_sample,
+            stack_threshold: config.global(cli).stack_threshold,
             config: config.path.as_ref().map(|p| p.display().to_string()),
         })
-    };
-    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
+    }
+}
+
+/// `--write-suppressions`: an entry for every failing stack.
+fn write_suppressions(
+    session: &session::Session,
+    args: &TestArgs,
+    report: &Report,
+) -> Result<(), Error> {
     if let Some(path) = &args.write_suppressions {
-        let n = suppressions::write(&report, path, &ws.root)?;
+        let n = suppressions::write(report, path, &session.ws.root)?;
         crate::say!(
             "       Wrote {} to `{}`; each has a placeholder reason to replace",
             plural(n, "suppression", "suppressions"),
             path.display()
         );
     }
-    let metrics = metrics_json(&binaries, &results, run_seconds, &timings, &session.history);
-    let metrics_path = out_dir.join("metrics.json");
-    std::fs::write(&metrics_path, metrics)
-        .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
-    let durations: junit::Durations = results
+    Ok(())
+}
+
+/// How long each test's process ran, by (package, binary, name).
+fn durations(binaries: &[TestBinary], results: &passes::Outcome) -> junit::Durations {
+    results
         .tests
         .iter()
         .map(|t| {
@@ -180,31 +254,41 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
                 seconds,
             )
         })
-        .collect();
+        .collect()
+}
+
+/// JUnit XML, when asked for (`--junit` or `[output] junit`): ignored tests and tests an
+/// interruption left unjudged are listed as skipped.
+fn write_junit(
+    session: &session::Session,
+    args: &TestArgs,
+    binaries: &[TestBinary],
+    results: &passes::Outcome,
+    report: &Report,
+) -> Result<(), Error> {
+    let (ws, config) = (&session.ws, &session.config);
     let junit = args
         .junit
         .clone()
         .or_else(|| config.junit.as_ref().map(|p| ws.root.join(p)));
-    if let Some(path) = junit {
-        // Ignored tests, and tests an interruption left unjudged: listed, not run.
-        let interrupted = session::interrupted_why();
-        let skipped: Vec<junit::Skipped> = (results
-            .ignored
-            .iter()
-            .map(|(b, n)| (*b, n, "ignored")))
+    let Some(path) = junit else {
+        return Ok(());
+    };
+    let interrupted = session::interrupted_why();
+    let skipped: Vec<junit::Skipped> = (results.ignored.iter().map(|(b, n)| (*b, n, "ignored")))
         .chain((results.not_finished.iter()).map(|c| (c.binary, &c.name, interrupted.as_str())))
         .map(|(b, name, why)| (binaries[b].id(), name.clone(), why.to_string()))
         .collect();
-        let xml = junit::render(&report, &durations, &skipped, out_dir, &ws.root);
-        session::write_file(&path, &xml)?;
-        crate::info!("       Wrote JUnit XML to `{}`", path.display());
-    }
-    session.durations = durations;
-    let cost = crate::report::cost::line(&costs(&results));
-    session::finish(&session, &report, |r, root, shown| {
-        human::render_with_cost(r, root, shown, cost.as_deref())
-    })?;
-    Ok(report.exit_code())
+    let xml = junit::render(
+        report,
+        &session.durations,
+        &skipped,
+        &session.out_dir,
+        &ws.root,
+    );
+    session::write_file(&path, &xml)?;
+    crate::info!("       Wrote JUnit XML to `{}`", path.display());
+    Ok(())
 }
 
 /// What the check step needs besides the binaries.

@@ -297,124 +297,157 @@ pub fn render_with_cost(
     }
     for t in &report.tests {
         match t.verdict {
-            Verdict::Clean => {
-                // Allowed leaks are summarised: nothing is dropped silently.
-                let allowed: Vec<_> = t
-                    .stacks
-                    .iter()
-                    .filter_map(|st| st.allowed.as_ref().map(|a| (st, a)))
-                    .collect();
-                if !allowed.is_empty() {
-                    let bytes: u64 = allowed.iter().map(|(st, _)| st.bytes).sum();
-                    let _ = writeln!(
-                        s,
-                        "{:>8} {}: {} in {} allowed",
-                        "ALLOWED",
-                        test_header(t),
-                        human_bytes(bytes),
-                        plural(allowed.len() as u64, "stack", "stacks")
-                    );
-                    let mut rules: Vec<String> = allowed
-                        .iter()
-                        .map(|(_, a)| match &a.reason {
-                            Some(r) => format!("{} ({r})", a.rule),
-                            None => a.rule.clone(),
-                        })
-                        .collect();
-                    // The same rule may allow stacks that are not next to each other.
-                    let mut seen = std::collections::HashSet::new();
-                    rules.retain(|r| seen.insert(r.clone()));
-                    for r in rules {
-                        let _ = writeln!(s, "           by {r}");
-                    }
-                }
-                continue;
-            }
+            Verdict::Clean => allowed_text(&mut s, t),
             Verdict::Leak | Verdict::Failed => {
-                let label = if t.verdict == Verdict::Leak {
-                    "LEAK"
-                } else {
-                    "FAILED"
-                };
-                let failing = t.failing_stacks().count();
-                let _ = write!(s, "{label:>8} {}", test_header(t));
-                if let Some(c) = report.change_of(t) {
-                    let _ = write!(s, " [{}]", c.change.as_str());
-                }
-                if t.retained_bytes > 0 {
-                    let _ = write!(
-                        s,
-                        ": retained {} in {} ({})",
-                        human_bytes(t.retained_bytes),
-                        plural(t.retained_objects, "object", "objects"),
-                        plural(
-                            failing as u64,
-                            "stack over the threshold",
-                            "stacks over the threshold"
-                        ),
-                    );
-                }
-                s.push('\n');
-                if let Some(m) = &t.message {
-                    for line in m.lines().take(20) {
-                        let _ = writeln!(s, "           | {line}");
-                    }
-                }
-                if let Some(why) = single_run_reason(t) {
-                    let _ = writeln!(s, "           judged on its own run: {why}");
-                }
-                for stack in t.failing_stacks().take(STACKS_SHOWN) {
-                    let _ = writeln!(
-                        s,
-                        "           {} in {}{}",
-                        human_bytes(stack.bytes),
-                        plural(stack.objects, "object", "objects"),
-                        growth_text(stack)
-                    );
-                    for (i, f) in interesting_frames(&stack.frames, workspace_root)
-                        .iter()
-                        .take(FRAMES_SHOWN)
-                        .enumerate()
-                    {
-                        let lead = if i == 0 { "at" } else { "  " };
-                        let _ =
-                            writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
-                    }
-                    for line in stack
-                        .retained_by
-                        .iter()
-                        .flat_map(|h| held_text(h, workspace_root))
-                    {
-                        let _ = writeln!(s, "             {line}");
-                    }
-                }
-                if failing > STACKS_SHOWN {
-                    let _ = writeln!(
-                        s,
-                        "           … and {} more stacks (see report.json)",
-                        failing - STACKS_SHOWN
-                    );
-                }
-                if let Some(svg) = &t.artifacts.flamegraph {
-                    let _ = writeln!(s, "           flame graph: {}", out_dir.join(svg).display());
-                }
+                failing_text(&mut s, report, t, workspace_root, out_dir)
             }
-            other => {
-                let label = other.as_str().to_uppercase();
-                let fails = if t.verdict == Verdict::Unsettled && report.fails(t) {
-                    " (fails the run: unsettled-fails)"
-                } else {
-                    ""
-                };
-                let _ = writeln!(s, "{label:>8} {}{fails}", test_header(t));
-                if let Some(m) = &t.message {
-                    for line in m.lines().take(20) {
-                        let _ = writeln!(s, "           | {line}");
-                    }
-                }
-            }
+            _ => other_text(&mut s, report, t),
         }
     }
+    summary_text(&mut s, report, cost);
+    after_summary_text(&mut s, report);
+    for note in &report.notes {
+        let _ = writeln!(s, "    note {note}");
+    }
+    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
+    let _ = writeln!(
+        s,
+        "    Page {}",
+        out_dir.join(crate::model::PAGE_FILE).display()
+    );
+    s
+}
+
+/// A clean test's allowed leaks, summarised: nothing is dropped silently.
+fn allowed_text(s: &mut String, t: &TestReport) {
+    // Allowed leaks are summarised: nothing is dropped silently.
+    let allowed: Vec<_> = t
+        .stacks
+        .iter()
+        .filter_map(|st| st.allowed.as_ref().map(|a| (st, a)))
+        .collect();
+    if !allowed.is_empty() {
+        let bytes: u64 = allowed.iter().map(|(st, _)| st.bytes).sum();
+        let _ = writeln!(
+            s,
+            "{:>8} {}: {} in {} allowed",
+            "ALLOWED",
+            test_header(t),
+            human_bytes(bytes),
+            plural(allowed.len() as u64, "stack", "stacks")
+        );
+        let mut rules: Vec<String> = allowed
+            .iter()
+            .map(|(_, a)| match &a.reason {
+                Some(r) => format!("{} ({r})", a.rule),
+                None => a.rule.clone(),
+            })
+            .collect();
+        // The same rule may allow stacks that are not next to each other.
+        let mut seen = std::collections::HashSet::new();
+        rules.retain(|r| seen.insert(r.clone()));
+        for r in rules {
+            let _ = writeln!(s, "           by {r}");
+        }
+    }
+}
+
+/// A leaking or failed test: what it retained, its failing stacks from your code, who holds
+/// each, its flame graph.
+fn failing_text(
+    s: &mut String,
+    report: &Report,
+    t: &TestReport,
+    workspace_root: &Path,
+    out_dir: &Path,
+) {
+    let label = if t.verdict == Verdict::Leak {
+        "LEAK"
+    } else {
+        "FAILED"
+    };
+    let failing = t.failing_stacks().count();
+    let _ = write!(s, "{label:>8} {}", test_header(t));
+    if let Some(c) = report.change_of(t) {
+        let _ = write!(s, " [{}]", c.change.as_str());
+    }
+    if t.retained_bytes > 0 {
+        let _ = write!(
+            s,
+            ": retained {} in {} ({})",
+            human_bytes(t.retained_bytes),
+            plural(t.retained_objects, "object", "objects"),
+            plural(
+                failing as u64,
+                "stack over the threshold",
+                "stacks over the threshold"
+            ),
+        );
+    }
+    s.push('\n');
+    if let Some(m) = &t.message {
+        for line in m.lines().take(20) {
+            let _ = writeln!(s, "           | {line}");
+        }
+    }
+    if let Some(why) = single_run_reason(t) {
+        let _ = writeln!(s, "           judged on its own run: {why}");
+    }
+    for stack in t.failing_stacks().take(STACKS_SHOWN) {
+        let _ = writeln!(
+            s,
+            "           {} in {}{}",
+            human_bytes(stack.bytes),
+            plural(stack.objects, "object", "objects"),
+            growth_text(stack)
+        );
+        for (i, f) in interesting_frames(&stack.frames, workspace_root)
+            .iter()
+            .take(FRAMES_SHOWN)
+            .enumerate()
+        {
+            let lead = if i == 0 { "at" } else { "  " };
+            let _ = writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
+        }
+        for line in stack
+            .retained_by
+            .iter()
+            .flat_map(|h| held_text(h, workspace_root))
+        {
+            let _ = writeln!(s, "             {line}");
+        }
+    }
+    if failing > STACKS_SHOWN {
+        let _ = writeln!(
+            s,
+            "           … and {} more stacks (see report.json)",
+            failing - STACKS_SHOWN
+        );
+    }
+    if let Some(svg) = &t.artifacts.flamegraph {
+        let _ = writeln!(s, "           flame graph: {}", out_dir.join(svg).display());
+    }
+}
+
+/// Any other verdict: its label and why.
+fn other_text(s: &mut String, report: &Report, t: &TestReport) {
+    let label = t.verdict.as_str().to_uppercase();
+    let fails = if t.verdict == Verdict::Unsettled && report.fails(t) {
+        " (fails the run: unsettled-fails)"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "{label:>8} {}{fails}", test_header(t));
+    if let Some(m) = &t.message {
+        for line in m.lines().take(20) {
+            let _ = writeln!(s, "           | {line}");
+        }
+    }
+}
+
+/// The counts by verdict, how tests were judged, what was drained, the cost, what leaked
+/// and what was kept for the process lifetime, by root.
+fn summary_text(s: &mut String, report: &Report, cost: Option<&str>) {
     // Memory kept for the process lifetime is allowed but worth knowing about.
     let kept: Vec<u64> = report.tests.iter().map(kept_bytes).collect();
     let kept_total: u64 = kept.iter().sum();
@@ -499,6 +532,10 @@ pub fn render_with_cost(
             );
         }
     }
+}
+
+/// What did not run, processes left behind, what was allowed.
+fn after_summary_text(s: &mut String, report: &Report) {
     if let Some(not_run) = &report.not_run {
         let _ = writeln!(
             s,
@@ -572,16 +609,6 @@ pub fn render_with_cost(
             plural(placeholders as u64, "stack is", "stacks are")
         );
     }
-    for note in &report.notes {
-        let _ = writeln!(s, "    note {note}");
-    }
-    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
-    let _ = writeln!(
-        s,
-        "    Page {}",
-        out_dir.join(crate::model::PAGE_FILE).display()
-    );
-    s
 }
 
 #[cfg(test)]
