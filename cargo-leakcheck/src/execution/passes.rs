@@ -183,35 +183,101 @@ pub fn run(
     } = runner::list_all(binaries, config);
     crate::execution::inspect::binaries(binaries, &names, config.known_layout);
     let binaries = &*binaries;
-    let requests: Vec<Result<RerunRequest, Status>> = tests
-        .iter()
-        .map(|t| rerun_request(t, &binaries[t.binary], t.settings.extra_runs))
-        .collect();
-    let entries: Vec<Option<Entry>> = tests
-        .iter()
-        .map(|t| {
-            binaries[t.binary]
-                .facts
-                .tests
-                .as_ref()
-                .and_then(|i| i.entries.get(&t.name).copied())
-        })
-        .collect();
-    let expected: Vec<Option<f64>> = tests
-        .iter()
-        .map(|t| config.history.expected(&binaries[t.binary].id(), &t.name))
-        .collect();
-    // A test that wanted every core last time runs alone (see `crate::execution::slots`).
-    let alone: Vec<bool> = tests
-        .iter()
-        .map(|t| config.history.alone(&binaries[t.binary].id(), &t.name))
-        .collect();
+    let plan = Plan::of(&tests, binaries, config);
+    let mut ran = count_pass(binaries, &tests, &plan, config, stacks_for_all)?;
+    let mut settled = settle_by_counting(&tests, &plan, &mut ran.counted);
+    let profile = to_profile(&tests, &plan, &ran.counted, &settled);
+    let baselines = stacks_pass(binaries, &tests, &plan, &profile, config, &mut ran)?;
+    let unfinished = unfinished(binaries, &tests, &profile, &baselines, &ran);
+    for (t, request) in profile {
+        if unfinished[t] {
+            continue;
+        }
+        if let Some(r) = ran.profiled[t].as_mut() {
+            let outcome = conclude(r, &tests[t], request.as_ref().err());
+            settled[t] = Some(Counted::Stacks {
+                rerun: false,
+                outcome,
+            });
+        }
+    }
+    let (judged, not_finished) = assemble(tests, plan.entries, ran, settled, &unfinished);
+    Ok(Outcome {
+        tests: judged,
+        ignored,
+        other_shards,
+        not_finished,
+        list_errors,
+        baselines,
+    })
+}
+
+/// What is known of each test before it runs.
+struct Plan {
+    /// Its extra runs, or why it has none.
+    requests: Vec<Result<RerunRequest, Status>>,
+    /// Its function in libtest's table.
+    entries: Vec<Option<Entry>>,
+    /// How long it took last time.
+    expected: Vec<Option<f64>>,
+    /// Whether it wanted every core last time: it runs alone (see
+    /// `crate::execution::slots`).
+    alone: Vec<bool>,
+}
+
+impl Plan {
+    fn of(tests: &[TestCase], binaries: &[TestBinary], config: &RunConfig) -> Plan {
+        let id = |t: &TestCase| binaries[t.binary].id();
+        Plan {
+            requests: tests
+                .iter()
+                .map(|t| rerun_request(t, &binaries[t.binary], t.settings.extra_runs))
+                .collect(),
+            entries: tests
+                .iter()
+                .map(|t| {
+                    binaries[t.binary]
+                        .facts
+                        .tests
+                        .as_ref()
+                        .and_then(|i| i.entries.get(&t.name).copied())
+                })
+                .collect(),
+            expected: tests
+                .iter()
+                .map(|t| config.history.expected(&id(t), &t.name))
+                .collect(),
+            alone: tests
+                .iter()
+                .map(|t| config.history.alone(&id(t), &t.name))
+                .collect(),
+        }
+    }
+}
+
+/// What the passes ran, per test.
+struct Ran {
+    /// Its counting process.
+    counted: Vec<Option<ProcessResult>>,
+    /// Its stacks process.
+    profiled: Vec<Option<ProcessResult>>,
+    /// Whether its processes wanted every core.
+    wanted: Vec<Option<bool>>,
+}
+
+/// The counting pass: every test of a binary the counters can see into, with extra runs
+/// (more than the stacks pass makes: a pool that warms over several runs settles here).
+fn count_pass(
+    binaries: &[TestBinary],
+    tests: &[TestCase],
+    plan: &Plan,
+    config: &RunConfig,
+    stacks_for_all: bool,
+) -> Result<Ran, Error> {
     let count_mode = ProfileSettings {
         mode: Mode::Count,
         lg_sample: 0,
     };
-    let exact = ProfileSettings::default();
-
     let counting: Vec<bool> = binaries
         .iter()
         .map(|b| !stacks_for_all && countable(b))
@@ -223,46 +289,64 @@ pub fn run(
             test: Some(t),
             settings: count_mode,
             quiet_backtraces: true,
-            rerun: requests[t].clone().ok().map(|r| RerunRequest {
+            rerun: plan.requests[t].clone().ok().map(|r| RerunRequest {
                 runs: r.runs.saturating_mul(rerun::COUNTING_RUNS_FACTOR),
                 ..r
             }),
             first: true,
-            expected: expected[t],
-            alone: alone[t],
+            expected: plan.expected[t],
+            alone: plan.alone[t],
             live_slots: None,
         })
         .collect();
-    let mut counted: Vec<Option<ProcessResult>> = vec![None; tests.len()];
-    let mut wanted: Vec<Option<bool>> = vec![None; tests.len()];
+    let mut ran = Ran {
+        counted: vec![None; tests.len()],
+        profiled: vec![None; tests.len()],
+        wanted: vec![None; tests.len()],
+    };
     if !count_jobs.is_empty() {
-        let ran = runner::run_jobs(binaries, &tests, &count_jobs, config, "Counting")?;
+        let done = runner::run_jobs(binaries, tests, &count_jobs, config, "Counting")?;
         for ((job, r), w) in count_jobs
             .iter()
-            .zip(ran.results)
-            .zip(ran.wanted_every_core)
+            .zip(done.results)
+            .zip(done.wanted_every_core)
         {
             let t = job.test.expect("count jobs are tests");
-            counted[t] = Some(r);
-            wanted[t] = w;
+            ran.counted[t] = Some(r);
+            ran.wanted[t] = w;
         }
     }
+    Ok(ran)
+}
 
-    // Per test: what the counting pass settled.
-    let mut settled: Vec<Option<Counted>> = (0..tests.len())
+/// Per test: what the counting pass settled.
+fn settle_by_counting(
+    tests: &[TestCase],
+    plan: &Plan,
+    counted: &mut [Option<ProcessResult>],
+) -> Vec<Option<Counted>> {
+    (0..tests.len())
         .map(|t| {
             let c = counted[t].as_mut()?;
             let lifetime_fails = tests[t].settings.one_time_fails;
             Some(judge_count(
                 c,
                 &tests[t],
-                requests[t].as_ref().err(),
+                plan.requests[t].as_ref().err(),
                 lifetime_fails,
             ))
         })
-        .collect();
-    // Tests to profile, with extra runs or with the reason they have none.
-    let mut profile: Vec<(usize, Result<RerunRequest, Status>)> = Vec::new();
+        .collect()
+}
+
+/// Tests to profile, with extra runs or with the reason they have none.
+fn to_profile(
+    tests: &[TestCase],
+    plan: &Plan,
+    counted: &[Option<ProcessResult>],
+    settled: &[Option<Counted>],
+) -> Vec<(usize, Result<RerunRequest, Status>)> {
+    let mut profile = Vec::new();
     for t in 0..tests.len() {
         match &settled[t] {
             Some(Counted::Clean(_)) | Some(Counted::Over(_)) => {}
@@ -272,7 +356,7 @@ pub fn run(
                 let threads_stayed = (counted[t].as_ref())
                     .and_then(|c| c.record.as_ref()?.grace)
                     .is_some_and(|g| g.threads_running > 0);
-                let request = match (rerun, &requests[t]) {
+                let request = match (rerun, &plan.requests[t]) {
                     (true, Ok(r)) if threads_stayed => Ok(RerunRequest {
                         grace_ms: 0,
                         ..r.clone()
@@ -283,9 +367,23 @@ pub fn run(
                 };
                 profile.push((t, request));
             }
-            None => profile.push((t, requests[t].clone())),
+            None => profile.push((t, plan.requests[t].clone())),
         }
     }
+    profile
+}
+
+/// The stacks pass: each profiled test, and the harness-only baseline of each binary that
+/// has one; the baselines, per binary.
+fn stacks_pass(
+    binaries: &[TestBinary],
+    tests: &[TestCase],
+    plan: &Plan,
+    profile: &[(usize, Result<RerunRequest, Status>)],
+    config: &RunConfig,
+    ran: &mut Ran,
+) -> Result<Vec<Option<ProcessResult>>, Error> {
+    let exact = ProfileSettings::default();
     let mut stack_jobs: Vec<Job> = Vec::new();
     for (b, binary) in binaries.iter().enumerate() {
         if binary.harness && profile.iter().any(|(t, _)| tests[*t].binary == b) {
@@ -304,7 +402,8 @@ pub fn run(
     }
     // Tests that ended the process themselves: their frames are judged by the binary's
     // table of live stack slots, written once per binary.
-    let exited_early: Vec<bool> = counted
+    let exited_early: Vec<bool> = ran
+        .counted
         .iter()
         .map(|c| {
             c.as_ref()
@@ -320,7 +419,7 @@ pub fn run(
         }
     }
     stack_jobs.extend(profile.iter().map(|(t, request)| {
-        let failed = counted[*t]
+        let failed = ran.counted[*t]
             .as_ref()
             .is_some_and(|c| c.end != ProcessEnd::Exited(0));
         Job {
@@ -331,9 +430,9 @@ pub fn run(
             // Only tests every counted run of which left memory behind come here (or every
             // test, with --stacks-for-all): their runs are what shows the growing stacks.
             rerun: request.as_ref().ok().cloned(),
-            first: counted[*t].is_none(),
-            expected: expected[*t],
-            alone: alone[*t],
+            first: ran.counted[*t].is_none(),
+            expected: plan.expected[*t],
+            alone: plan.alone[*t],
             live_slots: if exited_early[*t] {
                 tables[tests[*t].binary].clone().flatten()
             } else {
@@ -342,57 +441,70 @@ pub fn run(
         }
     }));
     let mut baselines = vec![None; binaries.len()];
-    let mut profiled: Vec<Option<ProcessResult>> = vec![None; tests.len()];
-    if !stack_jobs.is_empty() && crate::execution::interrupt::requested().is_none() {
-        let ran = runner::run_jobs(binaries, &tests, &stack_jobs, config, "Profiling")?;
-        for ((job, r), w) in stack_jobs
-            .iter()
-            .zip(ran.results)
-            .zip(ran.wanted_every_core)
-        {
-            match job.test {
-                None => baselines[job.binary] = Some(r),
-                Some(t) => {
-                    profiled[t] = Some(r);
-                    wanted[t] = match (wanted[t], w) {
-                        (Some(true), _) | (_, Some(true)) => Some(true),
-                        (a, b) => a.or(b),
-                    };
-                }
+    if stack_jobs.is_empty() || crate::execution::interrupt::requested().is_some() {
+        return Ok(baselines);
+    }
+    let done = runner::run_jobs(binaries, tests, &stack_jobs, config, "Profiling")?;
+    for ((job, r), w) in stack_jobs
+        .iter()
+        .zip(done.results)
+        .zip(done.wanted_every_core)
+    {
+        match job.test {
+            None => baselines[job.binary] = Some(r),
+            Some(t) => {
+                ran.profiled[t] = Some(r);
+                ran.wanted[t] = match (ran.wanted[t], w) {
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    (a, b) => a.or(b),
+                };
             }
         }
     }
+    Ok(baselines)
+}
 
-    // An interruption leaves tests unjudged: killed or never started in the pass that
-    // would judge them, or profiled without their binary's baseline.
+/// Per test: whether an interruption left it unjudged (killed or never started in the pass
+/// that would judge it, or profiled without its binary's baseline).
+fn unfinished(
+    binaries: &[TestBinary],
+    tests: &[TestCase],
+    profile: &[(usize, Result<RerunRequest, Status>)],
+    baselines: &[Option<ProcessResult>],
+    ran: &Ran,
+) -> Vec<bool> {
     let interrupted = |r: &ProcessResult| r.end == ProcessEnd::Interrupted;
     let mut needs_profile = vec![false; tests.len()];
-    for (t, _) in &profile {
+    for (t, _) in profile {
         needs_profile[*t] = true;
     }
-    let unfinished: Vec<bool> = (0..tests.len())
+    (0..tests.len())
         .map(|t| {
             if needs_profile[t] {
                 let baseline_lost = binaries[tests[t].binary].harness
                     && baselines[tests[t].binary].as_ref().is_none_or(interrupted);
-                profiled[t].as_ref().is_none_or(interrupted) || baseline_lost
+                ran.profiled[t].as_ref().is_none_or(interrupted) || baseline_lost
             } else {
-                counted[t].as_ref().is_none_or(interrupted)
+                ran.counted[t].as_ref().is_none_or(interrupted)
             }
         })
-        .collect();
-    for (t, request) in profile {
-        if unfinished[t] {
-            continue;
-        }
-        if let Some(r) = profiled[t].as_mut() {
-            let outcome = conclude(r, &tests[t], request.as_ref().err());
-            settled[t] = Some(Counted::Stacks {
-                rerun: false,
-                outcome,
-            });
-        }
-    }
+        .collect()
+}
+
+/// Each finished test with the process its verdict is drawn from and how; the tests an
+/// interruption left unjudged apart.
+fn assemble(
+    tests: Vec<TestCase>,
+    entries: Vec<Option<Entry>>,
+    ran: Ran,
+    mut settled: Vec<Option<Counted>>,
+    unfinished: &[bool],
+) -> (Vec<TestOutcome>, Vec<TestCase>) {
+    let Ran {
+        counted,
+        mut profiled,
+        wanted,
+    } = ran;
     let mut not_finished = Vec::new();
     let mut judged = Vec::with_capacity(tests.len());
     for (t, ((case, counted), entry)) in tests.into_iter().zip(counted).zip(entries).enumerate() {
@@ -420,14 +532,7 @@ pub fn run(
             wanted_every_core: wanted[t],
         });
     }
-    Ok(Outcome {
-        tests: judged,
-        ignored,
-        other_shards,
-        not_finished,
-        list_errors,
-        baselines,
-    })
+    (judged, not_finished)
 }
 
 #[cfg(test)]
