@@ -10,7 +10,7 @@ use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile::Counts;
 use crate::analysis::retention;
-use crate::analysis::settling as rerun;
+use crate::analysis::settling;
 use crate::analysis::symbols::Symbols;
 use crate::config::{Effective, Suppression};
 use crate::evidence::Entry;
@@ -138,7 +138,7 @@ pub fn with_growth(
     let mut out: Vec<Retained> = deltas
         .into_iter()
         .map(|d| {
-            let cut = rerun::cut_at_entry(&d.frames, exe, entry.file_range).to_vec();
+            let cut = settling::cut_at_entry(&d.frames, exe, entry.file_range).to_vec();
             let growth = series.get(&cut).map(|s| growth_of(s));
             seen.insert(cut);
             Retained {
@@ -153,7 +153,8 @@ pub fn with_growth(
         .iter()
         .filter(|(cut, s)| {
             let bytes: Vec<u64> = s.iter().map(|c| c.bytes).collect();
-            !seen.contains(*cut) && (rerun::grows_every_run(&bytes) || bytes.last() > bytes.first())
+            !seen.contains(*cut)
+                && (settling::grows_every_run(&bytes) || bytes.last() > bytes.first())
         })
         .collect();
     late.sort_by(|a, b| a.0.cmp(b.0));
@@ -294,7 +295,7 @@ pub fn judge_stacks(
         if explained && e.held.is_none() {
             // Paths are keyed as `held_by` keys them: cut at the entry point, when known.
             e.held = match entry_range {
-                Some(range) => held.get(rerun::cut_at_entry(&r.frames, exe, range)),
+                Some(range) => held.get(settling::cut_at_entry(&r.frames, exe, range)),
                 None => held.get(&r.frames),
             }
             .cloned();

@@ -14,7 +14,7 @@ pub use crate::analysis::identity::TestIdentity;
 use crate::analysis::lost::Lost;
 use crate::analysis::profile::{self, Counts};
 use crate::analysis::retention;
-use crate::analysis::settling as rerun;
+use crate::analysis::settling;
 pub use crate::analysis::stacks::Policy;
 use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability};
 use crate::analysis::symbols::{CodeSymbols, Symbols};
@@ -74,7 +74,7 @@ pub struct TestEvidence<'a> {
     /// How the verdict is reached.
     pub method: Method,
     /// How its extra runs went.
-    pub reruns: &'a rerun::Outcome,
+    pub reruns: &'a settling::Outcome,
     /// The entry point its extra runs called, when found.
     pub entry: Option<&'a Entry>,
     /// Its counting-pass process, when it had one apart from `result`.
@@ -147,10 +147,10 @@ pub fn allocator_reaches_malloc<S: CodeSymbols + ?Sized>(
 }
 
 /// The report's view of how a test's extra runs went.
-pub fn extra_runs_of(outcome: &rerun::Outcome) -> ExtraRuns {
+pub fn extra_runs_of(outcome: &settling::Outcome) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
-        detail: rerun::detail(&outcome.status, outcome.made),
+        detail: settling::detail(&outcome.status, outcome.made),
         status: outcome.status.clone(),
     }
 }
@@ -161,10 +161,12 @@ pub fn extra_runs_of(outcome: &rerun::Outcome) -> ExtraRuns {
 /// registry shows over runs was never looked for, and it kept memory for the process
 /// lifetime. (A test that cannot run again by its nature, `#[should_panic]` or
 /// `harness = false`, is judged on its own run, as documented.)
-pub fn unsettled_without_repetition(report: &TestReport, status: &rerun::Status) -> bool {
+pub fn unsettled_without_repetition(report: &TestReport, status: &settling::Status) -> bool {
     matches!(
         status,
-        rerun::Status::TimedOut | rerun::Status::NoEntryPoint(_) | rerun::Status::Unavailable(_)
+        settling::Status::TimedOut
+            | settling::Status::NoEntryPoint(_)
+            | settling::Status::Unavailable(_)
     ) && report.verdict == Verdict::Clean
         && report
             .stacks
@@ -178,7 +180,7 @@ fn clean_report(
     result: &ProcessResult,
     policy: &Policy,
     method: Method,
-    reruns: &rerun::Outcome,
+    reruns: &settling::Outcome,
 ) -> TestReport {
     let first_run_retained =
         result
@@ -300,9 +302,9 @@ fn judge_profiled(
         Some(entry) if evidence.reruns.usable() && code == 0 => match &dumps.runs {
             Ok(runs) => Some(series_of(&dumps.own, runs, &bin.exe, entry)),
             Err(e) => {
-                let unusable = rerun::Outcome {
+                let unusable = settling::Outcome {
                     made: evidence.reruns.made,
-                    status: rerun::Status::Unavailable(e.to_string()),
+                    status: settling::Status::Unavailable(e.to_string()),
                 };
                 report.extra_runs = extra_runs_of(&unusable);
                 None
@@ -396,7 +398,7 @@ fn judge_profiled(
 }
 
 /// Live counts per stack after the test's own run and after each extra run, stacks cut at
-/// the call of the entry point (see [`rerun::cut_at_entry`]), so that what the first run
+/// the call of the entry point (see [`settling::cut_at_entry`]), so that what the first run
 /// and the extra runs allocated at the same place add up.
 pub fn series_of(
     own: &NormalizedProfile,
@@ -408,7 +410,7 @@ pub fn series_of(
     let mut series: HashMap<Vec<FrameKey>, Vec<Counts>> = HashMap::new();
     for (k, p) in std::iter::once(own).chain(runs).enumerate() {
         for (frames, c) in &p.stacks {
-            let cut = rerun::cut_at_entry(frames, exe, entry.file_range).to_vec();
+            let cut = settling::cut_at_entry(frames, exe, entry.file_range).to_vec();
             let at = &mut series
                 .entry(cut)
                 .or_insert_with(|| vec![Counts::default(); n])[k];
@@ -438,7 +440,7 @@ fn held_by(
     };
     match entry {
         Some(entry) => retention::by_stack(paths, |f| {
-            rerun::cut_at_entry(f, exe, entry.file_range).to_vec()
+            settling::cut_at_entry(f, exe, entry.file_range).to_vec()
         }),
         None => retention::by_stack(paths, <[FrameKey]>::to_vec),
     }
@@ -485,33 +487,33 @@ mod tests {
         )];
         assert!(unsettled_without_repetition(
             &report,
-            &rerun::Status::TimedOut
+            &settling::Status::TimedOut
         ));
         // Completed runs, or a test that cannot run again at all: reachability decides.
         assert!(unsettled_without_repetition(
             &report,
-            &rerun::Status::NoEntryPoint("none is certain".into())
+            &settling::Status::NoEntryPoint("none is certain".into())
         ));
         assert!(!unsettled_without_repetition(
             &report,
-            &rerun::Status::Completed
+            &settling::Status::Completed
         ));
         assert!(!unsettled_without_repetition(
             &report,
-            &rerun::Status::ShouldPanic
+            &settling::Status::ShouldPanic
         ));
         // Only kept memory is in doubt: one-time initialisation is not.
         report.stacks[0].kind = StackKind::OneTime;
         assert!(!unsettled_without_repetition(
             &report,
-            &rerun::Status::TimedOut
+            &settling::Status::TimedOut
         ));
         // A leak stays a leak.
         report.stacks[0].kind = StackKind::ProcessLifetime;
         report.verdict = Verdict::Leak;
         assert!(!unsettled_without_repetition(
             &report,
-            &rerun::Status::TimedOut
+            &settling::Status::TimedOut
         ));
     }
 
@@ -579,7 +581,7 @@ mod tests {
         probe: &mut Probe,
         policy: &Policy,
     ) -> TestReport {
-        let none = rerun::Outcome::none(rerun::Status::Off);
+        let none = settling::Outcome::none(settling::Status::Off);
         let evidence = TestEvidence {
             result,
             method: Method::Stacks,

@@ -1,5 +1,5 @@
 //! Finds, in a test executable, the function libtest calls to run each test, so the
-//! runtime can call it again after the test's run (see [`crate::execution::rerun`]).
+//! runtime can call it again after the test's run (see [`crate::execution::extra_runs`]).
 //!
 //! The harness `#[test]` generates is a table: for every test a `TestDescAndFn` value with
 //! the test's name (`&'static str`) and `testfn: StaticTestFn(fn() -> Result<(), String>)`,

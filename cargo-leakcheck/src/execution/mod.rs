@@ -3,8 +3,8 @@
 //! `reclaimers` the garbage collectors the runtime drains), `runtime` provides the profiling
 //! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
 //! process with the runtime preloaded (`protocol` is what the runtime writes; `slots` decides
-//! how many run at once, `history` which start first), `rerun`
-//! holds the rules for extra runs, `nextest_list` reads which tests a nextest run selected,
+//! how many run at once, `history` which start first), `extra_runs`
+//! holds how long the runtime waits for a run's threads, `nextest_list` reads which tests a nextest run selected,
 //! `interrupt` stops every child on Ctrl-C and `lock` keeps
 //! two runs off one target directory. `symbolize` and `data_symbols` read the binaries'
 //! DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`).
@@ -14,6 +14,7 @@ pub(crate) mod capture;
 pub(crate) mod cargo;
 pub(crate) mod data_symbols;
 pub(crate) mod entry;
+pub(crate) mod extra_runs;
 pub(crate) mod facts;
 pub(crate) mod history;
 pub(crate) mod inspect;
@@ -29,7 +30,6 @@ pub(crate) mod process;
 pub(crate) mod progress;
 pub(crate) mod protocol;
 pub(crate) mod reclaimers;
-pub(crate) mod rerun;
 pub(crate) mod run_config;
 pub(crate) mod runner;
 pub(crate) mod runtime;

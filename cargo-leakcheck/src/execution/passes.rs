@@ -12,7 +12,7 @@
 //!
 //! Retained is not lost: a test that starts a pool, installs a logger or builds a table
 //! once leaves memory behind that a second run would not add to. So a test that retains
-//! something is run again in its own process, after its own run ([`crate::execution::rerun`]): in the
+//! something is run again in its own process, after its own run ([`crate::execution::extra_runs`]): in the
 //! counting pass until one extra run leaves nothing behind, which settles it as clean
 //! without stacks; otherwise its stacks are profiled with extra runs too, and only the
 //! stacks that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
@@ -29,8 +29,8 @@ use crate::errors::Error;
 use crate::evidence::End;
 use crate::execution::cargo::TestBinary;
 use crate::execution::entry::Entry;
+use crate::execution::extra_runs::{self, Status};
 use crate::execution::protocol::{Mode, ProfileSettings};
-use crate::execution::rerun::{self, Status};
 use crate::execution::runner::{
     self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase,
 };
@@ -65,7 +65,7 @@ pub struct TestOutcome {
     /// Its counting run, when it had one.
     pub counted: Option<ProcessResult>,
     /// The extra runs of the process its verdict is drawn from.
-    pub reruns: rerun::Outcome,
+    pub reruns: extra_runs::Outcome,
     /// The entry point its extra runs called, when found.
     pub entry: Option<Entry>,
     /// Whether its processes wanted every core (None: too short to tell); see
@@ -129,7 +129,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         app_mallctl: inspection.app_mallctl,
         exit_guard: inspection.exit_guard,
         epoch: inspection.epoch.clone(),
-        grace_ms: rerun::GRACE_MS,
+        grace_ms: extra_runs::GRACE_MS,
     })
 }
 
@@ -138,15 +138,15 @@ fn conclude(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
-) -> rerun::Outcome {
+) -> extra_runs::Outcome {
     // libtest's line for the test comes first on stdout; a panic of an extra run last on
     // stderr.
     let stdout = runner::capture_head(&result.stdout, runner::CAPTURE_READ_LIMIT);
     let stderr = runner::capture_tail(&result.stderr, runner::CAPTURE_READ_LIMIT);
-    let outcome = rerun::interpret(
+    let outcome = extra_runs::interpret(
         result.record.as_ref(),
         not_asked,
-        &rerun::Evidence {
+        &extra_runs::Evidence {
             end: &result.end,
             stdout: &stdout,
             stderr: &stderr,
@@ -290,7 +290,7 @@ fn count_pass(
             settings: count_mode,
             quiet_backtraces: true,
             rerun: plan.requests[t].clone().ok().map(|r| RerunRequest {
-                runs: r.runs.saturating_mul(rerun::COUNTING_RUNS_FACTOR),
+                runs: r.runs.saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
                 ..r
             }),
             first: true,

@@ -64,7 +64,7 @@ pub struct RerunRequest {
     /// crossbeam-epoch's collectors, drained before each run is measured.
     pub epoch: Vec<leakcheck_protocol::drain::Collector>,
     /// How long the runtime waits, once after the last run, for the runs' threads (see
-    /// [`crate::execution::rerun::GRACE_MS`]).
+    /// [`crate::execution::extra_runs::GRACE_MS`]).
     pub grace_ms: u64,
 }
 
@@ -188,7 +188,7 @@ fn run_one(
         extra.push((env::RERUNS, r.runs.to_string()));
         extra.push((
             env::RERUN_SETTLE_MS,
-            crate::execution::rerun::SETTLE_MS.to_string(),
+            crate::execution::extra_runs::SETTLE_MS.to_string(),
         ));
         extra.push((env::RERUN_GRACE_MS, r.grace_ms.to_string()));
         if let Some(g) = r.exit_guard {

@@ -53,7 +53,7 @@ pub fn run_as_runner(args: &RunnerArgs) -> i32 {
     let (Some(name), false) = (name, listing) else {
         return pass_through(&session.wrapper, binary, rest);
     };
-    match judge(&session, Path::new(binary), name, &words) {
+    match run_and_judge(&session, Path::new(binary), name, &words) {
         Ok(code) => code,
         // nextest stopped the test (a slow-timeout, Ctrl-C): end as asked, not run it again.
         Err(_) if crate::execution::interrupt::requested().is_some() => {
@@ -139,7 +139,14 @@ fn write_verdict(
     .map_err(|e| Error::io(format!("write `{}`", path.display()), e))
 }
 
-fn judge(session: &RunnerSession, exe: &Path, name: &str, args: &[String]) -> Result<i32, Error> {
+/// Runs one test under the tool (its passes, in this process's stead) and judges it; the
+/// exit code nextest is to see.
+fn run_and_judge(
+    session: &RunnerSession,
+    exe: &Path,
+    name: &str,
+    args: &[String],
+) -> Result<i32, Error> {
     let (id, stem, attempt) = identity(exe, name);
     let (package, kind, target) = (id.package.clone(), id.kind, id.binary.clone());
     let started = session.dir.join("started").join(format!("{stem}.json"));
