@@ -36,6 +36,11 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub unlisted: Vec<String>,
+    /// A failure the test runner reported that no verdict here explains (nextest exited
+    /// 100 while every judged test passed): the run fails as the runner's did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub runner_failed: Option<String>,
     /// Tests the filters selected that never ran to a verdict (a runner that stopped early,
     /// an interruption): how many, which, and why. The run proves nothing about them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,7 +209,7 @@ impl Report {
     /// that fails the run. Selected tests that never ran leave it incomplete, unless
     /// something worse was found.
     pub fn exit_code(&self) -> ExitCode {
-        let start = if !self.unlisted.is_empty() {
+        let start = if !self.unlisted.is_empty() || self.runner_failed.is_some() {
             ExitCode::TestsFailed
         } else if self.not_run.is_some() {
             ExitCode::Incomplete
@@ -751,6 +756,7 @@ impl Report {
             partition: None,
             other_shards: 0,
             unlisted: Vec::new(),
+            runner_failed: None,
             not_run: None,
             benches: Vec::new(),
             notes: Vec::new(),

@@ -74,6 +74,7 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
     let mut benches: BTreeMap<(String, String, String), (usize, crate::model::BenchReport)> =
         BTreeMap::new();
     let mut unlisted = BTreeSet::new();
+    let mut runner_failed: BTreeSet<String> = BTreeSet::new();
     let mut not_run: Vec<String> = Vec::new();
     let mut not_run_why: Vec<String> = Vec::new();
     let mut ignored = 0;
@@ -89,6 +90,7 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
             ignored += r.ignored;
         }
         unlisted.extend(r.unlisted.iter().cloned());
+        runner_failed.extend(r.runner_failed.iter().cloned());
         if let Some(n) = &r.not_run {
             not_run.extend(n.tests.iter().cloned());
             if !not_run_why.contains(&n.why) {
@@ -181,6 +183,8 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         partition,
         other_shards,
         unlisted: unlisted.into_iter().collect(),
+        runner_failed: (!runner_failed.is_empty())
+            .then(|| runner_failed.into_iter().collect::<Vec<_>>().join("; ")),
         // A test one shard did not run and another judged was run after all.
         not_run: crate::model::NotRun::of(
             not_run

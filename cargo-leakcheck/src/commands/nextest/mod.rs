@@ -35,6 +35,96 @@ pub use runner::run_as_runner;
 /// Runs `cargo leakcheck nextest`.
 pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let cli = session::cli_settings(&args.checking)?;
+    let exe_text = own_path()?;
+    check_nextest_installed()?;
+    let mut session = session::prepare(&selection(args), &[], args.config.as_deref(), false)?;
+    session.annotations = args.checking.annotations.clone();
+    let base = session::read_baseline(&args.checking.against)?;
+    let host = cargo::host_triple()?;
+    let runner_var = format!(
+        "CARGO_TARGET_{}_RUNNER",
+        host.to_uppercase().replace(['-', '.'], "_")
+    );
+    let wrapper = user_runner(&runner_var, &host, &session.ws.root);
+    let dir = session.out_dir.join("nextest");
+    let session_path = write_runner_session(&session, args, &cli, &dir, &wrapper)?;
+    let nextest_args = nextest_arguments(&session, args);
+    let envs = [
+        (
+            runner_var.clone(),
+            format!("{exe_text} leakcheck __nextest-runner"),
+        ),
+        (SESSION_ENV.to_string(), session_path.display().to_string()),
+    ];
+    let ran = run_nextest(&nextest_args, &envs)?;
+    let mut notes = session.notes.clone();
+    notes.push("doc-tests are not checked (nextest does not run them)".into());
+    let interrupted = crate::execution::interrupt::requested().is_some();
+    let mut tests = gather(&dir, &mut notes, !interrupted);
+    // nextest's own failures: 100 means tests failed (ours among them), 4 that no test
+    // ran; anything else with nothing judged means nothing ran (a build failure).
+    let code = ran.status.code();
+    if tests.is_empty() && !matches!(code, Some(0 | 4 | 100)) {
+        return Err(Error::Nextest {
+            command: ran.command_text,
+            status: ran.status.to_string(),
+            code,
+        });
+    }
+    if !matches!(code, Some(0 | 4 | 100)) && !interrupted {
+        notes.push(format!(
+            "`cargo nextest run` ended with {}: not every selected test may have run",
+            ran.status
+        ));
+    }
+    let selection = if interrupted {
+        Selected::default()
+    } else {
+        let program = cargo::cargo_program();
+        selected(
+            &program,
+            &nextest_args,
+            &envs,
+            &tests,
+            &ran.status,
+            &mut notes,
+        )
+    };
+    let mut timings = test_command::Timings::default();
+    test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
+    let mut report = Report {
+        tests,
+        ignored: selection.ignored,
+        partition: selection.partition,
+        other_shards: selection.other_shards,
+        not_run: selection.not_run,
+        notes,
+        ..Report::new(ReportSettings {
+            sample_period: 1,
+            stack_threshold: session.config.global(&cli).stack_threshold,
+            config: session
+                .config
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+        })
+    };
+    // nextest saw a failure no verdict here explains (a runner that could not judge): the
+    // run fails as nextest's did.
+    if code == Some(100) && report.exit_code() < ExitCode::LeaksFound {
+        let why = "`cargo nextest run` reported a failing test that no verdict here explains (its output says which)";
+        report.notes.push(why.into());
+        report.runner_failed = Some(why.into());
+    }
+    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
+    let metrics = serde_json::json!({ "nextest_seconds": ran.seconds, "nextest_exit": code });
+    let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
+    session::finish(&session, &report, human::render)?;
+    Ok(report.exit_code())
+}
+
+/// The path of this executable, as cargo's runner setting will name it.
+fn own_path() -> Result<String, Error> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::io("find the path of cargo-leakcheck itself", e))?;
     let exe_text = exe.to_string_lossy().into_owned();
@@ -43,38 +133,43 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             "cargo-leakcheck is installed at `{exe_text}`, whose whitespace cargo's runner setting cannot hold; install it in a directory without spaces"
         )));
     }
-    check_nextest_installed()?;
-    // An archive run names its workspace with --workspace-remap (nextest refuses
-    // --manifest-path and --target-dir then): the report goes to that workspace's target.
+    Ok(exe_text)
+}
+
+/// The workspace nextest's own arguments name. An archive run names it with
+/// --workspace-remap (nextest refuses --manifest-path and --target-dir then): the report
+/// goes to that workspace's target.
+fn selection(args: &NextestArgs) -> Selection {
     let manifest_path = option_value(&args.args, "--manifest-path")
         .map(PathBuf::from)
         .or_else(|| {
             option_value(&args.args, "--workspace-remap")
                 .map(|d| PathBuf::from(d).join("Cargo.toml"))
         });
-    let selection = Selection {
+    Selection {
         manifest_path,
         target_dir: option_value(&args.args, "--target-dir").map(PathBuf::from),
         ..Selection::default()
-    };
-    let mut session = session::prepare(&selection, &[], args.config.as_deref(), false)?;
-    session.annotations = args.checking.annotations.clone();
-    let base = session::read_baseline(&args.checking.against)?;
-    let dir = session.out_dir.join("nextest");
-    let host = cargo::host_triple()?;
-    let runner_var = format!(
-        "CARGO_TARGET_{}_RUNNER",
-        host.to_uppercase().replace(['-', '.'], "_")
-    );
-    let wrapper = user_runner(&runner_var, &host, &session.ws.root);
+    }
+}
+
+/// Writes what each runner process needs (`session.json` under `dir`, with the directories
+/// its verdicts go to); its path.
+fn write_runner_session(
+    session: &session::Session,
+    args: &NextestArgs,
+    cli: &crate::config::SettingsLayer,
+    dir: &Path,
+    wrapper: &[String],
+) -> Result<PathBuf, Error> {
     let runner_session = RunnerSession {
         runtime: session.runtime.clone(),
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         root: session.ws.root.clone(),
         config: session.config.path.clone(),
         cli: cli.clone(),
         stacks_for_all: args.checking.stacks_for_all,
-        wrapper: wrapper.clone(),
+        wrapper: wrapper.to_vec(),
     };
     std::fs::create_dir_all(dir.join("tests"))
         .and_then(|()| std::fs::create_dir_all(dir.join("started")))
@@ -91,7 +186,11 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             wrapper.join(" ")
         );
     }
+    Ok(session_path)
+}
 
+/// nextest's arguments: the user's, after what a leak check needs.
+fn nextest_arguments(session: &session::Session, args: &NextestArgs) -> Vec<String> {
     // As `test` builds: a crate whose global allocator is tikv-jemallocator gets that
     // jemalloc's profiling turned on (an archive was built already, as it was built).
     let mut nextest_args: Vec<String> = Vec::new();
@@ -108,18 +207,24 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         nextest_args.push("--no-fail-fast".into());
     }
     nextest_args.extend(args.args.iter().cloned());
+    nextest_args
+}
+
+/// How `cargo nextest run` went.
+struct NextestRun {
+    status: std::process::ExitStatus,
+    seconds: f64,
+    command_text: String,
+}
+
+/// Runs `cargo nextest run` with this tool as the target runner, in a process group of its
+/// own that an interrupt stops.
+fn run_nextest(nextest_args: &[String], envs: &[(String, String)]) -> Result<NextestRun, Error> {
     let program = cargo::cargo_program();
-    let envs = [
-        (
-            runner_var.clone(),
-            format!("{exe_text} leakcheck __nextest-runner"),
-        ),
-        (SESSION_ENV.to_string(), session_path.display().to_string()),
-    ];
     let mut cmd = Command::new(&program);
     cmd.arg("nextest")
         .arg("run")
-        .args(&nextest_args)
+        .args(nextest_args)
         .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null());
     let command_text = format!(
@@ -140,59 +245,11 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let status = child
         .wait()
         .map_err(|e| Error::io(format!("wait for `{command_text}`"), e))?;
-    let seconds = started.elapsed().as_secs_f64();
-
-    let mut notes = session.notes.clone();
-    notes.push("doc-tests are not checked (nextest does not run them)".into());
-    let interrupted = crate::execution::interrupt::requested().is_some();
-    let mut tests = gather(&dir, &mut notes, !interrupted);
-    // nextest's own failures: 100 means tests failed (ours among them), 4 that no test
-    // ran; anything else with nothing judged means nothing ran (a build failure).
-    let code = status.code();
-    if tests.is_empty() && !matches!(code, Some(0 | 4 | 100)) {
-        return Err(Error::Nextest {
-            command: command_text,
-            status: status.to_string(),
-            code,
-        });
-    }
-    if !matches!(code, Some(0 | 4 | 100)) && crate::execution::interrupt::requested().is_none() {
-        notes.push(format!(
-            "`cargo nextest run` ended with {status}: not every selected test may have run"
-        ));
-    }
-    let selection = if interrupted {
-        Selected::default()
-    } else {
-        selected(&program, &nextest_args, &envs, &tests, &status, &mut notes)
-    };
-    let mut timings = test_command::Timings::default();
-    test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
-    let config = &session.config;
-    let mut report = Report {
-        tests,
-        ignored: selection.ignored,
-        partition: selection.partition,
-        other_shards: selection.other_shards,
-        not_run: selection.not_run,
-        notes,
-        ..Report::new(ReportSettings {
-            sample_period: 1,
-            stack_threshold: config.global(&cli).stack_threshold,
-            config: config.path.as_ref().map(|p| p.display().to_string()),
-        })
-    };
-    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
-    let metrics = serde_json::json!({ "nextest_seconds": seconds, "nextest_exit": code });
-    let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
-    session::finish(&session, &report, human::render)?;
-    let mut exit = report.exit_code();
-    if code == Some(100) && exit < ExitCode::LeaksFound {
-        // nextest saw a failure no verdict here explains (a runner that could not judge):
-        // the run fails as nextest's did.
-        exit = ExitCode::TestsFailed;
-    }
-    Ok(exit)
+    Ok(NextestRun {
+        status,
+        seconds: started.elapsed().as_secs_f64(),
+        command_text,
+    })
 }
 
 /// What nextest's own listing says about the run's selection.
