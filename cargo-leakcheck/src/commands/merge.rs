@@ -52,103 +52,11 @@ type TestKey = (String, crate::model::TargetKind, String, String);
 /// artifacts to copy beside it.
 pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
     let first = inputs.first().expect("clap requires at least one report");
-    for input in &inputs[1..] {
-        if input.report.version != first.report.version {
-            return Err(MergeError::Version {
-                path: input.path.clone(),
-                found: input.report.version.into(),
-                expected: format!(
-                    "but `{}` has version {}",
-                    first.path.display(),
-                    first.report.version
-                ),
-            });
-        }
-        check_settings(first, input)?;
-    }
+    check_one_run(inputs)?;
     let shards = shards(inputs)?;
-
-    let mut notes: Vec<String> = Vec::new();
+    let mut all = gather(inputs)?;
     let mut copies = Vec::new();
-    let mut tests: BTreeMap<TestKey, (usize, crate::model::TestReport)> = BTreeMap::new();
-    let mut benches: BTreeMap<(String, String, String), (usize, crate::model::BenchReport)> =
-        BTreeMap::new();
-    let mut unlisted = BTreeSet::new();
-    let mut runner_failed: BTreeSet<String> = BTreeSet::new();
-    let mut not_run: Vec<String> = Vec::new();
-    let mut not_run_why: Vec<String> = Vec::new();
-    let mut ignored = 0;
-    let mut counted_shards = BTreeSet::new();
-    for (i, input) in inputs.iter().enumerate() {
-        let r = &input.report;
-        // A shard given twice counts its ignored tests once.
-        let shard = r
-            .partition
-            .as_deref()
-            .and_then(|p| p.parse::<Partition>().ok());
-        if shard.is_none_or(|p| counted_shards.insert(p.shard)) {
-            ignored += r.ignored;
-        }
-        unlisted.extend(r.unlisted.iter().cloned());
-        runner_failed.extend(r.runner_failed.iter().cloned());
-        if let Some(n) = &r.not_run {
-            not_run.extend(n.tests.iter().cloned());
-            if !not_run_why.contains(&n.why) {
-                not_run_why.push(n.why.clone());
-            }
-        }
-        for note in &r.notes {
-            if !notes.contains(note) {
-                notes.push(note.clone());
-            }
-        }
-        for t in &r.tests {
-            let key = (t.package.clone(), t.kind, t.binary.clone(), t.name.clone());
-            let name = || format!("{} {} {}", t.package, t.binary, t.name);
-            add_once(&mut tests, key, (i, t), name, inputs)?;
-        }
-        for b in &r.benches {
-            let key = (b.package.clone(), b.binary.clone(), b.name.clone());
-            let name = || format!("{} {} {}", b.package, b.binary, b.name);
-            add_once(&mut benches, key, (i, b), name, inputs)?;
-        }
-    }
-    let mut artifact = |from: usize, rel: &mut Option<String>, what: &str, name: &str| {
-        let Some(path) = rel.take() else { return };
-        if !is_plain_relative(&path) {
-            notes.push(format!(
-                "the {what} of `{name}` in `{}` is not a path below its report (`{path}`); left out",
-                inputs[from].path.display()
-            ));
-            return;
-        }
-        copies.push(Copy {
-            from: inputs[from].dir().join(&path),
-            to: path.clone(),
-        });
-        *rel = Some(path);
-    };
-    let tests: Vec<crate::model::TestReport> = tests
-        .into_values()
-        .map(|(from, mut t)| {
-            artifact(from, &mut t.artifacts.flamegraph, "flame graph", &t.name);
-            artifact(from, &mut t.artifacts.folded, "folded stacks", &t.name);
-            artifact(from, &mut t.artifacts.pprof, "pprof profile", &t.name);
-            t
-        })
-        .collect();
-    let benches: Vec<crate::model::BenchReport> = benches
-        .into_values()
-        .map(|(from, mut b)| {
-            artifact(from, &mut b.artifacts.flamegraph, "flame graph", &b.name);
-            artifact(from, &mut b.artifacts.folded, "folded stacks", &b.name);
-            artifact(from, &mut b.artifacts.plot, "plot", &b.name);
-            artifact(from, &mut b.artifacts.pprof, "pprof profile", &b.name);
-            artifact(from, &mut b.artifacts.memory_plot, "memory plot", &b.name);
-            b
-        })
-        .collect();
-
+    let (tests, benches) = relocate_artifacts(inputs, &mut all, &mut copies);
     let judged: BTreeSet<String> = tests
         .iter()
         .map(|t| format!("{} {}", t.binary_id(), t.name))
@@ -158,12 +66,12 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
             // Part of a split suite: say which shards, and how much is missing.
             let listed =
                 first.report.tests.len() + first.report.ignored + first.report.other_shards;
-            let here = tests.len() + ignored;
+            let here = tests.len() + all.ignored;
             let missing: Vec<String> = (1..=kind_total.total)
                 .filter(|s| !present.contains(s))
                 .map(|s| s.to_string())
                 .collect();
-            notes.push(format!(
+            all.notes.push(format!(
                 "shard(s) {} of {} are not in this merge: it covers part of the suite",
                 missing.join(", "),
                 partition_text(kind_total, &present)
@@ -179,26 +87,158 @@ pub fn merge(inputs: &[Input]) -> Result<(Report, Vec<Copy>), MergeError> {
         version: first.report.version,
         settings: first.report.settings.clone(),
         tests,
-        ignored,
+        ignored: all.ignored,
         partition,
         other_shards,
-        unlisted: unlisted.into_iter().collect(),
-        runner_failed: (!runner_failed.is_empty())
-            .then(|| runner_failed.into_iter().collect::<Vec<_>>().join("; ")),
+        unlisted: all.unlisted.into_iter().collect(),
+        runner_failed: (!all.runner_failed.is_empty())
+            .then(|| all.runner_failed.into_iter().collect::<Vec<_>>().join("; ")),
         // A test one shard did not run and another judged was run after all.
         not_run: crate::model::NotRun::of(
-            not_run
+            all.not_run
                 .into_iter()
                 .filter(|id| !judged.contains(id))
                 .collect(),
-            not_run_why.join("; "),
+            all.not_run_why.join("; "),
         ),
         benches,
-        notes,
+        notes: all.notes,
         // A merge is compared with a base of its own (`merge --baseline`), not its inputs'.
         baseline: None,
     };
     Ok((report, copies))
+}
+
+/// Refuses inputs that are not of one run: other schema versions, other settings.
+fn check_one_run(inputs: &[Input]) -> Result<(), MergeError> {
+    let first = inputs.first().expect("clap requires at least one report");
+    for input in &inputs[1..] {
+        if input.report.version != first.report.version {
+            return Err(MergeError::Version {
+                path: input.path.clone(),
+                found: input.report.version.into(),
+                expected: format!(
+                    "but `{}` has version {}",
+                    first.path.display(),
+                    first.report.version
+                ),
+            });
+        }
+        check_settings(first, input)?;
+    }
+    Ok(())
+}
+
+/// Everything the inputs hold, each test and bench once (by the input it came from).
+struct Gathered {
+    tests: BTreeMap<TestKey, (usize, crate::model::TestReport)>,
+    benches: BTreeMap<(String, String, String), (usize, crate::model::BenchReport)>,
+    unlisted: BTreeSet<String>,
+    runner_failed: BTreeSet<String>,
+    not_run: Vec<String>,
+    not_run_why: Vec<String>,
+    ignored: usize,
+    notes: Vec<String>,
+}
+
+/// Every test, bench, note and count of the inputs; a test judged differently twice is
+/// refused.
+fn gather(inputs: &[Input]) -> Result<Gathered, MergeError> {
+    let mut all = Gathered {
+        tests: BTreeMap::new(),
+        benches: BTreeMap::new(),
+        unlisted: BTreeSet::new(),
+        runner_failed: BTreeSet::new(),
+        not_run: Vec::new(),
+        not_run_why: Vec::new(),
+        ignored: 0,
+        notes: Vec::new(),
+    };
+    let mut counted_shards = BTreeSet::new();
+    for (i, input) in inputs.iter().enumerate() {
+        let r = &input.report;
+        // A shard given twice counts its ignored tests once.
+        let shard = r
+            .partition
+            .as_deref()
+            .and_then(|p| p.parse::<Partition>().ok());
+        if shard.is_none_or(|p| counted_shards.insert(p.shard)) {
+            all.ignored += r.ignored;
+        }
+        all.unlisted.extend(r.unlisted.iter().cloned());
+        all.runner_failed.extend(r.runner_failed.iter().cloned());
+        if let Some(n) = &r.not_run {
+            all.not_run.extend(n.tests.iter().cloned());
+            if !all.not_run_why.contains(&n.why) {
+                all.not_run_why.push(n.why.clone());
+            }
+        }
+        for note in &r.notes {
+            if !all.notes.contains(note) {
+                all.notes.push(note.clone());
+            }
+        }
+        for t in &r.tests {
+            let key = (t.package.clone(), t.kind, t.binary.clone(), t.name.clone());
+            let name = || format!("{} {} {}", t.package, t.binary, t.name);
+            add_once(&mut all.tests, key, (i, t), name, inputs)?;
+        }
+        for b in &r.benches {
+            let key = (b.package.clone(), b.binary.clone(), b.name.clone());
+            let name = || format!("{} {} {}", b.package, b.binary, b.name);
+            add_once(&mut all.benches, key, (i, b), name, inputs)?;
+        }
+    }
+    Ok(all)
+}
+
+/// The tests and benches with their artifacts' paths relative to the merged report, and the
+/// files to copy there; an artifact not below its report is left out, with a note.
+fn relocate_artifacts(
+    inputs: &[Input],
+    all: &mut Gathered,
+    copies: &mut Vec<Copy>,
+) -> (
+    Vec<crate::model::TestReport>,
+    Vec<crate::model::BenchReport>,
+) {
+    let notes = &mut all.notes;
+    let mut artifact = |from: usize, rel: &mut Option<String>, what: &str, name: &str| {
+        let Some(path) = rel.take() else { return };
+        if !is_plain_relative(&path) {
+            notes.push(format!(
+                "the {what} of `{name}` in `{}` is not a path below its report (`{path}`); left out",
+                inputs[from].path.display()
+            ));
+            return;
+        }
+        copies.push(Copy {
+            from: inputs[from].dir().join(&path),
+            to: path.clone(),
+        });
+        *rel = Some(path);
+    };
+    let tests = std::mem::take(&mut all.tests)
+        .into_values()
+        .map(|(from, mut t)| {
+            artifact(from, &mut t.artifacts.flamegraph, "flame graph", &t.name);
+            artifact(from, &mut t.artifacts.folded, "folded stacks", &t.name);
+            artifact(from, &mut t.artifacts.pprof, "pprof profile", &t.name);
+            t
+        })
+        .collect();
+    let benches = std::mem::take(&mut all.benches)
+        .into_values()
+        .map(|(from, mut b)| {
+            artifact(from, &mut b.artifacts.flamegraph, "flame graph", &b.name);
+            artifact(from, &mut b.artifacts.folded, "folded stacks", &b.name);
+            artifact(from, &mut b.artifacts.plot, "plot", &b.name);
+            artifact(from, &mut b.artifacts.pprof, "pprof profile", &b.name);
+            artifact(from, &mut b.artifacts.memory_plot, "memory plot", &b.name);
+            b
+        })
+        .collect();
+    (tests, benches)
 }
 
 /// Keeps the first report of a test (`item`: from which input, and the entry); the same
