@@ -107,43 +107,7 @@ pub fn render(
                         escape(why)
                     );
                 }
-                Case::Judged(t) => {
-                    let _ = write!(
-                        x,
-                        "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\"",
-                        escape(&t.name),
-                        escape(suite),
-                        time_of(t)
-                    );
-                    let change = report.change_of(t);
-                    if report.leak_is_tolerated(t) {
-                        let _ = writeln!(
-                            x,
-                            ">\n      <system-out>{}</system-out>\n    </testcase>",
-                            escape(&format!(
-                                "an unchanged leak of the base run ({}), not failing under --fail-on new",
-                                change.map_or("", |c| c.detail.as_str())
-                            ))
-                        );
-                        continue;
-                    }
-                    match outcome(t, report.fails(t), out_dir, root) {
-                        None => x.push_str("/>\n"),
-                        Some((element, kind, message, text)) => {
-                            // What changed against the base run leads the message.
-                            let message = match change {
-                                Some(c) => format!("[{}] {message}", c.change.as_str()),
-                                None => message,
-                            };
-                            let _ = writeln!(
-                                x,
-                                ">\n      <{element} type=\"{kind}\" message=\"{}\">{}</{element}>\n    </testcase>",
-                                escape(&message),
-                                escape(&text)
-                            );
-                        }
-                    }
-                }
+                Case::Judged(t) => judged_case(&mut x, report, t, suite, time_of(t), out_dir, root),
             }
         }
         x.push_str("  </testsuite>\n");
@@ -151,6 +115,54 @@ pub fn render(
     x.push_str(&benches.xml);
     x.push_str("</testsuites>\n");
     x
+}
+
+/// One judged test's `<testcase>`: passed, its failure or error (what the gate says fails the
+/// run), or a leak let through by `--fail-on new` with why.
+fn judged_case(
+    x: &mut String,
+    report: &Report,
+    t: &TestReport,
+    suite: &str,
+    time: f64,
+    out_dir: &Path,
+    root: &Path,
+) {
+    let _ = write!(
+        x,
+        "    <testcase name=\"{}\" classname=\"{}\" time=\"{time:.3}\"",
+        escape(&t.name),
+        escape(suite),
+    );
+    let change = report.change_of(t);
+    let fails = report.fails(t);
+    if t.verdict == Verdict::Leak && !fails {
+        let _ = writeln!(
+            x,
+            ">\n      <system-out>{}</system-out>\n    </testcase>",
+            escape(&format!(
+                "an unchanged leak of the base run ({}), not failing under --fail-on new",
+                change.map_or("", |c| c.detail.as_str())
+            ))
+        );
+        return;
+    }
+    match outcome(t, fails, out_dir, root) {
+        None => x.push_str("/>\n"),
+        Some((element, kind, message, text)) => {
+            // What changed against the base run leads the message.
+            let message = match change {
+                Some(c) => format!("[{}] {message}", c.change.as_str()),
+                None => message,
+            };
+            let _ = writeln!(
+                x,
+                ">\n      <{element} type=\"{kind}\" message=\"{}\">{}</{element}>\n    </testcase>",
+                escape(&message),
+                escape(&text)
+            );
+        }
+    }
 }
 
 /// The `<testsuite>` elements of a report's benches and services, and their totals.
