@@ -98,44 +98,12 @@ pub fn run_process(
     config: &RunConfig,
     spec: &ProcessSpec,
 ) -> ProcessResult {
-    let settings = spec.settings;
     let dir = config.work_dir;
     let stdout = dir.join(format!("{key}.stdout"));
     let stderr = dir.join(format!("{key}.stderr"));
-    let started = Instant::now();
-    let mut cmd = base_command(binary, config);
-    cmd.args(spec.args);
-    for (var, v) in spec.extra_env {
-        cmd.env(var.name(), v);
-    }
-    let mut preload = config.runtime.as_os_str().to_owned();
-    if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {
-        preload.push(" ");
-        preload.push(old);
-    }
-    if spec.quiet_backtraces {
-        cmd.env("RUST_BACKTRACE", "0")
-            .env("RUST_LIB_BACKTRACE", "0");
-    }
     let record_file = dir.join(format!("{key}.record"));
-    if settings.mode != protocol::Mode::Periodic {
-        cmd.env(env::RECORD.name(), &record_file);
-    }
-    if settings.mode == protocol::Mode::Count {
-        cmd.env(env::COUNTING.name(), env::ON);
-    }
-    if settings.mode == protocol::Mode::Stacks {
-        cmd.env(env::TRACK.name(), env::ON);
-    }
-    cmd.env(env::PRELOAD.name(), preload)
-        .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))
-        .env(
-            env::RUNTIME_PREFIX.name(),
-            protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
-        );
-    let mut cmd = through_wrapper(cmd, config.wrapper);
-    // Its own process group, so a timeout kills whatever the test spawned too.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let started = Instant::now();
+    let mut cmd = command(binary, key, config, spec, &record_file);
     let files =
         std::fs::File::create(&stdout).and_then(|o| Ok((o, std::fs::File::create(&stderr)?)));
     let (out_file, err_file) = match files {
@@ -169,6 +137,85 @@ pub fn run_process(
     if let Some(place) = spec.place {
         place.started(pid);
     }
+    let waited = wait_or_kill(child, spec.timeout, &record_file);
+    let left_running = match waited {
+        Some(Ok(_)) => end_leftovers(pid),
+        _ => Vec::new(),
+    };
+    let (end, peak_rss_kib) = ending(waited);
+    let record = std::fs::read_to_string(&record_file)
+        .ok()
+        .map(|t| protocol::Record::parse(&t));
+    let dumps = dumps(dir, key, pid, record.as_ref());
+    ProcessResult {
+        left_running,
+        end,
+        duration: started.elapsed(),
+        timeout: spec.timeout.unwrap_or_default(),
+        peak_rss_kib,
+        record,
+        record_file: (spec.settings.mode != protocol::Mode::Periodic).then_some(record_file),
+        preload_dumps: dumps.preload,
+        app_dumps: dumps.app,
+        run_dumps: dumps.runs,
+        stdout,
+        stderr,
+    }
+}
+
+/// The test process's command: the binary (under the user's target runner), the runtime
+/// preloaded, and the variables that tell the runtime what to do.
+fn command(
+    binary: &TestBinary,
+    key: &str,
+    config: &RunConfig,
+    spec: &ProcessSpec,
+    record_file: &Path,
+) -> Command {
+    let (settings, dir) = (spec.settings, config.work_dir);
+    let mut cmd = base_command(binary, config);
+    cmd.args(spec.args);
+    for (var, v) in spec.extra_env {
+        cmd.env(var.name(), v);
+    }
+    let mut preload = config.runtime.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    if spec.quiet_backtraces {
+        cmd.env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0");
+    }
+    if settings.mode != protocol::Mode::Periodic {
+        cmd.env(env::RECORD.name(), record_file);
+    }
+    if settings.mode == protocol::Mode::Count {
+        cmd.env(env::COUNTING.name(), env::ON);
+    }
+    if settings.mode == protocol::Mode::Stacks {
+        cmd.env(env::TRACK.name(), env::ON);
+    }
+    cmd.env(env::PRELOAD.name(), preload)
+        .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))
+        .env(
+            env::RUNTIME_PREFIX.name(),
+            protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
+        );
+    let mut cmd = through_wrapper(cmd, config.wrapper);
+    // Its own process group, so a timeout kills whatever the test spawned too.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd
+}
+
+/// A wait status and peak RSS, an error of waiting, or `None`: the time ran out and the
+/// process group was killed.
+type Waited = Option<std::io::Result<(libc::c_int, u64)>>;
+
+/// Waits for the child on a thread of its own (an interrupt kills it), killing its group
+/// when the time runs out (see [`wait_for`]).
+fn wait_or_kill(child: std::process::Child, timeout: Option<Duration>, record: &Path) -> Waited {
+    let pid = child.id() as libc::pid_t;
     let registration = crate::execution::interrupt::register(pid, libc::SIGKILL);
     // Set, under its lock, when the waiter reaps the child: until then the id (a zombie's at
     // worst) is ours, afterwards it may be another process's. The timeout's kill holds the
@@ -188,7 +235,7 @@ pub fn run_process(
         let _ = tx.send(status);
         drop(child);
     });
-    let waited = match wait_for(&rx, spec.timeout, &record_file) {
+    match wait_for(&rx, timeout, record) {
         Some(s) => Some(s),
         None => {
             let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,12 +251,12 @@ pub fn run_process(
             let _ = rx.recv();
             None
         }
-    };
-    let left_running = match waited {
-        Some(Ok(_)) => end_leftovers(pid),
-        _ => Vec::new(),
-    };
-    let (end, peak_rss_kib) = match waited {
+    }
+}
+
+/// How the process ended, and its peak RSS in KiB when it was reaped normally.
+fn ending(waited: Waited) -> (ProcessEnd, Option<u64>) {
+    match waited {
         None => (ProcessEnd::TimedOut, None),
         Some(Err(e)) => (
             ProcessEnd::SpawnFailed(format!("waiting for it failed: {e}")),
@@ -230,10 +277,19 @@ pub fn run_process(
             };
             (end, Some(rss))
         }
-    };
-    let record = std::fs::read_to_string(&record_file)
-        .ok()
-        .map(|t| protocol::Record::parse(&t));
+    }
+}
+
+/// A process's dumps, as [`ProcessResult`] holds them.
+struct Dumps {
+    preload: Vec<PathBuf>,
+    app: Vec<PathBuf>,
+    runs: Vec<Vec<PathBuf>>,
+}
+
+/// The dumps of the test's own run (the runtime's and the program's own jemalloc's), and of
+/// each extra run the record lists.
+fn dumps(dir: &Path, key: &str, pid: libc::pid_t, record: Option<&protocol::Record>) -> Dumps {
     // With extra runs, the state the test's own run left is the dump taken before them
     // (the exit dump has the extra runs in it, or is missing if one crashed).
     let first = |stem: &str| {
@@ -247,7 +303,7 @@ pub fn run_process(
             protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
         ),
     };
-    let runs = record.as_ref().map_or(0, |r| r.runs.len() as u32);
+    let runs = record.map_or(0, |r| r.runs.len() as u32);
     let run_dumps = (1..=runs)
         .map(|k| {
             [protocol::PRELOAD_STEM, protocol::APP_STEM]
@@ -257,19 +313,10 @@ pub fn run_process(
                 .collect()
         })
         .collect();
-    ProcessResult {
-        left_running,
-        end,
-        duration: started.elapsed(),
-        timeout: spec.timeout.unwrap_or_default(),
-        peak_rss_kib,
-        record,
-        record_file: (settings.mode != protocol::Mode::Periodic).then_some(record_file),
-        preload_dumps,
-        app_dumps,
-        run_dumps,
-        stdout,
-        stderr,
+    Dumps {
+        preload: preload_dumps,
+        app: app_dumps,
+        runs: run_dumps,
     }
 }
 
