@@ -270,27 +270,70 @@ fn judge_profiled(
             return report;
         }
     };
-    let dumps = match &evidence.dumps {
-        Some(Ok(d)) => d,
-        Some(Err(e)) => {
-            report.verdict = if code != 0 {
-                Verdict::Failed
-            } else {
-                Verdict::Error
-            };
-            report.message = Some(format!("{e}{}", evidence.stderr_tail));
-            return report;
-        }
-        None => {
-            report.verdict = if code != 0 {
-                Verdict::Failed
-            } else {
-                Verdict::Error
-            };
-            report.message = Some(format!("{}{}", DumpError::NoExitDump, evidence.stderr_tail));
-            return report;
-        }
+    let Some(dumps) = usable_dumps(evidence, code, &mut report) else {
+        return report;
     };
+    let counted = judge_retained(&mut report, dumps, code, evidence, bin, symbols, policy);
+    report.verdict = verdict_of_stacks(&mut report, code, counted, evidence, bin, policy);
+    if report.verdict == Verdict::Leak {
+        if let Some(held) = held_by_threads(result, evidence.counting) {
+            report.message = Some(match report.message.take() {
+                Some(m) => format!("{m}; {held}"),
+                None => held,
+            });
+        }
+    }
+    if unsettled_without_repetition(&report, &evidence.reruns.status) {
+        let kept: u64 = report
+            .stacks
+            .iter()
+            .filter(|s| s.kind == StackKind::ProcessLifetime)
+            .map(|s| s.bytes)
+            .sum();
+        report.verdict = Verdict::Unsettled;
+        report.message = Some(format!(
+            "kept {} still reachable at exit, and its extra runs could not show whether that grows: {}",
+            crate::model::human_bytes(kept),
+            report.extra_runs.detail.as_deref().unwrap_or("not run again")
+        ));
+    }
+    report
+}
+
+/// The dumps to judge, or `None` with the report's verdict set: a dump that could not be
+/// read, or none at all, is an error (or the failure of a test that failed).
+fn usable_dumps<'a>(
+    evidence: &'a TestEvidence,
+    code: i32,
+    report: &mut TestReport,
+) -> Option<&'a Dumps> {
+    let problem = match &evidence.dumps {
+        Some(Ok(d)) => return Some(d),
+        Some(Err(e)) => e.to_string(),
+        None => DumpError::NoExitDump.to_string(),
+    };
+    report.verdict = if code != 0 {
+        Verdict::Failed
+    } else {
+        Verdict::Error
+    };
+    report.message = Some(format!("{problem}{}", evidence.stderr_tail));
+    None
+}
+
+/// Each retained stack's kind (from its growth over the extra runs when they were made,
+/// else from what the scan still reached) into the report, with the leaks' totals; returns
+/// the bytes that count against the per-test threshold (leaks not suppressed, and one-time
+/// state when it is configured to fail).
+fn judge_retained(
+    report: &mut TestReport,
+    dumps: &Dumps,
+    code: i32,
+    evidence: &TestEvidence,
+    bin: &BinaryEvidence,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) -> u64 {
     let empty = NormalizedProfile {
         stacks: HashMap::new(),
         sample_period: dumps.own.sample_period,
@@ -334,9 +377,7 @@ fn judge_profiled(
         report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
         report.retained_objects = report.retained_objects.saturating_add(s.objects);
     }
-    // What counts against the per-test total: leaks not suppressed (and one-time
-    // initialisation when it is configured to fail).
-    let counted: u64 = report
+    report
         .stacks
         .iter()
         .filter(|s| s.suppression.is_none())
@@ -346,10 +387,23 @@ fn judge_profiled(
                     && policy.effective.one_time_fails)
         })
         .map(|s| s.bytes)
-        .sum();
+        .sum()
+}
+
+/// The verdict its stacks give a test that ran to its end (`code`: how its own run exited;
+/// `counted`: the bytes against the per-test threshold), with the message that says why.
+fn verdict_of_stacks(
+    report: &mut TestReport,
+    code: i32,
+    counted: u64,
+    evidence: &TestEvidence,
+    bin: &BinaryEvidence,
+    policy: &Policy,
+) -> Verdict {
+    let result = evidence.result;
     let over_total = policy.effective.test_threshold.filter(|&t| counted > t);
     let visible = bin.rust_allocations_visible || !result.app_dumps.is_empty();
-    report.verdict = if code != 0 {
+    if code != 0 {
         report.message = Some(format!(
             "the test failed ({}){}",
             result.end.describe(),
@@ -371,30 +425,7 @@ fn judge_profiled(
         Verdict::Leak
     } else {
         Verdict::Clean
-    };
-    if report.verdict == Verdict::Leak {
-        if let Some(held) = held_by_threads(result, evidence.counting) {
-            report.message = Some(match report.message.take() {
-                Some(m) => format!("{m}; {held}"),
-                None => held,
-            });
-        }
     }
-    if unsettled_without_repetition(&report, &evidence.reruns.status) {
-        let kept: u64 = report
-            .stacks
-            .iter()
-            .filter(|s| s.kind == StackKind::ProcessLifetime)
-            .map(|s| s.bytes)
-            .sum();
-        report.verdict = Verdict::Unsettled;
-        report.message = Some(format!(
-            "kept {} still reachable at exit, and its extra runs could not show whether that grows: {}",
-            crate::model::human_bytes(kept),
-            report.extra_runs.detail.as_deref().unwrap_or("not run again")
-        ));
-    }
-    report
 }
 
 /// Live counts per stack after the test's own run and after each extra run, stacks cut at
