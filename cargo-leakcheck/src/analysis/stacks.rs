@@ -229,13 +229,57 @@ pub fn judge_stacks(
     entry_range: Option<(u64, u64)>,
     held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
 ) -> Vec<StackReport> {
-    struct Merged {
-        bytes: u64,
-        objects: u64,
-        reason: Option<String>,
-        growth: Vec<RunGrowth>,
-        held: Option<retention::HeldPath>,
-    }
+    let merged = merge_by_kind_and_frames(retained, exe, symbols, entry_range, held);
+    let mut stacks: Vec<StackReport> = merged
+        .into_iter()
+        .map(|((kind, frames), m)| {
+            let stack = StackReport {
+                bytes: m.bytes,
+                objects: m.objects,
+                kind,
+                reason: m.reason,
+                fails: false,
+                allowed: None,
+                suppression: None,
+                growth_per_run: m.growth,
+                frames,
+                retained_by: m
+                    .held
+                    .as_ref()
+                    .map(|p| retention::describe(p, exe, symbols)),
+            };
+            against_policy(stack, policy)
+        })
+        .collect();
+    stacks.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.kind.cmp(&b.kind))
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    stacks
+}
+
+/// Retained stacks that show alike, summed: their kind, why, growth per run, who holds
+/// them.
+struct Merged {
+    bytes: u64,
+    objects: u64,
+    reason: Option<String>,
+    growth: Vec<RunGrowth>,
+    held: Option<retention::HeldPath>,
+}
+
+/// Each retained stack symbolized and given its kind (from its growth, or from what the
+/// scan reached when it has none), then merged with the stacks of the same kind that show
+/// alike.
+fn merge_by_kind_and_frames(
+    retained: &[Retained],
+    exe: &str,
+    symbols: &mut dyn Symbols,
+    entry_range: Option<(u64, u64)>,
+    held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
+) -> HashMap<(StackKind, Vec<FrameReport>), Merged> {
     let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
     let resolved: Vec<(Vec<FrameReport>, classify::Classified)> = retained
         .iter()
@@ -307,74 +351,55 @@ pub fn judge_stacks(
             sum.bytes = sum.bytes.saturating_add(g.bytes);
         }
     }
+    merged
+}
+
+/// A stack against the thresholds and suppressions: a leak (or, when configured to fail,
+/// one-time state) over its threshold fails; one under it or suppressed is allowed, and
+/// says by what.
+fn against_policy(mut stack: StackReport, policy: &Policy) -> StackReport {
     let effective = policy.effective;
-    let mut stacks: Vec<StackReport> = merged
-        .into_iter()
-        .map(|((kind, frames), m)| {
-            let judged = kind == StackKind::Leak
-                || (matches!(kind, StackKind::OneTime | StackKind::ProcessLifetime)
-                    && effective.one_time_fails);
-            let mut stack = StackReport {
-                bytes: m.bytes,
-                objects: m.objects,
-                kind,
-                reason: m.reason,
-                fails: false,
-                allowed: None,
-                suppression: None,
-                growth_per_run: m.growth,
-                frames,
-                retained_by: m
-                    .held
-                    .as_ref()
-                    .map(|p| retention::describe(p, exe, symbols)),
-            };
-            if !judged {
-                return stack;
-            }
-            // A leak found by its growth is as large as what it adds per run, at least.
-            let size = match (kind, stack.min_growth()) {
-                (StackKind::Leak, Some(g)) => stack.bytes.max(g.max(0) as u64),
-                _ => stack.bytes,
-            };
-            if let Some((index, s)) = policy
-                .suppressions
-                .iter()
-                .find(|(_, s)| s.matches_stack(&stack.frames))
-            {
-                stack.suppression = Some(*index);
-                stack.allowed = Some(Allowance {
-                    by: AllowedBy::Suppression,
-                    rule: format!(
-                        "[[suppress]] #{} frame \"{}\" (line {})",
-                        s.index,
-                        s.frame.as_str(),
-                        s.line
-                    ),
-                    reason: Some(s.reason.clone()),
-                });
-            } else if size > effective.stack_threshold {
-                stack.fails = true;
-            } else {
-                stack.allowed = Some(Allowance {
-                    by: AllowedBy::StackThreshold,
-                    rule: format!(
-                        "<= {} bytes (stack-threshold set by {})",
-                        effective.stack_threshold, effective.stack_threshold_source
-                    ),
-                    reason: None,
-                });
-            }
-            stack
-        })
-        .collect();
-    stacks.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then_with(|| a.kind.cmp(&b.kind))
-            .then_with(|| a.frames.cmp(&b.frames))
-    });
-    stacks
+    let kind = stack.kind;
+    let judged = kind == StackKind::Leak
+        || (matches!(kind, StackKind::OneTime | StackKind::ProcessLifetime)
+            && effective.one_time_fails);
+    if !judged {
+        return stack;
+    }
+    // A leak found by its growth is as large as what it adds per run, at least.
+    let size = match (kind, stack.min_growth()) {
+        (StackKind::Leak, Some(g)) => stack.bytes.max(g.max(0) as u64),
+        _ => stack.bytes,
+    };
+    if let Some((index, s)) = policy
+        .suppressions
+        .iter()
+        .find(|(_, s)| s.matches_stack(&stack.frames))
+    {
+        stack.suppression = Some(*index);
+        stack.allowed = Some(Allowance {
+            by: AllowedBy::Suppression,
+            rule: format!(
+                "[[suppress]] #{} frame \"{}\" (line {})",
+                s.index,
+                s.frame.as_str(),
+                s.line
+            ),
+            reason: Some(s.reason.clone()),
+        });
+    } else if size > effective.stack_threshold {
+        stack.fails = true;
+    } else {
+        stack.allowed = Some(Allowance {
+            by: AllowedBy::StackThreshold,
+            rule: format!(
+                "<= {} bytes (stack-threshold set by {})",
+                effective.stack_threshold, effective.stack_threshold_source
+            ),
+            reason: None,
+        });
+    }
+    stack
 }
 
 /// Where a stack allocates, as the program sees it: its frames from the first one in the
