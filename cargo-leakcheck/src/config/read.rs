@@ -293,144 +293,11 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
                 Some(t) => config.defaults = r.settings(t, "defaults.", &[]),
                 None => r.error(v.span().start, "defaults", "expected a table ([defaults])"),
             },
-            "tests" => {
-                for (i, (offset, t)) in r.tables("tests", v).into_iter().enumerate() {
-                    let prefix = format!("tests[{}].", i + 1);
-                    let settings = r.settings(t, &prefix, &["filter"]);
-                    let filter = match t.get("filter") {
-                        Some(f) => r.string(&format!("{prefix}filter"), f),
-                        None => {
-                            r.error(
-                                offset,
-                                &format!("{prefix}filter"),
-                                "required: a glob over test names",
-                            );
-                            None
-                        }
-                    };
-                    if let Some(filter) = filter {
-                        config.tests.push(TestRule {
-                            filter: Glob::new(&filter),
-                            settings,
-                            index: i + 1,
-                        });
-                    }
-                }
-            }
-            "suppress" => {
-                for (i, (offset, t)) in r.tables("suppress", v).into_iter().enumerate() {
-                    let prefix = format!("suppress[{}].", i + 1);
-                    let mut frame = None;
-                    let mut reason = None;
-                    let mut filter = None;
-                    for (k, v) in t.iter() {
-                        let name = k.get_ref().as_ref();
-                        let key = format!("{prefix}{name}");
-                        match name {
-                            "frame" => frame = r.string(&key, v),
-                            "reason" => {
-                                reason = r.string(&key, v);
-                                if reason.as_deref().is_some_and(|s| s.trim().is_empty()) {
-                                    r.error(
-                                        v.span().start,
-                                        &key,
-                                        "must say why the leak is accepted",
-                                    );
-                                    reason = None;
-                                }
-                            }
-                            "filter" => filter = r.string(&key, v),
-                            _ => r.unknown(k.span().start, &key, &["frame", "reason", "filter"]),
-                        }
-                    }
-                    let line = r.line(offset);
-                    if t.get("frame").is_none() {
-                        r.error(
-                            offset,
-                            &format!("{prefix}frame"),
-                            "required: a glob over function names",
-                        );
-                    }
-                    if t.get("reason").is_none() {
-                        r.error(
-                            offset,
-                            &format!("{prefix}reason"),
-                            "required: why the leak is accepted",
-                        );
-                    }
-                    if let (Some(frame), Some(reason)) = (frame, reason) {
-                        config.suppress.push(Suppression {
-                            frame: Glob::new(&frame),
-                            reason,
-                            filter: filter.as_deref().map(Glob::new),
-                            index: i + 1,
-                            line,
-                        });
-                    }
-                }
-            }
-            section @ ("bench" | "run") => match v.get_ref().as_table() {
-                Some(t) => {
-                    for (k, v) in t.iter() {
-                        let key = format!("{section}.{}", k.get_ref().as_ref());
-                        match k.get_ref().as_ref() {
-                            "growth-threshold" => {
-                                let size = r.size(&key, v);
-                                match section {
-                                    "bench" => config.bench_growth_threshold = size,
-                                    _ => config.run_growth_threshold = size,
-                                }
-                            }
-                            _ => r.unknown(k.span().start, &key, &["growth-threshold"]),
-                        }
-                    }
-                }
-                None => r.error(
-                    v.span().start,
-                    section,
-                    format!("expected a table ([{section}])"),
-                ),
-            },
-            "benches" => {
-                for (i, (offset, t)) in r.tables("benches", v).into_iter().enumerate() {
-                    let prefix = format!("benches[{}].", i + 1);
-                    let mut filter = None;
-                    let mut growth = None;
-                    for (k, v) in t.iter() {
-                        let key = format!("{prefix}{}", k.get_ref().as_ref());
-                        match k.get_ref().as_ref() {
-                            "filter" => filter = r.string(&key, v),
-                            "growth-threshold" => growth = r.size(&key, v),
-                            _ => r.unknown(k.span().start, &key, &["filter", "growth-threshold"]),
-                        }
-                    }
-                    match filter {
-                        Some(f) => config.benches.push(BenchRule {
-                            filter: Glob::new(&f),
-                            growth_threshold: growth,
-                            index: i + 1,
-                        }),
-                        None if t.get("filter").is_none() => r.error(
-                            offset,
-                            &format!("{prefix}filter"),
-                            "required: a glob over bench names",
-                        ),
-                        None => {}
-                    }
-                }
-            }
-            "output" => match v.get_ref().as_table() {
-                Some(t) => {
-                    for (k, v) in t.iter() {
-                        let key = format!("output.{}", k.get_ref().as_ref());
-                        match k.get_ref().as_ref() {
-                            "junit" => config.junit = r.string(&key, v).map(PathBuf::from),
-                            _ => r.unknown(k.span().start, &key, &["junit"]),
-                        }
-                    }
-                }
-                None => r.error(v.span().start, "output", "expected a table ([output])"),
-            },
+            "tests" => r.tests(v, &mut config),
+            "suppress" => r.suppressions(v, &mut config),
+            section @ ("bench" | "run") => r.growth_section(section, v, &mut config),
+            "benches" => r.benches(v, &mut config),
+            "output" => r.output(v, &mut config),
             other => r.unknown(
                 k.span().start,
                 other,
@@ -454,4 +321,155 @@ pub fn parse(text: &str, path: &Path) -> Result<(Config, Vec<String>), ConfigErr
         .map(|d| format_diagnostic(path, d))
         .collect();
     Ok((config, warnings))
+}
+
+/// The sections of the file, each read into `config`, its problems into the reader.
+impl Reader<'_> {
+    /// `[[tests]]`: per-test settings by a glob over names.
+    fn tests(&mut self, v: &Spanned<DeValue>, config: &mut Config) {
+        for (i, (offset, t)) in self.tables("tests", v).into_iter().enumerate() {
+            let prefix = format!("tests[{}].", i + 1);
+            let settings = self.settings(t, &prefix, &["filter"]);
+            let filter = match t.get("filter") {
+                Some(f) => self.string(&format!("{prefix}filter"), f),
+                None => {
+                    self.error(
+                        offset,
+                        &format!("{prefix}filter"),
+                        "required: a glob over test names",
+                    );
+                    None
+                }
+            };
+            if let Some(filter) = filter {
+                config.tests.push(TestRule {
+                    filter: Glob::new(&filter),
+                    settings,
+                    index: i + 1,
+                });
+            }
+        }
+    }
+
+    /// `[[suppress]]`: accepted leaks, by a glob over a stack's functions, each with why.
+    fn suppressions(&mut self, v: &Spanned<DeValue>, config: &mut Config) {
+        for (i, (offset, t)) in self.tables("suppress", v).into_iter().enumerate() {
+            let prefix = format!("suppress[{}].", i + 1);
+            let mut frame = None;
+            let mut reason = None;
+            let mut filter = None;
+            for (k, v) in t.iter() {
+                let name = k.get_ref().as_ref();
+                let key = format!("{prefix}{name}");
+                match name {
+                    "frame" => frame = self.string(&key, v),
+                    "reason" => {
+                        reason = self.string(&key, v);
+                        if reason.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                            self.error(v.span().start, &key, "must say why the leak is accepted");
+                            reason = None;
+                        }
+                    }
+                    "filter" => filter = self.string(&key, v),
+                    _ => self.unknown(k.span().start, &key, &["frame", "reason", "filter"]),
+                }
+            }
+            let line = self.line(offset);
+            if t.get("frame").is_none() {
+                self.error(
+                    offset,
+                    &format!("{prefix}frame"),
+                    "required: a glob over function names",
+                );
+            }
+            if t.get("reason").is_none() {
+                self.error(
+                    offset,
+                    &format!("{prefix}reason"),
+                    "required: why the leak is accepted",
+                );
+            }
+            if let (Some(frame), Some(reason)) = (frame, reason) {
+                config.suppress.push(Suppression {
+                    frame: Glob::new(&frame),
+                    reason,
+                    filter: filter.as_deref().map(Glob::new),
+                    index: i + 1,
+                    line,
+                });
+            }
+        }
+    }
+
+    /// `[bench]` and `[run]`: their growth threshold.
+    fn growth_section(&mut self, section: &str, v: &Spanned<DeValue>, config: &mut Config) {
+        match v.get_ref().as_table() {
+            Some(t) => {
+                for (k, v) in t.iter() {
+                    let key = format!("{section}.{}", k.get_ref().as_ref());
+                    match k.get_ref().as_ref() {
+                        "growth-threshold" => {
+                            let size = self.size(&key, v);
+                            match section {
+                                "bench" => config.bench_growth_threshold = size,
+                                _ => config.run_growth_threshold = size,
+                            }
+                        }
+                        _ => self.unknown(k.span().start, &key, &["growth-threshold"]),
+                    }
+                }
+            }
+            None => self.error(
+                v.span().start,
+                section,
+                format!("expected a table ([{section}])"),
+            ),
+        }
+    }
+
+    /// `[[benches]]`: a growth threshold by a glob over bench names.
+    fn benches(&mut self, v: &Spanned<DeValue>, config: &mut Config) {
+        for (i, (offset, t)) in self.tables("benches", v).into_iter().enumerate() {
+            let prefix = format!("benches[{}].", i + 1);
+            let mut filter = None;
+            let mut growth = None;
+            for (k, v) in t.iter() {
+                let key = format!("{prefix}{}", k.get_ref().as_ref());
+                match k.get_ref().as_ref() {
+                    "filter" => filter = self.string(&key, v),
+                    "growth-threshold" => growth = self.size(&key, v),
+                    _ => self.unknown(k.span().start, &key, &["filter", "growth-threshold"]),
+                }
+            }
+            match filter {
+                Some(f) => config.benches.push(BenchRule {
+                    filter: Glob::new(&f),
+                    growth_threshold: growth,
+                    index: i + 1,
+                }),
+                None if t.get("filter").is_none() => self.error(
+                    offset,
+                    &format!("{prefix}filter"),
+                    "required: a glob over bench names",
+                ),
+                None => {}
+            }
+        }
+    }
+
+    /// `[output]`: where JUnit goes.
+    fn output(&mut self, v: &Spanned<DeValue>, config: &mut Config) {
+        match v.get_ref().as_table() {
+            Some(t) => {
+                for (k, v) in t.iter() {
+                    let key = format!("output.{}", k.get_ref().as_ref());
+                    match k.get_ref().as_ref() {
+                        "junit" => config.junit = self.string(&key, v).map(PathBuf::from),
+                        _ => self.unknown(k.span().start, &key, &["junit"]),
+                    }
+                }
+            }
+            None => self.error(v.span().start, "output", "expected a table ([output])"),
+        }
+    }
 }
