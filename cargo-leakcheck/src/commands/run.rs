@@ -13,7 +13,7 @@ use crate::errors::{Error, ExitCode};
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, Program};
 use crate::execution::protocol;
-use crate::execution::service::{Ready, ServiceRun, ServiceSpec, Window};
+use crate::execution::service::{Micros, Ready, ServiceRun, ServiceSpec, Window};
 use crate::execution::{capture, load};
 use crate::model::{BenchReport, Report, ReportSettings};
 use std::path::{Path, PathBuf};
@@ -216,7 +216,9 @@ fn judge(
 ) -> BenchReport {
     // Exact, every allocation's stack is in the snapshots.
     let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
-    let (dumps, after) = split_at_window(&ran.dumps, ran.window);
+    let timeline = protocol::timeline(&session.work_dir, KEY);
+    let marks = load::timeline_marks(&timeline);
+    let (dumps, after) = split_at_window(&ran.dumps, ran.window, &marks);
     // The scanned snapshot is the one after the load, when the scan ran.
     let after = ran.scanned.clone().or(after);
     let dumps: Vec<Vec<PathBuf>> = evenly(dumps, MAX_SNAPSHOTS)
@@ -244,7 +246,6 @@ fn judge(
         .as_ref()
         .map(|dump| protocol::snapshot_parts(dump, KEY));
     let after = after.as_ref().zip(after_parts.as_ref());
-    let timeline = protocol::timeline(&session.work_dir, KEY);
     let evidence = load::growth(
         &ran.stderr,
         &dumps,
@@ -266,7 +267,12 @@ fn judge(
     };
     let mut judged = capture::growth::judge_case(&case, &evidence, &mut symbols, notes);
     judged.growth_threshold_source = source;
-    judged.rss = rss_series(&ran.rss, dumps.first().and_then(|p| p.first()), ran.window);
+    let first = dumps.first().and_then(|p| p.first());
+    judged.rss = rss_series(
+        &ran.rss,
+        first.and_then(|d| load::moment_of(&marks, d)),
+        ran.window,
+    );
     notes.extend(symbols.code.warnings());
     judged
 }
@@ -335,13 +341,18 @@ fn ready_text(ready: &Ready, args: &RunArgs) -> String {
 }
 
 /// The snapshots taken under load (from ready to the end of the load), and the first one
-/// taken after the settle pause; all of them, and none after, when the window is unknown
-/// (the service ended before it was stopped).
-fn split_at_window(dumps: &[PathBuf], window: Option<Window>) -> (Vec<PathBuf>, Option<PathBuf>) {
+/// taken after the settle pause, by the moments the runtime's timeline gives them; all of
+/// them, and none after, when the window is unknown (the service ended before it was
+/// stopped).
+fn split_at_window(
+    dumps: &[PathBuf],
+    window: Option<Window>,
+    marks: &load::Marks,
+) -> (Vec<PathBuf>, Option<PathBuf>) {
     let Some(w) = window else {
         return (dumps.to_vec(), None);
     };
-    let time = |d: &PathBuf| std::fs::metadata(d).and_then(|m| m.modified()).ok();
+    let time = |d: &PathBuf| load::moment_of(marks, d);
     let under_load = dumps
         .iter()
         .filter(|d| time(d).is_some_and(|t| t >= w.ready && t <= w.loaded))
@@ -363,23 +374,21 @@ fn own_allocator_note(snapshots: &[Vec<PathBuf>]) -> String {
     }
 }
 
-/// The service's RSS readings as (seconds since the first judged snapshot, bytes), up to
-/// the end of the settle pause, on the time axis of the snapshots' own series.
+/// The service's RSS readings as (seconds since the first judged snapshot, taken at
+/// `first`, bytes), up to the end of the settle pause, on the time axis of the snapshots' own
+/// series.
 fn rss_series(
-    readings: &[(std::time::SystemTime, u64)],
-    first: Option<&PathBuf>,
+    readings: &[(Micros, u64)],
+    first: Option<Micros>,
     window: Option<Window>,
 ) -> Vec<(f64, u64)> {
-    let Some(t0) = first.and_then(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok()) else {
+    let Some(t0) = first else {
         return Vec::new();
     };
     readings
         .iter()
-        .filter(|(at, _)| window.is_none_or(|w| *at <= w.settled))
-        .filter_map(|(at, kib)| {
-            let since = at.duration_since(t0).ok()?;
-            Some((since.as_secs_f64(), kib * 1024))
-        })
+        .filter(|(at, _)| window.is_none_or(|w| *at <= w.settled) && *at >= t0)
+        .map(|(at, kib)| ((at - t0) as f64 / 1e6, kib * 1024))
         .collect()
 }
 

@@ -187,25 +187,15 @@ fn paths(dump: &Path) -> Option<Vec<HeldPath>> {
 /// cut its line short), and so is a last dump that cannot be read (cut short by the kill at
 /// the time cap); any other unreadable dump is an error.
 pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<Snapshot>, String> {
-    use leakcheck_protocol::timeline::Mark;
-    let text = match std::fs::read_to_string(timeline) {
-        Ok(t) => t,
-        Err(_) if dumps.is_empty() => String::new(),
+    let when = match std::fs::read_to_string(timeline) {
+        Ok(t) => marks_of(&t),
+        Err(_) if dumps.is_empty() => Marks::new(),
         Err(e) => return Err(format!("{}: {e}", timeline.display())),
     };
-    let when: HashMap<_, u64> = text
-        .lines()
-        .filter_map(Mark::parse)
-        .map(|m| (m.dump, m.micros))
-        .collect();
     let mut snapshots = Vec::new();
     let mut first = None;
     for (i, parts) in dumps.iter().enumerate() {
-        let Some(micros) = parts
-            .first()
-            .and_then(|p| protocol::timeline_dump(p))
-            .and_then(|d| when.get(&d).copied())
-        else {
+        let Some(micros) = parts.first().and_then(|p| moment_of(&when, p)) else {
             continue;
         };
         let profile = match snapshot(parts) {
@@ -220,6 +210,28 @@ pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<S
         });
     }
     Ok(snapshots)
+}
+
+/// When each dump of a timeline was taken (microseconds on the monotonic clock).
+pub type Marks = HashMap<leakcheck_protocol::timeline::Dump, u64>;
+
+/// The runtime's timeline of a job's dumps; empty when it cannot be read.
+pub fn timeline_marks(timeline: &Path) -> Marks {
+    std::fs::read_to_string(timeline)
+        .map(|t| marks_of(&t))
+        .unwrap_or_default()
+}
+
+fn marks_of(text: &str) -> Marks {
+    text.lines()
+        .filter_map(leakcheck_protocol::timeline::Mark::parse)
+        .map(|m| (m.dump, m.micros))
+        .collect()
+}
+
+/// When the timeline says `dump` was taken.
+pub fn moment_of(marks: &Marks, dump: &Path) -> Option<u64> {
+    marks.get(&protocol::timeline_dump(dump)?).copied()
 }
 
 /// The snapshot after a service's load (its parts), with how the scan found each stack held

@@ -12,7 +12,7 @@ use crate::execution::protocol::{self, ProfileSettings};
 use leakcheck_protocol::env;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// When the service counts as ready.
 #[derive(Clone, Debug)]
@@ -62,12 +62,28 @@ pub struct ServiceSpec<'a> {
     pub verbose: bool,
 }
 
+/// Microseconds on the monotonic clock: the time axis of the runtime's timeline of
+/// snapshots (`leakcheck_protocol::timeline`), so the window and the snapshots compare
+/// without file times.
+pub type Micros = u64;
+
+/// Now, on the monotonic clock.
+pub fn now_micros() -> Micros {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000 + (ts.tv_nsec as u64) / 1000
+}
+
 /// The moments a run's snapshots are judged by.
 #[derive(Clone, Copy, Debug)]
 pub struct Window {
-    pub ready: SystemTime,
-    pub loaded: SystemTime,
-    pub settled: SystemTime,
+    pub ready: Micros,
+    pub loaded: Micros,
+    pub settled: Micros,
 }
 
 /// What one run of a service left.
@@ -89,7 +105,7 @@ pub struct ServiceRun {
     pub peak_rss_kib: Option<u64>,
     /// Its resident set size over the run, KiB, at most [`RSS_POINTS`] points spread
     /// over it.
-    pub rss: Vec<(SystemTime, u64)>,
+    pub rss: Vec<(Micros, u64)>,
 }
 
 /// The most RSS readings kept: past it, every other one is dropped and readings are taken
@@ -148,7 +164,7 @@ struct Running<'a> {
     child: &'a mut Child,
     pid: libc::pid_t,
     peak_rss_kib: Option<u64>,
-    rss: Vec<(SystemTime, u64)>,
+    rss: Vec<(Micros, u64)>,
     /// The least time between two kept RSS readings.
     rss_every: Duration,
 }
@@ -161,7 +177,7 @@ impl Running<'_> {
             Ok(None) => {
                 if let Some(rss) = rss_kib(self.pid) {
                     self.peak_rss_kib = Some(self.peak_rss_kib.map_or(rss, |p| p.max(rss)));
-                    self.keep_rss(SystemTime::now(), rss);
+                    self.keep_rss(now_micros(), rss);
                 }
                 None
             }
@@ -174,11 +190,11 @@ impl Running<'_> {
 
 impl Running<'_> {
     /// Keeps a reading taken at `now` when the last kept one is old enough.
-    fn keep_rss(&mut self, now: SystemTime, kib: u64) {
-        let due = self.rss.last().is_none_or(|(at, _)| {
-            now.duration_since(*at)
-                .is_ok_and(|since| since >= self.rss_every)
-        });
+    fn keep_rss(&mut self, now: Micros, kib: u64) {
+        let due = self
+            .rss
+            .last()
+            .is_none_or(|(at, _)| now.saturating_sub(*at) >= self.rss_every.as_micros() as u64);
         if !due {
             return;
         }
@@ -288,7 +304,7 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         std::thread::sleep(Duration::from_millis(50));
     }
     out.ready_after = Some(started.elapsed());
-    let ready_at = SystemTime::now();
+    let ready_at = now_micros();
     let loaded = Instant::now();
     let mut load = match spec.load {
         Some(command) => match shell(command).spawn() {
@@ -353,8 +369,8 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
     if result != ServiceStage::Completed(ProcessEnd::Exited(0)) {
         return result;
     }
-    let loaded_at = SystemTime::now();
-    let settled_at = loaded_at + spec.settle;
+    let loaded_at = now_micros();
+    let settled_at = loaded_at + spec.settle.as_micros() as u64;
     // One snapshot at least after the settle pause.
     let settle_until = Instant::now() + spec.settle + spec.snapshot_interval * 2;
     while Instant::now() < settle_until {
@@ -572,9 +588,8 @@ mod tests {
         };
         // A reading every 10 ms for 100 s, kept at most every 10 ms at first.
         running.rss_every = Duration::from_millis(10);
-        let start = SystemTime::UNIX_EPOCH;
         for i in 0..10_000u64 {
-            running.keep_rss(start + Duration::from_millis(10 * i), i);
+            running.keep_rss(10_000 * i, i);
         }
         let kept: Vec<u64> = running.rss.iter().map(|r| r.1).collect();
         assert!(
