@@ -272,6 +272,9 @@ pub struct Record {
     /// What draining the program's deferred-reclamation runtimes freed before each run was
     /// measured, in order (run 0 is the test's own).
     pub drained: Vec<Drained>,
+    /// The run whose drain started and is the record's last word: the process ended during
+    /// that drain (a deferred destructor of the program panicked, say).
+    pub draining: Option<u32>,
 }
 
 /// One drain of crossbeam-epoch's garbage, after a run and before it was measured.
@@ -318,7 +321,12 @@ impl Record {
     pub fn parse(text: &str) -> Record {
         let mut r = Record::default();
         for entry in text.lines().filter_map(RecordEntry::decode) {
+            r.draining = match entry {
+                RecordEntry::Draining { run } => Some(run),
+                _ => None,
+            };
             match entry {
+                RecordEntry::Draining { .. } => {}
                 RecordEntry::Arena(a) => r.main_arena = Some(a).filter(|&a| a >= 0),
                 RecordEntry::First {
                     status,

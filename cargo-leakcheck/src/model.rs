@@ -544,6 +544,9 @@ pub enum ExtraRunsStatus {
     Panicked(String),
     /// The process died during an extra run (how).
     Crashed(String),
+    /// The process died while the runtime drained the program's deferred-reclamation
+    /// garbage, in a destructor the program had deferred (after which run, and how).
+    DrainFailed(String),
     /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
     /// did not fit in the test's timeout.
     TimedOut,

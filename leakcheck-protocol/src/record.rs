@@ -15,6 +15,8 @@
 //! run <k> timeout
 //! grace <waited-ms> <threads> <objects> <bytes>  once, after the last extra run
 //! left <k> <objects> <bytes>                  counting mode: what run k left behind
+//! draining <k>                               after run k, as its drain starts (a deferred
+//!                                             destructor that panics ends the process there)
 //! drained <k> <objects> <bytes> <kept-objects> <kept-bytes>
 //!                                             after run k (0: the test's own), before it
 //!                                             was measured: what draining freed, and what
@@ -155,6 +157,10 @@ pub enum Entry<'a> {
     },
     /// Counting mode, at the end: what extra run `run` left behind.
     Left { run: u32, live: Counts },
+    /// After run `run` (0: the test's own), before its drain: a drain runs the program's
+    /// deferred destructors, and one that panics ends the process there, which this line
+    /// tells from a panic of the run itself.
+    Draining { run: u32 },
     /// After run `run` (0: the test's own) and before it was measured: what draining the
     /// program's deferred-reclamation runtimes freed, and (counting mode) what the drains'
     /// own arena holds afterwards (their threads' registrations, and anything a deferred
@@ -178,6 +184,7 @@ const FAILED: &str = "failed";
 const TIMEOUT: &str = "timeout";
 const GRACE: &str = "grace";
 const LEFT: &str = "left";
+const DRAINING: &str = "draining";
 const DRAINED: &str = "drained";
 const END: &str = "end";
 
@@ -236,6 +243,10 @@ impl<'a> Entry<'a> {
                 for n in [i64::from(run), live.objects, live.bytes] {
                     put_num(out, n);
                 }
+            }
+            Entry::Draining { run } => {
+                out.put(DRAINING);
+                put_num(out, i64::from(run));
             }
             Entry::Drained { run, freed, kept } => {
                 out.put(DRAINED);
@@ -316,6 +327,12 @@ impl<'a> Entry<'a> {
                     live: Counts { objects, bytes },
                 }
             }
+            DRAINING => {
+                let [run] = nums(&mut w)?;
+                Entry::Draining {
+                    run: u32::try_from(run).ok()?,
+                }
+            }
             DRAINED => {
                 let [run, objects, bytes, kept_objects, kept_bytes] = nums(&mut w)?;
                 Entry::Drained {
@@ -352,7 +369,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 11] {
+    fn every_entry() -> [Entry<'static>; 12] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -386,6 +403,7 @@ mod tests {
                 live,
             },
             Entry::Left { run: 7, live },
+            Entry::Draining { run: 0 },
             Entry::Drained {
                 run: 0,
                 freed: live,
@@ -419,7 +437,7 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 11] = [
+        let texts: [&str; 12] = [
             "arena -1",
             "first 101 3 -48 17",
             "cost 1200 0",
@@ -429,6 +447,7 @@ mod tests {
             "run 256 timeout",
             "grace 250 -1 3 -48",
             "left 7 3 -48",
+            "draining 0",
             "drained 0 3 -48 2 4096",
             "end kept",
         ];

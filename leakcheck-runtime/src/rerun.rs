@@ -371,6 +371,7 @@ fn drain_before_measuring(fd: c_int, run: u32) {
         return;
     }
     let counting = s.counting;
+    put(fd, Entry::Draining { run });
     let Some(drained) = crate::drain::drain(s.build_id, counting, || {
         if counting {
             arenas::live_outside_main_arena()

@@ -28,6 +28,9 @@ pub fn detail(status: &Status, made: u32) -> Option<String> {
             Status::NoEntryPoint(why) => Some(format!("no usable entry point: {why}")),
             Status::Panicked(message) => Some(format!("the {nth} extra run panicked: {message}")),
             Status::Crashed(how) => Some(format!("the process died in the {nth} extra run: {how}")),
+            Status::DrainFailed(how) => Some(format!(
+                "the process ended while the runtime drained the garbage of crossbeam-epoch {how}; it is judged without its extra runs"
+            )),
             Status::TimedOut => Some(format!(
                 "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s)"
             )),
@@ -121,6 +124,8 @@ pub fn interpret(
         || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
     {
         Status::TimedOut
+    } else if let (None, Some(run)) = (record.end, record.draining) {
+        died_draining(run, evidence)
     } else if record.started > made {
         died_during_run(evidence)
     } else {
@@ -148,6 +153,21 @@ pub fn interpret(
         }
     };
     Outcome { made, status }
+}
+
+/// The process ended in the drain after run `run` (0: the test's own): in a destructor the
+/// program had deferred, which the drain ran, not in the test's code.
+fn died_draining(run: u32, evidence: &Evidence) -> Status {
+    let after = match run {
+        0 => "the test's own run".to_string(),
+        k => format!("the {} extra run", ordinal(k)),
+    };
+    let how = match died_during_run(evidence) {
+        Status::Panicked(message) => format!("a deferred destructor panicked: {message}"),
+        Status::Crashed(how) => how,
+        other => format!("{other:?}"),
+    };
+    Status::DrainFailed(format!("after {after}: {how}"))
 }
 
 fn died_during_run(evidence: &Evidence) -> Status {
@@ -383,6 +403,49 @@ mod tests {
             stderr,
             test: "tests::t",
         }
+    }
+
+    #[test]
+    fn a_process_that_ended_in_a_drain_says_so_not_that_a_run_panicked() {
+        let abort = ProcessEnd::Signaled(6);
+        let panic = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom in a deferred drop\n";
+        // After the own run: `first`, then the drain that never finished.
+        let own = Record::parse("arena 1\nfirst 0 3 48 1\ndraining 0\n");
+        assert_eq!(
+            interpret(Some(&own), None, &evidence(&abort, "", panic)),
+            Outcome {
+                made: 0,
+                status: Status::DrainFailed(
+                    "after the test's own run: a deferred destructor panicked: boom in a deferred drop"
+                        .into()
+                )
+            }
+        );
+        // After the second extra run.
+        let second = Record::parse(
+            "arena 1\nfirst 0 3 48 1\ndraining 0\ndrained 0 1 8 0 0\nfirst 0 2 40 1\nrun 1 start\nrun 1 ok 2 40 1 1\nrun 2 start\nrun 2 ok 2 40 1 1\ndraining 2\n",
+        );
+        let out = interpret(
+            Some(&second),
+            None,
+            &evidence(&ProcessEnd::Signaled(11), "", ""),
+        );
+        assert_eq!(out.made, 2);
+        assert_eq!(
+            out.status,
+            Status::DrainFailed("after the 2nd extra run: signal 11 (SIGSEGV)".into())
+        );
+        assert!(detail(&out.status, out.made)
+            .unwrap()
+            .starts_with("the process ended while the runtime drained"));
+        // A drain that finished, then a run that panicked: the run's.
+        let run = Record::parse(
+            "arena 1\nfirst 0 3 48 1\ndraining 0\ndrained 0 1 8 0 0\nfirst 0 2 40 1\nrun 1 start\n",
+        );
+        assert_eq!(
+            interpret(Some(&run), None, &evidence(&abort, "", panic)).status,
+            Status::Panicked("boom in a deferred drop".into())
+        );
     }
 
     #[test]
