@@ -241,15 +241,7 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
             - count(Verdict::Leak)
             - count(Verdict::Unsettled),
     );
-    for n in &report.notes {
-        let _ = writeln!(s, "    note {n}");
-    }
-    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
-    let _ = writeln!(
-        s,
-        "    Page {}",
-        out_dir.join(crate::model::PAGE_FILE).display()
-    );
+    crate::report::human::notes_and_outputs(&mut s, &report.notes, out_dir);
     s
 }
 

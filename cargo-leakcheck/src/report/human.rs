@@ -306,7 +306,13 @@ pub fn render_with_cost(
     }
     summary_text(&mut s, report, cost);
     after_summary_text(&mut s, report);
-    for note in &report.notes {
+    notes_and_outputs(&mut s, &report.notes, out_dir);
+    s
+}
+
+/// A summary's last lines, every command's: the notes, then where the report and the page are.
+pub fn notes_and_outputs(s: &mut String, notes: &[String], out_dir: &Path) {
+    for note in notes {
         let _ = writeln!(s, "    note {note}");
     }
     let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
@@ -315,7 +321,6 @@ pub fn render_with_cost(
         "    Page {}",
         out_dir.join(crate::model::PAGE_FILE).display()
     );
-    s
 }
 
 /// A clean test's allowed leaks, summarised: nothing is dropped silently.

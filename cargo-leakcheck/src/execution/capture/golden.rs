@@ -162,22 +162,13 @@ fn first_difference(
     }
 }
 
-/// A test's or a bench's report, written and compared alike.
-mod erased {
-    pub trait Report {
-        fn write(&self, path: &std::path::Path);
-        fn value(&self) -> serde_json::Value;
+/// A test's or a bench's report as a JSON value, written first as `expected.json` (in its
+/// own field order) when blessing.
+fn judged(report: &impl serde::Serialize, expected: &Path, bless: bool) -> serde_json::Value {
+    if bless {
+        write_json(expected, report).unwrap();
     }
-
-    impl<T: serde::Serialize> Report for T {
-        fn write(&self, path: &std::path::Path) {
-            super::write_json(path, self).unwrap();
-        }
-
-        fn value(&self) -> serde_json::Value {
-            serde_json::to_value(self).unwrap()
-        }
-    }
+    serde_json::to_value(report).unwrap()
 }
 
 fn corpus() -> PathBuf {
@@ -200,15 +191,9 @@ fn every_golden_case_is_judged_as_it_was() {
     for dir in &dirs {
         // A test's case, or a bench's or service's; blessed in the report's own field order.
         let expected_path = dir.join("expected.json");
-        let judged = |report: &dyn erased::Report| {
-            if bless {
-                report.write(&expected_path);
-            }
-            report.value()
-        };
         let got = match dir.join("case.json").is_file() {
-            true => replay(dir).map(|r| judged(&r)),
-            false => growth::replay(dir).map(|r| judged(&r)),
+            true => replay(dir).map(|r| judged(&r, &expected_path, bless)),
+            false => growth::replay(dir).map(|r| judged(&r, &expected_path, bless)),
         }
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         if bless {
