@@ -405,6 +405,39 @@ pub struct StackReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub retained_by: Option<RetainedBy>,
+    /// When its objects are async tasks (their cells, allocated inside a spawn call): what
+    /// spawned them. Its objects per run are then tasks per run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub task: Option<TaskReport>,
+}
+
+/// An async task of tokio or of async-task (smol, async-std, async-executor), told from the
+/// allocation stack of its cell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// `tokio` or `async-task`.
+    pub runtime: String,
+    /// The program's own frame that spawned it.
+    pub spawned_at: FrameReport,
+    /// The runtime's function that frame called (`tokio::runtime::runtime::Runtime::spawn`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub spawned_by: Option<String>,
+    /// As a holder: the way to it runs through its runtime's own structures (its scheduler's
+    /// list of tasks, another of its tasks), which list a task until it has finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
+    pub listed: bool,
+}
+
+/// The task that holds a stack's objects: the innermost task cell on the retention path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldingTask {
+    #[serde(flatten)]
+    pub task: TaskReport,
+    /// Its cell's place in [`RetainedBy::via`].
+    pub via_index: usize,
 }
 
 /// A retention path: the root that holds the first object on the way to one of a stack's
@@ -440,6 +473,10 @@ pub struct RetainedBy {
     #[serde(skip_serializing_if = "is_zero")]
     #[serde(default)]
     pub skipped: u64,
+    /// When an async task is on the way: the innermost one, which owns what it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub task: Option<HoldingTask>,
 }
 
 /// Where a retention path starts.
@@ -743,6 +780,7 @@ impl StackReport {
             growth_per_run: Vec::new(),
             frames: Vec::new(),
             retained_by: None,
+            task: None,
         }
     }
 }
@@ -826,6 +864,7 @@ pub fn held_by_static(name: &str) -> Option<RetainedBy> {
         definition: None,
         via: Vec::new(),
         skipped: 0,
+        task: None,
     })
 }
 

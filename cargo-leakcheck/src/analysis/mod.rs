@@ -20,4 +20,5 @@ pub(crate) mod service;
 pub(crate) mod settling;
 pub(crate) mod stacks;
 pub(crate) mod symbols;
+pub(crate) mod tasks;
 pub(crate) mod verdict;

@@ -9,7 +9,8 @@ use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
 use crate::analysis::symbols::Frame;
 use crate::analysis::symbols::Symbols;
-use crate::model::{FrameReport, RetainedBy, RootKind};
+use crate::analysis::tasks;
+use crate::model::{FrameReport, HoldingTask, RetainedBy, RootKind};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -214,14 +215,20 @@ pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedB
         ),
         RawRoot::Unknown => (RootKind::Unknown, None, "an unknown root".to_owned()),
     };
-    let via = p.chain[..p.chain.len() - 1]
+    let on_the_way: Vec<Vec<Frame>> = p.chain[..p.chain.len() - 1]
         .iter()
-        .map(|keys| match keys.is_empty() {
+        .map(|keys| resolve_stack(keys, symbols))
+        .collect();
+    let via = on_the_way
+        .iter()
+        .map(|frames| match frames.is_empty() {
             // Stacks sampled (`run`): this object's was not taken.
             true => FrameReport::named("(an object whose stack was not sampled)"),
-            false => allocation_site(&resolve_stack(keys, symbols), exe),
+            false => allocation_site(frames, exe),
         })
         .collect();
+    let task = tasks::holding_task(&on_the_way, exe)
+        .map(|(via_index, task)| HoldingTask { task, via_index });
     RetainedBy {
         root_kind,
         root,
@@ -231,7 +238,16 @@ pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedB
         definition,
         via,
         skipped: p.skipped,
+        task,
     }
+}
+
+/// Whether the way to a task's cell runs through its runtime `runtime`'s own structures
+/// (see [`tasks::is_runtime_bookkeeping`]): the runtime still lists the task.
+pub fn lists_task(p: &HeldPath, runtime: &str, symbols: &mut dyn Symbols) -> bool {
+    p.chain[..p.chain.len() - 1]
+        .iter()
+        .any(|keys| tasks::is_runtime_bookkeeping(&resolve_stack(keys, symbols), runtime))
 }
 
 /// Where an object was allocated: the first frame in the program's own code (not std's,

@@ -12,9 +12,12 @@ use crate::analysis::profile::Counts;
 use crate::analysis::retention;
 use crate::analysis::settling;
 use crate::analysis::symbols::Symbols;
+use crate::analysis::tasks;
 use crate::config::{Effective, Suppression};
 use crate::evidence::Entry;
-use crate::model::{Allowance, AllowedBy, FrameReport, RunGrowth, StackKind, StackReport};
+use crate::model::{
+    Allowance, AllowedBy, FrameReport, RunGrowth, StackKind, StackReport, TaskReport,
+};
 use std::collections::HashMap;
 
 /// What decides a test's verdict: its effective settings and the suppressions that may
@@ -247,6 +250,11 @@ pub fn judge_stacks(
                     .held
                     .as_ref()
                     .map(|p| retention::describe(p, exe, symbols)),
+                task: m.task.map(|mut t| {
+                    t.listed = (m.held.as_ref())
+                        .is_some_and(|p| retention::lists_task(p, &t.runtime, symbols));
+                    t
+                }),
             };
             against_policy(stack, policy)
         })
@@ -268,6 +276,8 @@ struct Merged {
     reason: Option<String>,
     growth: Vec<RunGrowth>,
     held: Option<retention::HeldPath>,
+    /// When its objects are task cells: what spawned them.
+    task: Option<TaskReport>,
 }
 
 /// Each retained stack symbolized and given its kind (from its growth, or from what the
@@ -281,23 +291,24 @@ fn merge_by_kind_and_frames(
     held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
 ) -> HashMap<(StackKind, Vec<FrameReport>), Merged> {
     let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
-    let resolved: Vec<(Vec<FrameReport>, classify::Classified)> = retained
+    let resolved: Vec<(Vec<FrameReport>, classify::Classified, Option<TaskReport>)> = retained
         .iter()
         .map(|r| {
             let frames = resolve_stack(&r.frames, symbols);
             let classified = classify::classify_test(&frames, exe, entry_range);
-            (frames.iter().map(frame_report).collect(), classified)
+            let task = tasks::task_of(&frames, exe);
+            (frames.iter().map(frame_report).collect(), classified, task)
         })
         .collect();
     let growing = growing_sites(
         retained
             .iter()
             .zip(&resolved)
-            .filter_map(|(r, (shown, c))| {
+            .filter_map(|(r, (shown, c, _))| {
                 (c.kind == StackKind::Leak).then_some((site_of(shown)?, r.growth.as_deref()?))
             }),
     );
-    for (r, (shown, classified)) in retained.iter().zip(&resolved) {
+    for (r, (shown, classified, task)) in retained.iter().zip(&resolved) {
         let (kind, reason) = match r.reach {
             Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
             _ => kind_with_growth(classified, r.growth.as_deref()),
@@ -332,6 +343,7 @@ fn merge_by_kind_and_frames(
             reason,
             growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
             held: None,
+            task: task.clone(),
         });
         // Lost objects have no path; what is kept, or grew, may.
         let explained = matches!(kind, StackKind::Leak | StackKind::ProcessLifetime)

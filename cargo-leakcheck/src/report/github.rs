@@ -613,6 +613,7 @@ mod tests {
             definition: None,
             via: Vec::new(),
             skipped: 0,
+            task: None,
         });
         let report = Report {
             tests: vec![held],

@@ -15,9 +15,9 @@ use crate::analysis::frames::from_identifying_frame;
 use crate::errors::ExitCode;
 use crate::model::{
     human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, StackKind,
-    StackReport, TestReport, Verdict,
+    StackReport, TaskReport, TestReport, Verdict,
 };
-use crate::report::human::{frame_text, held_text, is_harness_frame};
+use crate::report::human::{frame_text, held_text, is_harness_frame, task_text};
 use crate::report::markup::escape as esc;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -386,14 +386,55 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
         h.push_str("</li>");
     }
     h.push_str("</ol>");
+    if let Some(task) = &st.task {
+        let summary = task_text(st, root).unwrap_or_default();
+        task_block(h, task, &summary, root, sources);
+    }
     if let Some(held) = &st.retained_by {
         h.push_str("<div class=\"held\">");
-        for line in held_text(held, root) {
+        let mut lines = held_text(held, root).into_iter();
+        if let Some(t) = &held.task {
+            // The first line names the task; the page shows it with its spawn line.
+            let head = lines.next().unwrap_or_default();
+            task_block(h, &t.task, &head, root, sources);
+        }
+        for line in lines {
             let _ = write!(h, "<div>{}</div>", esc(line.trim()));
         }
         h.push_str("</div>");
     }
     h.push_str("</div>");
+}
+
+/// A task, in words (`text`), with its spawn site linked to the source file and the
+/// spawning line beside it.
+fn task_block(h: &mut String, task: &TaskReport, text: &str, root: &Path, sources: &mut Sources) {
+    let site = frame_text(&task.spawned_at, root);
+    let linked = match source_link(&task.spawned_at, root) {
+        Some(href) => format!("<a href=\"{}\"><code>{}</code></a>", esc(&href), esc(&site)),
+        None => format!("<code>{}</code>", esc(&site)),
+    };
+    let words = esc(text.trim()).replacen(&esc(&site), &linked, 1);
+    let _ = write!(h, "<div class=\"task\">{words}");
+    if let Some(line) = sources.line(&task.spawned_at) {
+        let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+    }
+    h.push_str("</div>");
+}
+
+/// A `file://` link to a frame's source line, when its file is known.
+fn source_link(f: &FrameReport, root: &Path) -> Option<String> {
+    let file = Path::new(f.file.as_deref()?);
+    let path = if file.is_absolute() {
+        file.to_path_buf()
+    } else {
+        root.join(file)
+    };
+    Some(format!(
+        "file://{}#L{}",
+        path.display(),
+        f.line.unwrap_or(1)
+    ))
 }
 
 /// A small bar chart: what the test's own run retained, then what each extra run added,
@@ -693,6 +734,8 @@ summary{cursor:pointer}
 ol.frames{margin:2px 0;padding-left:22px}
 pre.src{margin:0 0 2px;padding:1px 6px;background:#f6f8fa;color:#24292f;font-size:12px;white-space:pre-wrap}
 .held{color:#8250df;margin:4px 0}
+.task{margin:4px 0;padding:4px 8px;border-left:3px solid #8250df;background:#f6f0ff}
+.task a{color:inherit}
 .message{color:#57606a;white-space:pre-wrap}
 .exit{color:#57606a;margin:2px 0}
 figure{margin:8px 0}figure object{max-width:100%;border:1px solid #eaeef2;background:#fff}

@@ -37,9 +37,10 @@ fn short_path(file: &str, root: &Path) -> String {
 }
 
 /// The `held by` lines under a stack, unindented: its root, then where each object on the
-/// way from the root was allocated (`→ …`).
+/// way from the root was allocated (`→ …`). When an async task is on the way, the task
+/// comes first, by its spawn site, then what holds the task.
 pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
-    let mut lines = vec![match (&held.frame, &held.definition) {
+    let root_line = match (&held.frame, &held.definition) {
         (Some(f), _) => format!("held by {}, in {}", held.root, frame_text(f, root)),
         (
             None,
@@ -50,18 +51,126 @@ pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
             }),
         ) => format!("held by {} ({}:{line})", held.root, short_path(file, root)),
         (None, _) => format!("held by {}", held.root),
-    }];
-    let half = held.via.len().div_ceil(2);
-    for (i, f) in held.via.iter().enumerate() {
-        if i == half && held.skipped > 0 {
-            lines.push(format!(
-                "  → … {}",
-                plural(held.skipped, "object more", "objects more")
-            ));
+    };
+    let via = |lines: &mut Vec<String>, range: std::ops::Range<usize>, indent: &str| {
+        let half = held.via.len().div_ceil(2);
+        for i in range {
+            if i == half && held.skipped > 0 {
+                lines.push(format!(
+                    "{indent}→ … {}",
+                    plural(held.skipped, "object more", "objects more")
+                ));
+            }
+            lines.push(format!("{indent}→ {}", frame_text(&held.via[i], root)));
         }
-        lines.push(format!("  → {}", frame_text(f, root)));
+    };
+    let mut lines = Vec::new();
+    match &held.task {
+        None => {
+            lines.push(root_line);
+            via(&mut lines, 0..held.via.len(), "  ");
+        }
+        Some(t) => {
+            let state = if t.task.listed {
+                ", not finished: its runtime still lists it"
+            } else {
+                ""
+            };
+            lines.push(format!(
+                "held by {} spawned at {}{state}",
+                a_task_of(&t.task.runtime),
+                frame_text(&t.task.spawned_at, root)
+            ));
+            let inside = t.via_index + 1..held.via.len();
+            if !inside.is_empty() {
+                lines.push("  inside the task:".into());
+                via(&mut lines, inside, "    ");
+            }
+            lines.push(format!("  the task is {root_line}"));
+            via(&mut lines, 0..t.via_index.min(held.via.len()), "    ");
+        }
     }
     lines
+}
+
+/// What a stack of task cells is: `2 tokio tasks spawned at … by `…`, +1 task per run`.
+pub(crate) fn task_text(stack: &StackReport, root: &Path) -> Option<String> {
+    let task = stack.task.as_ref()?;
+    let by = match &task.spawned_by {
+        Some(f) => format!(" by `{f}`"),
+        None => String::new(),
+    };
+    let per_run: Vec<i64> = stack.growth_per_run.iter().map(|g| g.objects).collect();
+    let growth = match (per_run.iter().min(), per_run.iter().max()) {
+        (Some(&min), Some(&max)) if min > 0 && min == max => {
+            format!(", +{} per run", plural(min as u64, "task", "tasks"))
+        }
+        (Some(&min), Some(&max)) if min > 0 => format!(", +{min} to +{max} tasks per run"),
+        _ => String::new(),
+    };
+    let state = if task.listed {
+        " (not finished: its runtime still lists them)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "{} still alive{state}, spawned at {}{by}{growth}",
+        plural(
+            stack.objects,
+            &format!("{} task", task.runtime),
+            &format!("{} tasks", task.runtime)
+        ),
+        frame_text(&task.spawned_at, root)
+    ))
+}
+
+/// The spawn sites whose live tasks grew on every run in a failing stack, each with how
+/// many per run and in which tests: `(site, "+1 tokio task per run, in 2 tests")`.
+fn growing_task_sites(report: &Report) -> Vec<(FrameReport, String)> {
+    let mut by: std::collections::BTreeMap<FrameReport, (String, i64, u64)> = Default::default();
+    for t in &report.tests {
+        for st in t.stacks.iter().filter(|s| s.fails) {
+            let Some(task) = &st.task else { continue };
+            let per_run = st
+                .growth_per_run
+                .iter()
+                .map(|g| g.objects)
+                .min()
+                .unwrap_or(0);
+            if per_run <= 0 {
+                continue;
+            }
+            let e = by
+                .entry(task.spawned_at.clone())
+                .or_insert_with(|| (task.runtime.clone(), per_run, 0));
+            e.1 = e.1.max(per_run);
+            e.2 += 1;
+        }
+    }
+    by.into_iter()
+        .map(|(site, (runtime, per_run, tests))| {
+            let text = format!(
+                "+{} {} per run, in {}",
+                per_run,
+                if per_run == 1 {
+                    format!("{runtime} task")
+                } else {
+                    format!("{runtime} tasks")
+                },
+                plural(tests, "test", "tests")
+            );
+            (site, text)
+        })
+        .collect()
+}
+
+/// `a tokio task`, `an async-task task`.
+fn a_task_of(runtime: &str) -> String {
+    let article = match runtime.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    };
+    format!("{article} {runtime} task")
 }
 
 /// What the tests keep for the process lifetime, by the root that holds it (largest
@@ -304,7 +413,7 @@ pub fn render_with_cost(
             _ => other_text(&mut s, report, t),
         }
     }
-    summary_text(&mut s, report, cost);
+    summary_text(&mut s, report, cost, workspace_root);
     after_summary_text(&mut s, report);
     notes_and_outputs(&mut s, &report.notes, out_dir);
     s
@@ -414,6 +523,9 @@ fn failing_text(
             let lead = if i == 0 { "at" } else { "  " };
             let _ = writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
         }
+        if let Some(task) = task_text(stack, workspace_root) {
+            let _ = writeln!(s, "             {task}");
+        }
         for line in stack
             .retained_by
             .iter()
@@ -452,7 +564,7 @@ fn other_text(s: &mut String, report: &Report, t: &TestReport) {
 
 /// The counts by verdict, how tests were judged, what was drained, the cost, what leaked
 /// and what was kept for the process lifetime, by root.
-fn summary_text(s: &mut String, report: &Report, cost: Option<&str>) {
+fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path) {
     // Memory kept for the process lifetime is allowed but worth knowing about.
     let kept: Vec<u64> = report.tests.iter().map(kept_bytes).collect();
     let kept_total: u64 = kept.iter().sum();
@@ -511,6 +623,13 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>) {
             "         {} retained by leaking tests",
             human_bytes(leaked)
         );
+    }
+    let sites = growing_task_sites(report);
+    if !sites.is_empty() {
+        let _ = writeln!(s, "         tasks left alive on every run, by spawn site:");
+        for (site, text) in sites {
+            let _ = writeln!(s, "           {} ({text})", frame_text(&site, root));
+        }
     }
     if kept_total > 0 {
         let _ = writeln!(
@@ -726,6 +845,7 @@ mod tests {
             definition: None,
             via: vec![frame("app::register", 12)],
             skipped: 0,
+            task: None,
         };
         let mut leak = test_report();
         leak.name = "tests::grows".into();

@@ -616,6 +616,7 @@ mod tests {
             definition: None,
             via: vec![FrameReport::at("app::work", "/ws/src/lib.rs", 12)],
             skipped: 0,
+            task: None,
         });
         let leak = TestReport {
             verdict: Verdict::Leak,

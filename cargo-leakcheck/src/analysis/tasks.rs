@@ -1,0 +1,288 @@
+//! Async tasks, told from their allocation stacks: which object is a task of tokio or of
+//! async-task (smol, async-std, async-executor), where the program spawned it, and whether
+//! the way to it runs through its runtime's own list of tasks.
+//!
+//! A task that never ends keeps its future and all the future owns; a heap profiler sees
+//! that memory held by the runtime (`static RT → two objects of tokio's → the task → the
+//! buffer`), which says nothing a developer can act on. What they can act on is the `spawn`
+//! call. Every task's cell is allocated inside the spawn call, so its allocation stack holds
+//! a runtime's task constructor and, further out, the program's own frame that spawned it.
+//! Only what the symbols show is used: no runtime feature, no `tokio_unstable`.
+
+use crate::analysis::classify;
+use crate::analysis::frames::frame_report;
+use crate::analysis::symbols::Frame;
+use crate::model::{FrameReport, TaskReport};
+
+/// A runtime's task constructor: the function its task cells are allocated in (a type by
+/// the start of its path, legacy mangling keeping `<T,S>` or not, and a method), and the
+/// runtime's name as reports give it.
+struct Constructor {
+    runtime: &'static str,
+    type_path: &'static str,
+    method: &'static str,
+    /// The runtime's crates: frames of these between the constructor and the program's
+    /// frame are the runtime's spawning machinery, and an object allocated in one of them
+    /// before the task on a retention path is the runtime's own bookkeeping.
+    crates: &'static [&'static str],
+}
+
+const CONSTRUCTORS: [Constructor; 2] = [
+    Constructor {
+        runtime: "tokio",
+        type_path: "tokio::runtime::task::core::Cell",
+        method: "::new",
+        crates: &["tokio::"],
+    },
+    Constructor {
+        runtime: "async-task",
+        type_path: "async_task::raw::RawTask",
+        method: "::allocate",
+        crates: &[
+            "async_task::",
+            "async_executor::",
+            "async_global_executor::",
+            "async_std::",
+            "smol::",
+        ],
+    },
+];
+
+fn function(f: &Frame) -> &str {
+    f.function.as_deref().unwrap_or("").trim_start_matches('<')
+}
+
+/// The constructor that allocated this object, when it is a task cell: the innermost
+/// frame outside std's allocation machinery must be it (what a task's future allocates
+/// while it runs, or what the runtime allocates to schedule it, has other frames there).
+fn constructor_of(frames: &[Frame]) -> Option<(usize, &'static Constructor)> {
+    let (i, name) = frames
+        .iter()
+        .map(function)
+        .enumerate()
+        .find(|(_, name)| !is_std(name))?;
+    let c = CONSTRUCTORS.iter().find(|c| {
+        name.strip_prefix(c.type_path).is_some_and(|rest| {
+            (rest.starts_with('<') || rest.starts_with("::")) && rest.ends_with(c.method)
+        })
+    })?;
+    Some((i, c))
+}
+
+/// The task an allocation stack made, when it is a task cell: the runtime, the program's
+/// frame that spawned it and the runtime function it called. `exe` is the test binary
+/// (frames of it outside std and the registry are the program's).
+pub fn task_of(frames: &[Frame], exe: &str) -> Option<TaskReport> {
+    let (at, constructor) = constructor_of(frames)?;
+    let outer = &frames[at + 1..];
+    let own_source = |f: &&Frame| f.file.as_deref().is_some_and(classify::is_own_source);
+    let is_runtime = |f: &Frame| {
+        constructor
+            .crates
+            .iter()
+            .any(|c| function(f).starts_with(c))
+    };
+    // The spawn site: the first frame of the program's own code further out; failing that
+    // (a binary without line tables), the first frame that is neither the runtime's nor
+    // std's.
+    let site = outer
+        .iter()
+        .position(|f| classify::is_user_frame(f, exe) && own_source(&f) && !is_runtime(f))
+        .or_else(|| {
+            outer
+                .iter()
+                .position(|f| classify::is_user_frame(f, exe) && !is_runtime(f))
+        });
+    let (spawned_at, spawned_by) = match site {
+        Some(i) => (
+            frame_report(&outer[i]),
+            outer[..i]
+                .iter()
+                .rev()
+                .find(|f| is_runtime(f))
+                .map(|f| function(f).to_owned()),
+        ),
+        None => (FrameReport::named("(a frame outside the program)"), None),
+    };
+    Some(TaskReport {
+        runtime: constructor.runtime.to_owned(),
+        spawned_at,
+        spawned_by,
+        listed: false,
+    })
+}
+
+/// Whether an object allocated with these frames belongs to the bookkeeping of the
+/// runtime `runtime` (its scheduler, its list of tasks, another of its tasks): on a
+/// retention path before a task, such an object means the runtime still lists the task,
+/// which it does until the task has finished.
+pub fn is_runtime_bookkeeping(frames: &[Frame], runtime: &str) -> bool {
+    let Some(c) = CONSTRUCTORS.iter().find(|c| c.runtime == runtime) else {
+        return false;
+    };
+    // The innermost frame that is not std's allocation machinery decides: a runtime's own
+    // structure is allocated inside the runtime, even when the program's frame is further
+    // out (the builder call).
+    frames
+        .iter()
+        .map(function)
+        .find(|name| !is_std(name))
+        .is_some_and(|name| c.crates.iter().any(|k| name.starts_with(k)))
+}
+
+fn is_std(name: &str) -> bool {
+    ["alloc::", "core::", "std::", "hashbrown::"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// Of a retention path's objects (root-most first, each by its allocation stack), the
+/// innermost task cell: its index and what it is, with whether an object before it on the
+/// path is its runtime's bookkeeping.
+pub fn holding_task(chain: &[Vec<Frame>], exe: &str) -> Option<(usize, TaskReport)> {
+    let (i, mut task) = chain
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, frames)| task_of(frames, exe).map(|t| (i, t)))?;
+    task.listed = chain[..i]
+        .iter()
+        .any(|frames| is_runtime_bookkeeping(frames, &task.runtime));
+    Some((i, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXE: &str = "/ws/target/debug/deps/tasks-1";
+
+    fn frame(function: &str, file: &str, line: u32) -> Frame {
+        Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            column: None,
+            object: EXE.into(),
+            offset: 0,
+            inlined: false,
+        }
+    }
+
+    fn registry(function: &str) -> Frame {
+        frame(
+            function,
+            "/root/.cargo/registry/src/index.crates.io-1/tokio-1.54.1/src/runtime/x.rs",
+            10,
+        )
+    }
+
+    fn tokio_cell() -> Vec<Frame> {
+        vec![
+            frame(
+                "alloc::boxed::Box<T>::new",
+                "/rustc/abc/library/alloc/src/boxed.rs",
+                286,
+            ),
+            registry("tokio::runtime::task::core::Cell<T,S>::new"),
+            registry("tokio::runtime::task::raw::RawTask::new"),
+            registry("tokio::runtime::task::new_task"),
+            registry("tokio::runtime::task::list::OwnedTasks<S>::bind"),
+            registry("tokio::runtime::runtime::Runtime::spawn"),
+            frame("tasks::subscribe", "/ws/src/lib.rs", 20),
+            frame("tasks::tests::t", "/ws/src/lib.rs", 87),
+        ]
+    }
+
+    #[test]
+    fn a_tokio_task_cell_is_named_by_its_spawn_site_and_spawning_function() {
+        let task = task_of(&tokio_cell(), EXE).expect("a task cell");
+        assert_eq!(task.runtime, "tokio");
+        assert_eq!(task.spawned_at.function, "tasks::subscribe");
+        assert_eq!(task.spawned_at.line, Some(20));
+        assert_eq!(
+            task.spawned_by.as_deref(),
+            Some("tokio::runtime::runtime::Runtime::spawn")
+        );
+    }
+
+    #[test]
+    fn an_async_task_cell_is_named_through_the_executor() {
+        let frames = vec![
+            registry("async_task::raw::RawTask<F,T,S,M>::allocate"),
+            registry("async_task::runnable::Builder<M>::spawn_unchecked"),
+            registry("async_executor::Executor::spawn_inner"),
+            registry("async_executor::Executor::spawn"),
+            frame("tasks::listen", "/ws/src/lib.rs", 67),
+        ];
+        let task = task_of(&frames, EXE).expect("a task cell");
+        assert_eq!(task.runtime, "async-task");
+        assert_eq!(task.spawned_at.line, Some(67));
+        assert_eq!(
+            task.spawned_by.as_deref(),
+            Some("async_executor::Executor::spawn")
+        );
+    }
+
+    #[test]
+    fn what_a_task_allocates_while_it_runs_is_not_a_task() {
+        // The future's own allocations have the task's poll on their stack, not its
+        // constructor; a buffer the spawning function allocated has neither.
+        let polled = vec![
+            frame(
+                "alloc::vec::from_elem",
+                "/rustc/abc/library/alloc/src/vec/mod.rs",
+                1,
+            ),
+            frame("tasks::subscribe::{{closure}}", "/ws/src/lib.rs", 22),
+            registry("tokio::runtime::task::core::Core<T,S>::poll"),
+            registry("tokio::runtime::task::harness::Harness<T,S>::poll"),
+        ];
+        assert_eq!(task_of(&polled, EXE), None);
+        let buffer = vec![
+            frame(
+                "alloc::vec::from_elem",
+                "/rustc/abc/library/alloc/src/vec/mod.rs",
+                1,
+            ),
+            frame("tasks::subscribe", "/ws/src/lib.rs", 19),
+        ];
+        assert_eq!(task_of(&buffer, EXE), None);
+    }
+
+    #[test]
+    fn the_innermost_task_on_a_path_holds_and_the_runtime_lists_it() {
+        let runtime = vec![
+            frame(
+                "alloc::sync::Arc<T>::new",
+                "/rustc/abc/library/alloc/src/sync.rs",
+                1,
+            ),
+            registry("tokio::runtime::builder::Builder::build"),
+            frame("tasks::RT::{{closure}}", "/ws/src/lib.rs", 11),
+        ];
+        let (i, task) = holding_task(&[runtime.clone(), tokio_cell()], EXE).expect("a task");
+        assert_eq!(i, 1);
+        assert!(task.listed, "reached through the runtime's own structure");
+        // Reached from the program's own object (a JoinHandle kept in a Vec), not listed.
+        let vec = vec![
+            frame(
+                "alloc::vec::Vec<T>::push",
+                "/rustc/abc/library/alloc/src/vec/mod.rs",
+                1,
+            ),
+            frame("tasks::keep", "/ws/src/lib.rs", 40),
+        ];
+        let (_, task) = holding_task(&[vec, tokio_cell()], EXE).expect("a task");
+        assert!(!task.listed);
+        assert_eq!(holding_task(&[runtime], EXE), None);
+    }
+
+    #[test]
+    fn a_task_spawned_from_outside_the_program_still_counts_as_a_task() {
+        let frames: Vec<Frame> = tokio_cell().into_iter().take(6).collect();
+        let task = task_of(&frames, EXE).expect("a task cell");
+        assert_eq!(task.spawned_at.function, "(a frame outside the program)");
+        assert_eq!(task.spawned_by, None);
+    }
+}
