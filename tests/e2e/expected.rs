@@ -62,6 +62,12 @@ pub struct Expected {
     /// True when the report must say that draining (crossbeam-epoch's garbage) freed
     /// objects before the test was judged.
     pub drained: bool,
+    /// `(runtime, name)`: a leak stack of the test must be the cells of `runtime`'s tasks
+    /// ("tokio", "async-task") spawned at the line marked `// spawn-site: name`, at least
+    /// one more alive after every extra run.
+    pub spawns_tasks: Option<(&'static str, &'static str)>,
+    /// True when, besides, another leak stack of the test must be held by that task.
+    pub held_by_task: bool,
 }
 
 impl Expected {
@@ -98,6 +104,23 @@ impl Expected {
     const fn drained(self) -> Expected {
         Expected {
             drained: true,
+            ..self
+        }
+    }
+
+    /// The same row, whose leak is tasks of `runtime` spawned at the line marked
+    /// `// spawn-site: name` (see [`Expected::spawns_tasks`]).
+    const fn spawns_tasks(self, runtime: &'static str, name: &'static str) -> Expected {
+        Expected {
+            spawns_tasks: Some((runtime, name)),
+            ..self
+        }
+    }
+
+    /// The same row, whose other leaking memory is held by the task it spawns.
+    const fn held_by_task(self) -> Expected {
+        Expected {
+            held_by_task: true,
             ..self
         }
     }
@@ -253,6 +276,12 @@ const CONFIGURED: Target = Target {
     package: "configured",
     binary: "configured",
 };
+/// Tasks on a process-wide tokio runtime and on async-executor.
+const TASKS: Target = Target {
+    fixture: "tests/fixtures/tasks",
+    package: "tasks",
+    binary: "tasks",
+};
 const HEALTHY: Target = Target {
     fixture: "tests/fixtures/healthy",
     package: "healthy",
@@ -287,6 +316,8 @@ const fn outcome(
         method: None,
         held_by: None,
         drained: false,
+        spawns_tasks: None,
+        held_by_task: false,
     }
 }
 
@@ -844,6 +875,31 @@ pub const EXPECTED: &[Expected] = &[
     // A deferred destructor that panics when the runtime's drain runs it: the test passed,
     // and the report says the process ended in the drain, not that the test crashed.
     clean(SLOW, "tests::deferred_destructor_panics_in_a_drain").runs("drain-failed"),
+    // --- tests/fixtures/tasks: async tasks that never end, held by their spawn site ---
+    leak(
+        TASKS,
+        "tests::task_per_call_waits_forever",
+        "task_per_call_waits_forever",
+    )
+    .runs("completed")
+    .spawns_tasks("tokio", "task_per_call_waits_forever")
+    .held_by_task(),
+    // A task that owns nothing but itself: its few hundred bytes a run are the leak.
+    leak(TASKS, "tests::pending_task_per_call", "pending_task_per_call")
+        .runs("completed")
+        .spawns_tasks("tokio", "pending_task_per_call"),
+    leak(
+        TASKS,
+        "tests::executor_task_per_call_waits_forever",
+        "executor_task_per_call_waits_forever",
+    )
+    .runs("completed")
+    .spawns_tasks("async-task", "executor_task_per_call_waits_forever")
+    .held_by_task(),
+    // Started once for the life of the process (behind a OnceLock).
+    clean_kept(TASKS, "tests::background_task_started_once").runs("completed"),
+    clean(TASKS, "tests::job_spawned_and_awaited"),
+    clean(TASKS, "tests::executor_job_spawned_and_awaited"),
     // --- tests/fixtures/healthy: a suite that must pass (exit 0) ---
     // A worker thread started by the first call, never joined.
     clean_kept(HEALTHY, "tests::worker_squares")
@@ -993,6 +1049,7 @@ fn expected_table_matches_fixture_sources() {
         }
         // Marker name -> number of occurrences.
         let mut markers: BTreeMap<String, usize> = BTreeMap::new();
+        let mut spawn_markers: BTreeMap<String, usize> = BTreeMap::new();
         for file in &files {
             let text = std::fs::read_to_string(file).unwrap();
             let mut after_test_attr = false;
@@ -1008,8 +1065,15 @@ fn expected_table_matches_fixture_sources() {
                     );
                     after_test_attr = false;
                 }
-                if let Some((_, name)) = line.split_once("// leak-site: ") {
-                    *markers.entry(name.trim().to_owned()).or_default() += 1;
+                let marked = |marker: &str| {
+                    let (_, rest) = line.split_once(marker)?;
+                    rest.split_whitespace().next().map(str::to_owned)
+                };
+                if let Some(name) = marked("// leak-site: ") {
+                    *markers.entry(name).or_default() += 1;
+                }
+                if let Some(name) = marked("// spawn-site: ") {
+                    *spawn_markers.entry(name).or_default() += 1;
                 }
             }
         }
@@ -1036,6 +1100,22 @@ fn expected_table_matches_fixture_sources() {
         );
         for (name, count) in markers {
             assert_eq!(count, 1, "{fixture}: marker {name} appears {count} times");
+        }
+        let table_spawns: BTreeSet<String> = rows
+            .iter()
+            .filter_map(|e| e.spawns_tasks)
+            .map(|(_, name)| name.to_owned())
+            .collect();
+        let source_spawns: BTreeSet<String> = spawn_markers.keys().cloned().collect();
+        assert_eq!(
+            table_spawns, source_spawns,
+            "{fixture}: table spawn sites and markers differ"
+        );
+        for (name, count) in spawn_markers {
+            assert_eq!(
+                count, 1,
+                "{fixture}: spawn marker {name} appears {count} times"
+            );
         }
     }
 }

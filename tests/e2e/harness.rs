@@ -231,13 +231,28 @@ fn run_command(command: &str, fixture: &str, args: &[&str], target: &Path) -> Ru
 /// Finds the `// leak-site: NAME` marker in a fixture's sources: (path relative to the
 /// fixture, 1-based line).
 pub fn leak_site(fixture: &str, name: &str) -> (String, u32) {
+    marked_line(fixture, &format!("// leak-site: {name}"))
+}
+
+/// Finds the `// spawn-site: NAME` marker in a fixture's sources, as [`leak_site`] does.
+pub fn spawn_site(fixture: &str, name: &str) -> (String, u32) {
+    marked_line(fixture, &format!("// spawn-site: {name}"))
+}
+
+fn marked_line(fixture: &str, marker: &str) -> (String, u32) {
     let root = repo_root().join(fixture);
-    let marker = format!("// leak-site: {name}");
     let mut found = Vec::new();
     visit_rs(&root, &mut |path| {
         let text = std::fs::read_to_string(path).unwrap();
         for (i, line) in text.lines().enumerate() {
-            if line.trim_end().ends_with(&marker) {
+            // A line may carry two markers (`// spawn-site: a // leak-site: a`).
+            let marked = line.match_indices(marker).any(|(i, _)| {
+                line[i + marker.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
+            });
+            if marked {
                 let rel = path.strip_prefix(&root).unwrap().display().to_string();
                 found.push((rel, i as u32 + 1));
             }

@@ -2,7 +2,7 @@
 //! plus exit codes, the report schema and the flame graph artifacts.
 
 use crate::expected::{Expected, EXPECTED, IGNORED};
-use crate::harness::{leak_site, run_fixture, Run};
+use crate::harness::{leak_site, run_fixture, spawn_site, Run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -19,6 +19,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/many-live"
         | "tests/fixtures/retention"
         | "tests/fixtures/slow"
+        | "tests/fixtures/tasks"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -142,6 +143,9 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
             ));
         }
     }
+    if let Some((runtime, name)) = row.spawns_tasks {
+        problems.extend(check_tasks(row, t, runtime, name, &who));
+    }
     // A failed test with no leak site leaks nothing: what it keeps reachable is kept
     // memory, as for a test that passes.
     if row.verdict == "failed" && row.site.is_none() && stacks.iter().any(|s| s["kind"] == "leak") {
@@ -157,6 +161,48 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     }
     if row.verdict == "clean" && stacks.iter().any(|s| s["fails"] == true) {
         problems.push(format!("{who}: clean, yet a stack is marked failing"));
+    }
+    problems
+}
+
+/// The task checks of a row (see [`Expected::spawns_tasks`]): a leak stack of task cells
+/// spawned at the marked line, one more alive after every extra run; and, when the row says
+/// so, another leak stack held by such a task.
+fn check_tasks(row: &Expected, t: &Value, runtime: &str, name: &str, who: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let (file, line) = spawn_site(row.fixture, name);
+    let stacks = t["stacks"].as_array().unwrap();
+    let at_site = |task: &Value| {
+        task["runtime"] == runtime
+            && task["spawned_at"]["file"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&file))
+            && task["spawned_at"]["line"].as_u64() == Some(u64::from(line))
+    };
+    let cells = stacks.iter().filter(|s| s["kind"] == "leak").any(|s| {
+        at_site(&s["task"])
+            && s["growth_per_run"].as_array().is_some_and(|g| {
+                !g.is_empty() && g.iter().all(|g| g["objects"].as_i64() >= Some(1))
+            })
+    });
+    if !cells {
+        problems.push(format!(
+            "{who}: no leak stack of {runtime} tasks spawned at {file}:{line}, +1 per run; stacks: {}",
+            serde_json::to_string_pretty(stacks).unwrap()
+        ));
+    }
+    if row.held_by_task {
+        let held = stacks
+            .iter()
+            .filter(|s| s["kind"] == "leak" && s.get("task").is_none())
+            .any(|s| at_site(&s["retained_by"]["task"]));
+        if !held {
+            let shown: Vec<&Value> = stacks.iter().filter_map(|s| s.get("retained_by")).collect();
+            problems.push(format!(
+                "{who}: no leak held by a {runtime} task spawned at {file}:{line}; held by: {}",
+                serde_json::to_string_pretty(&shown).unwrap()
+            ));
+        }
     }
     problems
 }
@@ -291,6 +337,11 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn leaky_fixture_matches_the_table() {
     check_fixture("tests/fixtures/leaky");
+}
+
+#[test]
+fn async_tasks_are_named_by_their_spawn_site() {
+    check_fixture("tests/fixtures/tasks");
 }
 
 #[test]
