@@ -55,7 +55,7 @@ fn rank(v: Verdict) -> u8 {
 /// Renders the page of `report`; `root` is the workspace root (paths are shown relative to
 /// it, and source lines read from under it).
 pub fn render(report: &Report, page: &Page, root: &Path) -> String {
-    let mut sources = Sources::default();
+    let mut sources = Sources::new(root);
     let mut h = String::with_capacity(64 * 1024 + report.tests.len() * 512);
     let crates: Vec<&str> = {
         let mut c: Vec<&str> = report
@@ -132,7 +132,7 @@ pub fn render_diff(
     page: &Page,
     root: &Path,
 ) -> String {
-    let mut sources = Sources::default();
+    let mut sources = Sources::new(root);
     let mut h = String::new();
     let _ = write!(
         h,
@@ -682,17 +682,26 @@ fn kind_name(k: StackKind) -> &'static str {
     }
 }
 
-/// Source files read once each, for the line a frame names.
-#[derive(Default)]
+/// Source files read once each, for the line a frame names; a relative path (a static's
+/// definition) is under the workspace root, not the tool's working directory.
 struct Sources {
+    root: std::path::PathBuf,
     files: HashMap<String, Option<Vec<String>>>,
 }
 
 impl Sources {
+    fn new(root: &Path) -> Sources {
+        Sources {
+            root: root.to_path_buf(),
+            files: HashMap::new(),
+        }
+    }
+
     fn line(&mut self, f: &FrameReport) -> Option<&str> {
         let (file, line) = (f.file.as_ref()?, f.line?);
+        let root = &self.root;
         let lines = self.files.entry(file.clone()).or_insert_with(|| {
-            std::fs::read_to_string(file)
+            std::fs::read_to_string(root.join(file))
                 .ok()
                 .map(|t| t.lines().map(str::to_owned).collect())
         });
@@ -786,3 +795,37 @@ const SCRIPT: &str = r#"
   });}
 })();
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_links_its_spawn_site_to_the_source_line() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-html-task-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "fn a() {}\n    RT.spawn(task);\n").unwrap();
+        let task = TaskReport {
+            runtime: "tokio".into(),
+            spawned_at: FrameReport::at("app::subscribe", "src/lib.rs", 2),
+            spawned_by: None,
+            listed: false,
+        };
+        let mut h = String::new();
+        task_block(
+            &mut h,
+            &task,
+            "held by a tokio task spawned at app::subscribe (src/lib.rs:2)",
+            &dir,
+            &mut Sources::new(&dir),
+        );
+        let href = format!("file://{}#L2", dir.join("src/lib.rs").display());
+        assert_eq!(
+            h,
+            format!(
+                "<div class=\"task\">held by a tokio task spawned at <a href=\"{href}\"><code>app::subscribe (src/lib.rs:2)</code></a><pre class=\"src\">    RT.spawn(task);</pre></div>"
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -887,6 +887,76 @@ mod tests {
         assert_eq!(lines[3], "  → … 40 objects more", "{lines:?}");
     }
 
+    #[test]
+    fn a_task_holds_by_its_spawn_site_and_its_cells_count_tasks_per_run() {
+        let frame = |function: &str, line| FrameReport::at(function, "/ws/src/lib.rs", line);
+        let task = crate::model::TaskReport {
+            runtime: "tokio".into(),
+            spawned_at: frame("app::subscribe", 20),
+            spawned_by: Some("tokio::runtime::runtime::Runtime::spawn".into()),
+            listed: true,
+        };
+        let runtime = crate::model::RetainedBy {
+            root_kind: crate::model::RootKind::Static,
+            root: "static `app::RT`".into(),
+            symbol: Some("app::RT".into()),
+            thread: None,
+            frame: None,
+            definition: None,
+            via: vec![
+                frame("app::RT::{{closure}}", 11),
+                frame("app::subscribe", 20),
+                frame("app::subscribe::{{closure}}", 23),
+            ],
+            skipped: 0,
+            task: Some(crate::model::HoldingTask {
+                task: task.clone(),
+                via_index: 1,
+            }),
+        };
+        let mut t = test_report();
+        t.name = "tests::subscribes".into();
+        t.verdict = Verdict::Leak;
+        t.retained_bytes = 4096 + 256;
+        let mut buffer = StackReport::example(StackKind::Leak, 4096);
+        buffer.frames = vec![frame("app::subscribe", 19)];
+        buffer.retained_by = Some(runtime.clone());
+        let mut cells = StackReport::example(StackKind::Leak, 256);
+        cells.frames = vec![frame("app::subscribe", 20)];
+        cells.task = Some(task);
+        cells.growth_per_run = vec![
+            crate::model::RunGrowth {
+                objects: 1,
+                bytes: 256
+            };
+            5
+        ];
+        t.stacks = vec![buffer, cells];
+        let report = Report {
+            tests: vec![t],
+            ..Report::example()
+        };
+        let text = render(&report, Path::new("/ws"), Path::new("out"));
+        assert!(
+            text.contains(
+                "             held by a tokio task spawned at app::subscribe (src/lib.rs:20), not finished: its runtime still lists it\n               inside the task:\n                 → app::subscribe::{{closure}} (src/lib.rs:23)\n               the task is held by static `app::RT`\n                 → app::RT::{{closure}} (src/lib.rs:11)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "             1 tokio task still alive (not finished: its runtime still lists them), spawned at app::subscribe (src/lib.rs:20) by `tokio::runtime::runtime::Runtime::spawn`, +1 task per run\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "         tasks left alive on every run, by spawn site:\n           app::subscribe (src/lib.rs:20) (+1 tokio task per run, in 1 test)\n"
+            ),
+            "{text}"
+        );
+    }
+
     /// A report with one test of each kind of outcome the summary tells apart.
     fn varied_report() -> Report {
         let fr = FrameReport::at;
