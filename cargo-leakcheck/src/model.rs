@@ -894,6 +894,8 @@ impl BenchReport {
             stacks: if grows {
                 vec![BenchStack {
                     retained_by: held_by_static("grows::SEEN"),
+                    objects: 3 << 10,
+                    task: None,
                     bytes: 3 << 20,
                     growth_bytes: 2 << 20,
                     growth_bytes_per_second: 409_600.0,
@@ -988,6 +990,14 @@ pub struct BenchStack {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub retained_by: Option<RetainedBy>,
+    /// Objects live at the last snapshot (estimated from the samples when sampled).
+    #[serde(default)]
+    pub objects: u64,
+    /// When its objects are async tasks: what spawned them (its objects are then the live
+    /// tasks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub task: Option<TaskReport>,
 }
 
 /// Paths of a bench's artifacts, relative to the report's directory.

@@ -15,6 +15,9 @@
 //! @ <pc> <pc> …                         each object on the way, root-most first, by its
 //! skip <n>                              allocation stack (a `heap_v2` stack line); the last
 //!                                       `@` is the stack's own; `skip`: n objects left out
+//! words <hex> …                         after an `@`: the object's first words (at most
+//!                                       [`WORDS`]), what it is when its stack was not
+//!                                       sampled (a task's header points at its vtable)
 //! ```
 //!
 //! followed by the process's mappings, as in a dump ([`crate::heap_v2::MAPPED_LIBRARIES`]).
@@ -23,7 +26,11 @@ use crate::heap_v2::{parse_decimal, parse_hex};
 use crate::words::{format_hex, format_u64, Sink};
 
 /// The first line.
-pub const HEADER: &str = "leakcheck-paths/1";
+pub const HEADER: &str = "leakcheck-paths/2";
+/// The first line of the earlier format, read as well: the same lines without `words`.
+pub const HEADER_V1: &str = "leakcheck-paths/1";
+/// How many of an object's first words a `words` line gives.
+pub const WORDS: usize = 4;
 /// The object name of the program itself.
 pub const PROGRAM: &str = "-";
 
@@ -63,6 +70,11 @@ pub enum Line<'a> {
     },
     /// Objects left out of a long chain.
     Skip(u64),
+    /// The first words of the object whose stack line came before (`n` of them).
+    Words {
+        words: [u64; WORDS],
+        n: usize,
+    },
 }
 
 impl Line<'_> {
@@ -102,16 +114,29 @@ impl Line<'_> {
                 out.put("skip ");
                 put_dec(out, n);
             }
+            Line::Words { words, n } => {
+                out.put("words");
+                for w in &words[..n.min(WORDS)] {
+                    out.put(" ");
+                    put_hex(out, *w);
+                }
+            }
         }
     }
 
     /// Reads one line; `None` for anything else (a stack line is read as `heap_v2`'s).
     pub fn parse(line: &str) -> Option<Line<'_>> {
-        if line == HEADER {
+        if line == HEADER || line == HEADER_V1 {
             return Some(Line::Header);
         }
         if line == "path" {
             return Some(Line::Path);
+        }
+        if line == "words" {
+            return Some(Line::Words {
+                words: [0; WORDS],
+                n: 0,
+            });
         }
         let (word, rest) = line.split_once(' ')?;
         match word {
@@ -147,6 +172,15 @@ impl Line<'_> {
                 })
             }
             "skip" => Some(Line::Skip(parse_decimal(rest)?)),
+            "words" => {
+                let mut words = [0u64; WORDS];
+                let mut n = 0;
+                for w in rest.split(' ') {
+                    *words.get_mut(n)? = hex(w)?;
+                    n += 1;
+                }
+                Some(Line::Words { words, n })
+            }
             _ => None,
         }
     }
@@ -179,7 +213,7 @@ mod tests {
     #[test]
     fn every_line_round_trips_in_the_documented_format() {
         for (line, text) in [
-            (Line::Header, "leakcheck-paths/1"),
+            (Line::Header, "leakcheck-paths/2"),
             (Line::Path, "path"),
             (
                 Line::Root(Root::Static {
@@ -206,12 +240,33 @@ mod tests {
                 "thread 4242 tokio-rt worker",
             ),
             (Line::Skip(17), "skip 17"),
+            (
+                Line::Words {
+                    words: [0x5555_0000_1f00, 0, 0x7f00_0000_0010, 0],
+                    n: 3,
+                },
+                "words 0x555500001f00 0x0 0x7f0000000010",
+            ),
+            (
+                Line::Words {
+                    words: [0; WORDS],
+                    n: 0,
+                },
+                "words",
+            ),
         ] {
             assert_eq!(line.to_string(), text);
             assert_eq!(Line::parse(text), Some(line), "{text}");
         }
+        assert_eq!(Line::parse("leakcheck-paths/1"), Some(Line::Header));
         assert_eq!(Line::parse("root static 0x10"), None);
         assert_eq!(Line::parse("skip x"), None);
+        assert_eq!(
+            Line::parse("words 0x1 0x2 0x3 0x4 0x5"),
+            None,
+            "at most WORDS"
+        );
+        assert_eq!(Line::parse("words 0x1 zz"), None);
         assert_eq!(Line::parse("@ 0x1"), None);
     }
 }

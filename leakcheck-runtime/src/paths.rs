@@ -6,7 +6,7 @@
 use crate::reach::{self, Obj, Root, Roots};
 use crate::stop;
 use crate::tracker::{write_stack, Out};
-use leakcheck_protocol::paths::{Line, Root as Written, PROGRAM};
+use leakcheck_protocol::paths::{Line, Root as Written, PROGRAM, WORDS};
 
 /// Objects written at each end of a long chain.
 const CHAIN_END: usize = 8;
@@ -92,7 +92,10 @@ fn write_path(out: &mut Out, objs: &[Obj], target: usize, roots: &Roots, arena: 
     } else {
         line(out, Line::Root(Written::Unknown));
     }
-    let stack = |out: &mut Out, i: usize| write_stack(out, arena, objs[i].id as usize);
+    let stack = |out: &mut Out, i: usize| {
+        write_stack(out, arena, objs[i].id as usize);
+        write_words(out, objs[i]);
+    };
     if depth <= 2 * CHAIN_END {
         // All of it: the ring holds the last min(depth, CHAIN_END), `near` the first.
         let mut chain = [0usize; 2 * CHAIN_END];
@@ -119,6 +122,21 @@ fn write_path(out: &mut Out, objs: &[Obj], target: usize, roots: &Roots, arena: 
     for &n in near.iter().rev() {
         stack(out, n);
     }
+}
+
+/// The object's first words (what it is, when its stack was not sampled: a task's header
+/// points at its vtable).
+fn write_words(out: &mut Out, o: Obj) {
+    let mut words = [0u64; WORDS];
+    let n = (o.end.saturating_sub(o.start) / 8).min(WORDS);
+    for (k, w) in words[..n].iter_mut().enumerate() {
+        // SAFETY: a live allocation of at least `n` words (its extent is the tracker's). It
+        // cannot be freed while the paths are written: a free takes the tracker's lock
+        // first (`tracker::forget`), and the scan holds it. Other threads may have resumed
+        // and write to it; an aligned word load reads one whole value, old or new.
+        *w = unsafe { std::ptr::read_volatile((o.start as *const u64).add(k)) };
+    }
+    line(out, Line::Words { words, n });
 }
 
 /// One line and its newline.

@@ -14,6 +14,7 @@ use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
+use crate::analysis::tasks;
 use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
@@ -303,6 +304,11 @@ pub fn judge_growth(
         }
     }
     let exe = id.exe.display().to_string();
+    let by_words = match &evidence.after {
+        Some(a) => retention::TaskWords::of(a.held.values(), &exe, symbols),
+        None => retention::TaskWords::default(),
+    };
+    let last_snapshot = snapshots.last().map(|s| &s.profile.stacks);
     for g in stacks.into_iter().take(STACKS_LISTED) {
         let trimmed = resolve_stack(&g.frames, symbols);
         let class = classify::classify_test(&trimmed, &exe, None);
@@ -321,13 +327,17 @@ pub fn judge_growth(
             growth_bytes_per_second: g.bytes_per_second,
             flagged,
             kind,
+            objects: last_snapshot
+                .and_then(|stacks| stacks.get(&g.frames))
+                .map_or(0, |c| c.objects),
+            task: tasks::task_of(&trimmed, &exe),
             frames: trimmed.iter().map(frame_report).collect(),
             retained_by: evidence
                 .after
                 .as_ref()
                 .and_then(|a| a.held.get(&g.frames))
                 .filter(|_| flagged)
-                .map(|p| retention::describe(p, &exe, symbols)),
+                .map(|p| retention::describe(p, &exe, symbols, &by_words)),
             series: g.series,
         });
     }

@@ -10,7 +10,7 @@ use crate::analysis::profile;
 use crate::analysis::symbols::Frame;
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
-use crate::model::{FrameReport, HoldingTask, RetainedBy, RootKind};
+use crate::model::{FrameReport, HoldingTask, RetainedBy, RootKind, TaskReport};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +24,9 @@ pub struct HeldPath {
     pub chain: Vec<Vec<FrameKey>>,
     /// Objects left out of a long chain (between the first and the last eight).
     pub skipped: u64,
+    /// Per object of `chain`: those of its first words that point into a mapped file (code
+    /// or read-only data, such as a vtable), by their place in the object.
+    pub words: Vec<Vec<(u8, FrameKey)>>,
 }
 
 /// A root as the runtime names it.
@@ -74,14 +77,15 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
         root: Root<'a>,
         thread: Option<(u64, String)>,
         chain: Vec<Vec<u64>>,
+        words: Vec<Vec<u64>>,
         skipped: u64,
     }
     let mut raws: Vec<Raw> = Vec::new();
     for line in lines.filter(|l| !l.is_empty()) {
         if let Some(addrs) = parse_stack(line) {
-            raws.last_mut()?
-                .chain
-                .push(addrs.collect::<Result<_, _>>().ok()?);
+            let raw = raws.last_mut()?;
+            raw.chain.push(addrs.collect::<Result<_, _>>().ok()?);
+            raw.words.push(Vec::new());
             continue;
         }
         match Line::parse(line)? {
@@ -89,8 +93,12 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
                 root: Root::Unknown,
                 thread: None,
                 chain: Vec::new(),
+                words: Vec::new(),
                 skipped: 0,
             }),
+            Line::Words { words, n } => {
+                *raws.last_mut()?.words.last_mut()? = words[..n].to_vec();
+            }
             Line::Root(root) => raws.last_mut()?.root = root,
             Line::Thread { tid, name } => raws.last_mut()?.thread = Some((tid, name.to_owned())),
             Line::Skip(n) => raws.last_mut()?.skipped = n,
@@ -105,9 +113,22 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
         }
     }
     let mut keys = diff::frame_keys(&mappings, &stacks).into_iter();
+    let words: Vec<Vec<u64>> = raws.iter().flat_map(|r| r.words.iter().cloned()).collect();
+    let mut word_keys = diff::frame_keys(&mappings, &words).into_iter();
     raws.into_iter()
         .map(|r| {
             let chain: Vec<Vec<FrameKey>> = keys.by_ref().take(r.chain.len()).collect();
+            let words: Vec<Vec<(u8, FrameKey)>> = word_keys
+                .by_ref()
+                .take(r.words.len())
+                .map(|ws| {
+                    ws.into_iter()
+                        .enumerate()
+                        .filter(|(_, k)| in_a_file(k))
+                        .map(|(i, k)| (i as u8, k))
+                        .collect()
+                })
+                .collect();
             let root = match r.root {
                 Root::Static { vaddr, object } => RawRoot::Static {
                     vaddr,
@@ -131,6 +152,7 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
                 thread: r.thread,
                 chain,
                 skipped: r.skipped,
+                words,
             })
         })
         .collect()
@@ -158,7 +180,12 @@ pub fn by_stack(
 
 /// Names a path's root and the objects on its way (`exe`: the test binary, which a static
 /// of `-` is in).
-pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedBy {
+pub fn describe(
+    p: &HeldPath,
+    exe: &str,
+    symbols: &mut dyn Symbols,
+    tasks_by_words: &TaskWords,
+) -> RetainedBy {
     // Thread ids differ from run to run, and the report must not: threads go by name.
     let thread = p.thread.as_ref().map(|(_, name)| name.clone());
     let of_thread = |what: String| match &p.thread {
@@ -227,7 +254,14 @@ pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedB
             false => allocation_site(frames, exe),
         })
         .collect();
-    let task = tasks::holding_task(&on_the_way, exe)
+    // An object whose stack was not sampled may still show what it is by its words.
+    let known: Vec<Option<TaskReport>> = (0..on_the_way.len())
+        .map(|i| match p.chain[i].is_empty() {
+            true => tasks_by_words.task(p.words.get(i).map_or(&[][..], Vec::as_slice)),
+            false => None,
+        })
+        .collect();
+    let task = tasks::holding_task(&on_the_way, &known, exe)
         .map(|(via_index, task)| HoldingTask { task, via_index });
     RetainedBy {
         root_kind,
@@ -239,6 +273,57 @@ pub fn describe(p: &HeldPath, exe: &str, symbols: &mut dyn Symbols) -> RetainedB
         via,
         skipped: p.skipped,
         task,
+    }
+}
+
+/// A word in a mapped file (not an anonymous or special mapping, nor no mapping at all).
+fn in_a_file(k: &FrameKey) -> bool {
+    !k.object.is_empty() && !k.object.starts_with('[')
+}
+
+/// What the task cells among the paths' objects showed at their first words (a task's
+/// header points at its vtable, one per future type): an object whose stack was not
+/// sampled with one of those words at the same place is such a task. A word seen in the
+/// cells of more than one spawn site names none.
+#[derive(Default)]
+pub struct TaskWords(HashMap<(u8, FrameKey), Option<TaskReport>>);
+
+impl TaskWords {
+    /// From every object of `paths` whose allocation stack is a task cell's.
+    pub fn of<'a>(
+        paths: impl IntoIterator<Item = &'a HeldPath>,
+        exe: &str,
+        symbols: &mut dyn Symbols,
+    ) -> TaskWords {
+        let mut seen: HashMap<(u8, FrameKey), Option<TaskReport>> = HashMap::new();
+        for p in paths {
+            for (keys, words) in p.chain.iter().zip(&p.words) {
+                if keys.is_empty() || words.is_empty() {
+                    continue;
+                }
+                let Some(task) = tasks::task_of(&resolve_stack(keys, symbols), exe) else {
+                    continue;
+                };
+                for w in words {
+                    seen.entry(w.clone())
+                        .and_modify(|known| {
+                            if known
+                                .as_ref()
+                                .is_some_and(|k| k.spawned_at != task.spawned_at)
+                            {
+                                *known = None;
+                            }
+                        })
+                        .or_insert_with(|| Some(task.clone()));
+                }
+            }
+        }
+        TaskWords(seen)
+    }
+
+    /// The task an object with these words is, when one of them names one.
+    pub fn task(&self, words: &[(u8, FrameKey)]) -> Option<TaskReport> {
+        words.iter().find_map(|w| self.0.get(w).cloned().flatten())
     }
 }
 

@@ -233,6 +233,7 @@ pub fn judge_stacks(
     held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
 ) -> Vec<StackReport> {
     let merged = merge_by_kind_and_frames(retained, exe, symbols, entry_range, held);
+    let by_words = retention::TaskWords::of(held.values(), exe, symbols);
     let mut stacks: Vec<StackReport> = merged
         .into_iter()
         .map(|((kind, frames), m)| {
@@ -249,7 +250,7 @@ pub fn judge_stacks(
                 retained_by: m
                     .held
                     .as_ref()
-                    .map(|p| retention::describe(p, exe, symbols)),
+                    .map(|p| retention::describe(p, exe, symbols, &by_words)),
                 task: m.task.map(|mut t| {
                     t.listed = (m.held.as_ref())
                         .is_some_and(|p| retention::lists_task(p, &t.runtime, symbols));

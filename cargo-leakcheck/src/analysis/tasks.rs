@@ -136,15 +136,23 @@ fn is_std(name: &str) -> bool {
         .any(|p| name.starts_with(p))
 }
 
-/// Of a retention path's objects (root-most first, each by its allocation stack), the
+/// Of a retention path's objects (root-most first, each by its allocation stack, and by
+/// what its own words showed it to be when its stack was not sampled: `known`), the
 /// innermost task cell: its index and what it is, with whether an object before it on the
 /// path is its runtime's bookkeeping.
-pub fn holding_task(chain: &[Vec<Frame>], exe: &str) -> Option<(usize, TaskReport)> {
-    let (i, mut task) = chain
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, frames)| task_of(frames, exe).map(|t| (i, t)))?;
+pub fn holding_task(
+    chain: &[Vec<Frame>],
+    known: &[Option<TaskReport>],
+    exe: &str,
+) -> Option<(usize, TaskReport)> {
+    let (i, mut task) = chain.iter().enumerate().rev().find_map(|(i, frames)| {
+        known
+            .get(i)
+            .cloned()
+            .flatten()
+            .or_else(|| task_of(frames, exe))
+            .map(|t| (i, t))
+    })?;
     task.listed = chain[..i]
         .iter()
         .any(|frames| is_runtime_bookkeeping(frames, &task.runtime));
@@ -261,7 +269,7 @@ mod tests {
             registry("tokio::runtime::builder::Builder::build"),
             frame("tasks::RT::{{closure}}", "/ws/src/lib.rs", 11),
         ];
-        let (i, task) = holding_task(&[runtime.clone(), tokio_cell()], EXE).expect("a task");
+        let (i, task) = holding_task(&[runtime.clone(), tokio_cell()], &[], EXE).expect("a task");
         assert_eq!(i, 1);
         assert!(task.listed, "reached through the runtime's own structure");
         // Reached from the program's own object (a JoinHandle kept in a Vec), not listed.
@@ -273,9 +281,14 @@ mod tests {
             ),
             frame("tasks::keep", "/ws/src/lib.rs", 40),
         ];
-        let (_, task) = holding_task(&[vec, tokio_cell()], EXE).expect("a task");
+        let (_, task) = holding_task(&[vec, tokio_cell()], &[], EXE).expect("a task");
         assert!(!task.listed);
-        assert_eq!(holding_task(&[runtime], EXE), None);
+        assert_eq!(holding_task(&[runtime.clone()], &[], EXE), None);
+        // A cell whose stack was not sampled, known by its words.
+        let known = task_of(&tokio_cell(), EXE);
+        let (i, task) =
+            holding_task(&[runtime, Vec::new()], &[None, known.clone()], EXE).expect("a task");
+        assert_eq!((i, Some(task.spawned_at)), (1, known.map(|t| t.spawned_at)));
     }
 
     #[test]

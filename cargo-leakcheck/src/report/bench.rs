@@ -166,6 +166,13 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                             human_bytes(st.growth_bytes.max(0) as u64),
                             f.function
                         );
+                        if let Some(task) = &st.task {
+                            let _ = writeln!(
+                                s,
+                                "             {}",
+                                crate::report::human::live_tasks_text(task, st.objects, root)
+                            );
+                        }
                         for line in st
                             .retained_by
                             .iter()

@@ -14,10 +14,10 @@
 use crate::analysis::frames::from_identifying_frame;
 use crate::errors::ExitCode;
 use crate::model::{
-    human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, StackKind,
+    human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, RetainedBy, StackKind,
     StackReport, TaskReport, TestReport, Verdict,
 };
-use crate::report::human::{frame_text, held_text, is_harness_frame, task_text};
+use crate::report::human::{frame_text, held_text, is_harness_frame, live_tasks_text, task_text};
 use crate::report::markup::escape as esc;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -110,7 +110,7 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
     lifetime_section(&mut h, report);
     not_run_section(&mut h, report);
     if !report.benches.is_empty() {
-        benches_section(&mut h, report, root);
+        benches_section(&mut h, report, root, &mut sources);
     }
     if !report.notes.is_empty() {
         h.push_str("<section id=\"notes\">\n<h2>Notes</h2>\n<ul>\n");
@@ -391,17 +391,22 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
         task_block(h, task, &summary, root, sources);
     }
     if let Some(held) = &st.retained_by {
-        h.push_str("<div class=\"held\">");
-        let mut lines = held_text(held, root).into_iter();
-        if let Some(t) = &held.task {
-            // The first line names the task; the page shows it with its spawn line.
-            let head = lines.next().unwrap_or_default();
-            task_block(h, &t.task, &head, root, sources);
-        }
-        for line in lines {
-            let _ = write!(h, "<div>{}</div>", esc(line.trim()));
-        }
-        h.push_str("</div>");
+        held_block(h, held, root, sources);
+    }
+    h.push_str("</div>");
+}
+
+/// Who holds a stack's objects; a task that does, by its spawn line.
+fn held_block(h: &mut String, held: &RetainedBy, root: &Path, sources: &mut Sources) {
+    h.push_str("<div class=\"held\">");
+    let mut lines = held_text(held, root).into_iter();
+    if let Some(t) = &held.task {
+        // The first line names the task; the page shows it with its spawn line.
+        let head = lines.next().unwrap_or_default();
+        task_block(h, &t.task, &head, root, sources);
+    }
+    for line in lines {
+        let _ = write!(h, "<div>{}</div>", esc(line.trim()));
     }
     h.push_str("</div>");
 }
@@ -580,15 +585,15 @@ fn not_run_section(h: &mut String, report: &Report) {
     h.push_str("</ul>\n</section>\n");
 }
 
-fn benches_section(h: &mut String, report: &Report, root: &Path) {
+fn benches_section(h: &mut String, report: &Report, root: &Path, sources: &mut Sources) {
     h.push_str("<section id=\"benches\">\n<h2>Benches and services</h2>\n");
     for b in &report.benches {
-        bench_block(h, b, root);
+        bench_block(h, b, root, sources);
     }
     h.push_str("</section>\n");
 }
 
-fn bench_block(h: &mut String, b: &BenchReport, root: &Path) {
+fn bench_block(h: &mut String, b: &BenchReport, root: &Path, sources: &mut Sources) {
     let v = b.verdict.as_str();
     let _ = write!(
         h,
@@ -617,12 +622,12 @@ fn bench_block(h: &mut String, b: &BenchReport, root: &Path) {
             let _ = write!(h, "<li><code>{}</code></li>", esc(&frame_text(f, root)));
         }
         h.push_str("</ol>");
+        if let Some(task) = &st.task {
+            let text = live_tasks_text(task, st.objects, root);
+            task_block(h, task, &text, root, sources);
+        }
         if let Some(held) = &st.retained_by {
-            h.push_str("<div class=\"held\">");
-            for line in held_text(held, root) {
-                let _ = write!(h, "<div>{}</div>", esc(line.trim()));
-            }
-            h.push_str("</div>");
+            held_block(h, held, root, sources);
         }
         h.push_str("</div>");
     }

@@ -164,6 +164,28 @@ fn growing_task_sites(report: &Report) -> Vec<(FrameReport, String)> {
         .collect()
 }
 
+/// A stack of task cells of a bench or service, at the end: `about 19,707 tokio tasks
+/// alive at the end, spawned at … by `…``.
+pub(crate) fn live_tasks_text(
+    task: &crate::model::TaskReport,
+    objects: u64,
+    root: &Path,
+) -> String {
+    let by = match &task.spawned_by {
+        Some(f) => format!(" by `{f}`"),
+        None => String::new(),
+    };
+    format!(
+        "about {} alive at the end, spawned at {}{by}",
+        plural(
+            objects,
+            &format!("{} task", task.runtime),
+            &format!("{} tasks", task.runtime)
+        ),
+        frame_text(&task.spawned_at, root)
+    )
+}
+
 /// `a tokio task`, `an async-task task`.
 fn a_task_of(runtime: &str) -> String {
     let article = match runtime.chars().next() {
