@@ -270,6 +270,13 @@ const fn service(
     }
 }
 
+/// The async service of `cargo leakcheck run`, on tokio.
+const ASYNCAPP: Target = Target {
+    fixture: "tests/fixtures/asyncapp",
+    package: "asyncapp",
+    binary: "asyncapp",
+};
+
 /// Judged under the `leakcheck.toml` at its root.
 const CONFIGURED: Target = Target {
     fixture: "tests/fixtures/configured",
@@ -800,6 +807,13 @@ pub const EXPECTED: &[Expected] = &[
     // and are read from that jemalloc's own sampled dumps (who holds them is not known).
     service(WEBAPP, "login", "leak", Some("login")).features("jemalloc"),
     service(WEBAPP, "item", "clean", None).features("jemalloc"),
+    // --- tests/fixtures/asyncapp under `cargo leakcheck run`: a task per request ---
+    // Each `/subscribe` spawns a task that never ends, holding the request's buffer.
+    service(ASYNCAPP, "subscribe", "leak", Some("subscribe"))
+        .spawns_tasks("tokio", "subscribe")
+        .held_by_task(),
+    // Each `/job` spawns a task and awaits it.
+    service(ASYNCAPP, "job", "clean", None),
     // --- tests/fixtures/configured: verdicts under its own leakcheck.toml ---
     clean(CONFIGURED, "tests::cache_warmed_on_purpose").runs("completed"),
     leak(CONFIGURED, "tests::cache_overflow", "cache_overflow").runs("completed"),

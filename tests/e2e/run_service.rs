@@ -21,11 +21,19 @@ fn free_port() -> u16 {
 
 /// Nothing listens on the port any more, and no process runs the fixture's binary.
 fn nothing_left(port: u16, target: &Path) {
+    nothing_of(port, target, "webapp");
+}
+
+fn nothing_of(port: u16, target: &Path, binary: &str) {
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the service still answers on {port}"
     );
-    let exe = target.join("debug/webapp").to_string_lossy().into_owned();
+    let exe = target
+        .join("debug")
+        .join(binary)
+        .to_string_lossy()
+        .into_owned();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
@@ -45,7 +53,11 @@ struct Setup {
 }
 
 fn setup(name: &str) -> Setup {
-    let project = copy_fixture(FIXTURE);
+    setup_of(FIXTURE, name)
+}
+
+fn setup_of(fixture: &str, name: &str) -> Setup {
+    let project = copy_fixture(fixture);
     let target = scratch().join("targets").join(name);
     Setup { project, target }
 }
@@ -73,7 +85,10 @@ fn load(port: u16, path: &str) -> String {
 #[test]
 fn service_request_paths_match_the_table() {
     let s = setup("webapp");
-    let rows: Vec<_> = EXPECTED.iter().filter(|e| e.service).collect();
+    let rows: Vec<_> = EXPECTED
+        .iter()
+        .filter(|e| e.service && e.fixture == FIXTURE)
+        .collect();
     assert_eq!(rows.len(), 4);
     // The leak on std's allocator is checked exact too; the rest sampled only.
     let runs = rows.iter().flat_map(|row| {
@@ -209,6 +224,105 @@ fn service_request_paths_match_the_table() {
                 }
             }
             None => assert!(flagged.is_empty(), "{row_name}: {flagged:?}"),
+        }
+    }
+}
+
+/// The async service: a task per request that never ends is named at its spawn line, with
+/// the number of tasks alive at the end, and holds the request's buffer; a task spawned and
+/// awaited per request is no leak.
+#[test]
+fn an_async_service_names_the_spawn_site_and_its_live_tasks() {
+    const ASYNC: &str = "tests/fixtures/asyncapp";
+    const REQUESTS: u64 = 20_000;
+    let s = setup_of(ASYNC, "asyncapp");
+    let rows: Vec<_> = EXPECTED
+        .iter()
+        .filter(|e| e.service && e.fixture == ASYNC)
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let port = free_port();
+        let port_text = port.to_string();
+        let load = format!(
+            "curl -sS 'http://127.0.0.1:{port}/{}?n=[1-{REQUESTS}]' > /dev/null",
+            row.test
+        );
+        let (out, stderr) = run(
+            &s,
+            &[
+                "--ready-port",
+                &port_text,
+                "--load",
+                &load,
+                "--",
+                "--port",
+                &port_text,
+            ],
+        );
+        let code = if row.verdict == "leak" { 3 } else { 0 };
+        assert_eq!(out.status.code(), Some(code), "{}:\n{stderr}", row.test);
+        nothing_of(port, &s.target, "asyncapp");
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(s.target.join("leakcheck/report.json")).unwrap(),
+        )
+        .unwrap();
+        let b = &report["benches"][0];
+        assert_eq!(b["verdict"], row.verdict, "{}: {b}", row.test);
+        let flagged: Vec<&serde_json::Value> = b["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["flagged"] == true)
+            .collect();
+        let Some((runtime, name)) = row.spawns_tasks else {
+            assert!(flagged.is_empty(), "{}: {flagged:?}", row.test);
+            continue;
+        };
+        let (file, line) = crate::harness::spawn_site(ASYNC, name);
+        let at_spawn = |task: &serde_json::Value| {
+            task["runtime"] == runtime
+                && task["spawned_at"]["file"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with(&file))
+                && task["spawned_at"]["line"] == line
+        };
+        // The tasks themselves: their cells, named by the spawn line, about one per request.
+        let cells = flagged
+            .iter()
+            .find(|s| at_spawn(&s["task"]))
+            .unwrap_or_else(|| panic!("no growing stack of tasks spawned at {file}:{line}: {b}"));
+        let live = cells["objects"].as_u64().unwrap();
+        assert!(
+            (REQUESTS * 7 / 10..=REQUESTS * 13 / 10).contains(&live),
+            "about {REQUESTS} tasks alive at the end, not {live}: {cells}"
+        );
+        assert!(
+            stderr.contains("tokio tasks alive at the end, spawned at asyncapp::subscribe"),
+            "{stderr}"
+        );
+        // What each task holds: the request's buffer, at its own line.
+        let (site_file, site_line) = leak_site(ASYNC, row.site.unwrap());
+        let buffer = flagged
+            .iter()
+            .find(|s| {
+                s["frames"].as_array().unwrap().iter().any(|f| {
+                    f["file"].as_str().is_some_and(|p| p.ends_with(&site_file))
+                        && f["line"] == site_line
+                })
+            })
+            .unwrap_or_else(|| panic!("no growing stack at {site_file}:{site_line}: {b}"));
+        if row.held_by_task {
+            assert!(
+                at_spawn(&buffer["retained_by"]["task"]),
+                "the buffer is held by the task: {buffer}"
+            );
+            assert!(
+                stderr.contains(&format!(
+                    "held by a tokio task spawned at asyncapp::subscribe (src/main.rs:{line})"
+                )),
+                "{stderr}"
+            );
         }
     }
 }

@@ -283,7 +283,7 @@ mod tests {
         ];
         let (_, task) = holding_task(&[vec, tokio_cell()], &[], EXE).expect("a task");
         assert!(!task.listed);
-        assert_eq!(holding_task(&[runtime.clone()], &[], EXE), None);
+        assert_eq!(holding_task(std::slice::from_ref(&runtime), &[], EXE), None);
         // A cell whose stack was not sampled, known by its words.
         let known = task_of(&tokio_cell(), EXE);
         let (i, task) =
