@@ -429,6 +429,15 @@ pub struct TaskReport {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[serde(default)]
     pub listed: bool,
+    /// What its state word said when the scan read it: `pending` (waiting to be woken),
+    /// `scheduled`, `running`, `cancelled` or `finished` (its cell still referenced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Whether the runtime's version is one whose state word this tool knows how to read
+    /// (not reported).
+    #[serde(skip)]
+    pub layout_known: bool,
 }
 
 /// The task that holds a stack's objects: the innermost task cell on the retention path.

@@ -172,12 +172,14 @@ fn check_tasks(row: &Expected, t: &Value, runtime: &str, name: &str, who: &str) 
     let mut problems = Vec::new();
     let (file, line) = spawn_site(row.fixture, name);
     let stacks = t["stacks"].as_array().unwrap();
+    // Every task of the fixtures waits for something that never comes: still pending.
     let at_site = |task: &Value| {
         task["runtime"] == runtime
             && task["spawned_at"]["file"]
                 .as_str()
                 .is_some_and(|p| p.ends_with(&file))
             && task["spawned_at"]["line"].as_u64() == Some(u64::from(line))
+            && task["state"] == "pending"
     };
     let cells = stacks.iter().filter(|s| s["kind"] == "leak").any(|s| {
         at_site(&s["task"])
@@ -187,7 +189,7 @@ fn check_tasks(row: &Expected, t: &Value, runtime: &str, name: &str, who: &str) 
     });
     if !cells {
         problems.push(format!(
-            "{who}: no leak stack of {runtime} tasks spawned at {file}:{line}, +1 per run; stacks: {}",
+            "{who}: no leak stack of pending {runtime} tasks spawned at {file}:{line}, +1 per run; stacks: {}",
             serde_json::to_string_pretty(stacks).unwrap()
         ));
     }
@@ -199,7 +201,7 @@ fn check_tasks(row: &Expected, t: &Value, runtime: &str, name: &str, who: &str) 
         if !held {
             let shown: Vec<&Value> = stacks.iter().filter_map(|s| s.get("retained_by")).collect();
             problems.push(format!(
-                "{who}: no leak held by a {runtime} task spawned at {file}:{line}; held by: {}",
+                "{who}: no leak held by a pending {runtime} task spawned at {file}:{line}; held by: {}",
                 serde_json::to_string_pretty(&shown).unwrap()
             ));
         }

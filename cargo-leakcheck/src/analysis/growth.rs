@@ -330,7 +330,11 @@ pub fn judge_growth(
             objects: last_snapshot
                 .and_then(|stacks| stacks.get(&g.frames))
                 .map_or(0, |c| c.objects),
-            task: tasks::task_of(&trimmed, &exe),
+            task: tasks::task_of(&trimmed, &exe).map(|mut t| {
+                let held = evidence.after.as_ref().and_then(|a| a.held.get(&g.frames));
+                tasks::read_state(&mut t, held.and_then(retention::held_first_word));
+                t
+            }),
             frames: trimmed.iter().map(frame_report).collect(),
             retained_by: evidence
                 .after

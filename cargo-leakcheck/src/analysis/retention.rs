@@ -27,6 +27,8 @@ pub struct HeldPath {
     /// Per object of `chain`: those of its first words that point into a mapped file (code
     /// or read-only data, such as a vtable), by their place in the object.
     pub words: Vec<Vec<(u8, FrameKey)>>,
+    /// Per object of `chain`: its first word, when the scan read it (a task's state).
+    pub first_words: Vec<Option<u64>>,
 }
 
 /// A root as the runtime names it.
@@ -118,6 +120,7 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
     raws.into_iter()
         .map(|r| {
             let chain: Vec<Vec<FrameKey>> = keys.by_ref().take(r.chain.len()).collect();
+            let first_words = r.words.iter().map(|w| w.first().copied()).collect();
             let words: Vec<Vec<(u8, FrameKey)>> = word_keys
                 .by_ref()
                 .take(r.words.len())
@@ -153,6 +156,7 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
                 chain,
                 skipped: r.skipped,
                 words,
+                first_words,
             })
         })
         .collect()
@@ -261,8 +265,10 @@ pub fn describe(
             false => None,
         })
         .collect();
-    let task = tasks::holding_task(&on_the_way, &known, exe)
-        .map(|(via_index, task)| HoldingTask { task, via_index });
+    let task = tasks::holding_task(&on_the_way, &known, exe).map(|(via_index, mut task)| {
+        tasks::read_state(&mut task, p.first_words.get(via_index).copied().flatten());
+        HoldingTask { task, via_index }
+    });
     RetainedBy {
         root_kind,
         root,
@@ -325,6 +331,11 @@ impl TaskWords {
     pub fn task(&self, words: &[(u8, FrameKey)]) -> Option<TaskReport> {
         words.iter().find_map(|w| self.0.get(w).cloned().flatten())
     }
+}
+
+/// The first word of the object a path holds (the held stack's own), when the scan read it.
+pub fn held_first_word(p: &HeldPath) -> Option<u64> {
+    p.first_words.last().copied().flatten()
 }
 
 /// Whether the way to a task's cell runs through its runtime `runtime`'s own structures

@@ -252,8 +252,10 @@ pub fn judge_stacks(
                     .as_ref()
                     .map(|p| retention::describe(p, exe, symbols, &by_words)),
                 task: m.task.map(|mut t| {
-                    t.listed = (m.held.as_ref())
-                        .is_some_and(|p| retention::lists_task(p, &t.runtime, symbols));
+                    if let Some(p) = m.held.as_ref() {
+                        t.listed = retention::lists_task(p, &t.runtime, symbols);
+                        tasks::read_state(&mut t, retention::held_first_word(p));
+                    }
                     t
                 }),
             };

@@ -21,6 +21,10 @@ struct Constructor {
     runtime: &'static str,
     type_path: &'static str,
     method: &'static str,
+    /// How the constructor's source file is named in a version whose task state word this
+    /// reads (`/tokio-1.`: tokio 1.x, from the registry's directory name), and that word's
+    /// bits.
+    layout: (&'static str, StateBits),
     /// The runtime's crates: frames of these between the constructor and the program's
     /// frame are the runtime's spawning machinery, and an object allocated in one of them
     /// before the task on a retention path is the runtime's own bookkeeping.
@@ -32,12 +36,32 @@ const CONSTRUCTORS: [Constructor; 2] = [
         runtime: "tokio",
         type_path: "tokio::runtime::task::core::Cell",
         method: "::new",
+        // tokio 1.x, `runtime/task/state.rs`; the state is the header's first word.
+        layout: (
+            "/tokio-1.",
+            StateBits {
+                running: 0b1,
+                finished: 0b10,
+                scheduled: 0b100,
+                cancelled: 0b10_0000,
+            },
+        ),
         crates: &["tokio::"],
     },
     Constructor {
         runtime: "async-task",
         type_path: "async_task::raw::RawTask",
         method: "::allocate",
+        // async-task 4.x, `state.rs`: SCHEDULED, RUNNING, COMPLETED | CLOSED.
+        layout: (
+            "/async-task-4.",
+            StateBits {
+                running: 1 << 1,
+                finished: 1 << 2,
+                scheduled: 1 << 0,
+                cancelled: 1 << 3,
+            },
+        ),
         crates: &[
             "async_task::",
             "async_executor::",
@@ -47,6 +71,14 @@ const CONSTRUCTORS: [Constructor; 2] = [
         ],
     },
 ];
+
+/// The bits of a task's state word (its header's first word).
+struct StateBits {
+    running: u64,
+    finished: u64,
+    scheduled: u64,
+    cancelled: u64,
+}
 
 fn function(f: &Frame) -> &str {
     f.function.as_deref().unwrap_or("").trim_start_matches('<')
@@ -104,12 +136,42 @@ pub fn task_of(frames: &[Frame], exe: &str) -> Option<TaskReport> {
         ),
         None => (FrameReport::named("(a frame outside the program)"), None),
     };
+    let layout_known = frames[at]
+        .file
+        .as_deref()
+        .is_some_and(|f| f.contains(constructor.layout.0));
     Some(TaskReport {
         runtime: constructor.runtime.to_owned(),
         spawned_at,
         spawned_by,
         listed: false,
+        state: None,
+        layout_known,
     })
+}
+
+/// The task's state, from its header's first word as the scan read it, when its runtime's
+/// version is one whose state word is known.
+pub fn read_state(task: &mut TaskReport, first_word: Option<u64>) {
+    let (Some(word), true) = (first_word, task.layout_known) else {
+        return;
+    };
+    let Some(c) = CONSTRUCTORS.iter().find(|c| c.runtime == task.runtime) else {
+        return;
+    };
+    let bits = &c.layout.1;
+    let state = if word & bits.finished != 0 {
+        "finished"
+    } else if word & bits.running != 0 {
+        "running"
+    } else if word & bits.cancelled != 0 {
+        "cancelled"
+    } else if word & bits.scheduled != 0 {
+        "scheduled"
+    } else {
+        "pending"
+    };
+    task.state = Some(state.to_owned());
 }
 
 /// Whether an object allocated with these frames belongs to the bookkeeping of the
@@ -289,6 +351,25 @@ mod tests {
         let (i, task) =
             holding_task(&[runtime, Vec::new()], &[None, known.clone()], EXE).expect("a task");
         assert_eq!((i, Some(task.spawned_at)), (1, known.map(|t| t.spawned_at)));
+    }
+
+    #[test]
+    fn a_task_s_state_is_read_from_its_first_word_in_the_versions_known() {
+        let mut task = task_of(&tokio_cell(), EXE).expect("a task cell");
+        assert!(task.layout_known, "tokio 1.x, from the registry's path");
+        // tokio: ref count 2, join interest, nothing else: waiting to be woken.
+        read_state(&mut task, Some((2 << 6) | 0b1000));
+        assert_eq!(task.state.as_deref(), Some("pending"));
+        read_state(&mut task, Some((1 << 6) | 0b0010));
+        assert_eq!(task.state.as_deref(), Some("finished"));
+        read_state(&mut task, Some((1 << 6) | 0b0101));
+        assert_eq!(task.state.as_deref(), Some("running"));
+        // An unknown version: nothing is said.
+        let mut frames = tokio_cell();
+        frames[1].file = Some("/vendor/tokio/src/runtime/task/core.rs".into());
+        let mut other = task_of(&frames, EXE).expect("a task cell");
+        read_state(&mut other, Some(0));
+        assert_eq!(other.state, None);
     }
 
     #[test]

@@ -815,6 +815,8 @@ mod tests {
             spawned_at: FrameReport::at("app::subscribe", "src/lib.rs", 2),
             spawned_by: None,
             listed: false,
+            state: None,
+            layout_known: false,
         };
         let mut h = String::new();
         task_block(

@@ -71,10 +71,10 @@ pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
             via(&mut lines, 0..held.via.len(), "  ");
         }
         Some(t) => {
-            let state = if t.task.listed {
-                ", not finished: its runtime still lists it"
-            } else {
-                ""
+            let state = match (&t.task.state, t.task.listed) {
+                (Some(state), _) => format!(", {}", state_words(state)),
+                (None, true) => ", not finished: its runtime still lists it".to_owned(),
+                (None, false) => String::new(),
             };
             lines.push(format!(
                 "held by {} spawned at {}{state}",
@@ -108,13 +108,13 @@ pub(crate) fn task_text(stack: &StackReport, root: &Path) -> Option<String> {
         (Some(&min), Some(&max)) if min > 0 => format!(", +{min} to +{max} tasks per run"),
         _ => String::new(),
     };
-    let state = if task.listed {
-        " (not finished: its runtime still lists them)"
-    } else {
-        ""
+    let state = match (&task.state, task.listed) {
+        (Some(state), _) => format!("; {} when read", state_words(state)),
+        (None, true) => "; not finished: its runtime still lists them".to_owned(),
+        (None, false) => String::new(),
     };
     Some(format!(
-        "{} still alive{state}, spawned at {}{by}{growth}",
+        "{} still alive, spawned at {}{by}{growth}{state}",
         plural(
             stack.objects,
             &format!("{} task", task.runtime),
@@ -175,8 +175,12 @@ pub(crate) fn live_tasks_text(
         Some(f) => format!(" by `{f}`"),
         None => String::new(),
     };
+    let state = match &task.state {
+        Some(state) => format!("; the one read was {}", state_words(state)),
+        None => String::new(),
+    };
     format!(
-        "about {} alive at the end, spawned at {}{by}",
+        "about {} alive at the end, spawned at {}{by}{state}",
         plural(
             objects,
             &format!("{} task", task.runtime),
@@ -184,6 +188,16 @@ pub(crate) fn live_tasks_text(
         ),
         frame_text(&task.spawned_at, root)
     )
+}
+
+/// A task's state in words.
+fn state_words(state: &str) -> &str {
+    match state {
+        "pending" => "still pending (waiting to be woken)",
+        "scheduled" => "scheduled to run",
+        "finished" => "finished, its cell still referenced",
+        other => other,
+    }
 }
 
 /// `a tokio task`, `an async-task task`.
@@ -917,6 +931,8 @@ mod tests {
             spawned_at: frame("app::subscribe", 20),
             spawned_by: Some("tokio::runtime::runtime::Runtime::spawn".into()),
             listed: true,
+            state: None,
+            layout_known: false,
         };
         let runtime = crate::model::RetainedBy {
             root_kind: crate::model::RootKind::Static,
@@ -967,7 +983,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "             1 tokio task still alive (not finished: its runtime still lists them), spawned at app::subscribe (src/lib.rs:20) by `tokio::runtime::runtime::Runtime::spawn`, +1 task per run\n"
+                "             1 tokio task still alive, spawned at app::subscribe (src/lib.rs:20) by `tokio::runtime::runtime::Runtime::spawn`, +1 task per run; not finished: its runtime still lists them\n"
             ),
             "{text}"
         );
@@ -976,6 +992,15 @@ mod tests {
                 "         tasks left alive on every run, by spawn site:\n           app::subscribe (src/lib.rs:20) (+1 tokio task per run, in 1 test)\n"
             ),
             "{text}"
+        );
+        // Its state word read: said instead.
+        let mut read = runtime;
+        if let Some(t) = read.task.as_mut() {
+            t.task.state = Some("pending".into());
+        }
+        assert_eq!(
+            held_text(&read, Path::new("/ws"))[0],
+            "held by a tokio task spawned at app::subscribe (src/lib.rs:20), still pending (waiting to be woken)"
         );
     }
 
