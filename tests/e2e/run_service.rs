@@ -47,6 +47,16 @@ fn nothing_of(port: u16, target: &Path, binary: &str) {
     }
 }
 
+/// The stacks of a bench report that its growth rule flagged.
+fn flagged_stacks(b: &serde_json::Value) -> Vec<&serde_json::Value> {
+    b["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["flagged"] == true)
+        .collect()
+}
+
 struct Setup {
     project: PathBuf,
     target: PathBuf,
@@ -169,12 +179,7 @@ fn service_request_paths_match_the_table() {
             svg.contains("resident set size (RSS)") && svg.contains("<polyline"),
             "{svg}"
         );
-        let flagged: Vec<&serde_json::Value> = b["stacks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["flagged"] == true)
-            .collect();
+        let flagged = flagged_stacks(b);
         match row.site {
             Some(site) => {
                 // The first stack listed is the leak, at its marked line.
@@ -269,12 +274,7 @@ fn an_async_service_names_the_spawn_site_and_its_live_tasks() {
         .unwrap();
         let b = &report["benches"][0];
         assert_eq!(b["verdict"], row.verdict, "{}: {b}", row.test);
-        let flagged: Vec<&serde_json::Value> = b["stacks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["flagged"] == true)
-            .collect();
+        let flagged = flagged_stacks(b);
         let Some((runtime, name)) = row.spawns_tasks else {
             assert!(flagged.is_empty(), "{}: {flagged:?}", row.test);
             continue;

@@ -346,6 +346,27 @@ fn async_tasks_are_named_by_their_spawn_site() {
     check_fixture("tests/fixtures/tasks");
 }
 
+/// The page shows a task that holds a leak by its spawn line, linked to the source.
+#[test]
+fn the_page_links_a_task_to_its_spawn_line() {
+    const TASKS: &str = "tests/fixtures/tasks";
+    let run = run_fixture(TASKS, &[]);
+    let page = std::fs::read_to_string(run.out_dir.join("index.html")).unwrap();
+    let (file, line) = spawn_site(TASKS, "task_per_call_waits_forever");
+    let link = format!("{file}#L{line}\"><code>tasks::subscribe ({file}:{line})</code></a>");
+    let block = page
+        .split("<div class=\"task\">")
+        .skip(1)
+        .find(|b| {
+            b.starts_with("held by a tokio task spawned at <a href=\"file://") && b.contains(&link)
+        })
+        .unwrap_or_else(|| panic!("no task block linking {file}:{line}:\n{page}"));
+    assert!(
+        block.contains("<pre class=\"src\">    RT.spawn(task); // spawn-site: task_per_call_waits_forever</pre>"),
+        "the spawn line beside it: {block}"
+    );
+}
+
 #[test]
 fn lifetime_fixture_matches_the_table() {
     check_fixture("tests/fixtures/lifetime");
