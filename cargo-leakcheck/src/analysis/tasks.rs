@@ -21,10 +21,13 @@ struct Constructor {
     runtime: &'static str,
     type_path: &'static str,
     method: &'static str,
+    /// The same function as a build with line tables only names an inlined frame: by its
+    /// short name (`new<…>`) in this source file of the runtime's crate.
+    source: &'static str,
     /// How the constructor's source file is named in a version whose task state word this
     /// reads (`/tokio-1.`: tokio 1.x, from the registry's directory name), and that word's
-    /// bits.
-    layout: (&'static str, StateBits),
+    /// bits; None where the header's layout is the compiler's choice.
+    layout: Option<(&'static str, StateBits)>,
     /// The runtime's crates: frames of these between the constructor and the program's
     /// frame are the runtime's spawning machinery, and an object allocated in one of them
     /// before the task on a retention path is the runtime's own bookkeeping.
@@ -36,8 +39,10 @@ const CONSTRUCTORS: [Constructor; 2] = [
         runtime: "tokio",
         type_path: "tokio::runtime::task::core::Cell",
         method: "::new",
-        // tokio 1.x, `runtime/task/state.rs`; the state is the header's first word.
-        layout: (
+        source: "src/runtime/task/core.rs",
+        // tokio 1.x, `runtime/task/state.rs`: the cell and its header are `repr(C)`, and the
+        // state is the header's first field.
+        layout: Some((
             "/tokio-1.",
             StateBits {
                 running: 0b1,
@@ -45,29 +50,23 @@ const CONSTRUCTORS: [Constructor; 2] = [
                 scheduled: 0b100,
                 cancelled: 0b10_0000,
             },
-        ),
-        crates: &["tokio::"],
+        )),
+        crates: &["tokio"],
     },
     Constructor {
         runtime: "async-task",
         type_path: "async_task::raw::RawTask",
         method: "::allocate",
-        // async-task 4.x, `state.rs`: SCHEDULED, RUNNING, COMPLETED | CLOSED.
-        layout: (
-            "/async-task-4.",
-            StateBits {
-                running: 1 << 1,
-                finished: 1 << 2,
-                scheduled: 1 << 0,
-                cancelled: 1 << 3,
-            },
-        ),
+        source: "src/raw.rs",
+        // async-task's header is not `repr(C)`: where its state lies is the compiler's
+        // choice (a release build was seen to put another field first).
+        layout: None,
         crates: &[
-            "async_task::",
-            "async_executor::",
-            "async_global_executor::",
-            "async_std::",
-            "smol::",
+            "async_task",
+            "async_executor",
+            "async_global_executor",
+            "async_std",
+            "smol",
         ],
     },
 ];
@@ -84,21 +83,70 @@ fn function(f: &Frame) -> &str {
     f.function.as_deref().unwrap_or("").trim_start_matches('<')
 }
 
+/// The crate a frame is in, with `-` as `_`: from its source file when it has one (std's
+/// under `/rustc/…/library/<crate>/`, a dependency's under the registry's
+/// `<crate>-<version>/`), else from its function's path. A build with line tables only names
+/// inlined frames without their path (`new<…>`), so the file decides there.
+fn crate_of(f: &Frame) -> Option<String> {
+    if let Some(file) = f.file.as_deref() {
+        if let Some((_, lib)) = file.split_once("/library/") {
+            return lib.split('/').next().map(|c| c.replace('-', "_"));
+        }
+        if let Some((_, rest)) = file.split_once("/.cargo/registry/src/") {
+            let dir = rest.split('/').nth(1)?;
+            // `tokio-1.54.1`, `async-task-4.7.1`: the name ends where the version starts.
+            let name = match dir.rfind('-') {
+                Some(i) if dir[i + 1..].starts_with(|c: char| c.is_ascii_digit()) => &dir[..i],
+                _ => dir,
+            };
+            return Some(name.replace('-', "_"));
+        }
+    }
+    let name = function(f);
+    name.split_once("::").map(|(c, _)| c.to_owned())
+}
+
+fn is_std_crate(c: &str) -> bool {
+    matches!(c, "std" | "core" | "alloc" | "hashbrown")
+}
+
+/// Whether a frame is in one of these crates.
+fn in_crates(f: &Frame, crates: &[&str]) -> bool {
+    crate_of(f).is_some_and(|c| crates.contains(&c.as_str()))
+}
+
 /// The constructor that allocated this object, when it is a task cell: the innermost
 /// frame outside std's allocation machinery must be it (what a task's future allocates
 /// while it runs, or what the runtime allocates to schedule it, has other frames there).
 fn constructor_of(frames: &[Frame]) -> Option<(usize, &'static Constructor)> {
-    let (i, name) = frames
+    let (i, f) = frames
         .iter()
-        .map(function)
         .enumerate()
-        .find(|(_, name)| !is_std(name))?;
+        .find(|(_, f)| !crate_of(f).is_some_and(|c| is_std_crate(&c)))?;
+    let name = function(f);
     let c = CONSTRUCTORS.iter().find(|c| {
-        name.strip_prefix(c.type_path).is_some_and(|rest| {
+        let by_path = name.strip_prefix(c.type_path).is_some_and(|rest| {
             (rest.starts_with('<') || rest.starts_with("::")) && rest.ends_with(c.method)
-        })
+        });
+        let short = c.method.trim_start_matches(':');
+        let by_source = in_crates(f, &c.crates[..1])
+            && f.file.as_deref().is_some_and(|p| p.ends_with(c.source))
+            && name
+                .strip_prefix(short)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('<'));
+        by_path || by_source
     })?;
     Some((i, c))
+}
+
+/// A function's name as a report gives the runtime's spawning function: without the
+/// generic arguments a short (inlined) name carries.
+fn spawning_name(f: &Frame) -> String {
+    let name = function(f);
+    match name.find('<') {
+        Some(i) if !name[..i].contains("::") => name[..i].to_owned(),
+        _ => name.to_owned(),
+    }
 }
 
 /// The task an allocation stack made, when it is a task cell: the runtime, the program's
@@ -108,12 +156,7 @@ pub fn task_of(frames: &[Frame], exe: &str) -> Option<TaskReport> {
     let (at, constructor) = constructor_of(frames)?;
     let outer = &frames[at + 1..];
     let own_source = |f: &&Frame| f.file.as_deref().is_some_and(classify::is_own_source);
-    let is_runtime = |f: &Frame| {
-        constructor
-            .crates
-            .iter()
-            .any(|c| function(f).starts_with(c))
-    };
+    let is_runtime = |f: &Frame| in_crates(f, constructor.crates);
     // The spawn site: the first frame of the program's own code further out; failing that
     // (a binary without line tables), the first frame that is neither the runtime's nor
     // std's.
@@ -132,14 +175,16 @@ pub fn task_of(frames: &[Frame], exe: &str) -> Option<TaskReport> {
                 .iter()
                 .rev()
                 .find(|f| is_runtime(f))
-                .map(|f| function(f).to_owned()),
+                .map(spawning_name),
         ),
         None => (FrameReport::named("(a frame outside the program)"), None),
     };
-    let layout_known = frames[at]
-        .file
-        .as_deref()
-        .is_some_and(|f| f.contains(constructor.layout.0));
+    let layout_known = constructor.layout.as_ref().is_some_and(|(version, _)| {
+        frames[at]
+            .file
+            .as_deref()
+            .is_some_and(|f| f.contains(version))
+    });
     Some(TaskReport {
         runtime: constructor.runtime.to_owned(),
         spawned_at,
@@ -156,10 +201,13 @@ pub fn read_state(task: &mut TaskReport, first_word: Option<u64>) {
     let (Some(word), true) = (first_word, task.layout_known) else {
         return;
     };
-    let Some(c) = CONSTRUCTORS.iter().find(|c| c.runtime == task.runtime) else {
+    let Some((_, bits)) = CONSTRUCTORS
+        .iter()
+        .find(|c| c.runtime == task.runtime)
+        .and_then(|c| c.layout.as_ref())
+    else {
         return;
     };
-    let bits = &c.layout.1;
     let state = if word & bits.finished != 0 {
         "finished"
     } else if word & bits.running != 0 {
@@ -187,15 +235,8 @@ pub fn is_runtime_bookkeeping(frames: &[Frame], runtime: &str) -> bool {
     // out (the builder call).
     frames
         .iter()
-        .map(function)
-        .find(|name| !is_std(name))
-        .is_some_and(|name| c.crates.iter().any(|k| name.starts_with(k)))
-}
-
-fn is_std(name: &str) -> bool {
-    ["alloc::", "core::", "std::", "hashbrown::"]
-        .iter()
-        .any(|p| name.starts_with(p))
+        .find(|f| !crate_of(f).is_some_and(|c| is_std_crate(&c)))
+        .is_some_and(|f| in_crates(f, c.crates))
 }
 
 /// Of a retention path's objects (root-most first, each by its allocation stack, and by
@@ -239,10 +280,18 @@ mod tests {
         }
     }
 
+    /// A frame of a dependency, in its crate's directory of the registry (tokio 1.54.1,
+    /// async-task 4.7.1, …).
     fn registry(function: &str) -> Frame {
+        let krate = function.split("::").next().unwrap().replace('_', "-");
+        let version = if krate == "async-task" {
+            "4.7.1"
+        } else {
+            "1.54.1"
+        };
         frame(
             function,
-            "/root/.cargo/registry/src/index.crates.io-1/tokio-1.54.1/src/runtime/x.rs",
+            &format!("/root/.cargo/registry/src/index.crates.io-1/{krate}-{version}/src/x.rs"),
             10,
         )
     }
@@ -370,6 +419,59 @@ mod tests {
         let mut other = task_of(&frames, EXE).expect("a task cell");
         read_state(&mut other, Some(0));
         assert_eq!(other.state, None);
+    }
+
+    #[test]
+    fn a_release_build_with_line_tables_only_names_inlined_frames_by_their_sources() {
+        // Inlined frames get their short DWARF names there; their files say whose they are.
+        let tokio = |function: &str, file: &str| {
+            frame(
+                function,
+                &format!("/root/.cargo/registry/src/index.crates.io-1/tokio-1.54.1/{file}"),
+                1,
+            )
+        };
+        let frames = vec![
+            frame(
+                "new<tokio::runtime::task::core::Cell<F, S>>",
+                "/rustc/abc/library/alloc/src/boxed.rs",
+                286,
+            ),
+            tokio(
+                "new<tasks::subscribe::{async_block_env#0}, alloc::sync::Arc<…>>",
+                "src/runtime/task/core.rs",
+            ),
+            tokio(
+                "new_task<tasks::subscribe::{async_block_env#0}, …>",
+                "src/runtime/task/mod.rs",
+            ),
+            tokio(
+                "spawn<tasks::subscribe::{async_block_env#0}>",
+                "src/runtime/runtime.rs",
+            ),
+            frame("{closure#0}", "/ws/src/lib.rs", 24),
+        ];
+        let task = task_of(&frames, EXE).expect("a task cell");
+        assert_eq!(task.runtime, "tokio");
+        assert_eq!(task.spawned_at.line, Some(24));
+        assert_eq!(task.spawned_by.as_deref(), Some("spawn"));
+        assert!(task.layout_known);
+        // Another `new` of tokio's, in another file, is not a task's.
+        let mut other = frames.clone();
+        other[1] = tokio("new<tokio::runtime::park::Inner>", "src/runtime/park.rs");
+        assert_eq!(task_of(&other, EXE), None);
+        // The runtime's own structure, told by its file.
+        let handle = vec![
+            frame(
+                "new<tokio::runtime::scheduler::Handle>",
+                "/rustc/abc/library/alloc/src/sync.rs",
+                422,
+            ),
+            tokio("create", "src/runtime/scheduler/multi_thread/worker.rs"),
+            frame("{closure#0}", "/ws/src/lib.rs", 11),
+        ];
+        assert!(is_runtime_bookkeeping(&handle, "tokio"));
+        assert!(!is_runtime_bookkeeping(&handle, "async-task"));
     }
 
     #[test]
