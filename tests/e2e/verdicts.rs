@@ -352,6 +352,27 @@ fn async_tasks_are_named_by_their_spawn_site() {
     check_fixture("tests/fixtures/tasks");
 }
 
+/// The same table in a release build with line tables only (the fixture's release profile):
+/// inlined frames carry short names there, and tasks are still named at their spawn lines.
+#[test]
+fn async_tasks_are_named_in_a_release_build_with_line_tables_only() {
+    const TASKS: &str = "tests/fixtures/tasks";
+    let run = run_fixture(TASKS, &["--release"]);
+    let problems: Vec<String> = EXPECTED
+        .iter()
+        .filter(|e| e.fixture == TASKS)
+        .flat_map(|row| check_row(&run, row))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{} mismatches:\n{}\n\nstderr:\n{}",
+        problems.len(),
+        problems.join("\n\n"),
+        run.stderr
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+}
+
 /// The page shows a task that holds a leak by its spawn line, linked to the source.
 #[test]
 fn the_page_links_a_task_to_its_spawn_line() {
