@@ -424,6 +424,11 @@ pub struct TaskReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub spawned_by: Option<String>,
+    /// The future's type, when the symbols name it (inlined frames of a build with line
+    /// tables carry the constructor's generic arguments): `app::subscribe::{async_block_env#0}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub future: Option<String>,
     /// As a holder: the way to it runs through its runtime's own structures (its scheduler's
     /// list of tasks, another of its tasks), which list a task until it has finished.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -447,6 +452,11 @@ pub struct HoldingTask {
     pub task: TaskReport,
     /// Its cell's place in [`RetainedBy::via`].
     pub via_index: usize,
+    /// What holds the task, in words, when the object before it on the path says: "its
+    /// runtime's list of tasks", "a waker in a channel", "a timer".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub kept_by: Option<String>,
 }
 
 /// A retention path: the root that holds the first object on the way to one of a stack's

@@ -267,7 +267,14 @@ pub fn describe(
         .collect();
     let task = tasks::holding_task(&on_the_way, &known, exe).map(|(via_index, mut task)| {
         tasks::read_state(&mut task, p.first_words.get(via_index).copied().flatten());
-        HoldingTask { task, via_index }
+        let kept_by = via_index
+            .checked_sub(1)
+            .and_then(|before| tasks::kept_by(&on_the_way[before], &task.runtime));
+        HoldingTask {
+            task,
+            via_index,
+            kept_by,
+        }
     });
     RetainedBy {
         root_kind,

@@ -139,6 +139,54 @@ fn constructor_of(frames: &[Frame]) -> Option<(usize, &'static Constructor)> {
     Some((i, c))
 }
 
+/// The future's type from the constructor's name, when it carries its generic arguments
+/// (`new<app::f::{async_block_env#0}, alloc::sync::Arc<…>>`: the first), and they are not
+/// the parameters' names (`Cell<T,S>::new`).
+fn future_of(name: &str) -> Option<String> {
+    let open = name.find('<')?;
+    let args = &name[open + 1..];
+    let mut depth = 0usize;
+    let end = args
+        .char_indices()
+        .find(|&(_, c)| {
+            match c {
+                '<' => depth += 1,
+                '>' if depth == 0 => return true,
+                '>' => depth -= 1,
+                ',' if depth == 0 => return true,
+                _ => {}
+            }
+            false
+        })
+        .map_or(args.len(), |(i, _)| i);
+    let first = args[..end].trim();
+    (first.contains("::") && !name[..open].contains("::")).then(|| first.to_owned())
+}
+
+/// What holds a task, in words, from the allocation stack of the object before it on a
+/// retention path: its runtime's own structures, a channel (a waker the channel keeps), a
+/// timer. None when the stack says nothing of the kind (the program's own object).
+pub fn kept_by(frames: &[Frame], runtime: &str) -> Option<String> {
+    if is_runtime_bookkeeping(frames, runtime) {
+        return Some("its runtime's own structures (its scheduler, its list of tasks)".into());
+    }
+    let inner = innermost_outside_std(frames)?;
+    let file = inner.file.as_deref().unwrap_or("");
+    let name = function(inner);
+    match crate_of(inner)?.as_str() {
+        "tokio" if file.contains("/src/sync/") || name.starts_with("tokio::sync::") => {
+            Some("a waker in a tokio channel".into())
+        }
+        "tokio" if file.contains("/time/") || name.starts_with("tokio::time::") => {
+            Some("a tokio timer".into())
+        }
+        "async_channel" | "event_listener" | "futures_channel" | "flume" | "crossbeam_channel" => {
+            Some("a waker in a channel".into())
+        }
+        _ => None,
+    }
+}
+
 /// A function's name as a report gives the runtime's spawning function: without the
 /// generic arguments a short (inlined) name carries.
 fn spawning_name(f: &Frame) -> String {
@@ -189,6 +237,7 @@ pub fn task_of(frames: &[Frame], exe: &str) -> Option<TaskReport> {
         runtime: constructor.runtime.to_owned(),
         spawned_at,
         spawned_by,
+        future: future_of(function(&frames[at])),
         listed: false,
         state: None,
         layout_known,
@@ -233,10 +282,27 @@ pub fn is_runtime_bookkeeping(frames: &[Frame], runtime: &str) -> bool {
     // The innermost frame that is not std's allocation machinery decides: a runtime's own
     // structure is allocated inside the runtime, even when the program's frame is further
     // out (the builder call).
+    let Some(inner) = innermost_outside_std(frames) else {
+        return false;
+    };
+    if !in_crates(inner, c.crates) {
+        return false;
+    }
+    match c.runtime {
+        // tokio's scheduler and task lists are in its `runtime` module; its channels
+        // (`sync`) and timers are what a task waits on, not what lists it.
+        "tokio" => match inner.file.as_deref() {
+            Some(file) => file.contains("/src/runtime/") && !file.contains("/runtime/time/"),
+            None => function(inner).starts_with("tokio::runtime::"),
+        },
+        _ => true,
+    }
+}
+
+fn innermost_outside_std(frames: &[Frame]) -> Option<&Frame> {
     frames
         .iter()
         .find(|f| !crate_of(f).is_some_and(|c| is_std_crate(&c)))
-        .is_some_and(|f| in_crates(f, c.crates))
 }
 
 /// Of a retention path's objects (root-most first, each by its allocation stack, and by
@@ -283,15 +349,19 @@ mod tests {
     /// A frame of a dependency, in its crate's directory of the registry (tokio 1.54.1,
     /// async-task 4.7.1, …).
     fn registry(function: &str) -> Frame {
-        let krate = function.split("::").next().unwrap().replace('_', "-");
+        let mut path = function.split("::");
+        let krate = path.next().unwrap().replace('_', "-");
         let version = if krate == "async-task" {
             "4.7.1"
         } else {
             "1.54.1"
         };
+        // The module's directory, as the crate lays out its sources (`src/runtime/…`).
+        let module = path.next().filter(|m| m.starts_with(char::is_lowercase));
+        let dir = module.map_or("src".to_owned(), |m| format!("src/{m}"));
         frame(
             function,
-            &format!("/root/.cargo/registry/src/index.crates.io-1/{krate}-{version}/src/x.rs"),
+            &format!("/root/.cargo/registry/src/index.crates.io-1/{krate}-{version}/{dir}/x.rs"),
             10,
         )
     }
@@ -455,6 +525,10 @@ mod tests {
         assert_eq!(task.runtime, "tokio");
         assert_eq!(task.spawned_at.line, Some(24));
         assert_eq!(task.spawned_by.as_deref(), Some("spawn"));
+        assert_eq!(
+            task.future.as_deref(),
+            Some("tasks::subscribe::{async_block_env#0}")
+        );
         assert!(task.layout_known);
         // Another `new` of tokio's, in another file, is not a task's.
         let mut other = frames.clone();
@@ -472,6 +546,56 @@ mod tests {
         ];
         assert!(is_runtime_bookkeeping(&handle, "tokio"));
         assert!(!is_runtime_bookkeeping(&handle, "async-task"));
+    }
+
+    #[test]
+    fn what_holds_a_task_is_told_by_the_object_before_it() {
+        let sync = |function: &str| {
+            frame(
+                function,
+                "/root/.cargo/registry/src/index.crates.io-1/tokio-1.54.1/src/sync/oneshot.rs",
+                1,
+            )
+        };
+        let oneshot = vec![
+            frame(
+                "alloc::sync::Arc<T>::new",
+                "/rustc/abc/library/alloc/src/sync.rs",
+                1,
+            ),
+            sync("tokio::sync::oneshot::channel"),
+            frame("app::subscribe", "/ws/src/lib.rs", 18),
+        ];
+        assert_eq!(
+            kept_by(&oneshot, "tokio").as_deref(),
+            Some("a waker in a tokio channel")
+        );
+        let runtime = vec![
+            frame(
+                "alloc::sync::Arc<T>::new",
+                "/rustc/abc/library/alloc/src/sync.rs",
+                1,
+            ),
+            registry("tokio::runtime::builder::Builder::build"),
+            frame("app::RT::{{closure}}", "/ws/src/lib.rs", 11),
+        ];
+        assert!(kept_by(&runtime, "tokio")
+            .unwrap()
+            .starts_with("its runtime's own"));
+        let program = vec![
+            frame(
+                "alloc::vec::Vec<T>::push",
+                "/rustc/abc/library/alloc/src/vec/mod.rs",
+                1,
+            ),
+            frame("app::keep", "/ws/src/lib.rs", 40),
+        ];
+        assert_eq!(kept_by(&program, "tokio"), None);
+        // Debug builds name the constructor by its linkage name: no generic arguments.
+        assert_eq!(
+            future_of("tokio::runtime::task::core::Cell<T,S>::new"),
+            None
+        );
     }
 
     #[test]

@@ -814,6 +814,7 @@ mod tests {
             runtime: "tokio".into(),
             spawned_at: FrameReport::at("app::subscribe", "src/lib.rs", 2),
             spawned_by: None,
+            future: None,
             listed: false,
             state: None,
             layout_known: false,

@@ -81,10 +81,16 @@ pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
                 a_task_of(&t.task.runtime),
                 frame_text(&t.task.spawned_at, root)
             ));
+            if let Some(future) = &t.task.future {
+                lines.push(format!("  its future: `{future}`"));
+            }
             let inside = t.via_index + 1..held.via.len();
             if !inside.is_empty() {
                 lines.push("  inside the task:".into());
                 via(&mut lines, inside, "    ");
+            }
+            if let Some(kept) = &t.kept_by {
+                lines.push(format!("  the task is kept by {kept}"));
             }
             lines.push(format!("  the task is {root_line}"));
             via(&mut lines, 0..t.via_index.min(held.via.len()), "    ");
@@ -930,6 +936,7 @@ mod tests {
             runtime: "tokio".into(),
             spawned_at: frame("app::subscribe", 20),
             spawned_by: Some("tokio::runtime::runtime::Runtime::spawn".into()),
+            future: None,
             listed: true,
             state: None,
             layout_known: false,
@@ -950,6 +957,9 @@ mod tests {
             task: Some(crate::model::HoldingTask {
                 task: task.clone(),
                 via_index: 1,
+                kept_by: Some(
+                    "its runtime's own structures (its scheduler, its list of tasks)".into(),
+                ),
             }),
         };
         let mut t = test_report();
@@ -977,7 +987,7 @@ mod tests {
         let text = render(&report, Path::new("/ws"), Path::new("out"));
         assert!(
             text.contains(
-                "             held by a tokio task spawned at app::subscribe (src/lib.rs:20), not finished: its runtime still lists it\n               inside the task:\n                 → app::subscribe::{{closure}} (src/lib.rs:23)\n               the task is held by static `app::RT`\n                 → app::RT::{{closure}} (src/lib.rs:11)\n"
+                "             held by a tokio task spawned at app::subscribe (src/lib.rs:20), not finished: its runtime still lists it\n               inside the task:\n                 → app::subscribe::{{closure}} (src/lib.rs:23)\n               the task is kept by its runtime's own structures (its scheduler, its list of tasks)\n               the task is held by static `app::RT`\n                 → app::RT::{{closure}} (src/lib.rs:11)\n"
             ),
             "{text}"
         );
