@@ -159,6 +159,12 @@ impl Roots {
         &self.ranges[..self.n]
     }
 
+    /// Whether root range `i` lasts beyond what a thread is doing now: a static or a
+    /// thread-local (see [`mark`]).
+    pub fn lasting(&self, i: usize) -> bool {
+        matches!(self.kinds[i], Root::Static { .. } | Root::Tls { .. })
+    }
+
     /// The root range holding the word at `at` (the first, in scan order), and its kind.
     pub fn root_of(&self, at: usize) -> Option<((usize, usize), Root)> {
         (0..self.n)
@@ -177,26 +183,40 @@ impl Roots {
 /// Marks every object in `objs` (sorted by start, not overlapping) that a word in `roots`
 /// reaches, directly or through other marked objects, and records how each was first
 /// reached. Breadth first: what the roots point to first, then what those point to, so the
-/// way recorded to each object is a shortest one. `work` must hold `objs.len()` entries:
-/// each object is queued at most once, when it is marked. Returns how many were marked;
-/// `work[..that]` lists them in the order they were reached.
+/// way recorded to each object is a shortest one; but from the roots that last
+/// (`lasting(r)`: statics, thread-locals) to the end first, then from the others (stacks,
+/// registers). An object a static holds is named by the static even when a stack also points
+/// to it: a stale copy left in a frame, or a local that holds it only for now, is not what
+/// keeps it. `work` must hold `objs.len()` entries: each object is queued at most once, when
+/// it is marked. Returns how many were marked; `work[..that]` lists them in the order they
+/// were reached.
 ///
 /// # Safety
 /// Every root range and every object's `[start, end)` must be readable memory.
-pub unsafe fn mark(objs: &mut [Obj], roots: &[(usize, usize)], work: &mut [u32]) -> usize {
+pub unsafe fn mark(
+    objs: &mut [Obj],
+    roots: &[(usize, usize)],
+    lasting: &dyn Fn(usize) -> bool,
+    work: &mut [u32],
+) -> usize {
     let mut queued = 0usize;
-    for (r, &(lo, hi)) in roots.iter().enumerate() {
-        let root = r.min(u16::MAX as usize) as u16;
-        // SAFETY: the caller guarantees the range is readable.
-        unsafe { scan(lo, hi, Err(root), objs, work, &mut queued) };
-    }
     let mut next = 0usize;
-    while next < queued {
-        let i = work[next] as usize;
-        next += 1;
-        let o = objs[i];
-        // SAFETY: a live allocation, readable by the caller's guarantee.
-        unsafe { scan(o.start, o.end, Ok(i), objs, work, &mut queued) };
+    for phase in [true, false] {
+        for (r, &(lo, hi)) in roots.iter().enumerate() {
+            if lasting(r) != phase {
+                continue;
+            }
+            let root = r.min(u16::MAX as usize) as u16;
+            // SAFETY: the caller guarantees the range is readable.
+            unsafe { scan(lo, hi, Err(root), objs, work, &mut queued) };
+        }
+        while next < queued {
+            let i = work[next] as usize;
+            next += 1;
+            let o = objs[i];
+            // SAFETY: a live allocation, readable by the caller's guarantee.
+            unsafe { scan(o.start, o.end, Ok(i), objs, work, &mut queued) };
+        }
     }
     queued
 }
@@ -663,7 +683,7 @@ mod tests {
         let mut work = vec![0u32; objs.len()];
         let roots = [(root.as_ptr() as usize, root.as_ptr() as usize + 24)];
         // SAFETY: the roots and objects are live vectors of this test.
-        unsafe { mark(&mut objs, &roots, &mut work) };
+        unsafe { mark(&mut objs, &roots, &|_| true, &mut work) };
         assert!(marked(&objs, &a) && marked(&objs, &b) && marked(&objs, &c));
         assert!(!marked(&objs, &lost) && !marked(&objs, &d));
         // A cycle with no root is lost as a whole.
@@ -673,7 +693,7 @@ mod tests {
         let roots = [(root_d.as_ptr() as usize, root_d.as_ptr() as usize + 8)];
         b[0] = a.as_ptr() as usize;
         // SAFETY: as above.
-        unsafe { mark(&mut objs, &roots, &mut work) };
+        unsafe { mark(&mut objs, &roots, &|_| true, &mut work) };
         assert!(marked(&objs, &d));
         assert!(!marked(&objs, &a) && !marked(&objs, &b) && !marked(&objs, &c));
         std::hint::black_box((&a, &b, &c, &lost, &d));
@@ -696,7 +716,7 @@ mod tests {
             (root2.as_ptr() as usize, root2.as_ptr() as usize + 16),
         ];
         // SAFETY: the roots and objects are live vectors of this test.
-        let reached = unsafe { mark(&mut objs, &roots, &mut work) };
+        let reached = unsafe { mark(&mut objs, &roots, &|_| true, &mut work) };
         assert_eq!(reached, 3);
         let find = |v: &[usize]| {
             objs.iter()
@@ -709,6 +729,13 @@ mod tests {
         assert!(!objs[ib].direct && objs[ib].from == ia);
         // Reached in order: what the roots point to, then what those point to.
         assert_eq!(work[2] as usize, ib);
+        // When root2 is a stack and root1 a static, c is named by the static, through a
+        // and b, though the stack points to it directly: lasting roots go first.
+        let mut objs = objs_of(&[&a, &b, &c]);
+        // SAFETY: as above.
+        let reached = unsafe { mark(&mut objs, &roots, &|r| r == 0, &mut work) };
+        assert_eq!(reached, 3);
+        assert!(!objs[ic].direct && objs[ic].from == ib && objs[ic].root == 0);
         std::hint::black_box((&a, &b, &c));
     }
 

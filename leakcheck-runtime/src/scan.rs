@@ -90,7 +90,7 @@ fn write_unreached(
     // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
     // end meanwhile (registry held); the objects are live (the lock keeps them from being
     // freed: `forget` takes it before the allocator gets an object back).
-    let reached = unsafe { reach::mark(objs, roots.ranges(), work) };
+    let reached = unsafe { reach::mark(objs, roots.ranges(), &|r| roots.lasting(r), work) };
     stop::resume(stop);
     let marked = sys::now_us();
     let arena: &[u64] = s.stacks.arena.words();

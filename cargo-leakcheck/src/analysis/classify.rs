@@ -154,11 +154,23 @@ pub fn allocator_prefix_len(frames: &[Frame]) -> usize {
 }
 
 /// Whether a source file is the program's own: not std's (`/rustc/…`), nor a crate std
-/// vendors (`/rust/deps/…`, hashbrown), nor a dependency from the registry.
+/// vendors (`/rust/deps/…`, hashbrown), nor a dependency from a registry or a git checkout,
+/// wherever the cargo home is (`~/.cargo`, `/usr/local/cargo` in Rust's Docker images, a
+/// CI's cache directory).
 pub fn is_own_source(file: &str) -> bool {
     !file.starts_with("/rustc/")
         && !file.starts_with("/rust/deps/")
-        && !file.contains("/.cargo/registry/")
+        && registry_package(file).is_none()
+        && !file.contains("/git/checkouts/")
+}
+
+/// The directory of the registry package a source file is in (`tokio-1.54.1`), from cargo's
+/// layout `<cargo home>/registry/src/<registry>/<package>-<version>/…`.
+pub fn registry_package(file: &str) -> Option<&str> {
+    let (_, rest) = file.split_once("/registry/src/")?;
+    let mut parts = rest.split('/');
+    let _registry = parts.next()?;
+    parts.next().filter(|p| !p.is_empty())
 }
 
 /// Whether a frame is outside std, libtest, libc and the loader.
@@ -260,6 +272,22 @@ mod tests {
     }
 
     const EXE: &str = "/t/target/debug/deps/leaky-123";
+
+    #[test]
+    fn a_dependency_is_not_the_program_s_own_source_wherever_the_cargo_home_is() {
+        for home in ["/root/.cargo", "/usr/local/cargo", "/tmp/tmp.x1y2"] {
+            let file =
+                format!("{home}/registry/src/index.crates.io-1949cf8c/tokio-1.54.1/src/lib.rs");
+            assert!(!is_own_source(&file), "{file}");
+            assert_eq!(registry_package(&file), Some("tokio-1.54.1"));
+        }
+        assert!(!is_own_source(
+            "/usr/local/cargo/git/checkouts/foo-1a2b/3c4d5e6/src/lib.rs"
+        ));
+        assert!(!is_own_source("/rustc/abc/library/std/src/thread/mod.rs"));
+        assert!(is_own_source("/work/app/src/registry/src.rs"));
+        assert!(is_own_source("/work/app/src/lib.rs"));
+    }
 
     fn f(function: &str, object: &str) -> Frame {
         Frame {

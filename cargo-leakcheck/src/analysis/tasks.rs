@@ -89,11 +89,13 @@ fn function(f: &Frame) -> &str {
 /// inlined frames without their path (`new<…>`), so the file decides there.
 fn crate_of(f: &Frame) -> Option<String> {
     if let Some(file) = f.file.as_deref() {
-        if let Some((_, lib)) = file.split_once("/library/") {
+        if let Some((_, lib)) = file
+            .strip_prefix("/rustc/")
+            .and_then(|f| f.split_once("/library/"))
+        {
             return lib.split('/').next().map(|c| c.replace('-', "_"));
         }
-        if let Some((_, rest)) = file.split_once("/.cargo/registry/src/") {
-            let dir = rest.split('/').nth(1)?;
+        if let Some(dir) = classify::registry_package(file) {
             // `tokio-1.54.1`, `async-task-4.7.1`: the name ends where the version starts.
             let name = match dir.rfind('-') {
                 Some(i) if dir[i + 1..].starts_with(|c: char| c.is_ascii_digit()) => &dir[..i],
@@ -361,7 +363,9 @@ mod tests {
         let dir = module.map_or("src".to_owned(), |m| format!("src/{m}"));
         frame(
             function,
-            &format!("/root/.cargo/registry/src/index.crates.io-1/{krate}-{version}/{dir}/x.rs"),
+            &format!(
+                "/usr/local/cargo/registry/src/index.crates.io-1/{krate}-{version}/{dir}/x.rs"
+            ),
             10,
         )
     }
