@@ -286,7 +286,7 @@ fn an_async_service_names_the_spawn_site_and_its_live_tasks() {
                     .as_str()
                     .is_some_and(|p| p.ends_with(&file))
                 && task["spawned_at"]["line"] == line
-                && task["state"] == "pending"
+                && (task["state"] == "pending" || task["state"] == "scheduled")
         };
         // The tasks themselves: their cells, named by the spawn line, about one per request.
         let cells = flagged

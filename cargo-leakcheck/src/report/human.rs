@@ -200,7 +200,7 @@ pub(crate) fn live_tasks_text(
 fn state_words(state: &str) -> &str {
     match state {
         "pending" => "still pending (waiting to be woken)",
-        "scheduled" => "scheduled to run",
+        "scheduled" => "still pending (scheduled to run)",
         "finished" => "finished, its cell still referenced",
         other => other,
     }
