@@ -216,6 +216,17 @@ fn check_tasks(row: &Expected, t: &Value, runtime: &str, name: &str, who: &str) 
     problems
 }
 
+/// Fails with every mismatch of a run against the table, and its stderr.
+fn no_mismatches(problems: &[String], run: &Run) {
+    assert!(
+        problems.is_empty(),
+        "{} mismatches:\n{}\n\nstderr:\n{}",
+        problems.len(),
+        problems.join("\n\n"),
+        run.stderr
+    );
+}
+
 fn check_fixture(fixture: &str) {
     let (args, code) = scenario(fixture);
     let run = run_fixture(fixture, args);
@@ -259,13 +270,7 @@ fn check_fixture(fixture: &str) {
         run.stderr
     );
     let problems: Vec<String> = rows.iter().flat_map(|r| check_row(&run, r)).collect();
-    assert!(
-        problems.is_empty(),
-        "{} mismatches:\n{}\n\nstderr:\n{}",
-        problems.len(),
-        problems.join("\n\n"),
-        run.stderr
-    );
+    no_mismatches(&problems, &run);
     assert_eq!(
         run.code, code,
         "exit code for {fixture}; stderr:\n{}",
@@ -364,13 +369,7 @@ fn async_tasks_are_named_in_a_release_build_with_line_tables_only() {
         .filter(|e| e.fixture == TASKS)
         .flat_map(|row| check_row(&run, row))
         .collect();
-    assert!(
-        problems.is_empty(),
-        "{} mismatches:\n{}\n\nstderr:\n{}",
-        problems.len(),
-        problems.join("\n\n"),
-        run.stderr
-    );
+    no_mismatches(&problems, &run);
     assert_eq!(run.code, 3, "{}", run.stderr);
 }
 
