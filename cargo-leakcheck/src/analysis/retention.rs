@@ -267,9 +267,12 @@ pub fn describe(
         .collect();
     let task = tasks::holding_task(&on_the_way, &known, exe).map(|(via_index, mut task)| {
         tasks::read_state(&mut task, p.first_words.get(via_index).copied().flatten());
+        // The object right before it says best; failing that (a container of a crate of its
+        // own, such as `slab`), the runtime's structures further back do.
         let kept_by = via_index
             .checked_sub(1)
-            .and_then(|before| tasks::kept_by(&on_the_way[before], &task.runtime));
+            .and_then(|before| tasks::kept_by(&on_the_way[before], &task.runtime))
+            .or_else(|| task.listed.then(|| tasks::RUNTIME_STRUCTURES.to_owned()));
         HoldingTask {
             task,
             via_index,

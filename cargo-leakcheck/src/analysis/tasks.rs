@@ -165,12 +165,16 @@ fn future_of(name: &str) -> Option<String> {
     (first.contains("::") && !name[..open].contains("::")).then(|| first.to_owned())
 }
 
+/// What holds a task that its runtime lists.
+pub const RUNTIME_STRUCTURES: &str =
+    "its runtime's own structures (its scheduler, its list of tasks)";
+
 /// What holds a task, in words, from the allocation stack of the object before it on a
 /// retention path: its runtime's own structures, a channel (a waker the channel keeps), a
 /// timer. None when the stack says nothing of the kind (the program's own object).
 pub fn kept_by(frames: &[Frame], runtime: &str) -> Option<String> {
     if is_runtime_bookkeeping(frames, runtime) {
-        return Some("its runtime's own structures (its scheduler, its list of tasks)".into());
+        return Some(RUNTIME_STRUCTURES.into());
     }
     let inner = innermost_outside_std(frames)?;
     let file = inner.file.as_deref().unwrap_or("");
@@ -291,12 +295,23 @@ pub fn is_runtime_bookkeeping(frames: &[Frame], runtime: &str) -> bool {
         return false;
     }
     match c.runtime {
-        // tokio's scheduler and task lists are in its `runtime` module; its channels
-        // (`sync`) and timers are what a task waits on, not what lists it.
-        "tokio" => match inner.file.as_deref() {
-            Some(file) => file.contains("/src/runtime/") && !file.contains("/runtime/time/"),
-            None => function(inner).starts_with("tokio::runtime::"),
-        },
+        // tokio's scheduler and task lists are made in its `runtime` module (with helpers of
+        // `util`, such as the sharded list of owned tasks); its channels (`sync`) and timers
+        // are what a task waits on, not what lists it.
+        "tokio" => {
+            let in_module = |f: &Frame, module: &str| match f.file.as_deref() {
+                Some(file) => file.contains(&format!("/src/{module}/")),
+                None => function(f).starts_with(&format!("tokio::{module}::")),
+            };
+            let waits_on = in_module(inner, "sync")
+                || in_module(inner, "time")
+                || in_module(inner, "runtime/time");
+            let tokio_frames = frames
+                .iter()
+                .skip_while(|f| crate_of(f).is_some_and(|c| is_std_crate(&c)))
+                .take_while(|f| crate_of(f).is_some_and(|c| c == "tokio" || is_std_crate(&c)));
+            !waits_on && tokio_frames.clone().any(|f| in_module(f, "runtime"))
+        }
         _ => true,
     }
 }
@@ -550,6 +565,26 @@ mod tests {
         ];
         assert!(is_runtime_bookkeeping(&handle, "tokio"));
         assert!(!is_runtime_bookkeeping(&handle, "async-task"));
+        // The list of owned tasks: made by a helper of tokio's `util`, for the runtime.
+        let list = vec![
+            frame(
+                "with_capacity<…>",
+                "/rustc/abc/library/alloc/src/vec/mod.rs",
+                1,
+            ),
+            tokio("new<…>", "src/util/sharded_list.rs"),
+            tokio("new", "src/runtime/task/list.rs"),
+            tokio("build", "src/runtime/builder.rs"),
+            frame("{closure#0}", "/ws/src/lib.rs", 11),
+        ];
+        assert!(is_runtime_bookkeeping(&list, "tokio"));
+        // A tokio channel a task waits on is not what lists it.
+        let channel = vec![
+            frame("new<…>", "/rustc/abc/library/alloc/src/sync.rs", 1),
+            tokio("channel<()>", "src/sync/oneshot.rs"),
+            frame("{closure#0}", "/ws/src/lib.rs", 18),
+        ];
+        assert!(!is_runtime_bookkeeping(&channel, "tokio"));
     }
 
     #[test]
