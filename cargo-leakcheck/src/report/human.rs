@@ -89,8 +89,13 @@ pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
                 lines.push("  inside the task:".into());
                 via(&mut lines, inside, "    ");
             }
-            if let Some(kept) = &t.kept_by {
-                lines.push(format!("  the task is kept by {kept}"));
+            // Without a state, the first line already says the runtime lists it.
+            let said = t.task.state.is_none() && t.task.listed;
+            match &t.kept_by {
+                Some(kept) if !(said && kept == crate::analysis::tasks::RUNTIME_STRUCTURES) => {
+                    lines.push(format!("  the task is kept by {kept}"));
+                }
+                _ => {}
             }
             lines.push(format!("  the task is {root_line}"));
             via(&mut lines, 0..t.via_index.min(held.via.len()), "    ");
@@ -987,7 +992,7 @@ mod tests {
         let text = render(&report, Path::new("/ws"), Path::new("out"));
         assert!(
             text.contains(
-                "             held by a tokio task spawned at app::subscribe (src/lib.rs:20), not finished: its runtime still lists it\n               inside the task:\n                 → app::subscribe::{{closure}} (src/lib.rs:23)\n               the task is kept by its runtime's own structures (its scheduler, its list of tasks)\n               the task is held by static `app::RT`\n                 → app::RT::{{closure}} (src/lib.rs:11)\n"
+                "             held by a tokio task spawned at app::subscribe (src/lib.rs:20), not finished: its runtime still lists it\n               inside the task:\n                 → app::subscribe::{{closure}} (src/lib.rs:23)\n               the task is held by static `app::RT`\n                 → app::RT::{{closure}} (src/lib.rs:11)\n"
             ),
             "{text}"
         );
@@ -1008,9 +1013,18 @@ mod tests {
         if let Some(t) = read.task.as_mut() {
             t.task.state = Some("pending".into());
         }
+        let lines = held_text(&read, Path::new("/ws"));
         assert_eq!(
-            held_text(&read, Path::new("/ws"))[0],
+            lines[0],
             "held by a tokio task spawned at app::subscribe (src/lib.rs:20), still pending (waiting to be woken)"
+        );
+        // Then what keeps it is said in words of its own.
+        assert!(
+            lines.contains(
+                &"  the task is kept by its runtime's own structures (its scheduler, its list of tasks)"
+                    .to_owned()
+            ),
+            "{lines:?}"
         );
     }
 
