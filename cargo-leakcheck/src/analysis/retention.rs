@@ -311,6 +311,12 @@ impl TaskWords {
         exe: &str,
         symbols: &mut dyn Symbols,
     ) -> TaskWords {
+        let paths: Vec<&HeldPath> = paths.into_iter().collect();
+        // Only an object without a stack (sampled stacks, under `run`) needs naming by its
+        // words; with every stack taken there is nothing to learn, and nothing to resolve.
+        if !paths.iter().any(|p| p.chain.iter().any(Vec::is_empty)) {
+            return TaskWords::default();
+        }
         let mut seen: HashMap<(u8, FrameKey), Option<TaskReport>> = HashMap::new();
         for p in paths {
             for (keys, words) in p.chain.iter().zip(&p.words) {

@@ -107,10 +107,6 @@ pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
 /// What a stack of task cells is: `2 tokio tasks spawned at … by `…`, +1 task per run`.
 pub(crate) fn task_text(stack: &StackReport, root: &Path) -> Option<String> {
     let task = stack.task.as_ref()?;
-    let by = match &task.spawned_by {
-        Some(f) => format!(" by `{f}`"),
-        None => String::new(),
-    };
     let per_run: Vec<i64> = stack.growth_per_run.iter().map(|g| g.objects).collect();
     let growth = match (per_run.iter().min(), per_run.iter().max()) {
         (Some(&min), Some(&max)) if min > 0 && min == max => {
@@ -125,13 +121,8 @@ pub(crate) fn task_text(stack: &StackReport, root: &Path) -> Option<String> {
         (None, false) => String::new(),
     };
     Some(format!(
-        "{} still alive, spawned at {}{by}{growth}{state}",
-        plural(
-            stack.objects,
-            &format!("{} task", task.runtime),
-            &format!("{} tasks", task.runtime)
-        ),
-        frame_text(&task.spawned_at, root)
+        "{}{growth}{state}",
+        tasks_spawned(task, stack.objects, "still alive", root)
     ))
 }
 
@@ -182,18 +173,26 @@ pub(crate) fn live_tasks_text(
     objects: u64,
     root: &Path,
 ) -> String {
-    let by = match &task.spawned_by {
-        Some(f) => format!(" by `{f}`"),
-        None => String::new(),
-    };
     let state = match &task.state {
         Some(state) => format!("; the one read was {}", state_words(state)),
         None => String::new(),
     };
     format!(
-        "about {} alive at the end, spawned at {}{by}{state}",
+        "about {}{state}",
+        tasks_spawned(task, objects, "alive at the end", root)
+    )
+}
+
+/// `2 tokio tasks <alive>, spawned at app::f (src/lib.rs:20) by `tokio::spawn``.
+fn tasks_spawned(task: &crate::model::TaskReport, n: u64, alive: &str, root: &Path) -> String {
+    let by = match &task.spawned_by {
+        Some(f) => format!(" by `{f}`"),
+        None => String::new(),
+    };
+    format!(
+        "{} {alive}, spawned at {}{by}",
         plural(
-            objects,
+            n,
             &format!("{} task", task.runtime),
             &format!("{} tasks", task.runtime)
         ),
