@@ -65,13 +65,16 @@ pub enum End {
     Settled,
     /// Counting mode: the last extra run was made and the series did not settle.
     Kept,
+    /// Counting mode: the series stopped early, unsettled: every run left threads of its
+    /// own running and raised the live total (see `settling::Series::leaves_threads`).
+    ThreadsLeft,
     /// Stacks mode: every extra run asked for was made.
     Done,
 }
 
 impl End {
     /// Every reason, for the tests that check both sides agree.
-    pub const ALL: [End; 14] = [
+    pub const ALL: [End; 15] = [
         End::TestFailed,
         End::ExitedEarly,
         End::NothingRetained,
@@ -85,6 +88,7 @@ impl End {
         End::Timeout,
         End::Settled,
         End::Kept,
+        End::ThreadsLeft,
         End::Done,
     ];
 
@@ -104,6 +108,7 @@ impl End {
             End::Timeout => "timeout",
             End::Settled => "settled",
             End::Kept => "kept",
+            End::ThreadsLeft => "threads-left",
             End::Done => "done",
         }
     }

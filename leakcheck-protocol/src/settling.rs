@@ -17,6 +17,18 @@
 //! The first extra run is not taken at its word: it frees the test's own run's garbage,
 //! which need not be steady yet. The counts after the runtime's grace for the runs' threads,
 //! when it waited, are the series' last point (a step, not a run).
+//!
+//! The series also ends early, unsettled, when every run so far left threads of its own
+//! running and raised the live total ([`Series::leaves_threads`], after
+//! [`RUNS_LEAVING_THREADS`] runs). A thread's own allocations stay in the arena of the run
+//! that started it for as long as it runs, so no later run can settle the series until those
+//! threads end: the grace after the last run is their chance, and it is given at once.
+//! Later runs would only add threads. A pool that warms a cache per worker starts no thread
+//! per run and keeps the whole series.
+
+/// After this many extra runs that each left threads running and raised the live total,
+/// the counting series stops (see [`Series::leaves_threads`]).
+pub const RUNS_LEAVING_THREADS: u32 = 2;
 
 use crate::record::Counts;
 
@@ -28,6 +40,7 @@ pub struct Series {
     steps: u32,
     rose_every_step: bool,
     a_later_run_added_nothing: bool,
+    every_run_left_threads: bool,
 }
 
 impl Series {
@@ -39,11 +52,21 @@ impl Series {
             steps: 0,
             rose_every_step: true,
             a_later_run_added_nothing: false,
+            every_run_left_threads: true,
         }
+    }
+
+    /// The live total after the next extra run, and whether the threads that run started
+    /// had all ended by then.
+    pub fn run_with_threads(&mut self, live: Counts, threads_ended: bool) {
+        let left_before = self.every_run_left_threads;
+        self.run(live);
+        self.every_run_left_threads = left_before && !threads_ended;
     }
 
     /// The live total after the next extra run.
     pub fn run(&mut self, live: Counts) {
+        self.every_run_left_threads = false;
         if self.runs >= 1 && live == self.previous {
             self.a_later_run_added_nothing = true;
         }
@@ -63,6 +86,17 @@ impl Series {
         self.rose_every_step &= rose;
         self.steps += 1;
         self.previous = live;
+    }
+
+    /// Whether the series has the shape only threads that never end give it: at least
+    /// [`RUNS_LEAVING_THREADS`] runs, every one of which raised the live total and left
+    /// threads of its own running (runs measured with [`Series::run`] alone count as
+    /// having let theirs end).
+    pub fn leaves_threads(&self) -> bool {
+        self.runs >= RUNS_LEAVING_THREADS
+            && self.runs == self.steps
+            && self.rose_every_step
+            && self.every_run_left_threads
     }
 
     /// Whether the series settles the test; `nothing_left`: some extra run's own arena is
@@ -110,6 +144,39 @@ mod tests {
             !r.settled(true),
             "it rose at every step, the grace included"
         );
+    }
+
+    #[test]
+    fn runs_that_each_leave_threads_and_grow_end_the_series_after_two() {
+        let mut s = Series::new(live(5, 500));
+        s.run_with_threads(live(9, 900), false);
+        assert!(!s.leaves_threads(), "one run is not every run");
+        s.run_with_threads(live(13, 1300), false);
+        assert!(s.leaves_threads());
+        assert!(!s.settled(false));
+
+        // A run whose threads ended, a run that did not grow, or a grace step: the series
+        // goes on.
+        let mut ended = Series::new(live(5, 500));
+        ended.run_with_threads(live(9, 900), false);
+        ended.run_with_threads(live(13, 1300), true);
+        assert!(!ended.leaves_threads());
+        let mut flat = Series::new(live(5, 500));
+        flat.run_with_threads(live(9, 900), false);
+        flat.run_with_threads(live(9, 900), false);
+        assert!(!flat.leaves_threads());
+        let mut graced = Series::new(live(5, 500));
+        graced.run_with_threads(live(9, 900), false);
+        graced.run_with_threads(live(13, 1300), false);
+        graced.grace(live(14, 1400));
+        assert!(
+            !graced.leaves_threads(),
+            "after the grace the series is over anyway"
+        );
+
+        // Runs measured without their threads say nothing of them.
+        let counted = series(live(5, 500), &[live(9, 900), live(13, 1300)]);
+        assert!(!counted.leaves_threads());
     }
 
     #[test]

@@ -29,7 +29,9 @@
 //! maximum, and cargo-leakcheck takes the test's stacks. (The series is not cut sooner when
 //! every run so far left something: a pool whose workers each warm a cache on their first
 //! job leaves something on every run until each worker had one, however many runs that
-//! takes.)
+//! takes. It is cut when every run also left threads of its own running: their memory is in
+//! their run's arena until they end, so only the grace could still settle the series, and it
+//! is given at once; see `leakcheck_protocol::settling`.)
 //!
 //! Evidence ends a series, never the clock: how many runs a test gets does not depend on
 //! how long they take or how busy the machine is, so the same build gets the same verdicts.
@@ -333,13 +335,14 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         );
         if let Some(a) = route {
             run_arenas[i] = a;
-            series.run(live);
+            series.run_with_threads(live, settled);
             arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
             if series.settled(left[..=i].contains(&Live::default())) {
                 write_left(fd, &left[..=i]);
                 return end(fd, End::Settled);
             }
-            if k == max_runs {
+            let threads_left = series.leaves_threads();
+            if k == max_runs || threads_left {
                 if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
                     arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
@@ -350,7 +353,14 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 } else {
                     write_left(fd, &left[..=i]);
                 }
-                return end(fd, End::Kept);
+                return end(
+                    fd,
+                    if threads_left {
+                        End::ThreadsLeft
+                    } else {
+                        End::Kept
+                    },
+                );
             }
         }
     }

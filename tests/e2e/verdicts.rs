@@ -57,6 +57,35 @@ fn shows_kept_memory(t: &Value) -> bool {
     by_stacks || by_counting
 }
 
+/// A test whose every run left threads: its counting process stopped after two runs
+/// (`threads-left`) and its stacks process made the other three of the default five.
+fn check_threads_left(run: &Run, row: &Expected, t: &Value, who: &str) -> Vec<String> {
+    let metrics: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.out_dir.join("metrics.json")).unwrap())
+            .unwrap();
+    // A library's binary is named after its package, a test target as `package::target`.
+    let named = |b: &str| b == row.package || b.ends_with(&format!("::{}", row.binary));
+    let counting = metrics["tests"].as_array().unwrap().iter().find(|m| {
+        m["binary"].as_str().is_some_and(named) && m["test"] == row.test && m["pass"] == "count"
+    });
+    let mut problems = Vec::new();
+    match counting {
+        Some(m) if m["extra_runs"]["end"] == "threads-left" && m["extra_runs"]["made"] == 2 => {}
+        other => problems.push(format!(
+            "{who}: counting runs did not stop at two with threads left: {}",
+            other.map_or("no counting process".into(), |m| m["extra_runs"]
+                .to_string())
+        )),
+    }
+    if t["extra_runs"]["made"] != 3 {
+        problems.push(format!(
+            "{who}: the stacks process made {} extra runs (expected the other 3 of 5)",
+            t["extra_runs"]["made"]
+        ));
+    }
+    problems
+}
+
 /// Checks one table row against the report; returns what is wrong.
 fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     let mut problems = Vec::new();
@@ -114,6 +143,9 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
                 "{who}: the report does not say what was drained: {drained}"
             ));
         }
+    }
+    if row.threads_left {
+        problems.extend(check_threads_left(run, row, t, &who));
     }
     if let Some(method) = row.method {
         if t["method"] != method {

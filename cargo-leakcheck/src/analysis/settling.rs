@@ -130,7 +130,7 @@ pub fn interpret(
         died_during_run(evidence)
     } else {
         match record.end {
-            Some(End::Settled | End::Kept | End::Done) => Status::Completed,
+            Some(End::Settled | End::Kept | End::ThreadsLeft | End::Done) => Status::Completed,
             Some(End::NoArena) => Status::Unavailable("jemalloc refused a new arena".into()),
             Some(End::SpawnFailed) => Status::Unavailable("no thread could be started".into()),
             Some(End::BuildId) => {
@@ -205,6 +205,22 @@ pub fn settled(
     series.settled(left.contains(&ExitCounts::default()))
 }
 
+/// How many extra runs the stacks process of a test makes, having made `configured` (the
+/// test's `extra-runs`) in counting mode as far as `counting` shows. A series that stopped
+/// because every run left threads running (`End::ThreadsLeft`) already showed that shape
+/// on each of its runs: its stacks process makes the rest of the configured runs, two at
+/// least, so the test runs `configured` extra times in all. Any other series gets every
+/// configured run again: what its stacks show must hold over all of them.
+pub fn stacks_runs(configured: u32, counting: Option<&Record>) -> u32 {
+    match counting {
+        Some(r) if r.end == Some(End::ThreadsLeft) => configured
+            .saturating_sub(r.runs.len() as u32)
+            .max(2)
+            .min(configured),
+        _ => configured,
+    }
+}
+
 /// Whether a stack leaks: its bytes rose across every extra run. `series` holds its live
 /// bytes after the first run and after each extra run.
 pub fn grows_every_run(series: &[u64]) -> bool {
@@ -241,6 +257,29 @@ mod tests {
             threads: 1,
             settled: true,
         }
+    }
+
+    fn record_ending(end: End, runs: usize) -> Record {
+        Record {
+            runs: vec![run(2, 16); runs],
+            end: Some(end),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn a_series_that_left_threads_leaves_its_stacks_process_the_rest_of_the_runs() {
+        let threads = record_ending(End::ThreadsLeft, 2);
+        assert_eq!(stacks_runs(5, Some(&threads)), 3);
+        assert_eq!(stacks_runs(3, Some(&threads)), 2, "two at least");
+        assert_eq!(
+            stacks_runs(1, Some(&threads)),
+            1,
+            "never more than configured"
+        );
+        let kept = record_ending(End::Kept, 10);
+        assert_eq!(stacks_runs(5, Some(&kept)), 5);
+        assert_eq!(stacks_runs(5, None), 5);
     }
 
     #[test]

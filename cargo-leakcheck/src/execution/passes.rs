@@ -356,12 +356,13 @@ fn to_profile(
                 let threads_stayed = (counted[t].as_ref())
                     .and_then(|c| c.record.as_ref()?.grace)
                     .is_some_and(|g| g.threads_running > 0);
+                let record = counted[t].as_ref().and_then(|c| c.record.as_ref());
                 let request = match (rerun, &plan.requests[t]) {
-                    (true, Ok(r)) if threads_stayed => Ok(RerunRequest {
-                        grace_ms: 0,
+                    (true, Ok(r)) => Ok(RerunRequest {
+                        grace_ms: if threads_stayed { 0 } else { r.grace_ms },
+                        runs: extra_runs::stacks_runs(r.runs, record),
                         ..r.clone()
                     }),
-                    (true, Ok(r)) => Ok(r.clone()),
                     (_, Err(why)) => Err(why.clone()),
                     (false, Ok(_)) => Err(outcome.status.clone()),
                 };
