@@ -4,7 +4,8 @@
 //! A test that sleeps, waits for a timeout or for a deadlock to be noticed holds no core,
 //! yet a plain `-j N` pool would keep one of its N places for it. Here a process that has
 //! run for a while and used under a tenth of a core since it was last looked at is counted
-//! as waiting, and another test may start beside it, up to twice `jobs` processes in all (so
+//! as waiting (unless one of its threads is runnable then: that process is starved, not
+//! waiting), and another test may start beside it, up to twice `jobs` processes in all (so
 //! a suite of sleeping tests cannot start hundreds at once). A waiting process that wakes
 //! up simply runs: for a moment more than `jobs` processes may compute at once, never more
 //! than twice as many.
@@ -227,7 +228,8 @@ fn sample(state: &mut State, now: Instant, jobs: usize) {
     // single-threaded test gains nothing from running alone.
     let filling = (jobs * 3).div_ceil(4).max(2);
     for w in state.taken.iter_mut().filter_map(|(_, w)| w.as_mut()) {
-        if let Some(n) = runnable_threads(w.pid) {
+        let runnable = runnable_threads(w.pid);
+        if let Some(n) = runnable {
             w.readings += 1;
             w.crowded += u32::from(n >= filling);
             w.hungry = w.readings >= READINGS_TO_TELL && w.crowded * 10 >= w.readings * 9;
@@ -238,10 +240,19 @@ fn sample(state: &mut State, now: Instant, jobs: usize) {
         if let Some((before, at)) = w.last {
             let wall = (now - at).as_secs_f64();
             let cpu = ticks.saturating_sub(before) as f64 / ticks_per_second();
-            w.idle = now - w.started >= YOUNG && wall > 0.0 && cpu < IDLE_SHARE * wall;
+            w.idle = waiting(now - w.started, wall, cpu, runnable);
         }
         w.last = Some((ticks, now));
     }
+}
+
+/// Whether a process `age` old that used `cpu` seconds in the last `wall` seconds and has
+/// `runnable` threads in state `R` now is waiting rather than computing. Little CPU is not
+/// waiting when threads stand in the run queue: the process is starved (more threads than
+/// cores, beside other processes: seize's stress tests showed 14 to 32 runnable threads at
+/// readings of under a tenth of a core), and starting another beside it starves it more.
+fn waiting(age: Duration, wall: f64, cpu: f64, runnable: Option<usize>) -> bool {
+    age >= YOUNG && wall > 0.0 && cpu < IDLE_SHARE * wall && runnable == Some(0)
 }
 
 /// How many of a process's threads are running or waiting for a core (state `R` in
@@ -442,6 +453,22 @@ mod tests {
         drop(spinner2);
         drop(alone);
         assert!(slots.acquire_until(Some(Instant::now()), false).is_some());
+    }
+
+    #[test]
+    fn a_starved_process_is_not_waiting() {
+        let old = YOUNG * 2;
+        assert!(waiting(old, 0.2, 0.0, Some(0)), "asleep");
+        assert!(
+            !waiting(old, 0.2, 0.01, Some(14)),
+            "starved, threads runnable"
+        );
+        assert!(
+            !waiting(old, 0.2, 0.01, None),
+            "unreadable threads: not known to wait"
+        );
+        assert!(!waiting(old, 0.2, 0.1, Some(0)), "computing");
+        assert!(!waiting(YOUNG / 2, 0.2, 0.0, Some(0)), "still loading");
     }
 
     #[test]

@@ -27,13 +27,26 @@ pub fn line(costs: &[TestCost]) -> Option<String> {
     let total: f64 = costly.iter().map(|c| c.extra_seconds).sum();
     let own: f64 = costs.iter().map(|c| c.own_seconds).sum();
     const SHOWN: usize = 3;
+    // A short name two costly tests share (`basic::iter`, `basic_set::iter`) says which
+    // only in full.
+    let shared = |name: &str| {
+        costly
+            .iter()
+            .filter(|o| short(&o.name) == short(name))
+            .nth(1)
+            .is_some()
+    };
     let mut named: Vec<String> = costly
         .iter()
         .take(SHOWN)
         .map(|c| {
             format!(
                 "{} {} × {}",
-                short(&c.name),
+                if shared(&c.name) {
+                    &c.name
+                } else {
+                    short(&c.name)
+                },
                 c.extra_runs,
                 seconds(c.extra_seconds / f64::from(c.extra_runs))
             )
@@ -88,6 +101,19 @@ mod tests {
         assert_eq!(
             line(&costs).unwrap(),
             "extra runs: 21.0 s in 4 tests (join_counter_overflow 2 × 9.8 s, broadcast_global 1 × 1.2 s, sort 1 × 100 ms, …); the tests' own runs: 11.2 s"
+        );
+    }
+
+    #[test]
+    fn tests_that_share_a_short_name_are_named_in_full() {
+        let costs = [
+            cost("basic::iter", 0.1, 1, 0.015),
+            cost("basic_set::iter", 0.1, 1, 0.013),
+            cost("basic::len", 0.1, 1, 0.010),
+        ];
+        assert_eq!(
+            line(&costs).unwrap(),
+            "extra runs: 0.0 s in 3 tests (basic::iter 1 × 15 ms, basic_set::iter 1 × 13 ms, len 1 × 10 ms); the tests' own runs: 0.3 s"
         );
     }
 
