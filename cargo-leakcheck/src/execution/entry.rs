@@ -27,7 +27,10 @@
 //! the closure `<crate>::<test name>::{{closure}}`, and the function libtest keeps is that
 //! closure or the `FnOnce::call_once` shim that calls it; so the one offset at which the
 //! structs point to a function that is, or directly calls, their own test's closure, by
-//! that exact name, is the layout ([`find_entries_by_symbols`]). If the layout cannot be pinned down to one offset either
+//! that exact name, is the layout ([`find_entries_by_symbols`]). A test's other closures
+//! carry the same name (`INIT.call_once(|| …)` inside the test), and a static beside the
+//! struct may point to one of their shims; the closure libtest keeps is the one that calls
+//! the test's function itself, and a layout proven by such closures is taken first. If the layout cannot be pinned down to one offset either
 //! way, no test of the binary gets an entry point, and its tests are reported as not
 //! repeatable.
 
@@ -200,7 +203,7 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     // Only when the table leaves something open are the symbols read (demangling every
     // function's name costs more than the rest of the inspection).
     let by_symbols = (!complete)
-        .then(|| find_entries_by_symbols(&image, &closures_of(&file), names, krate))
+        .then(|| find_entries_by_symbols(&image, &closures_of(&file, krate), names, krate))
         .flatten();
     match (by_table, by_symbols) {
         (Ok(mut found), Some(named)) if named.layout == found.layout => {
@@ -230,8 +233,9 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
 }
 
 /// Functions whose demangled name is a closure's (`…::{{closure}}`, or `…::{closure#0}` in
-/// the v0 mangling), by address, hash dropped.
-fn closures_of<'data>(file: &impl object::Object<'data>) -> HashMap<u64, String> {
+/// the v0 mangling), and the functions of crate `krate` (the tests themselves), by
+/// address, hash dropped.
+fn closures_of<'data>(file: &impl object::Object<'data>, krate: &str) -> HashMap<u64, String> {
     let mut closures = HashMap::new();
     for s in file.symbols() {
         if s.kind() != SymbolKind::Text || s.size() == 0 {
@@ -240,7 +244,10 @@ fn closures_of<'data>(file: &impl object::Object<'data>) -> HashMap<u64, String>
         let Ok(raw) = s.name() else { continue };
         let demangled = addr2line::demangle_auto(raw.into(), None);
         let name = crate::execution::symbolize::strip_hash(&demangled);
-        if name.ends_with("::{{closure}}") || name.ends_with("::{closure#0}") {
+        let own_crate = name
+            .strip_prefix(krate)
+            .is_some_and(|rest| rest.starts_with("::"));
+        if name.ends_with("::{{closure}}") || name.ends_with("::{closure#0}") || own_crate {
             closures.insert(s.address(), name.to_owned());
         }
     }
@@ -644,32 +651,48 @@ pub fn find_entries_by_symbols(
             .and_then(|rest| rest.strip_prefix(name))
             .is_some_and(|rest| rest == "::{{closure}}" || rest == "::{closure#0}")
     };
-    // (layout, test) -> the closures its structs point to at that layout.
-    let mut proofs: BTreeMap<Layout, HashMap<&str, BTreeSet<u64>>> = BTreeMap::new();
-    for name in names {
-        for c in candidates(image, &targets, &fields, name) {
-            let span = (c.end - c.start).min(MAX_STRUCT_SIZE);
-            for offset in (0..span).step_by(8) {
-                let Some(&target) = image.pointers.get(&(c.start + offset)) else {
-                    continue;
-                };
-                let own = |f: u64| closures.get(&f).is_some_and(|n| is_own_closure(name, n));
-                if own(target) || direct_callees(image, target).any(own) {
-                    let layout = Layout {
-                        name: c.name_field - c.start,
-                        function: offset,
+    // A test may hold closures of its own besides the one libtest keeps (`Once::call_once`
+    // with a closure, say), reached through another static's pointer near its struct. The
+    // one libtest keeps calls the test's function itself (`|| assert_test_result(test())`),
+    // so a layout proven by such closures wins over one proven by any closure of the name.
+    let proofs_by = |strict: bool| {
+        // (layout, test) -> the closures its structs point to at that layout.
+        let mut proofs: BTreeMap<Layout, HashMap<&str, BTreeSet<u64>>> = BTreeMap::new();
+        for name in names {
+            let test_function = format!("{krate}::{name}");
+            let calls_test = |f: u64| {
+                direct_callees(image, f)
+                    .any(|g| closures.get(&g).is_some_and(|n| *n == test_function))
+            };
+            let own = |f: u64| {
+                closures.get(&f).is_some_and(|n| is_own_closure(name, n))
+                    && (!strict || calls_test(f))
+            };
+            for c in candidates(image, &targets, &fields, name) {
+                let span = (c.end - c.start).min(MAX_STRUCT_SIZE);
+                for offset in (0..span).step_by(8) {
+                    let Some(&target) = image.pointers.get(&(c.start + offset)) else {
+                        continue;
                     };
-                    let by_test = proofs.entry(layout).or_default();
-                    by_test.entry(*name).or_default().insert(target);
+                    if own(target) || direct_callees(image, target).any(own) {
+                        let layout = Layout {
+                            name: c.name_field - c.start,
+                            function: offset,
+                        };
+                        let by_test = proofs.entry(layout).or_default();
+                        by_test.entry(*name).or_default().insert(target);
+                    }
                 }
             }
         }
+        proofs
+    };
+    fn only<T>(proofs: BTreeMap<Layout, T>) -> Option<(Layout, T)> {
+        let mut layouts = proofs.into_iter();
+        let one = layouts.next()?;
+        layouts.next().is_none().then_some(one)
     }
-    let mut layouts = proofs.into_iter();
-    let (layout, by_test) = layouts.next()?;
-    if layouts.next().is_some() {
-        return None;
-    }
+    let (layout, by_test) = only(proofs_by(true)).or_else(|| only(proofs_by(false)))?;
     let entries = by_test
         .into_iter()
         .filter_map(|(name, found)| {
@@ -817,6 +840,44 @@ mod tests {
         );
     }
 
+    /// A short function at `at` that calls `target` (x86-64 `call rel32`).
+    fn calls(b: &mut Builder, at: u64, target: u64) {
+        let rel = (target as i64 - (at as i64 + 5)) as i32;
+        b.bytes(at, &[0xe8]);
+        b.bytes(at + 1, &rel.to_le_bytes());
+        b.function(at);
+    }
+
+    #[test]
+    fn a_lone_test_is_found_by_the_closure_that_calls_it_not_by_another_of_its_closures() {
+        // tracing-subscriber 0.1.4's repro: a test alone in its binary that runs a
+        // `Once::call_once` closure. Both closures are `leak::…::{{closure}}`, and a static
+        // beside the test's struct points to the shim of the second one.
+        let mut b = Builder::new();
+        let (shim, closure, test_fn) = (CODE, CODE + 0x100, CODE + 0x200);
+        let (once_shim, once_closure) = (CODE + 0x300, CODE + 0x400);
+        b.test_struct(DATA, RODATA, "lone", shim);
+        b.pointer(DATA + 0x800, DATA);
+        calls(&mut b, shim, closure);
+        calls(&mut b, closure, test_fn);
+        b.function(test_fn);
+        b.pointer(DATA + 264, once_shim);
+        calls(&mut b, once_shim, once_closure);
+        b.function(once_closure);
+        let names: HashMap<u64, String> = [
+            (closure, "k::lone::{{closure}}"),
+            (once_closure, "k::lone::{{closure}}"),
+            (test_fn, "k::lone"),
+        ]
+        .into_iter()
+        .map(|(a, n)| (a, n.to_string()))
+        .collect();
+        let found = find_entries_by_symbols(&b.image(), &names, &["lone"], "k")
+            .expect("the closure that calls the test settles it");
+        assert_eq!(found.layout.function, 136);
+        assert_eq!(found.entries["lone"].address, shim);
+    }
+
     #[test]
     fn a_name_that_is_a_prefix_of_another_is_not_confused() {
         let mut b = three_tests();
@@ -959,7 +1020,7 @@ mod tests {
             &format!("{here}::symbols_prove_the_layout_of_a_lone_test_and_agree_with_the_table");
         let other = &format!("{here}::no_table_is_an_error_not_a_guess");
         let by_table = find_entries(&image, &[me, other]).unwrap();
-        let closures = closures_of(&file);
+        let closures = closures_of(&file, "cargo_leakcheck");
         let named = find_entries_by_symbols(&image, &closures, &[me], "cargo_leakcheck")
             .expect("this debug test binary has its closures' symbols");
         assert_eq!(named.layout, by_table.layout);
