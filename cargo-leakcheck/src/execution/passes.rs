@@ -223,6 +223,8 @@ struct Plan {
     /// Whether it wanted every core last time: it runs alone (see
     /// `crate::execution::slots`).
     alone: Vec<bool>,
+    /// Its binary.
+    binary: Vec<usize>,
 }
 
 impl Plan {
@@ -251,6 +253,7 @@ impl Plan {
                 .iter()
                 .map(|t| config.history.alone(&id(t), &t.name))
                 .collect(),
+            binary: tests.iter().map(|t| t.binary).collect(),
         }
     }
 }
@@ -263,6 +266,9 @@ struct Ran {
     profiled: Vec<Option<ProcessResult>>,
     /// Whether its processes wanted every core.
     wanted: Vec<Option<bool>>,
+    /// Per binary: its baseline, when a stacks process of one of its tests followed its
+    /// counting process during the counting pass.
+    baselines: Vec<Option<ProcessResult>>,
 }
 
 /// The counting pass: every test of a binary the counters can see into, with extra runs
@@ -303,9 +309,48 @@ fn count_pass(
         counted: vec![None; tests.len()],
         profiled: vec![None; tests.len()],
         wanted: vec![None; tests.len()],
+        baselines: vec![None; binaries.len()],
     };
     if !count_jobs.is_empty() {
-        let done = runner::run_jobs(binaries, tests, &count_jobs, config, "Counting")?;
+        // A test whose counting shows it needs its stacks gets its stacks process at once,
+        // before the rest of the pass: a slow test's two processes then run one after the
+        // other, not the second after every other test's first. What it is judged by is
+        // what the stacks pass would have run, decided by the same rules.
+        let baseline_handed_on = std::sync::Mutex::new(vec![false; binaries.len()]);
+        let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
+            let Some(t) = job.test else {
+                return Vec::new();
+            };
+            if job.settings.mode != Mode::Count {
+                return Vec::new();
+            }
+            let mut counted = result.clone();
+            let settled = judge_count(
+                &mut counted,
+                &tests[t],
+                plan.requests[t].as_ref().err(),
+                tests[t].settings.one_time_fails,
+            );
+            let Some(request) = profile_request(t, plan, Some(&counted), Some(&settled)) else {
+                return Vec::new();
+            };
+            // A test that ended the process itself needs its binary's table of live stack
+            // slots, written by the stacks pass.
+            if exited_early(Some(&counted)) {
+                return Vec::new();
+            }
+            let b = tests[t].binary;
+            let mut handed = Vec::new();
+            let mut baseline = baseline_handed_on.lock().expect("no panic while held");
+            if binaries[b].harness && !baseline[b] {
+                baseline[b] = true;
+                handed.push(baseline_job(b));
+            }
+            handed.push(stacks_job(t, &request, Some(&counted), plan, None));
+            handed
+        };
+        let (done, followed) =
+            runner::run_jobs_then(binaries, tests, &count_jobs, config, "Counting", &follow)?;
         for ((job, r), w) in count_jobs
             .iter()
             .zip(done.results)
@@ -315,8 +360,71 @@ fn count_pass(
             ran.counted[t] = Some(r);
             ran.wanted[t] = w;
         }
+        for (job, r, w) in followed {
+            match job.test {
+                None => ran.baselines[job.binary] = Some(r),
+                Some(t) => {
+                    ran.profiled[t] = Some(r);
+                    ran.wanted[t] = either_wanted(ran.wanted[t], w);
+                }
+            }
+        }
     }
     Ok(ran)
+}
+
+/// Whether a test wanted every core, from two of its processes.
+fn either_wanted(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Whether the test ended the process itself in its counting run.
+fn exited_early(counted: Option<&ProcessResult>) -> bool {
+    counted
+        .and_then(|c| c.record.as_ref())
+        .is_some_and(|r| r.end == Some(End::ExitedEarly))
+}
+
+/// The harness-only baseline process of binary `b`.
+fn baseline_job(b: usize) -> Job {
+    Job {
+        binary: b,
+        test: None,
+        settings: ProfileSettings::default(),
+        quiet_backtraces: true,
+        rerun: None,
+        first: false,
+        expected: None,
+        alone: false,
+        live_slots: None,
+    }
+}
+
+/// Test `t`'s stacks process, after its counting process `counted` (None: it had none).
+fn stacks_job(
+    t: usize,
+    request: &Result<RerunRequest, Status>,
+    counted: Option<&ProcessResult>,
+    plan: &Plan,
+    live_slots: Option<std::path::PathBuf>,
+) -> Job {
+    let failed = counted.is_some_and(|c| c.end != ProcessEnd::Exited(0));
+    Job {
+        binary: plan.binary[t],
+        test: Some(t),
+        settings: ProfileSettings::default(),
+        quiet_backtraces: !failed,
+        // Only tests every counted run of which left memory behind come here (or every
+        // test, with --stacks-for-all): their runs are what shows the growing stacks.
+        rerun: request.as_ref().ok().cloned(),
+        first: counted.is_none(),
+        expected: plan.expected[t],
+        alone: plan.alone[t],
+        live_slots,
+    }
 }
 
 /// Per test: what the counting pass settled.
@@ -346,32 +454,43 @@ fn to_profile(
     counted: &[Option<ProcessResult>],
     settled: &[Option<Counted>],
 ) -> Vec<(usize, Result<RerunRequest, Status>)> {
-    let mut profile = Vec::new();
-    for t in 0..tests.len() {
-        match &settled[t] {
-            Some(Counted::Clean(_)) | Some(Counted::Over(_)) => {}
-            Some(Counted::Stacks { rerun, outcome }) => {
-                // Threads the counting runs started that were still running after their
-                // grace will not have ended in the stacks pass either: no second wait.
-                let threads_stayed = (counted[t].as_ref())
-                    .and_then(|c| c.record.as_ref()?.grace)
-                    .is_some_and(|g| g.threads_running > 0);
-                let record = counted[t].as_ref().and_then(|c| c.record.as_ref());
-                let request = match (rerun, &plan.requests[t]) {
-                    (true, Ok(r)) => Ok(RerunRequest {
-                        grace_ms: if threads_stayed { 0 } else { r.grace_ms },
-                        runs: extra_runs::stacks_runs(r.runs, record),
-                        ..r.clone()
-                    }),
-                    (_, Err(why)) => Err(why.clone()),
-                    (false, Ok(_)) => Err(outcome.status.clone()),
-                };
-                profile.push((t, request));
-            }
-            None => profile.push((t, plan.requests[t].clone())),
+    (0..tests.len())
+        .filter_map(|t| {
+            let request = profile_request(t, plan, counted[t].as_ref(), settled[t].as_ref())?;
+            Some((t, request))
+        })
+        .collect()
+}
+
+/// Whether test `t` is profiled, given its counting process and what that settled: its
+/// extra runs, or why it has none; None when counting settled it.
+fn profile_request(
+    t: usize,
+    plan: &Plan,
+    counted: Option<&ProcessResult>,
+    settled: Option<&Counted>,
+) -> Option<Result<RerunRequest, Status>> {
+    match settled {
+        Some(Counted::Clean(_)) | Some(Counted::Over(_)) => None,
+        Some(Counted::Stacks { rerun, outcome }) => {
+            // Threads the counting runs started that were still running after their
+            // grace will not have ended in the stacks pass either: no second wait.
+            let record = counted.and_then(|c| c.record.as_ref());
+            let threads_stayed = record
+                .and_then(|r| r.grace)
+                .is_some_and(|g| g.threads_running > 0);
+            Some(match (rerun, &plan.requests[t]) {
+                (true, Ok(r)) => Ok(RerunRequest {
+                    grace_ms: if threads_stayed { 0 } else { r.grace_ms },
+                    runs: extra_runs::stacks_runs(r.runs, record),
+                    ..r.clone()
+                }),
+                (_, Err(why)) => Err(why.clone()),
+                (false, Ok(_)) => Err(outcome.status.clone()),
+            })
         }
+        None => Some(plan.requests[t].clone()),
     }
-    profile
 }
 
 /// The stacks pass: each profiled test, and the harness-only baseline of each binary that
@@ -384,64 +503,40 @@ fn stacks_pass(
     config: &RunConfig,
     ran: &mut Ran,
 ) -> Result<Vec<Option<ProcessResult>>, Error> {
-    let exact = ProfileSettings::default();
     let mut stack_jobs: Vec<Job> = Vec::new();
+    // What followed a counting process during the counting pass has run already.
+    let profile: Vec<&(usize, Result<RerunRequest, Status>)> = profile
+        .iter()
+        .filter(|(t, _)| ran.profiled[*t].is_none())
+        .collect();
+    let mut baselines = std::mem::take(&mut ran.baselines);
     for (b, binary) in binaries.iter().enumerate() {
-        if binary.harness && profile.iter().any(|(t, _)| tests[*t].binary == b) {
-            stack_jobs.push(Job {
-                binary: b,
-                test: None,
-                settings: exact,
-                quiet_backtraces: true,
-                rerun: None,
-                first: false,
-                expected: None,
-                alone: false,
-                live_slots: None,
-            });
+        if binary.harness
+            && baselines[b].is_none()
+            && profile.iter().any(|(t, _)| tests[*t].binary == b)
+        {
+            stack_jobs.push(baseline_job(b));
         }
     }
     // Tests that ended the process themselves: their frames are judged by the binary's
     // table of live stack slots, written once per binary.
-    let exited_early: Vec<bool> = ran
-        .counted
-        .iter()
-        .map(|c| {
-            c.as_ref()
-                .and_then(|c| c.record.as_ref())
-                .is_some_and(|r| r.end == Some(End::ExitedEarly))
-        })
-        .collect();
     let mut tables: Vec<Option<Option<std::path::PathBuf>>> = vec![None; binaries.len()];
-    for (t, _) in profile.iter().filter(|(t, _)| exited_early[*t]) {
+    for (t, _) in profile
+        .iter()
+        .filter(|(t, _)| exited_early(ran.counted[*t].as_ref()))
+    {
         let b = tests[*t].binary;
         if tables[b].is_none() {
             tables[b] = Some(write_live_slots(&binaries[b], b, config));
         }
     }
     stack_jobs.extend(profile.iter().map(|(t, request)| {
-        let failed = ran.counted[*t]
-            .as_ref()
-            .is_some_and(|c| c.end != ProcessEnd::Exited(0));
-        Job {
-            binary: tests[*t].binary,
-            test: Some(*t),
-            settings: exact,
-            quiet_backtraces: !failed,
-            // Only tests every counted run of which left memory behind come here (or every
-            // test, with --stacks-for-all): their runs are what shows the growing stacks.
-            rerun: request.as_ref().ok().cloned(),
-            first: ran.counted[*t].is_none(),
-            expected: plan.expected[*t],
-            alone: plan.alone[*t],
-            live_slots: if exited_early[*t] {
-                tables[tests[*t].binary].clone().flatten()
-            } else {
-                None
-            },
-        }
+        let table = match exited_early(ran.counted[*t].as_ref()) {
+            true => tables[tests[*t].binary].clone().flatten(),
+            false => None,
+        };
+        stacks_job(*t, request, ran.counted[*t].as_ref(), plan, table)
     }));
-    let mut baselines = vec![None; binaries.len()];
     if stack_jobs.is_empty() || crate::execution::interrupt::requested().is_some() {
         return Ok(baselines);
     }
@@ -455,10 +550,7 @@ fn stacks_pass(
             None => baselines[job.binary] = Some(r),
             Some(t) => {
                 ran.profiled[t] = Some(r);
-                ran.wanted[t] = match (ran.wanted[t], w) {
-                    (Some(true), _) | (_, Some(true)) => Some(true),
-                    (a, b) => a.or(b),
-                };
+                ran.wanted[t] = either_wanted(ran.wanted[t], w);
             }
         }
     }
@@ -505,6 +597,7 @@ fn assemble(
         counted,
         mut profiled,
         wanted,
+        ..
     } = ran;
     let mut not_finished = Vec::new();
     let mut judged = Vec::with_capacity(tests.len());

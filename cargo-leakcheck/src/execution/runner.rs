@@ -17,7 +17,7 @@ use crate::execution::slots::{Slots, Ticket};
 use leakcheck_protocol::env;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// One process to run.
@@ -84,6 +84,25 @@ pub fn run_jobs(
     config: &RunConfig,
     label: &str,
 ) -> Result<Ran, Error> {
+    run_jobs_then(binaries, tests, jobs, config, label, &|_, _| Vec::new()).map(|(ran, _)| ran)
+}
+
+/// A job `then` handed on, with what it came to and whether it wanted every core.
+pub type FollowedUp = (Job, ProcessResult, Option<bool>);
+
+/// As [`run_jobs`]; besides, as each job ends, `then` may hand on jobs that follow from it
+/// (a test's stacks process once its counting process shows it needs one). They start
+/// before any job of the list not yet started, so a slow test's next process does not wait
+/// for the rest of the pass, and come back apart, in the order they ended. They are not in
+/// the pass's progress count.
+pub fn run_jobs_then(
+    binaries: &[TestBinary],
+    tests: &[TestCase],
+    jobs: &[Job],
+    config: &RunConfig,
+    label: &str,
+    then: &(dyn Fn(&Job, &ProcessResult) -> Vec<Job> + Sync),
+) -> Result<(Ran, Vec<FollowedUp>), Error> {
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
     let total = jobs.iter().filter(|j| j.test.is_some()).count();
@@ -93,10 +112,16 @@ pub fn run_jobs(
         &jobs.iter().map(|j| j.expected).collect::<Vec<_>>(),
     );
     order.sort_by_key(|&j| !jobs[j].alone);
-    let next = AtomicUsize::new(0);
+    let queue = Mutex::new(Queue {
+        waiting: order.into_iter().map(Next::Listed).collect(),
+        followed: Vec::new(),
+        in_flight: 0,
+    });
+    let changed = Condvar::new();
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
     let wanted: Mutex<Vec<Option<bool>>> = Mutex::new(vec![None; jobs.len()]);
+    let followed_up: Mutex<Vec<FollowedUp>> = Mutex::new(Vec::new());
     let progress = Progress::new(total, label, config.progress);
     let places = Slots::new(config.jobs);
     // Handed out first (see `order`), so each is asked for before any other test starts.
@@ -104,42 +129,66 @@ pub fn run_jobs(
     let workers = places.most().min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            scope.spawn(|| loop {
-                if crate::execution::interrupt::requested().is_some() {
-                    break;
+            scope.spawn(|| {
+                while let Some(next) = take_next(&queue, &changed) {
+                    let job = match &next {
+                        Next::Listed(j) => jobs[*j].clone(),
+                        Next::Followed(j) => queue
+                            .lock()
+                            .expect("no worker panics while holding the lock")
+                            .followed[*j]
+                            .clone(),
+                    };
+                    let place = match job.alone {
+                        true => places.acquire_alone(),
+                        false => places.acquire(),
+                    };
+                    let binary = &binaries[job.binary];
+                    let test = job.test.map(|t| &tests[t]);
+                    let mode = match job.settings.mode {
+                        protocol::Mode::Count => "count",
+                        protocol::Mode::Stacks => "stacks",
+                        protocol::Mode::Periodic => "periodic",
+                    };
+                    let key = match job.test {
+                        Some(t) => format!("b{}-t{t}-{mode}", job.binary),
+                        None => format!("b{}-baseline-{mode}", job.binary),
+                    };
+                    let result = run_one(binary, test, &key, config, &job, &place);
+                    let wanted_every_core = place.wanted_every_core();
+                    drop(place);
+                    let more = then(&job, &result);
+                    match next {
+                        Next::Listed(j) => {
+                            if let Some(t) = test {
+                                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                                progress.finished(n, binary, &t.name, &result, job.first);
+                            }
+                            wanted
+                                .lock()
+                                .expect("no worker panics while holding the lock")[j] =
+                                wanted_every_core;
+                            results
+                                .lock()
+                                .expect("no worker panics while holding the lock")[j] =
+                                Some(result);
+                        }
+                        Next::Followed(_) => followed_up
+                            .lock()
+                            .expect("no worker panics while holding the lock")
+                            .push((job, result, wanted_every_core)),
+                    }
+                    let mut q = queue
+                        .lock()
+                        .expect("no worker panics while holding the lock");
+                    for job in more {
+                        q.followed.push(job);
+                        let j = q.followed.len() - 1;
+                        q.waiting.push_front(Next::Followed(j));
+                    }
+                    q.in_flight -= 1;
+                    changed.notify_all();
                 }
-                let Some(&j) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                    break;
-                };
-                let job = &jobs[j];
-                let place = match job.alone {
-                    true => places.acquire_alone(),
-                    false => places.acquire(),
-                };
-                let binary = &binaries[job.binary];
-                let test = job.test.map(|t| &tests[t]);
-                let mode = match job.settings.mode {
-                    protocol::Mode::Count => "count",
-                    protocol::Mode::Stacks => "stacks",
-                    protocol::Mode::Periodic => "periodic",
-                };
-                let key = match job.test {
-                    Some(t) => format!("b{}-t{t}-{mode}", job.binary),
-                    None => format!("b{}-baseline-{mode}", job.binary),
-                };
-                let result = run_one(binary, test, &key, config, job, &place);
-                let wanted_every_core = place.wanted_every_core();
-                drop(place);
-                wanted
-                    .lock()
-                    .expect("no worker panics while holding the lock")[j] = wanted_every_core;
-                if let Some(t) = test {
-                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress.finished(n, binary, &t.name, &result, job.first);
-                }
-                results
-                    .lock()
-                    .expect("no worker panics while holding the lock")[j] = Some(result);
             });
         }
     });
@@ -155,10 +204,52 @@ pub fn run_jobs(
             })
         })
         .collect();
-    Ok(Ran {
-        results,
-        wanted_every_core: wanted.into_inner().expect("workers ended"),
-    })
+    Ok((
+        Ran {
+            results,
+            wanted_every_core: wanted.into_inner().expect("workers ended"),
+        },
+        followed_up.into_inner().expect("workers ended"),
+    ))
+}
+
+/// A job to start: one of the pass's list, or one handed on by a job that ended.
+#[derive(Clone, Copy)]
+enum Next {
+    Listed(usize),
+    Followed(usize),
+}
+
+/// The jobs not yet started, and how many are running (each may still hand on more).
+struct Queue {
+    waiting: std::collections::VecDeque<Next>,
+    followed: Vec<Job>,
+    in_flight: usize,
+}
+
+/// The next job to start, counted as running; None once nothing is waiting and nothing
+/// running could hand on more, or when the run is interrupted.
+fn take_next(queue: &Mutex<Queue>, changed: &Condvar) -> Option<Next> {
+    let mut q = queue
+        .lock()
+        .expect("no worker panics while holding the lock");
+    loop {
+        if crate::execution::interrupt::requested().is_some() {
+            return None;
+        }
+        if let Some(next) = q.waiting.pop_front() {
+            q.in_flight += 1;
+            return Some(next);
+        }
+        if q.in_flight == 0 {
+            return None;
+        }
+        // The interruption is noticed within this time even if nothing ends.
+        q = changed
+            .wait_timeout(q, Duration::from_millis(200))
+            .expect("no worker panics while holding the lock")
+            .0;
+    }
 }
 
 fn run_one(
