@@ -302,6 +302,13 @@ const TASKS: Target = Target {
     package: "tasks",
     binary: "tasks",
 };
+/// Tests whose stacks process starts beside their counting process once a run has shown
+/// they need one (see tests/e2e/ahead.rs).
+const HISTORY: Target = Target {
+    fixture: "tests/fixtures/history",
+    package: "history",
+    binary: "history",
+};
 const HEALTHY: Target = Target {
     fixture: "tests/fixtures/healthy",
     package: "healthy",
@@ -932,6 +939,19 @@ pub const EXPECTED: &[Expected] = &[
     clean(TASKS, "tests::executor_job_spawned_and_awaited"),
     // --- tests/fixtures/healthy: a suite that must pass (exit 0) ---
     // A worker thread started by the first call, never joined.
+    // --- tests/fixtures/history: the same verdicts whatever the previous run said ---
+    leak(HISTORY, "tests::leaks_until_fixed", "leaks_until_fixed")
+        .runs("completed")
+        .held_by("static `history::REQUESTS`", Some("history::record")),
+    // Two of its processes side by side collide over its lock: one of them fails.
+    leak(
+        HISTORY,
+        "tests::holds_a_lock_while_it_leaks",
+        "holds_a_lock_while_it_leaks",
+    )
+    .runs("completed")
+    .held_by("static `history::SESSIONS`", None),
+    clean(HISTORY, "tests::answers_without_keeping_anything").runs("not-needed"),
     clean_kept(HEALTHY, "tests::worker_squares")
         .runs("completed")
         .by_counting(),

@@ -182,7 +182,18 @@ pub fn run_fresh(fixture: &str, args: &[&str], name: &str) -> Run {
 }
 
 fn run_in(fixture: &str, args: &[&str], target: &Path) -> Run {
-    run_command("test", fixture, args, target)
+    run_command("test", fixture, args, target, &[])
+}
+
+/// As [`run_fresh`], with these variables in the environment the tool and the tests see.
+pub fn run_fresh_with_env(fixture: &str, args: &[&str], name: &str, envs: &[(&str, &str)]) -> Run {
+    run_command(
+        "test",
+        fixture,
+        args,
+        &scratch().join("targets").join(name),
+        envs,
+    )
 }
 
 /// Runs `cargo leakcheck nextest` on a fixture with its own target directory `name`; the
@@ -193,10 +204,17 @@ pub fn run_nextest(fixture: &str, args: &[&str], name: &str) -> Run {
         fixture,
         args,
         &scratch().join("targets").join(name),
+        &[],
     )
 }
 
-fn run_command(command: &str, fixture: &str, args: &[&str], target: &Path) -> Run {
+fn run_command(
+    command: &str,
+    fixture: &str,
+    args: &[&str],
+    target: &Path,
+    envs: &[(&str, &str)],
+) -> Run {
     let project = copy_fixture(fixture);
     // `nextest` takes its own options before nextest's: `[OWN…] -- [NEXTEST…]`.
     let (own, rest) = match (command, args.iter().position(|a| *a == "--")) {
@@ -213,6 +231,7 @@ fn run_command(command: &str, fixture: &str, args: &[&str], target: &Path) -> Ru
         .arg("--target-dir")
         .arg(target)
         .args(rest)
+        .envs(envs.iter().copied())
         .output()
         .expect("cargo-leakcheck runs");
     let out_dir = target.join("leakcheck");

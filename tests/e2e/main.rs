@@ -6,6 +6,7 @@ mod expected;
 mod faults;
 mod harness;
 
+mod ahead;
 mod baseline;
 mod bench;
 mod ci_examples;

@@ -20,6 +20,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/retention"
         | "tests/fixtures/slow"
         | "tests/fixtures/tasks"
+        | "tests/fixtures/history"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -446,6 +447,11 @@ fn retention_fixture_matches_the_table_and_names_who_holds_what() {
 #[test]
 fn slow_wide_and_large_tests_are_all_judged() {
     check_fixture("tests/fixtures/slow");
+}
+
+#[test]
+fn history_fixture_matches_the_table() {
+    check_fixture("tests/fixtures/history");
 }
 
 #[test]

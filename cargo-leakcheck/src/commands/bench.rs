@@ -211,6 +211,7 @@ fn run_one(
             args.snapshot_interval,
         ),
         place: None,
+        cancel: None,
     };
     runner::run_process(binary, key, run_config, &spec)
 }

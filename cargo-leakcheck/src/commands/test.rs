@@ -512,6 +512,9 @@ fn metrics_json(
             e["alone"] = alone.into();
             e["expected_seconds"] = expected.into();
             e["cost"] = cost.clone();
+            if let Some(ahead) = t.ahead {
+                e["stacks_beside"] = ahead.word().into();
+            }
             tests.push(e);
         }
         if stacks {
@@ -521,6 +524,14 @@ fn metrics_json(
                 e["expected_seconds"] = expected.into();
                 e["cost"] = cost;
                 e["alone"] = alone.into();
+            }
+            // What the next run's stacks process, started beside the counting process,
+            // is asked for (see `crate::execution::history`).
+            if let Some(asked) = t.stacks_asked {
+                e["asked"] = asked.map_or(
+                    serde_json::Value::Null,
+                    |a| serde_json::json!({"runs": a.runs, "grace_ms": a.grace_ms}),
+                );
             }
             let key = (
                 b.package.clone(),

@@ -12,7 +12,10 @@
 //! is not repeated.
 //!
 //! It also remembers which tests wanted every core and collapsed: those run alone (see
-//! [`crate::execution::slots`] and [`next_alone`]).
+//! [`crate::execution::slots`] and [`next_alone`]); and which tests had a stacks process
+//! after their counting process, with the extra runs it was asked for: that stacks process
+//! starts beside the counting process next time (see [`crate::execution::passes`]). None
+//! of it decides a verdict: it only says what to start first.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,6 +27,18 @@ pub struct History {
     seconds: HashMap<(String, String), f64>,
     /// Tests that wanted every core in the run recorded: they run alone.
     alone: std::collections::HashSet<(String, String)>,
+    /// Tests whose counting process was followed by a stacks process, with what that was
+    /// asked for.
+    stacks: HashMap<(String, String), Option<StacksAsked>>,
+}
+
+/// The extra runs a stacks process that followed a counting process was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StacksAsked {
+    /// Extra runs.
+    pub runs: u32,
+    /// The wait for the runs' threads after the last one, in milliseconds.
+    pub grace_ms: u64,
 }
 
 /// Whether a test runs alone next time (see [`crate::execution::slots`]): it wanted every
@@ -63,6 +78,7 @@ impl History {
         let tests = value.get("tests").and_then(|t| t.as_array());
         let mut expected: HashMap<(String, String), f64> = HashMap::new();
         let mut alone = std::collections::HashSet::new();
+        let mut stacks = HashMap::new();
         for t in tests.into_iter().flatten() {
             let binary = t.get("binary").and_then(|b| b.as_str());
             let name = t.get("test").and_then(|n| n.as_str());
@@ -76,13 +92,43 @@ impl History {
             if t.get("alone").and_then(|a| a.as_bool()) == Some(true) {
                 alone.insert(key.clone());
             }
+            if let Some(asked) = t.get("asked") {
+                let runs = asked.get("runs").and_then(|r| r.as_u64());
+                let grace_ms = asked.get("grace_ms").and_then(|g| g.as_u64());
+                let asked = match (asked.is_null(), runs, grace_ms) {
+                    (true, ..) => Some(None),
+                    (false, Some(runs), Some(grace_ms)) => u32::try_from(runs)
+                        .ok()
+                        .map(|runs| Some(StacksAsked { runs, grace_ms })),
+                    _ => None,
+                };
+                if let Some(asked) = asked {
+                    stacks.insert(key.clone(), asked);
+                }
+            }
             if let Some(e) = t.get("expected_seconds").and_then(|s| s.as_f64()) {
                 expected.insert(key, e);
             }
         }
         // A file written before expectations were recorded: its durations are all there is.
         seconds.extend(expected);
-        History { seconds, alone }
+        History {
+            seconds,
+            alone,
+            stacks,
+        }
+    }
+
+    /// What the test's stacks process was asked for, when one followed its counting process
+    /// in the run recorded (the inner None: no extra runs).
+    pub fn stacks_after_counting(
+        &self,
+        binary_id: &str,
+        test: &str,
+    ) -> Option<Option<StacksAsked>> {
+        self.stacks
+            .get(&(binary_id.to_string(), test.to_string()))
+            .copied()
     }
 
     /// Whether the test wanted every core in the run recorded.
@@ -183,6 +229,40 @@ mod tests {
         assert!(!collapsed(Some(11.0), 11.8));
         assert!(!next_alone(false, Some(true), false));
         assert!(!collapsed(None, 60.0));
+    }
+
+    #[test]
+    fn a_stacks_process_after_counting_is_remembered_with_what_it_was_asked_for() {
+        let h = History::parse(
+            r#"{"tests": [
+                {"binary": "p", "test": "leaks", "seconds": 32.0, "pass": "count"},
+                {"binary": "p", "test": "leaks", "seconds": 40.0, "pass": "stacks",
+                 "asked": {"runs": 3, "grace_ms": 0}},
+                {"binary": "p", "test": "panics", "seconds": 0.1, "pass": "count"},
+                {"binary": "p", "test": "panics", "seconds": 0.1, "pass": "stacks", "asked": null},
+                {"binary": "p", "test": "custom", "seconds": 0.1, "pass": "stacks"},
+                {"binary": "p", "test": "odd", "seconds": 0.1, "pass": "stacks", "asked": {"runs": -1}}
+            ]}"#,
+        );
+        assert_eq!(
+            h.stacks_after_counting("p", "leaks"),
+            Some(Some(StacksAsked {
+                runs: 3,
+                grace_ms: 0
+            }))
+        );
+        assert_eq!(h.stacks_after_counting("p", "panics"), Some(None));
+        assert_eq!(
+            h.stacks_after_counting("p", "custom"),
+            None,
+            "no counting process"
+        );
+        assert_eq!(
+            h.stacks_after_counting("p", "odd"),
+            None,
+            "unreadable is nothing"
+        );
+        assert_eq!(h.stacks_after_counting("p", "other"), None);
     }
 
     #[test]

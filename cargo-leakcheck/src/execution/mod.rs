@@ -10,6 +10,7 @@
 //! DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`).
 
 pub(crate) mod binary_symbols;
+pub(crate) mod cancel;
 pub(crate) mod capture;
 pub(crate) mod cargo;
 pub(crate) mod data_symbols;

@@ -27,9 +27,11 @@
 use crate::analysis::counting::{self, Counted};
 use crate::errors::Error;
 use crate::evidence::End;
+use crate::execution::cancel::Cancel;
 use crate::execution::cargo::TestBinary;
 use crate::execution::entry::Entry;
 use crate::execution::extra_runs::{self, Status};
+use crate::execution::history::StacksAsked;
 use crate::execution::protocol::{Mode, ProfileSettings};
 use crate::execution::runner::{
     self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase,
@@ -71,6 +73,11 @@ pub struct TestOutcome {
     /// Whether its processes wanted every core (None: too short to tell); see
     /// [`crate::execution::slots`].
     pub wanted_every_core: Option<bool>,
+    /// What its stacks process was asked for, when it had one after its counting process
+    /// (the inner None: no extra runs); remembered for the next run.
+    pub stacks_asked: Option<Option<StacksAsked>>,
+    /// What became of a stacks process started beside its counting process, if one was.
+    pub ahead: Option<Ahead>,
 }
 
 /// Writes the binary's table of live stack slots into the work directory; None when the
@@ -225,9 +232,36 @@ struct Plan {
     alone: Vec<bool>,
     /// Its binary.
     binary: Vec<usize>,
+    /// What its stacks process was asked for, when its previous run had one after its
+    /// counting process (see [`Plan::ahead_job`]).
+    stacks_before: Vec<Option<Option<StacksAsked>>>,
 }
 
 impl Plan {
+    /// Test `t`'s stacks process to start beside its counting process, as its previous
+    /// run's was asked for; None when it had none, or when that does not fit what the test
+    /// can have now (extra runs, or their absence), or the test runs alone (its two
+    /// processes would not).
+    fn ahead_job(&self, t: usize) -> Option<Job> {
+        let before = self.stacks_before[t]?;
+        if self.alone[t] {
+            return None;
+        }
+        let request = match (&self.requests[t], before) {
+            (Ok(r), Some(asked)) => Ok(RerunRequest {
+                runs: asked.runs,
+                grace_ms: asked.grace_ms,
+                ..r.clone()
+            }),
+            (Err(why), None) => Err(why.clone()),
+            _ => return None,
+        };
+        let mut job = stacks_job(t, &request, None, self, None);
+        job.first = false;
+        job.ahead = Some(std::sync::Arc::new(Cancel::default()));
+        Some(job)
+    }
+
     fn of(tests: &[TestCase], binaries: &[TestBinary], config: &RunConfig) -> Plan {
         let id = |t: &TestCase| binaries[t.binary].id();
         Plan {
@@ -254,6 +288,10 @@ impl Plan {
                 .map(|t| config.history.alone(&id(t), &t.name))
                 .collect(),
             binary: tests.iter().map(|t| t.binary).collect(),
+            stacks_before: tests
+                .iter()
+                .map(|t| config.history.stacks_after_counting(&id(t), &t.name))
+                .collect(),
         }
     }
 }
@@ -269,10 +307,63 @@ struct Ran {
     /// Per binary: its baseline, when a stacks process of one of its tests followed its
     /// counting process during the counting pass.
     baselines: Vec<Option<ProcessResult>>,
+    /// What its stacks process was asked for, when it had one after its counting process.
+    asked: Vec<Option<Option<StacksAsked>>>,
+    /// What became of its stacks process started beside its counting process.
+    ahead: Vec<Option<Ahead>>,
+}
+
+/// What became of a test's stacks process started beside its counting process (see
+/// [`crate::execution::cancel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ahead {
+    /// Its counting process asked for exactly that process: it is what the test is judged
+    /// by.
+    Kept,
+    /// Its counting process settled the test, or asked for other extra runs: it was called
+    /// off (never started, or killed).
+    CalledOff,
+    /// Asked for, but its test's own run did not end as the counting process's did (the
+    /// two side by side may have met over a port or a file): not used, and run again
+    /// alone in the stacks pass.
+    NotUsed,
+}
+
+impl Ahead {
+    /// The word `metrics.json` gives it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Ahead::Kept => "kept",
+            Ahead::CalledOff => "called-off",
+            Ahead::NotUsed => "not-used",
+        }
+    }
+}
+
+impl Ran {
+    /// Test `t`'s stacks process `job` came to `result`.
+    fn profile(&mut self, t: usize, job: &Job, result: ProcessResult, wanted: Option<bool>) {
+        self.profiled[t] = Some(result);
+        self.wanted[t] = either_wanted(self.wanted[t], wanted);
+        if !job.first {
+            self.asked[t] = Some(job.rerun.as_ref().map(|r| StacksAsked {
+                runs: r.runs,
+                grace_ms: r.grace_ms,
+            }));
+        }
+    }
 }
 
 /// The counting pass: every test of a binary the counters can see into, with extra runs
 /// (more than the stacks pass makes: a pool that warms over several runs settles here).
+///
+/// A test whose counting shows it needs its stacks gets its stacks process at once, before
+/// the rest of the pass: a slow test's two processes then run one after the other, not the
+/// second after every other test's first. A test whose previous run needed a stacks process
+/// after its counting process gets it from the start, beside its counting process, with the
+/// extra runs it was asked for then ([`Plan::ahead`]); it is kept only when the counting
+/// process asks for exactly that process now, and called off otherwise. Either way what a
+/// test is judged by is what the stacks pass would have run, decided by the same rules.
 fn count_pass(
     binaries: &[TestBinary],
     tests: &[TestCase],
@@ -280,17 +371,132 @@ fn count_pass(
     config: &RunConfig,
     stacks_for_all: bool,
 ) -> Result<Ran, Error> {
-    let count_mode = ProfileSettings {
-        mode: Mode::Count,
-        lg_sample: 0,
-    };
     let counting: Vec<bool> = binaries
         .iter()
         .map(|b| !stacks_for_all && countable(b))
         .collect();
-    let count_jobs: Vec<Job> = (0..tests.len())
-        .filter(|&t| counting[tests[t].binary])
-        .map(|t| Job {
+    let (jobs, roles) = counting_jobs(binaries, tests, plan, &counting);
+    let mut ran = Ran {
+        counted: vec![None; tests.len()],
+        profiled: vec![None; tests.len()],
+        wanted: vec![None; tests.len()],
+        baselines: vec![None; binaries.len()],
+        asked: vec![None; tests.len()],
+        ahead: vec![None; tests.len()],
+    };
+    if jobs.is_empty() {
+        return Ok(ran);
+    }
+    let mut ahead_of: Vec<Option<&Job>> = vec![None; tests.len()];
+    let mut baseline_handed_on = vec![false; binaries.len()];
+    for (job, role) in jobs.iter().zip(&roles) {
+        match *role {
+            Role::Ahead(t) => ahead_of[t] = Some(job),
+            Role::Baseline(b) => baseline_handed_on[b] = true,
+            Role::Count(_) => {}
+        }
+    }
+    let baseline_handed_on = std::sync::Mutex::new(baseline_handed_on);
+    let adopted = std::sync::Mutex::new(vec![false; tests.len()]);
+    let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
+        let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
+            return Vec::new();
+        };
+        let next = stacks_after_counting(t, tests, plan, result);
+        if let (Some(ahead), Some(real)) = (ahead_of[t], &next) {
+            if ahead.rerun == real.rerun && ahead.quiet_backtraces == real.quiet_backtraces {
+                adopted.lock().expect("no panic while held")[t] = true;
+                return Vec::new();
+            }
+        }
+        if let Some(cancel) = ahead_of[t].and_then(|a| a.ahead.as_ref()) {
+            cancel.call_off();
+        }
+        let Some(real) = next else {
+            return Vec::new();
+        };
+        let b = tests[t].binary;
+        let mut handed = Vec::new();
+        let mut baseline = baseline_handed_on.lock().expect("no panic while held");
+        if binaries[b].harness && !baseline[b] {
+            baseline[b] = true;
+            handed.push(baseline_job(b));
+        }
+        handed.push(real);
+        handed
+    };
+    let (done, followed) =
+        runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow)?;
+    let adopted = adopted.into_inner().expect("no panic while held");
+    for (((job, role), r), w) in jobs
+        .iter()
+        .zip(&roles)
+        .zip(done.results)
+        .zip(done.wanted_every_core)
+    {
+        match *role {
+            Role::Count(t) => {
+                ran.counted[t] = Some(r);
+                ran.wanted[t] = either_wanted(ran.wanted[t], w);
+            }
+            // Two processes of one test side by side may collide where one alone would
+            // not (a fixed port, a fixed file): a stacks process whose test did not end as
+            // its counting process's did is not used, and the stacks pass runs it again,
+            // alone.
+            Role::Ahead(t) => {
+                let same_end = ran.counted[t]
+                    .as_ref()
+                    .is_some_and(|c| first_run_end(c) == first_run_end(&r));
+                ran.ahead[t] = Some(match (adopted[t], same_end) {
+                    (true, true) => Ahead::Kept,
+                    (true, false) => Ahead::NotUsed,
+                    (false, _) => Ahead::CalledOff,
+                });
+                if ran.ahead[t] == Some(Ahead::Kept) {
+                    ran.profile(t, job, r, w);
+                }
+            }
+            Role::Baseline(b) => ran.baselines[b] = Some(r),
+        }
+    }
+    for (job, r, w) in followed {
+        match job.test {
+            None => ran.baselines[job.binary] = Some(r),
+            Some(t) => ran.profile(t, &job, r, w),
+        }
+    }
+    Ok(ran)
+}
+
+/// What a job of the counting pass is.
+#[derive(Clone, Copy)]
+enum Role {
+    /// Test `t`'s counting process.
+    Count(usize),
+    /// Test `t`'s stacks process, started beside its counting process on the previous
+    /// run's word.
+    Ahead(usize),
+    /// Binary `b`'s baseline, for the stacks processes started ahead.
+    Baseline(usize),
+}
+
+/// The counting pass's jobs: each countable test's counting process, followed by its stacks
+/// process where the previous run says it will need one, and the baselines those need.
+fn counting_jobs(
+    binaries: &[TestBinary],
+    tests: &[TestCase],
+    plan: &Plan,
+    counting: &[bool],
+) -> (Vec<Job>, Vec<Role>) {
+    let count_mode = ProfileSettings {
+        mode: Mode::Count,
+        lg_sample: 0,
+    };
+    let mut jobs = Vec::new();
+    let mut roles = Vec::new();
+    let mut baseline_needed = vec![false; binaries.len()];
+    for t in (0..tests.len()).filter(|&t| counting[tests[t].binary]) {
+        jobs.push(Job {
             binary: tests[t].binary,
             test: Some(t),
             settings: count_mode,
@@ -303,74 +509,43 @@ fn count_pass(
             expected: plan.expected[t],
             alone: plan.alone[t],
             live_slots: None,
-        })
-        .collect();
-    let mut ran = Ran {
-        counted: vec![None; tests.len()],
-        profiled: vec![None; tests.len()],
-        wanted: vec![None; tests.len()],
-        baselines: vec![None; binaries.len()],
-    };
-    if !count_jobs.is_empty() {
-        // A test whose counting shows it needs its stacks gets its stacks process at once,
-        // before the rest of the pass: a slow test's two processes then run one after the
-        // other, not the second after every other test's first. What it is judged by is
-        // what the stacks pass would have run, decided by the same rules.
-        let baseline_handed_on = std::sync::Mutex::new(vec![false; binaries.len()]);
-        let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
-            let Some(t) = job.test else {
-                return Vec::new();
-            };
-            if job.settings.mode != Mode::Count {
-                return Vec::new();
-            }
-            let mut counted = result.clone();
-            let settled = judge_count(
-                &mut counted,
-                &tests[t],
-                plan.requests[t].as_ref().err(),
-                tests[t].settings.one_time_fails,
-            );
-            let Some(request) = profile_request(t, plan, Some(&counted), Some(&settled)) else {
-                return Vec::new();
-            };
-            // A test that ended the process itself needs its binary's table of live stack
-            // slots, written by the stacks pass.
-            if exited_early(Some(&counted)) {
-                return Vec::new();
-            }
-            let b = tests[t].binary;
-            let mut handed = Vec::new();
-            let mut baseline = baseline_handed_on.lock().expect("no panic while held");
-            if binaries[b].harness && !baseline[b] {
-                baseline[b] = true;
-                handed.push(baseline_job(b));
-            }
-            handed.push(stacks_job(t, &request, Some(&counted), plan, None));
-            handed
-        };
-        let (done, followed) =
-            runner::run_jobs_then(binaries, tests, &count_jobs, config, "Counting", &follow)?;
-        for ((job, r), w) in count_jobs
-            .iter()
-            .zip(done.results)
-            .zip(done.wanted_every_core)
-        {
-            let t = job.test.expect("count jobs are tests");
-            ran.counted[t] = Some(r);
-            ran.wanted[t] = w;
-        }
-        for (job, r, w) in followed {
-            match job.test {
-                None => ran.baselines[job.binary] = Some(r),
-                Some(t) => {
-                    ran.profiled[t] = Some(r);
-                    ran.wanted[t] = either_wanted(ran.wanted[t], w);
-                }
-            }
+            ahead: None,
+        });
+        roles.push(Role::Count(t));
+        if let Some(job) = plan.ahead_job(t) {
+            baseline_needed[tests[t].binary] |= binaries[tests[t].binary].harness;
+            jobs.push(job);
+            roles.push(Role::Ahead(t));
         }
     }
-    Ok(ran)
+    for (b, _) in baseline_needed.iter().enumerate().filter(|(_, n)| **n) {
+        jobs.push(baseline_job(b));
+        roles.push(Role::Baseline(b));
+    }
+    (jobs, roles)
+}
+
+/// The stacks process test `t` needs after its counting process ended with `result`, None
+/// when counting settled it, or when it ended the process itself (its stacks process needs
+/// the binary's table of live stack slots, written by the stacks pass).
+fn stacks_after_counting(
+    t: usize,
+    tests: &[TestCase],
+    plan: &Plan,
+    result: &ProcessResult,
+) -> Option<Job> {
+    let mut counted = result.clone();
+    let settled = judge_count(
+        &mut counted,
+        &tests[t],
+        plan.requests[t].as_ref().err(),
+        tests[t].settings.one_time_fails,
+    );
+    let request = profile_request(t, plan, Some(&counted), Some(&settled))?;
+    if exited_early(Some(&counted)) {
+        return None;
+    }
+    Some(stacks_job(t, &request, Some(&counted), plan, None))
 }
 
 /// Whether a test wanted every core, from two of its processes.
@@ -400,6 +575,7 @@ fn baseline_job(b: usize) -> Job {
         expected: None,
         alone: false,
         live_slots: None,
+        ahead: None,
     }
 }
 
@@ -424,6 +600,7 @@ fn stacks_job(
         expected: plan.expected[t],
         alone: plan.alone[t],
         live_slots,
+        ahead: None,
     }
 }
 
@@ -548,10 +725,7 @@ fn stacks_pass(
     {
         match job.test {
             None => baselines[job.binary] = Some(r),
-            Some(t) => {
-                ran.profiled[t] = Some(r);
-                ran.wanted[t] = either_wanted(ran.wanted[t], w);
-            }
+            Some(t) => ran.profile(t, job, r, w),
         }
     }
     Ok(baselines)
@@ -597,6 +771,8 @@ fn assemble(
         counted,
         mut profiled,
         wanted,
+        asked,
+        ahead,
         ..
     } = ran;
     let mut not_finished = Vec::new();
@@ -624,6 +800,11 @@ fn assemble(
             reruns,
             entry,
             wanted_every_core: wanted[t],
+            stacks_asked: match method {
+                Method::Stacks => asked[t],
+                _ => None,
+            },
+            ahead: ahead[t],
         });
     }
     (judged, not_finished)

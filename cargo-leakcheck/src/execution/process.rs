@@ -3,6 +3,7 @@
 //! ends or outlives its time, and its evidence collected (exit status, output, dumps).
 
 pub use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::execution::cancel::Cancel;
 use crate::execution::cargo::TestBinary;
 use crate::execution::protocol::{self, ProfileSettings};
 use crate::execution::run_config::RunConfig;
@@ -88,6 +89,9 @@ pub struct ProcessSpec<'a> {
     /// The place among the processes running at once this one takes, if any (see
     /// [`crate::execution::slots`]).
     pub place: Option<&'a Ticket<'a>>,
+    /// How a process started ahead of need is called off (see
+    /// [`crate::execution::cancel`]).
+    pub cancel: Option<std::sync::Arc<Cancel>>,
 }
 
 /// Runs one process of `binary` with the runtime preloaded; `key` names its files in the
@@ -123,21 +127,34 @@ pub fn run_process(
     if config.verbose {
         crate::say!("     Running `{:?}`", cmd);
     }
+    if spec.cancel.as_ref().is_some_and(|c| !c.begin()) {
+        return failed_result(
+            ProcessEnd::SpawnFailed("called off before it started".into()),
+            stdout,
+            stderr,
+        );
+    }
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
+            if let Some(cancel) = &spec.cancel {
+                cancel.ending();
+            }
             return failed_result(
                 ProcessEnd::SpawnFailed(format!("`{}`: {e}", binary.path.display())),
                 stdout,
                 stderr,
-            )
+            );
         }
     };
     let pid = child.id() as libc::pid_t;
     if let Some(place) = spec.place {
         place.started(pid);
     }
-    let waited = wait_or_kill(child, spec.timeout, &record_file);
+    if let Some(cancel) = &spec.cancel {
+        cancel.started(pid);
+    }
+    let waited = wait_or_kill(child, spec.timeout, &record_file, spec.cancel.clone());
     let left_running = match waited {
         Some(Ok(_)) => end_leftovers(pid),
         _ => Vec::new(),
@@ -214,7 +231,12 @@ type Waited = Option<std::io::Result<(libc::c_int, u64)>>;
 
 /// Waits for the child on a thread of its own (an interrupt kills it), killing its group
 /// when the time runs out (see [`wait_for`]).
-fn wait_or_kill(child: std::process::Child, timeout: Option<Duration>, record: &Path) -> Waited {
+fn wait_or_kill(
+    child: std::process::Child,
+    timeout: Option<Duration>,
+    record: &Path,
+    cancel: Option<std::sync::Arc<Cancel>>,
+) -> Waited {
     let pid = child.id() as libc::pid_t;
     let registration = crate::execution::interrupt::register(pid, libc::SIGKILL);
     // Set, under its lock, when the waiter reaps the child: until then the id (a zombie's at
@@ -226,6 +248,9 @@ fn wait_or_kill(child: std::process::Child, timeout: Option<Duration>, record: &
     std::thread::spawn(move || {
         crate::execution::interrupt::wait_ended(pid);
         drop(registration);
+        if let Some(cancel) = cancel {
+            cancel.ending();
+        }
         let status = {
             let mut reaped = reaped_by_waiter.lock().unwrap_or_else(|e| e.into_inner());
             let status = wait_with_usage(pid);

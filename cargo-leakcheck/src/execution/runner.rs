@@ -6,6 +6,7 @@ use crate::errors::Error;
 pub use crate::evidence::{
     capture_head, capture_tail, ProcessEnd, ProcessResult, CAPTURE_READ_LIMIT,
 };
+use crate::execution::cancel::Cancel;
 use crate::execution::cargo::TestBinary;
 pub use crate::execution::listing::{list_all, ListError, Selected, TestCase, BASELINE_FILTER};
 use crate::execution::process::failed_result;
@@ -46,6 +47,10 @@ pub struct Job {
     /// The table of the binary's live stack slots, for a test that ends the process
     /// itself (see [`crate::execution::live_slots`]).
     pub live_slots: Option<std::path::PathBuf>,
+    /// Started ahead of need, on the previous run's word: called off through this when the
+    /// job it depends on shows it is not needed (see [`crate::execution::cancel`]). Such a
+    /// job is not in the pass's progress count.
+    pub ahead: Option<std::sync::Arc<Cancel>>,
 }
 
 /// What the runtime needs to run a test again after its own run.
@@ -105,7 +110,10 @@ pub fn run_jobs_then(
 ) -> Result<(Ran, Vec<FollowedUp>), Error> {
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
-    let total = jobs.iter().filter(|j| j.test.is_some()).count();
+    let total = jobs
+        .iter()
+        .filter(|j| j.test.is_some() && j.ahead.is_none())
+        .count();
     // Tests that run alone go first, while nothing else runs that they would wait for
     // (each is short once alone); then the longest first.
     let mut order = crate::execution::history::longest_first(
@@ -139,12 +147,22 @@ pub fn run_jobs_then(
                             .followed[*j]
                             .clone(),
                     };
+                    let binary = &binaries[job.binary];
+                    let test = job.test.map(|t| &tests[t]);
+                    let called_off = || job.ahead.as_ref().is_some_and(|c| c.called_off());
+                    if called_off() {
+                        finish_called_off(&queue, &changed, &results, next);
+                        continue;
+                    }
                     let place = match job.alone {
                         true => places.acquire_alone(),
                         false => places.acquire(),
                     };
-                    let binary = &binaries[job.binary];
-                    let test = job.test.map(|t| &tests[t]);
+                    if called_off() {
+                        drop(place);
+                        finish_called_off(&queue, &changed, &results, next);
+                        continue;
+                    }
                     let mode = match job.settings.mode {
                         protocol::Mode::Count => "count",
                         protocol::Mode::Stacks => "stacks",
@@ -160,7 +178,7 @@ pub fn run_jobs_then(
                     let more = then(&job, &result);
                     match next {
                         Next::Listed(j) => {
-                            if let Some(t) = test {
+                            if let (Some(t), None) = (test, &job.ahead) {
                                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                                 progress.finished(n, binary, &t.name, &result, job.first);
                             }
@@ -211,6 +229,35 @@ pub fn run_jobs_then(
         },
         followed_up.into_inner().expect("workers ended"),
     ))
+}
+
+/// Records a job called off before it started (its result is never read) and frees its
+/// turn.
+fn finish_called_off(
+    queue: &Mutex<Queue>,
+    changed: &Condvar,
+    results: &Mutex<Vec<Option<ProcessResult>>>,
+    next: Next,
+) {
+    if let Next::Listed(j) = next {
+        results
+            .lock()
+            .expect("no worker panics while holding the lock")[j] = Some(called_off_result());
+    }
+    let mut q = queue
+        .lock()
+        .expect("no worker panics while holding the lock");
+    q.in_flight -= 1;
+    changed.notify_all();
+}
+
+/// What a job called off before it started comes to: nothing to read.
+fn called_off_result() -> ProcessResult {
+    failed_result(
+        ProcessEnd::SpawnFailed("called off before it started".into()),
+        PathBuf::new(),
+        PathBuf::new(),
+    )
 }
 
 /// A job to start: one of the pass's list, or one handed on by a job that ended.
@@ -311,6 +358,7 @@ fn run_one(
         timeout,
         extra_env: &extra,
         place: Some(place),
+        cancel: job.ahead.clone(),
     };
     run_process(binary, key, config, &spec)
 }

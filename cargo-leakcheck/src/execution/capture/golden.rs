@@ -102,6 +102,8 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         reruns,
         entry,
         wanted_every_core: None,
+        stacks_asked: None,
+        ahead: None,
     };
     let mut symbols = Replay::new(case.symbols);
     let (bin, _) = load::binary(

@@ -1,0 +1,79 @@
+//! A test whose previous run needed a stacks process after its counting process gets it
+//! beside its counting process from the start; what it is judged by is still only what this
+//! run's evidence asks for.
+
+use crate::harness::{run_fresh_with_env, verdicts_of, Run};
+use serde_json::Value;
+
+const HISTORY: &str = "tests/fixtures/history";
+const NAME: &str = "tests_fixtures_history--ahead";
+
+/// The test's counting process's entry in `metrics.json`.
+fn counting_entry(run: &Run, test: &str) -> Value {
+    let text = std::fs::read_to_string(run.out_dir.join("metrics.json")).unwrap();
+    let metrics: Value = serde_json::from_str(&text).unwrap();
+    metrics["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["test"] == test && t["pass"] == "count")
+        .unwrap_or_else(|| panic!("{test} has no counting process in metrics.json:\n{text}"))
+        .clone()
+}
+
+fn run(envs: &[(&str, &str)]) -> Run {
+    run_fresh_with_env(HISTORY, &[], NAME, envs)
+}
+
+#[test]
+fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_it() {
+    // No history: every stacks process follows its counting process.
+    let target = crate::harness::scratch().join("targets").join(NAME);
+    let _ = std::fs::remove_dir_all(target.join("leakcheck"));
+    let first = run(&[]);
+    assert_eq!(first.code, 3, "{}", first.stderr);
+    let leak = "tests::leaks_until_fixed";
+    let lock = "tests::holds_a_lock_while_it_leaks";
+    for test in [leak, lock] {
+        assert_eq!(first.test("history", test)["verdict"], "leak");
+        assert!(
+            counting_entry(&first, test).get("stacks_beside").is_none(),
+            "nothing to go by on a first run"
+        );
+    }
+
+    // The previous run's word: both leaks' stacks processes start beside their counting
+    // processes. The one whose two processes cannot run side by side (one fails to take the
+    // lock the other holds for its life) is not judged by the failure: its stacks process
+    // runs again, alone.
+    let second = run(&[]);
+    assert_eq!(second.code, 3, "{}", second.stderr);
+    assert_eq!(
+        verdicts_of(second.report()),
+        verdicts_of(first.report()),
+        "{}",
+        second.stderr
+    );
+    assert_eq!(counting_entry(&second, leak)["stacks_beside"], "kept");
+    let beside = counting_entry(&second, lock)["stacks_beside"].clone();
+    assert!(
+        beside == "not-used" || beside == "called-off",
+        "the lock's two processes collide, so neither side-by-side result stands: {beside}"
+    );
+    for test in [leak, lock] {
+        let t = second.test("history", test);
+        assert_eq!(t["method"], "stacks", "{t}");
+        assert_eq!(t["extra_runs"]["made"], 5, "{t}");
+        assert!(t["exit"].as_str().unwrap().contains("exit code 0"), "{t}");
+    }
+
+    // The leak is fixed: its counting process settles it, and the stacks process started
+    // beside it on the previous run's word is called off, not read.
+    let fixed = run(&[("HISTORY_FIXTURE_FIXED", "1")]);
+    assert_eq!(fixed.code, 3, "the other leak remains: {}", fixed.stderr);
+    let t = fixed.test("history", leak);
+    assert_eq!(t["verdict"], "clean", "{t}\n{}", fixed.stderr);
+    assert_eq!(t["method"], "counters", "{t}");
+    assert_eq!(counting_entry(&fixed, leak)["stacks_beside"], "called-off");
+    assert_eq!(fixed.test("history", lock)["verdict"], "leak");
+}
