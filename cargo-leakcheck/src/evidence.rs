@@ -251,6 +251,10 @@ pub struct Record {
     /// Counting mode: the main thread's own arena; `None` if binding failed (then counts
     /// prove nothing) or not counting.
     pub main_arena: Option<i64>,
+    /// Counting mode, a program with a global allocator of its own: whether it reaches the
+    /// runtime's `malloc` (false: counts prove nothing). None when the runtime was not
+    /// asked.
+    pub allocator_reaches_malloc: Option<bool>,
     /// The first run, when the exit handler ran.
     pub first: Option<FirstRun>,
     /// Extra runs that returned normally, in order.
@@ -328,6 +332,9 @@ impl Record {
             match entry {
                 RecordEntry::Draining { .. } => {}
                 RecordEntry::Arena(a) => r.main_arena = Some(a).filter(|&a| a >= 0),
+                RecordEntry::Allocator { reaches_malloc } => {
+                    r.allocator_reaches_malloc = Some(reaches_malloc)
+                }
                 RecordEntry::First {
                     status,
                     live,
@@ -380,6 +387,9 @@ impl Record {
     /// thread on its own arena).
     pub fn counts(&self) -> Option<ExitCounts> {
         self.main_arena?;
+        if self.allocator_reaches_malloc == Some(false) {
+            return None;
+        }
         self.first.map(|f| f.live)
     }
 }

@@ -79,9 +79,14 @@ pub const DRAIN_EPOCH: Var = Var(c"LEAKCHECK_DRAIN_EPOCH");
 /// `0` leaves retention paths out of the reachability scan (for the benchmark that measures
 /// what they cost).
 pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
+/// Counting mode, for a test binary with a `#[global_allocator]` of its own: Rust's
+/// allocation shims `__rust_alloc` and `__rust_dealloc` (hexadecimal addresses in the image,
+/// `ALLOC DEALLOC`), which the runtime calls at exit to find out whether that allocator
+/// reaches this runtime's `malloc` (see [`crate::record::Entry::Allocator`]).
+pub const ALLOC_PROBE: Var = Var(c"LEAKCHECK_ALLOC_PROBE");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 19] = [
+pub const ALL: [Var; 20] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -101,6 +106,7 @@ pub const ALL: [Var; 19] = [
     SCAN_REQUEST,
     PATHS,
     DRAIN_EPOCH,
+    ALLOC_PROBE,
 ];
 
 #[cfg(test)]

@@ -5,6 +5,10 @@
 //!
 //! ```text
 //! arena <n>                                   counting mode: the main thread's arena (-1: none)
+//! allocator malloc|own                        counting mode, a program with its own global
+//!                                             allocator: whether it reaches this runtime's
+//!                                             malloc (`own`: the counts see none of its
+//!                                             allocations and prove nothing)
 //! first <status> <objects> <bytes> <threads>  at exit of the test's own run (twice when a
 //!                                             drain follows: before and after it; the
 //!                                             last one counts)
@@ -70,11 +74,14 @@ pub enum End {
     ThreadsLeft,
     /// Stacks mode: every extra run asked for was made.
     Done,
+    /// Counting mode: the program's own global allocator does not reach this runtime's
+    /// `malloc` (or could not be asked), so counts prove nothing and no run is made.
+    OwnAllocator,
 }
 
 impl End {
     /// Every reason, for the tests that check both sides agree.
-    pub const ALL: [End; 15] = [
+    pub const ALL: [End; 16] = [
         End::TestFailed,
         End::ExitedEarly,
         End::NothingRetained,
@@ -90,6 +97,7 @@ impl End {
         End::Kept,
         End::ThreadsLeft,
         End::Done,
+        End::OwnAllocator,
     ];
 
     /// The word the record (and `metrics.json`) spells it with.
@@ -110,6 +118,7 @@ impl End {
             End::Kept => "kept",
             End::ThreadsLeft => "threads-left",
             End::Done => "done",
+            End::OwnAllocator => "own-allocator",
         }
     }
 
@@ -131,6 +140,9 @@ pub enum Entry<'a> {
     /// Counting mode: the main thread's own arena, -1 when binding it failed (then the counts
     /// prove nothing).
     Arena(i64),
+    /// Counting mode, a program with a global allocator of its own: whether allocations
+    /// through it reach this runtime's `malloc` (false: the counts prove nothing).
+    Allocator { reaches_malloc: bool },
     /// When the exit handler ran: the status the process was exiting with, what was live
     /// off the main thread's arena, and the process's threads.
     First {
@@ -180,6 +192,9 @@ pub enum Entry<'a> {
 }
 
 const ARENA: &str = "arena";
+const ALLOCATOR: &str = "allocator";
+const MALLOC: &str = "malloc";
+const OWN: &str = "own";
 const FIRST: &str = "first";
 const COST: &str = "cost";
 const RUN: &str = "run";
@@ -200,6 +215,11 @@ impl<'a> Entry<'a> {
             Entry::Arena(n) => {
                 out.put(ARENA);
                 put_num(out, n);
+            }
+            Entry::Allocator { reaches_malloc } => {
+                out.put(ALLOCATOR);
+                out.put(" ");
+                out.put(if reaches_malloc { MALLOC } else { OWN });
             }
             Entry::First {
                 status,
@@ -280,6 +300,13 @@ impl<'a> Entry<'a> {
         let mut w = words(line.as_bytes());
         let entry = match next_word(&mut w)? {
             ARENA => Entry::Arena(nums::<1>(&mut w)?[0]),
+            ALLOCATOR => Entry::Allocator {
+                reaches_malloc: match next_word(&mut w)? {
+                    MALLOC => true,
+                    OWN => false,
+                    _ => return None,
+                },
+            },
             FIRST => {
                 let [status, objects, bytes, threads] = nums(&mut w)?;
                 Entry::First {
@@ -374,13 +401,19 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 12] {
+    fn every_entry() -> [Entry<'static>; 14] {
         let live = Counts {
             objects: 3,
             bytes: -48,
         };
         [
             Entry::Arena(-1),
+            Entry::Allocator {
+                reaches_malloc: true,
+            },
+            Entry::Allocator {
+                reaches_malloc: false,
+            },
             Entry::First {
                 status: 101,
                 live,
@@ -442,8 +475,10 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 12] = [
+        let texts: [&str; 14] = [
             "arena -1",
+            "allocator malloc",
+            "allocator own",
             "first 101 3 -48 17",
             "cost 1200 0",
             "run 1 start",
@@ -489,6 +524,8 @@ mod tests {
             "run 1 later",
             "end",
             "end sideways",
+            "allocator",
+            "allocator maybe",
             "left 1 2",
             "drained 1 2 3 4",
             "drained -1 2 3 4 5",

@@ -46,6 +46,7 @@ mod image;
 mod live;
 mod paths;
 mod periodic;
+mod probe;
 mod reach;
 mod rerun;
 mod scan;
@@ -340,6 +341,10 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
         s.grace_ms = ms;
     }
     s.exit_guard = sys::var(env::RERUN_EXIT_GUARD).and_then(sys::parse_hex);
+    s.alloc_probe = sys::var(env::ALLOC_PROBE).and_then(|v| {
+        let (alloc, dealloc) = v.split_once(' ')?;
+        Some((sys::parse_hex(alloc)?, sys::parse_hex(dealloc)?))
+    });
     s.counting = sys::var(env::COUNTING) == Some(env::ON);
     s.entry = sys::var(env::RERUN_ENTRY).and_then(sys::parse_hex);
     s.build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");

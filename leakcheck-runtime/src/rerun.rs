@@ -85,6 +85,9 @@ pub struct Settings {
     /// std's record of the thread ending the process, an address in the executable image
     /// (see [`ExitGuard`]).
     pub exit_guard: Option<u64>,
+    /// Counting mode, a program with a global allocator of its own: its allocation shims
+    /// (`__rust_alloc`, `__rust_dealloc`), image addresses (see [`crate::probe`]).
+    pub alloc_probe: Option<(u64, u64)>,
 }
 
 static mut SETTINGS: Settings = Settings {
@@ -102,6 +105,7 @@ static mut SETTINGS: Settings = Settings {
     pid: 0,
     grace_ms: 0,
     exit_guard: None,
+    alloc_probe: None,
 };
 
 fn settings() -> &'static Settings {
@@ -193,10 +197,16 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         return;
     }
     wind_down();
+    let mut own_allocator = false;
     if s.counting {
         arenas::exact_from_now();
         let arena = arenas::main_arena().map_or(-1, i64::from);
         put(fd, Entry::Arena(arena));
+        if let Some((alloc, dealloc)) = s.alloc_probe {
+            let reaches_malloc = crate::probe::reaches_malloc(alloc, dealloc, s.build_id);
+            put(fd, Entry::Allocator { reaches_malloc });
+            own_allocator = !reaches_malloc;
+        }
     }
     let live_now = || {
         if s.counting {
@@ -210,7 +220,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // A drain runs the program's deferred destructors, and one of them may panic (which
     // aborts the process here): the test's own run is written down first, as it was
     // without draining, and written again once drained (the reader keeps the last).
-    if status == 0 && on_main_thread() && crate::drain::configured() {
+    if status == 0 && on_main_thread() && crate::drain::configured() && !own_allocator {
         put(
             fd,
             Entry::First {
@@ -239,6 +249,11 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     );
     if status != 0 {
         return end(fd, End::TestFailed);
+    }
+    if own_allocator {
+        // The counts see none of the program's own allocations: extra runs counted here
+        // could only look settled.
+        return end(fd, End::OwnAllocator);
     }
     if !on_main_thread() {
         // The test called `exit` itself (libtest's `main` returns on the main thread):

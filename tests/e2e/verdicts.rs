@@ -25,7 +25,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
         // Nothing leaked or failed, but nothing could be analysed.
-        "tests/fixtures/custom-alloc" => (&[], 5),
+        "tests/fixtures/custom-alloc" | "tests/fixtures/pool-alloc" => (&[], 5),
         // Failing, crashing and hanging tests: "tests failed" wins over "leaks found".
         "tests/fixtures/misbehaving" => (&["--timeout", "20"], 4),
         // Its own leakcheck.toml gives one test a 2-second timeout, which it hits.
@@ -588,19 +588,28 @@ fn stack_profiling_costs_tens_of_bytes_per_live_allocation_not_a_page() {
     );
 }
 
-#[test]
-fn custom_allocator_fixture_is_unanalysable_never_clean() {
-    check_fixture("tests/fixtures/custom-alloc");
-    let run = run_fixture("tests/fixtures/custom-alloc", &[]);
+/// Every test of an allocator fixture matches the table and its message gives the reason,
+/// which contains `reason`.
+fn check_allocator_fixture(fixture: &str, reason: &str) {
+    check_fixture(fixture);
+    let run = run_fixture(fixture, &[]);
     for t in run.report()["tests"].as_array().unwrap() {
         assert!(
-            t["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("global_allocator")),
+            t["message"].as_str().is_some_and(|m| m.contains(reason)),
             "the reason is given: {}",
             t["message"]
         );
     }
+}
+
+#[test]
+fn an_allocator_serving_small_blocks_itself_is_unanalysable_never_clean() {
+    check_allocator_fixture("tests/fixtures/pool-alloc", "serves some blocks itself");
+}
+
+#[test]
+fn custom_allocator_fixture_is_unanalysable_never_clean() {
+    check_allocator_fixture("tests/fixtures/custom-alloc", "global_allocator");
 }
 
 #[test]

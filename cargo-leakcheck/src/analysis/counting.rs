@@ -37,6 +37,19 @@ pub fn after_counting(result: &ProcessResult, outcome: Outcome, lifetime_fails: 
     if !needs_stacks(result) {
         return Counted::Clean(outcome);
     }
+    if result
+        .record
+        .as_ref()
+        .is_some_and(|r| r.allocator_reaches_malloc == Some(false))
+    {
+        // The program's own global allocator does not reach the runtime's malloc: the
+        // counts see none of its allocations, so its stacks decide, with extra runs, as
+        // for a program the counters cannot see into at all.
+        return Counted::Stacks {
+            rerun: true,
+            outcome,
+        };
+    }
     let counts = result.record.as_ref().and_then(|r| r.counts());
     let settled = result.record.as_ref().is_some_and(|r| {
         counts.is_some_and(|first| settling::settled(first, &r.runs, &r.left, r.grace.as_ref()))
@@ -113,5 +126,26 @@ pub(crate) mod tests {
         );
         assert!(!needs_stacks(&result(ProcessEnd::Signaled(11), None)));
         assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
+    }
+
+    #[test]
+    fn counts_of_an_allocator_that_serves_blocks_itself_prove_nothing() {
+        // A program's own global allocator, asked at exit: some blocks were not malloc's.
+        let mut own = result(ProcessEnd::Exited(0), None);
+        own.record = Some(Record::parse(
+            "arena 3\nallocator own\nfirst 0 0 0 1\ncost 1 1\nend own-allocator\n",
+        ));
+        assert!(needs_stacks(&own), "a zero count of it is no proof");
+        let outcome = settling::Outcome::none(settling::Status::Completed);
+        match after_counting(&own, outcome, false) {
+            Counted::Stacks { rerun, .. } => assert!(rerun, "its stacks, with extra runs"),
+            _ => panic!("judged by its stacks"),
+        }
+        // One that reaches malloc with every block is counted as std's allocator is.
+        let mut forwards = result(ProcessEnd::Exited(0), None);
+        forwards.record = Some(Record::parse(
+            "arena 3\nallocator malloc\nfirst 0 0 0 1\ncost 1 1\nend nothing-retained\n",
+        ));
+        assert!(!needs_stacks(&forwards));
     }
 }

@@ -140,6 +140,10 @@ pub fn interpret(
                 Status::Unavailable("the entry point is not code of the running executable".into())
             }
             Some(End::NoEntry) => Status::NoEntryPoint("none was passed".into()),
+            Some(End::OwnAllocator) => Status::Unavailable(
+                "the program's own global allocator does not reach malloc, so the counts prove nothing"
+                    .into(),
+            ),
             // Ends the checks above have taken already; reaching here means the record
             // contradicts itself (a failed run without its message, say).
             Some(

@@ -402,7 +402,14 @@ fn verdict_of_stacks(
 ) -> Verdict {
     let result = evidence.result;
     let over_total = policy.effective.test_threshold.filter(|&t| counted > t);
-    let visible = bin.rust_allocations_visible || !result.app_dumps.is_empty();
+    // The counting process asked the program's own allocator for blocks of every size
+    // class and some were not malloc's: whatever the stacks show, part of the heap is
+    // out of sight.
+    let probe_saw_own = evidence
+        .counting
+        .and_then(|c| c.record.as_ref())
+        .is_some_and(|r| r.allocator_reaches_malloc == Some(false));
+    let visible = (bin.rust_allocations_visible && !probe_saw_own) || !result.app_dumps.is_empty();
     if code != 0 {
         report.message = Some(format!(
             "the test failed ({}){}",
@@ -410,6 +417,11 @@ fn verdict_of_stacks(
             evidence.stderr_tail
         ));
         Verdict::Failed
+    } else if !visible && probe_saw_own {
+        report.message = Some(
+            "the test binary installs its own #[global_allocator], which serves some blocks itself rather than from malloc (asked for blocks of every size class at exit, it handed out some that were not malloc's); cargo-leakcheck sees malloc and tikv-jemallocator (whose profiling it turns on), not what this allocator keeps inside its own blocks".into(),
+        );
+        Verdict::Unanalysable
     } else if !visible {
         report.message = Some(
             "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc and tikv-jemallocator (whose profiling it turns on), not this allocator".into(),

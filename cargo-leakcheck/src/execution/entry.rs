@@ -70,8 +70,11 @@ pub struct Inspection {
     /// The address of `_rjem_mallctl` (tikv-jemallocator's jemalloc), when linked in.
     pub app_mallctl: Option<u64>,
     /// The address of std's record of the thread that is ending the process (see
-    /// [`exit_guard`]), when std is linked in statically.
+    /// [`runtime_symbols`]), when std is linked in statically.
     pub exit_guard: Option<u64>,
+    /// Rust's allocation shims (`__rust_alloc`, `__rust_dealloc`), through which the runtime
+    /// asks a global allocator of the program's own whether it reaches `malloc`.
+    pub alloc_shims: Option<(u64, u64)>,
     /// crossbeam-epoch's collectors, for the runtime to drain before it measures (see
     /// [`crate::execution::reclaimers`]).
     pub epoch: Vec<leakcheck_protocol::drain::Collector>,
@@ -79,6 +82,20 @@ pub struct Inspection {
     pub epoch_problem: Option<String>,
 }
 
+/// Symbols of the Rust runtime the tool hands to its own runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RuntimeSymbols {
+    /// `_rjem_mallctl` of a tikv-jemallocator linked in.
+    mallctl: Option<u64>,
+    /// std's record of the thread ending the process (see below).
+    exit_guard: Option<u64>,
+    /// Rust's allocation shims, `__rust_alloc` and `__rust_dealloc`.
+    alloc_shims: Option<(u64, u64)>,
+}
+
+/// Reads the runtime symbols in one pass over the symbols (a test binary can hold a
+/// hundred thousand).
+///
 /// std lets one thread end the process: `exit` (and `main`'s return) records the calling
 /// thread in a static, `unique_thread_exit::EXITING_THREAD_ID`, and any other thread that
 /// calls `exit` afterwards waits forever. Extra runs happen after `main` returned, so a
@@ -86,27 +103,39 @@ pub struct Inspection {
 /// for the runs and puts it back after them. Found by its mangled name (v0 and legacy
 /// manglings both hold this part).
 ///
-/// Returns `(_rjem_mallctl, the exit guard)`, read in one pass over the symbols (a test
-/// binary can hold a hundred thousand).
-fn runtime_symbols<'data>(file: &impl object::Object<'data>) -> (Option<u64>, Option<u64>) {
+/// The allocation shims are what every `Box` and `Vec` allocates through: plain
+/// `__rust_alloc` in older toolchains, a v0-mangled name ending in the same identifier
+/// (`…12___rust_alloc`) in newer ones.
+fn runtime_symbols<'data>(file: &impl object::Object<'data>) -> RuntimeSymbols {
     use object::ObjectSymbol;
-    let (mut mallctl, mut guard) = (None, None);
+    let mut found = RuntimeSymbols::default();
+    let (mut alloc, mut dealloc) = (None, None);
     for s in file.symbols().chain(file.dynamic_symbols()) {
         let Ok(name) = s.name() else { continue };
         match s.kind() {
-            SymbolKind::Text if name == "_rjem_mallctl" => mallctl = Some(s.address()),
+            SymbolKind::Text if name == "_rjem_mallctl" => found.mallctl = Some(s.address()),
+            SymbolKind::Text
+                if s.address() != 0
+                    && (name == "__rust_alloc" || name.ends_with("12___rust_alloc")) =>
+            {
+                alloc = Some(s.address())
+            }
+            SymbolKind::Text
+                if s.address() != 0
+                    && (name == "__rust_dealloc" || name.ends_with("14___rust_dealloc")) =>
+            {
+                dealloc = Some(s.address())
+            }
             SymbolKind::Data
                 if s.size() == 8 && name.contains("18unique_thread_exit17EXITING_THREAD_ID") =>
             {
-                guard = Some(s.address())
+                found.exit_guard = Some(s.address())
             }
             _ => continue,
         }
-        if mallctl.is_some() && guard.is_some() {
-            break;
-        }
     }
-    (mallctl, guard)
+    found.alloc_shims = alloc.zip(dealloc);
+    found
 }
 
 /// One loadable segment.
@@ -143,7 +172,7 @@ pub struct Image<'a> {
 /// a file that is not a 64-bit ELF executable.
 pub fn own_allocator(data: &[u8]) -> Option<(u64, String)> {
     let file = ElfFile64::<LE>::parse(data).ok()?;
-    let (mallctl, _) = runtime_symbols(&file);
+    let mallctl = runtime_symbols(&file).mallctl;
     let build_id = file
         .build_id()
         .ok()
@@ -181,7 +210,10 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
             return inspection;
         }
     };
-    (inspection.app_mallctl, inspection.exit_guard) = runtime_symbols(&file);
+    let symbols = runtime_symbols(&file);
+    inspection.app_mallctl = symbols.mallctl;
+    inspection.exit_guard = symbols.exit_guard;
+    inspection.alloc_shims = symbols.alloc_shims;
     let collectors = crate::execution::reclaimers::epoch_collectors(
         file.symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)

@@ -13,6 +13,24 @@ pub struct BinaryFacts {
     pub tests: Option<Inspection>,
 }
 
+impl BinaryFacts {
+    /// For a binary with a global allocator of its own: the allocation shims through which
+    /// its counting processes ask that allocator whether it reaches the runtime's `malloc`
+    /// (see the runtime's `probe` module).
+    pub fn alloc_probe(&self) -> Option<(u64, u64)> {
+        if !self.symbols.custom_global_allocator {
+            return None;
+        }
+        let inspection = self.tests.as_ref()?;
+        // A jemalloc of the program's own (tikv-jemallocator) never reaches this runtime's
+        // malloc; its heap is read from its own dumps in the stacks pass.
+        if inspection.app_mallctl.is_some() {
+            return None;
+        }
+        inspection.alloc_shims
+    }
+}
+
 /// What an executable's symbol tables say about it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BinarySymbols {

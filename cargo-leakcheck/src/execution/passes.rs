@@ -103,9 +103,13 @@ pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
     result.first_run_end()
 }
 
-/// Whether the counting pass can judge this binary's tests.
+/// Whether the counting pass can judge this binary's tests: a libtest harness, and either
+/// std's own global allocator or one the runtime can ask, at exit, whether it reaches its
+/// `malloc` (a counting process whose answer is no goes on to the stacks pass; see
+/// [`crate::execution::facts::BinaryFacts::alloc_probe`]).
 pub fn countable(binary: &TestBinary) -> bool {
-    binary.harness && !binary.facts.symbols.custom_global_allocator
+    binary.harness
+        && (!binary.facts.symbols.custom_global_allocator || binary.facts.alloc_probe().is_some())
 }
 
 /// The extra runs a test can have, or why it can have none.

@@ -348,6 +348,16 @@ fn run_one(
             ));
         }
     }
+    if job.settings.mode == protocol::Mode::Count {
+        let probe = binary.facts.alloc_probe();
+        let build_id = binary.facts.tests.as_ref().map(|i| i.build_id.clone());
+        if let (Some((alloc, dealloc)), Some(build_id)) = (probe, build_id) {
+            extra.push((env::ALLOC_PROBE, format!("{alloc:x} {dealloc:x}")));
+            if job.rerun.is_none() {
+                extra.push((env::RERUN_BUILD_ID, build_id));
+            }
+        }
+    }
     if let Some(table) = &job.live_slots {
         extra.push((env::LIVE_SLOTS, table.display().to_string()));
     }
