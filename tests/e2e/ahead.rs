@@ -42,6 +42,16 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
         );
     }
 
+    // A run of one other test in between leaves the others' entries in metrics.json.
+    let one = run_fresh_with_env(
+        HISTORY,
+        &["--", "--exact", "tests::answers_without_keeping_anything"],
+        NAME,
+        &[],
+    );
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    assert_eq!(one.report()["tests"].as_array().unwrap().len(), 1);
+
     // The previous run's word: both leaks' stacks processes start beside their counting
     // processes. The one whose two processes cannot run side by side (one fails to take the
     // lock the other holds for its life) is not judged by the failure: its stacks process

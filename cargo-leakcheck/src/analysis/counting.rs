@@ -43,10 +43,10 @@ pub fn after_counting(result: &ProcessResult, outcome: Outcome, lifetime_fails: 
         .is_some_and(|r| r.allocator_reaches_malloc == Some(false))
     {
         // The program's own global allocator does not reach the runtime's malloc: the
-        // counts see none of its allocations, so its stacks decide, with extra runs, as
-        // for a program the counters cannot see into at all.
+        // counts see none of its allocations, so its stacks decide, with extra runs when
+        // its own run passed, as for a program the counters cannot see into at all.
         return Counted::Stacks {
-            rerun: true,
+            rerun: result.first_run_end() == ProcessEnd::Exited(0),
             outcome,
         };
     }

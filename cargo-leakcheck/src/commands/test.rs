@@ -547,6 +547,11 @@ fn metrics_json(
             tests.push(e);
         }
     }
+    let ran: std::collections::HashSet<(String, String)> = results
+        .tests
+        .iter()
+        .map(|t| (binaries[t.case.binary].id(), t.case.name.clone()))
+        .collect();
     let baselines: Vec<_> = results
         .baselines
         .iter()
@@ -558,6 +563,9 @@ fn metrics_json(
         "tool_peak_rss_kib": own_peak_rss_kib(),
         "processes": tests.len() + baselines.len(),
         "tests": tests,
+        // Tests this run left out, as the previous metrics had them: the next run starts
+        // from them (see `crate::execution::history`).
+        "history": history.carried_over(&ran),
         "baselines": baselines,
         "binary_preparation": timings.binaries.iter().map(|(b, s)| serde_json::json!({"binary": b, "seconds": s})).collect::<Vec<_>>(),
     }))

@@ -30,6 +30,8 @@ pub struct History {
     /// Tests whose counting process was followed by a stacks process, with what that was
     /// asked for.
     stacks: HashMap<(String, String), Option<StacksAsked>>,
+    /// Every test entry read, as read, to carry over those of tests a run leaves out.
+    entries: Vec<serde_json::Value>,
 }
 
 /// The extra runs a stacks process that followed a counting process was asked for.
@@ -75,11 +77,18 @@ impl History {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
             return History::default();
         };
-        let tests = value.get("tests").and_then(|t| t.as_array());
+        // A run that left tests out (a filter, a package) carried their entries over under
+        // `history`, so that one run of one test does not make the next full run start blind.
+        let tests: Vec<&serde_json::Value> = ["tests", "history"]
+            .iter()
+            .filter_map(|k| value.get(k).and_then(|t| t.as_array()))
+            .flatten()
+            .collect();
+        let entries: Vec<serde_json::Value> = tests.iter().map(|t| (*t).clone()).collect();
         let mut expected: HashMap<(String, String), f64> = HashMap::new();
         let mut alone = std::collections::HashSet::new();
         let mut stacks = HashMap::new();
-        for t in tests.into_iter().flatten() {
+        for t in tests {
             let binary = t.get("binary").and_then(|b| b.as_str());
             let name = t.get("test").and_then(|n| n.as_str());
             let (Some(binary), Some(name)) = (binary, name) else {
@@ -116,7 +125,27 @@ impl History {
             seconds,
             alone,
             stacks,
+            entries,
         }
+    }
+
+    /// The entries read of tests not in `ran` (binary id, test name): what the next run
+    /// still needs of a test this run left out.
+    pub fn carried_over(
+        &self,
+        ran: &std::collections::HashSet<(String, String)>,
+    ) -> Vec<serde_json::Value> {
+        self.entries
+            .iter()
+            .filter(|t| {
+                let key = (
+                    t.get("binary").and_then(|b| b.as_str()).unwrap_or_default(),
+                    t.get("test").and_then(|n| n.as_str()).unwrap_or_default(),
+                );
+                !ran.contains(&(key.0.to_string(), key.1.to_string()))
+            })
+            .cloned()
+            .collect()
     }
 
     /// What the test's stacks process was asked for, when one followed its counting process
@@ -263,6 +292,31 @@ mod tests {
             "unreadable is nothing"
         );
         assert_eq!(h.stacks_after_counting("p", "other"), None);
+    }
+
+    #[test]
+    fn a_run_that_left_tests_out_carries_their_entries_over() {
+        let before = History::parse(
+            r#"{"tests": [
+                {"binary": "p", "test": "slow", "seconds": 32.0, "pass": "count", "expected_seconds": 72.0},
+                {"binary": "p", "test": "slow", "seconds": 40.0, "pass": "stacks", "asked": {"runs": 3, "grace_ms": 0}},
+                {"binary": "p", "test": "quick", "seconds": 0.1, "pass": "count"}
+            ]}"#,
+        );
+        // The next run ran `quick` alone: `slow`'s entries go on under `history`.
+        let ran = [("p".to_string(), "quick".to_string())]
+            .into_iter()
+            .collect();
+        let carried = before.carried_over(&ran);
+        assert_eq!(carried.len(), 2);
+        let written = serde_json::json!({
+            "tests": [{"binary": "p", "test": "quick", "seconds": 0.2, "pass": "count"}],
+            "history": carried,
+        });
+        let after = History::parse(&written.to_string());
+        assert_eq!(after.expected("p", "slow"), Some(72.0));
+        assert!(after.stacks_after_counting("p", "slow").is_some());
+        assert_eq!(after.expected("p", "quick"), Some(0.2));
     }
 
     #[test]

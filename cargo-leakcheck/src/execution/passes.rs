@@ -365,7 +365,7 @@ impl Ran {
 /// the rest of the pass: a slow test's two processes then run one after the other, not the
 /// second after every other test's first. A test whose previous run needed a stacks process
 /// after its counting process gets it from the start, beside its counting process, with the
-/// extra runs it was asked for then ([`Plan::ahead`]); it is kept only when the counting
+/// extra runs it was asked for then ([`Plan::ahead_job`]); it is kept only when the counting
 /// process asks for exactly that process now, and called off otherwise. Either way what a
 /// test is judged by is what the stacks pass would have run, decided by the same rules.
 fn count_pass(
@@ -842,6 +842,70 @@ mod tests {
             }
             _ => panic!("a leak's shape goes to the stacks pass"),
         }
+    }
+
+    fn plan_of_one(
+        request: Result<RerunRequest, Status>,
+        before: Option<Option<StacksAsked>>,
+        alone: bool,
+    ) -> Plan {
+        Plan {
+            requests: vec![request],
+            entries: vec![None],
+            expected: vec![Some(40.0)],
+            alone: vec![alone],
+            binary: vec![0],
+            stacks_before: vec![before],
+        }
+    }
+
+    fn request() -> RerunRequest {
+        RerunRequest {
+            entry: 0x1000,
+            build_id: "ab".into(),
+            runs: 5,
+            app_mallctl: None,
+            exit_guard: None,
+            epoch: Vec::new(),
+            grace_ms: extra_runs::GRACE_MS,
+        }
+    }
+
+    #[test]
+    fn a_stacks_process_starts_beside_counting_as_the_previous_run_asked_for_it() {
+        let asked = StacksAsked {
+            runs: 3,
+            grace_ms: 0,
+        };
+        let job = plan_of_one(Ok(request()), Some(Some(asked)), false)
+            .ahead_job(0)
+            .expect("the previous run had one");
+        let rerun = job.rerun.expect("with extra runs");
+        assert_eq!((rerun.runs, rerun.grace_ms), (3, 0), "as asked then");
+        assert_eq!(rerun.entry, 0x1000, "the rest is this run's");
+        assert!(job.ahead.is_some(), "it can be called off");
+        assert!(!job.first && job.quiet_backtraces);
+        assert_eq!(job.settings.mode, Mode::Stacks);
+
+        // A test that cannot run again had one without extra runs.
+        let no_runs = plan_of_one(Err(Status::ShouldPanic), Some(None), false)
+            .ahead_job(0)
+            .expect("the previous run had one");
+        assert!(no_runs.rerun.is_none());
+
+        // Nothing to go by, what was asked no longer fits, or a test that runs alone.
+        assert!(plan_of_one(Ok(request()), None, false)
+            .ahead_job(0)
+            .is_none());
+        assert!(plan_of_one(Ok(request()), Some(None), false)
+            .ahead_job(0)
+            .is_none());
+        assert!(plan_of_one(Err(Status::Off), Some(Some(asked)), false)
+            .ahead_job(0)
+            .is_none());
+        assert!(plan_of_one(Ok(request()), Some(Some(asked)), true)
+            .ahead_job(0)
+            .is_none());
     }
 
     #[test]
