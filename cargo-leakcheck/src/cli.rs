@@ -424,6 +424,14 @@ pub struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub write_suppressions: Option<PathBuf>,
 
+    /// Read the previous run's timings from FILE and keep this run's there too, for a CI
+    /// cache to carry from job to job: they decide which tests start first and which get
+    /// their stacks process beside their counting process, never a verdict (no FILE yet:
+    /// the target directory's, as without this option) [default:
+    /// `<target>/leakcheck/metrics.json`].
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+
     /// Check only this share of the suite, to split it across machines: `slice:M/N` deals
     /// the listed tests round-robin, `hash:M/N` by a hash of binary and test name,
     /// `count:M/N` round-robin within each binary (shard M of N, from 1; nextest's kinds).

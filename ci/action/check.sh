@@ -17,34 +17,18 @@ case "$command" in
     ;;
 esac
 
-# Split the arguments as a shell would, so quoted filters stay whole.
-if ! eval "args=(${LEAKCHECK_ARGS:-})"; then
+# shellcheck source=names.sh
+. "$(dirname "$0")/names.sh"
+if ! split_args; then
   echo "::error title=cargo-leakcheck::cannot split the args input: ${LEAKCHECK_ARGS:-}"
   echo "exit-code=2" >>"$output"
   exit 0
 fi
 
 # A name unique per job, shard and attempt: artifact names must be unique in a run.
-name="${LEAKCHECK_ARTIFACT_NAME:-}"
-if [ -z "$name" ]; then
-  name="leakcheck-${GITHUB_JOB:-job}"
-  prev=""
-  for arg in "${args[@]}"; do
-    part=""
-    case "$arg" in
-      --partition=*) part="${arg#--partition=}" ;;
-      *) if [ "$prev" = "--partition" ]; then part="$arg"; fi ;;
-    esac
-    if [ -n "$part" ]; then
-      # hash:2/3 -> shard-2-of-3
-      shard="${part#*:}"
-      name="$name-shard-${shard%/*}-of-${shard#*/}"
-    fi
-    prev="$arg"
-  done
-  if [ "${GITHUB_RUN_ATTEMPT:-1}" != "1" ]; then
-    name="$name-attempt-$GITHUB_RUN_ATTEMPT"
-  fi
+name="$(job_name)"
+if [ -z "${LEAKCHECK_ARTIFACT_NAME:-}" ] && [ "${GITHUB_RUN_ATTEMPT:-1}" != "1" ]; then
+  name="$name-attempt-$GITHUB_RUN_ATTEMPT"
 fi
 echo "artifact-name=$name" >>"$output"
 
@@ -63,8 +47,17 @@ case "$command" in
     ;;
 esac
 
+# The previous run's timings, kept by the history step (`test` only).
+history="${LEAKCHECK_HISTORY:-}"
+if [ "$command" = test ] && [ -n "$history" ]; then
+  args=(--history "$history" "${args[@]}")
+fi
+
 echo "cargo leakcheck $command --annotations github ${args[*]}"
 cargo leakcheck "$command" --annotations github "${args[@]}"
 code=$?
 echo "exit-code=$code" >>"$output"
+if [ "$command" = test ] && [ -n "$history" ] && [ -s "$history" ]; then
+  echo "history-written=true" >>"$output"
+fi
 exit 0

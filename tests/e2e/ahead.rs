@@ -86,4 +86,35 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     assert_eq!(t["method"], "counters", "{t}");
     assert_eq!(counting_entry(&fixed, leak)["stacks_beside"], "called-off");
     assert_eq!(fixed.test("history", lock)["verdict"], "leak");
+
+    // `--history FILE`, as a CI cache uses it. No FILE yet: the target directory's timings
+    // (the fixed run's: the leak's counting process settled it, so nothing is started
+    // beside it); this run's go to FILE.
+    let cache = crate::harness::scratch().join("history-cache").join(NAME);
+    let _ = std::fs::remove_dir_all(&cache);
+    let kept = cache.join("metrics.json");
+    let kept_arg = kept.to_str().unwrap();
+    let cached = run_fresh_with_env(HISTORY, &["--history", kept_arg], NAME, &[]);
+    assert_eq!(cached.code, 3, "{}", cached.stderr);
+    assert_eq!(
+        counting_entry(&cached, leak).get("stacks_beside"),
+        None,
+        "the target directory's timings were read"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        std::fs::read_to_string(cached.out_dir.join("metrics.json")).unwrap()
+    );
+    // A fresh machine: no target directory left, only the cached FILE, which says the leak
+    // needed its stacks process.
+    std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
+    let restored = run_fresh_with_env(HISTORY, &["--history", kept_arg], NAME, &[]);
+    assert_eq!(restored.code, 3, "{}", restored.stderr);
+    assert_eq!(counting_entry(&restored, leak)["stacks_beside"], "kept");
+    assert_eq!(
+        verdicts_of(restored.report()),
+        verdicts_of(cached.report()),
+        "{}",
+        restored.stderr
+    );
 }

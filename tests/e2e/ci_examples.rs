@@ -123,7 +123,7 @@ fn the_action_is_a_composite_whose_steps_all_parse() {
             assert_eq!(step["shell"].as_str(), Some("bash"), "{run}");
         }
     }
-    for script in ["install.sh", "check.sh"] {
+    for script in ["install.sh", "check.sh", "history.sh", "names.sh"] {
         let status = std::process::Command::new("bash")
             .arg("-n")
             .arg(repo_root().join("ci/action").join(script))
@@ -201,10 +201,24 @@ fn baseline_example_keeps_mains_report_and_fails_only_what_a_change_adds() {
     assert!(!first.ok, "{}", first.log);
     assert_eq!(exit(&first), "3", "{}", first.log);
     assert!(first.log.contains("cache not found"), "{}", first.log);
+    assert!(
+        first
+            .log
+            .contains("cargo leakcheck test --annotations github --history "),
+        "{}",
+        first.log
+    );
     // Main, with its known leaks: they fail it, and its report becomes the base.
     sim.next_run();
     let main = sim.github_job_on("push", &path, "leakcheck", &[], DEMO);
     assert_eq!(exit(&main), "3", "{}", main.log);
+    // The action kept the first run's timings, and this run starts from them.
+    assert!(
+        main.log
+            .contains("cache restored from key: leakcheck-history-Linux-leakcheck-leakcheck-"),
+        "{}",
+        main.log
+    );
     assert!(
         main.ran.iter().any(|s| s == "Keep the report as the base"),
         "{:?}",
@@ -525,6 +539,22 @@ fn the_action_names_artifacts_per_shard_and_attempt_and_refuses_unknown_commands
         None,
     );
     assert!(out.contains("`a dir/with space"), "{out}");
+
+    // The timings kept between runs are for `test` only.
+    let (_, out, _) = action_script(
+        &sim,
+        "check.sh",
+        &[
+            ("LEAKCHECK_COMMAND", "merge"),
+            ("LEAKCHECK_ARGS", "shard-1"),
+            ("LEAKCHECK_HISTORY", "/kept/metrics.json"),
+        ],
+        None,
+    );
+    assert!(
+        out.contains("cargo leakcheck merge --annotations github shard-1\n"),
+        "{out}"
+    );
 
     // A base, when there is one: its flags go before the args (after `--` are filters).
     let base = sim.dir.join("a base");

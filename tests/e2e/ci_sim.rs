@@ -296,6 +296,8 @@ pub struct Sim {
     bin: PathBuf,
     /// Each simulated `cargo install` call, a line each.
     pub install_log: PathBuf,
+    /// The workflow run the jobs belong to (`GITHUB_RUN_ID`): one more on each `next_run`.
+    run_id: std::cell::Cell<u32>,
 }
 
 /// What a simulated job did.
@@ -347,6 +349,7 @@ impl Sim {
         .unwrap();
         Sim {
             install_log: dir.join("cargo-install.log"),
+            run_id: std::cell::Cell::new(1),
             dir,
             artifacts,
             bin,
@@ -423,6 +426,7 @@ impl Sim {
     /// Starts another workflow run of the same repository: its artifacts are its own, the
     /// Actions cache is shared.
     pub fn next_run(&self) {
+        self.run_id.set(self.run_id.get() + 1);
         let _ = std::fs::remove_dir_all(&self.artifacts);
         std::fs::create_dir_all(&self.artifacts).unwrap();
     }
@@ -456,6 +460,7 @@ impl Sim {
         env.insert("GITHUB_WORKSPACE".into(), workspace.display().to_string());
         env.insert("GITHUB_STEP_SUMMARY".into(), summary.display().to_string());
         env.insert("RUNNER_TEMP".into(), runner_temp.display().to_string());
+        env.insert("GITHUB_RUN_ID".into(), self.run_id.get().to_string());
 
         let mut scope = Scope {
             ok: true,
@@ -626,6 +631,10 @@ impl StepCtx<'_> {
             assert!(has_run != has_uses, "`{name}`: exactly one of run and uses");
             if !scope.condition(step["if"].as_str()) {
                 job.log.push_str(&format!("--- skipped: {name}\n"));
+                // A skipped step's outputs read as empty.
+                if let Some(id) = step["id"].as_str() {
+                    scope.steps.insert(id.to_string(), BTreeMap::new());
+                }
                 continue;
             }
             job.ran.push(name.clone());

@@ -7,6 +7,7 @@ use crate::errors::{Error, ExitCode};
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::capture;
 use crate::execution::cargo::{self, TestBinary};
+use crate::execution::history::History;
 use crate::execution::load;
 use crate::execution::passes::{self, Method};
 use crate::execution::protocol::ProfileSettings;
@@ -27,6 +28,11 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         args.verbose,
     )?;
     session.annotations = args.checking.annotations.clone();
+    // A FILE not there yet (a cache's first job) leaves the target directory's own, which
+    // is also what a FILE inside that directory was before it was emptied.
+    if let Some(path) = args.history.as_deref().filter(|p| p.is_file()) {
+        session.history = History::read(path);
+    }
     let base = session::read_baseline(&args.checking.against)?;
     let mut binaries = build(&session, args)?;
     let mut notes = session.notes.clone();
@@ -44,8 +50,11 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     write_suppressions(&session, args, &report)?;
     let metrics = metrics_json(&binaries, &results, run_seconds, &timings, &session.history);
     let metrics_path = session.out_dir.join("metrics.json");
-    std::fs::write(&metrics_path, metrics)
+    std::fs::write(&metrics_path, &metrics)
         .map_err(|e| Error::io(format!("write `{}`", metrics_path.display()), e))?;
+    if let Some(path) = &args.history {
+        keep_history(path, &metrics);
+    }
     session.durations = durations(&binaries, &results);
     write_junit(&session, args, &binaries, &results, &report)?;
     let cost = crate::report::cost::line(&costs(&results));
@@ -53,6 +62,22 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
         human::render_with_cost(r, root, shown, cost.as_deref())
     })?;
     Ok(report.exit_code())
+}
+
+/// Writes this run's timings to `--history`'s file. A file that cannot be written costs the
+/// next run its head start, never this run's results: a warning, not an error.
+fn keep_history(path: &Path, metrics: &str) {
+    let written = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, metrics));
+    if let Err(e) = written {
+        crate::say!(
+            "warning: cannot keep this run's timings in `{}` (--history): {e}",
+            path.display()
+        );
+    }
 }
 
 /// The command line's settings, once the arguments are checked.
