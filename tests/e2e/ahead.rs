@@ -2,7 +2,7 @@
 //! beside its counting process from the start; what it is judged by is still only what this
 //! run's evidence asks for.
 
-use crate::harness::{run_fresh_with_env, verdicts_of, Run};
+use crate::harness::{run_fresh_with_env, run_nextest, verdicts_of, Run};
 use serde_json::Value;
 
 const HISTORY: &str = "tests/fixtures/history";
@@ -117,4 +117,11 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
         "{}",
         restored.stderr
     );
+
+    // `cargo leakcheck nextest` on the same target directory keeps `test`'s timings for
+    // its next run.
+    let nextest = run_nextest(HISTORY, &[], NAME);
+    assert_eq!(nextest.code, 3, "{}", nextest.stderr);
+    let after = run(&[]);
+    assert_eq!(counting_entry(&after, leak)["stacks_beside"], "kept");
 }

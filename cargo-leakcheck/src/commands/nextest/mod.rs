@@ -117,7 +117,12 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         report.runner_failed = Some(why.into());
     }
     session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
-    let metrics = serde_json::json!({ "nextest_seconds": ran.seconds, "nextest_exit": code });
+    // `test`'s timings, read from the file this replaces, stay for its next run.
+    let metrics = serde_json::json!({
+        "nextest_seconds": ran.seconds,
+        "nextest_exit": code,
+        "history": session.history.carried_over(&Default::default()),
+    });
     let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
     session::finish(&session, &report, human::render)?;
     Ok(report.exit_code())
