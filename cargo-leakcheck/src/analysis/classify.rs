@@ -148,9 +148,38 @@ fn is_jemalloc_internal(name: &str) -> bool {
             .any(|p| name.starts_with(p))
 }
 
-/// How many leading (innermost) frames are the allocator.
+/// Rust's allocation entry points, through which every allocation of Rust code reaches the
+/// `#[global_allocator]` (or the default one), with `__rustc::` taken off.
+const ALLOCATION_SHIMS: &[&str] = &[
+    "__rust_alloc",
+    "__rust_alloc_zeroed",
+    "__rust_realloc",
+    "__rg_alloc",
+    "__rg_alloc_zeroed",
+    "__rg_realloc",
+    "__rdl_alloc",
+    "__rdl_alloc_zeroed",
+    "__rdl_realloc",
+];
+
+fn is_allocation_shim(f: &Frame) -> bool {
+    let name = function(f);
+    let name = name.strip_prefix("__rustc::").unwrap_or(name);
+    ALLOCATION_SHIMS.contains(&name)
+}
+
+/// How many leading (innermost) frames are the allocator: everything the outermost
+/// allocation shim called (a `#[global_allocator]` that wraps another runs helpers of its
+/// own there, named like nothing an allocator is known by: tracking-allocator's
+/// `get_wrapped_allocation`), then the allocator frames that called the shim (`alloc::`,
+/// `RawVec`'s growth).
 pub fn allocator_prefix_len(frames: &[Frame]) -> usize {
-    frames.iter().take_while(|f| is_allocator_frame(f)).count()
+    let inside_shim = frames.iter().rposition(is_allocation_shim).unwrap_or(0);
+    inside_shim
+        + frames[inside_shim..]
+            .iter()
+            .take_while(|f| is_allocator_frame(f))
+            .count()
 }
 
 /// Whether a source file is the program's own: not std's (`/rustc/…`), nor a crate std
@@ -335,6 +364,37 @@ mod tests {
             f("counting_alloc::tests::forgets_a_buffer", EXE),
         ];
         assert_eq!(allocator_prefix_len(&frames), 4);
+        // A wrapping allocator's helper, inside the shim, is the allocator too, however it
+        // is named; so is an allocation the allocator makes for its own books.
+        let wrapped = vec![
+            f("malloc", "/rt/libleakcheck_runtime.so"),
+            f(
+                "<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc",
+                EXE,
+            ),
+            f(
+                "tracking_allocator::Allocator<A>::get_wrapped_allocation",
+                EXE,
+            ),
+            f(
+                "<tracking_allocator::Allocator<A> as core::alloc::global::GlobalAlloc>::alloc",
+                EXE,
+            ),
+            f("__rustc::__rust_alloc", EXE),
+            f("alloc::vec::Vec<T>::push", EXE),
+            f("books::Ledger::record", EXE),
+            f(
+                "<books::Ledger as core::alloc::global::GlobalAlloc>::alloc",
+                EXE,
+            ),
+            f("__rust_alloc", EXE),
+            f("alloc::alloc::alloc", EXE),
+            f("counting_alloc::tests::forgets_a_buffer", EXE),
+        ];
+        assert_eq!(allocator_prefix_len(&wrapped), 10);
+        // The allocation-error hook is no allocation shim.
+        let hook = [exe("app::f"), f("__rustc::__rust_alloc_error_handler", EXE)];
+        assert_eq!(allocator_prefix_len(&hook), 0);
         // A user function merely named like an allocator method is not one.
         assert!(!is_allocator_frame(&f(
             "counting_alloc::Counter::alloc",

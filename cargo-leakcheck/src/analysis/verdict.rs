@@ -419,12 +419,12 @@ fn verdict_of_stacks(
         Verdict::Failed
     } else if !visible && probe_saw_own {
         report.message = Some(
-            "the test binary installs its own #[global_allocator], which serves some blocks itself rather than from malloc (asked for blocks of every size class at exit, it handed out some that were not malloc's); cargo-leakcheck sees malloc and tikv-jemallocator (whose profiling it turns on), not what this allocator keeps inside its own blocks".into(),
+            "the test binary installs its own #[global_allocator], which serves some blocks itself rather than from malloc (asked for blocks of every size class at exit, it handed out some that were not malloc's); cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature, not what this allocator keeps inside its own blocks".into(),
         );
         Verdict::Unanalysable
     } else if !visible {
         report.message = Some(
-            "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc and tikv-jemallocator (whose profiling it turns on), not this allocator".into(),
+            "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature (turned on for each package that depends on tikv-jemallocator; for tikv-jemallocator's own tests, or a dependency that renames it, pass `--features` with it yourself), not this allocator".into(),
         );
         Verdict::Unanalysable
     } else if report.stacks.iter().any(|s| s.fails) {

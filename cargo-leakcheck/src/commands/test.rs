@@ -57,7 +57,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     }
     session.durations = durations(&binaries, &results);
     write_junit(&session, args, &binaries, &results, &report)?;
-    let cost = crate::report::cost::line(&costs(&results));
+    let cost = crate::report::cost::line(&costs(&binaries, &results));
     session::finish(&session, &report, |r, root, shown| {
         human::render_with_cost(r, root, shown, cost.as_deref())
     })?;
@@ -426,11 +426,18 @@ pub(crate) fn check(
 }
 
 /// What each test cost beyond its own run (see [`crate::report::cost`]).
-pub(crate) fn costs(results: &passes::Outcome) -> Vec<crate::report::cost::TestCost> {
-    results.tests.iter().map(test_cost).collect()
+pub(crate) fn costs(
+    binaries: &[TestBinary],
+    results: &passes::Outcome,
+) -> Vec<crate::report::cost::TestCost> {
+    results
+        .tests
+        .iter()
+        .map(|t| test_cost(&binaries[t.case.binary], t))
+        .collect()
 }
 
-fn test_cost(t: &passes::TestOutcome) -> crate::report::cost::TestCost {
+fn test_cost(binary: &TestBinary, t: &passes::TestOutcome) -> crate::report::cost::TestCost {
     let own_of = |r: &runner::ProcessResult| {
         r.record
             .as_ref()
@@ -459,6 +466,7 @@ fn test_cost(t: &passes::TestOutcome) -> crate::report::cost::TestCost {
         }
     }
     crate::report::cost::TestCost {
+        binary: binary.target.clone(),
         name: t.case.name.clone(),
         own_seconds,
         extra_runs: extra_runs as u32,
@@ -508,7 +516,7 @@ fn metrics_json(
     let mut tests: Vec<_> = Vec::new();
     for t in &results.tests {
         let b = &binaries[t.case.binary];
-        let cost = test_cost(t);
+        let cost = test_cost(b, t);
         let cost = serde_json::json!({
             "own_seconds": cost.own_seconds,
             "extra_runs": cost.extra_runs,

@@ -5,6 +5,8 @@
 /// What one test cost beyond its own run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TestCost {
+    /// Its test binary's target name (`tests/smoke.rs`: `smoke`).
+    pub binary: String,
     /// The test's libtest name.
     pub name: String,
     /// Seconds its own (counted) run took.
@@ -36,17 +38,22 @@ pub fn line(costs: &[TestCost]) -> Option<String> {
             .nth(1)
             .is_some()
     };
+    // Integration tests of several binaries may share even their full names (`smoke`):
+    // then the binary says which, as the summary's other lines name a test.
+    let shared_in_full = |c: &TestCost| costly.iter().filter(|o| o.name == c.name).nth(1).is_some();
     let mut named: Vec<String> = costly
         .iter()
         .take(SHOWN)
         .map(|c| {
+            let name = if shared_in_full(c) {
+                format!("{} {}", c.binary, c.name)
+            } else if shared(&c.name) {
+                c.name.clone()
+            } else {
+                short(&c.name).to_string()
+            };
             format!(
-                "{} {} × {}",
-                if shared(&c.name) {
-                    &c.name
-                } else {
-                    short(&c.name)
-                },
+                "{name} {} × {}",
                 c.extra_runs,
                 seconds(c.extra_seconds / f64::from(c.extra_runs))
             )
@@ -82,6 +89,7 @@ mod tests {
 
     fn cost(name: &str, own: f64, runs: u32, extra: f64) -> TestCost {
         TestCost {
+            binary: "lib".into(),
             name: name.into(),
             own_seconds: own,
             extra_runs: runs,
@@ -114,6 +122,19 @@ mod tests {
         assert_eq!(
             line(&costs).unwrap(),
             "extra runs: 0.0 s in 3 tests (basic::iter 1 × 15 ms, basic_set::iter 1 × 13 ms, len 1 × 10 ms); the tests' own runs: 0.3 s"
+        );
+    }
+
+    #[test]
+    fn tests_of_several_binaries_that_share_a_full_name_are_named_with_their_binary() {
+        let in_binary = |binary: &str, extra: f64| TestCost {
+            binary: binary.into(),
+            ..cost("smoke", 0.1, 5, extra)
+        };
+        let costs = [in_binary("alpha", 0.02), in_binary("beta", 0.01)];
+        assert_eq!(
+            line(&costs).unwrap(),
+            "extra runs: 0.0 s in 2 tests (alpha smoke 5 × 4 ms, beta smoke 5 × 2 ms); the tests' own runs: 0.2 s"
         );
     }
 

@@ -347,10 +347,19 @@ fn judged_line(report: &Report) -> Option<String> {
     let mut repeated = 0;
     let mut reachability = 0;
     let mut unsettled = 0;
+    let mut own_run = 0;
     for t in report.tests.iter() {
+        let retained = t.first_run_retained.as_ref().map_or(0, |r| r.bytes);
         match (t.verdict, t.method, &t.extra_runs.status) {
             (Verdict::Unsettled, ..) => unsettled += 1,
             (Verdict::Clean | Verdict::Leak, Method::Counters, Status::NotNeeded) => nothing += 1,
+            // No extra run was made (a `#[should_panic]` test cannot run again).
+            (Verdict::Clean | Verdict::Leak, Method::Counters, _) if t.extra_runs.made == 0 => {
+                match retained {
+                    0 => nothing += 1,
+                    _ => own_run += 1,
+                }
+            }
             (Verdict::Clean | Verdict::Leak, Method::Counters, _) => settled += 1,
             (Verdict::Clean | Verdict::Leak, Method::Stacks, _) if t.extra_runs.made > 0 => {
                 repeated += 1
@@ -362,6 +371,7 @@ fn judged_line(report: &Report) -> Option<String> {
     let parts: Vec<String> = [
         (nothing, "retained nothing"),
         (settled, "settled by running again"),
+        (own_run, "by their own run alone (they could not run again)"),
         (repeated, "by their stacks over extra runs"),
         (reachability, "by reachability after one run"),
         (unsettled, "not run again enough to tell (see each)"),
@@ -1142,6 +1152,38 @@ mod tests {
             Path::new("target/leakcheck"),
         );
         crate::report::snapshot::assert_snapshot("test-summary", &text);
+    }
+
+    #[test]
+    fn a_should_panic_test_that_retained_nothing_is_not_said_to_have_run_again() {
+        let mut panics = test_report();
+        panics.method = Method::Counters;
+        panics.verdict = Verdict::Clean;
+        panics.extra_runs = crate::model::ExtraRuns {
+            made: 0,
+            status: Status::ShouldPanic,
+            detail: None,
+        };
+        panics.first_run_retained = Some(crate::model::Retained {
+            objects: 0,
+            bytes: 0,
+        });
+        let mut kept = panics.clone();
+        kept.first_run_retained = Some(crate::model::Retained {
+            objects: 1,
+            bytes: 64,
+        });
+        let report = Report {
+            tests: vec![panics, kept],
+            ..Report::example()
+        };
+        let line = judged_line(&report).unwrap();
+        assert!(
+            line.contains("1 retained nothing")
+                && line.contains("1 by their own run alone")
+                && !line.contains("running again"),
+            "{line}"
+        );
     }
 
     #[test]
