@@ -405,7 +405,8 @@ pub struct TestArgs {
     #[command(flatten)]
     pub checking: Checking,
 
-    /// Number of test processes to run at once (default: number of cores).
+    /// Number of test processes computing at once (default: number of cores); a process that
+    /// only waits (sleeps, a timeout) frees its place, up to twice N processes in all.
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 

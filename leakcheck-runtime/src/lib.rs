@@ -50,6 +50,7 @@ mod probe;
 mod reach;
 mod rerun;
 mod scan;
+mod sleepers;
 mod stop;
 mod sys;
 mod threads;

@@ -286,6 +286,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
     let threads_before_runs = sys::thread_count();
+    let tids_before_runs = crate::sleepers::Tids::now();
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
         let route = if s.counting {
@@ -358,7 +359,9 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             }
             let threads_left = series.leaves_threads();
             if k == max_runs || threads_left {
-                if let Some(live) = grace(fd, threads_before_runs, s.grace_ms, true) {
+                if let Some(live) =
+                    grace(fd, threads_before_runs, &tids_before_runs, s.grace_ms, true)
+                {
                     arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
                     series.grace(live);
@@ -382,7 +385,14 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     // Stacks mode: the last dump is taken again once the runs' threads had their grace, and
     // scanned once, whether it was retaken or not.
     if !s.counting && max_runs > 0 {
-        let retake = grace(fd, threads_before_runs, s.grace_ms, false).is_some();
+        let retake = grace(
+            fd,
+            threads_before_runs,
+            &tids_before_runs,
+            s.grace_ms,
+            false,
+        )
+        .is_some();
         dump(max_runs, true, retake);
     }
     end(fd, End::Done)
@@ -456,19 +466,26 @@ impl Drop for ExitGuard {
 /// a connection's reader that notices its peer is gone) hold what they hold only until
 /// then, which is not a leak; a thread that never ends holds it for good. So, once per
 /// test, after the last run: while the process has more threads than before the runs,
-/// waits up to `grace_ms` for them to end. Writes `grace <waited-ms> <threads-over>
-/// <objects> <bytes>` (the threads still running beyond the count before the runs, and,
-/// in counting mode, the live counts then) and returns the live counts, or `None` when
-/// there was nothing to wait for or no wait was asked for (`grace_ms` 0).
-fn grace(fd: c_int, before: Option<u64>, grace_ms: u64, counting: bool) -> Option<Live> {
+/// waits up to `grace_ms` for them to end, and then for those asleep until a deadline
+/// (see [`crate::sleepers`]). Writes `grace <waited-ms> <threads-over> <objects> <bytes>`
+/// (the threads still running beyond the count before the runs, and, in counting mode,
+/// the live counts then) and returns the live counts, or `None` when there was nothing to
+/// wait for or no wait was asked for (`grace_ms` 0).
+fn grace(
+    fd: c_int,
+    before: Option<u64>,
+    tids_before: &crate::sleepers::Tids,
+    grace_ms: u64,
+    counting: bool,
+) -> Option<Live> {
     let before = before?;
     let over = |n: u64| n.saturating_sub(before);
     if sys::thread_count().is_none_or(|n| over(n) == 0) {
         return None;
     }
     let started = sys::now_ms();
-    if grace_ms > 0 {
-        sys::settle_threads(Some(before), grace_ms);
+    if grace_ms > 0 && !sys::settle_threads(Some(before), grace_ms) {
+        crate::sleepers::wait_for_timed(tids_before, before);
     }
     let waited = sys::now_ms().saturating_sub(started);
     let live = if counting {

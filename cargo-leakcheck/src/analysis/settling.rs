@@ -176,12 +176,36 @@ fn died_draining(run: u32, evidence: &Evidence) -> Status {
 
 fn died_during_run(evidence: &Evidence) -> Status {
     // The test's own panic hook prints `thread '…' panicked at FILE:LINE:` and the message
-    // on the next line; the unwind then aborts at the runtime's frame.
-    let mut lines = evidence.stderr.lines();
-    let panic = lines
-        .by_ref()
-        .position(|l| l.starts_with("thread '") && l.contains("panicked at"))
-        .map(|_| lines.next().unwrap_or("").trim().to_string());
+    // on the lines after (an assertion's `left:` and `right:` too); the unwind then aborts
+    // at the runtime's frame. A test may catch panics of its own before (`catch_unwind`):
+    // the last one is what ended the run.
+    let lines: Vec<&str> = evidence.stderr.lines().collect();
+    // The abort that follows an unwind into the runtime's frame reports a panic of its own.
+    const ABORT: [&str; 3] = [
+        "panic in a function that cannot unwind",
+        "panic in a destructor during cleanup",
+        "thread caused non-unwinding panic",
+    ];
+    let message_at = |at: usize| -> String {
+        lines[at + 1..]
+            .iter()
+            .take_while(|l| {
+                !l.is_empty()
+                    && !l.starts_with("note: ")
+                    && !l.starts_with("stack backtrace:")
+                    && !l.starts_with("thread '")
+                    && !ABORT.iter().any(|a| l.starts_with(a))
+            })
+            .take(4)
+            .map(|l| l.trim())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let panic = (0..lines.len())
+        .rev()
+        .filter(|&at| lines[at].starts_with("thread '") && lines[at].contains("panicked at"))
+        .map(message_at)
+        .find(|m| !m.is_empty());
     match (evidence.end, panic) {
         (ProcessEnd::Signaled(6), Some(message)) => Status::Panicked(message),
         (ProcessEnd::Signaled(s), _) => {
@@ -543,6 +567,18 @@ mod tests {
                 made: 1,
                 status: Status::Panicked("second run".into())
             }
+        );
+        // A panic the test caught before (`catch_unwind`) is not what ended the run, and
+        // the abort's own report is not either; an assertion's values are kept.
+        let caught_then_failed = "thread '<unnamed>' panicked at src/lib.rs:3:9:\nexpected caught panic\nthread '<unnamed>' panicked at src/lib.rs:7:5:\nassertion `left == right` failed\n  left: 11\n right: 10\nnote: run with `RUST_BACKTRACE=1`\nthread '<unnamed>' panicked at library/core/src/panicking.rs:225:5:\npanic in a function that cannot unwind\nthread caused non-unwinding panic. aborting.\n";
+        assert_eq!(
+            interpret(
+                Some(&aborted),
+                None,
+                &evidence(&ProcessEnd::Signaled(6), "", caught_then_failed)
+            )
+            .status,
+            Status::Panicked("assertion `left == right` failed left: 11 right: 10".into())
         );
         assert_eq!(
             interpret(

@@ -1,0 +1,361 @@
+//! Threads the extra runs left behind that are asleep until a deadline they will reach on
+//! their own: a job that sleeps five seconds on a pool the test has dropped, a worker that
+//! exits after ten idle seconds. The grace after the last run waits a fixed time for the
+//! runs' threads; a thread that sleeps a little longer than that would hold what it holds
+//! past it and look like one that never ends, depending on the machine's speed. So, when
+//! the grace ends with threads of the runs still there, each is asked what it waits in:
+//! when every one is in a timed wait (a sleep, a futex wait with a timeout, a poll with a
+//! timeout) that ends within [`CAP_MS`], the wait goes on until the latest of those
+//! deadlines, once. A thread waiting with no deadline (for a message that may never come),
+//! or running, cannot be told from one that never ends, and is not waited for; nor is a
+//! thread that wakes and sleeps again (a timer's loop): it is given one deadline only.
+
+use crate::sys;
+
+/// The longest wait for threads asleep until a deadline, beyond the grace.
+pub const CAP_MS: u64 = 60_000;
+
+/// Slack after the latest deadline, for the woken threads to end.
+const SLACK_MS: u64 = 200;
+
+/// The most threads remembered.
+const MAX_TIDS: usize = 1024;
+
+/// The process's thread ids at one moment (as many as fit).
+pub struct Tids {
+    ids: [u32; MAX_TIDS],
+    len: usize,
+}
+
+impl Tids {
+    /// The threads of the process now.
+    pub fn now() -> Tids {
+        let mut t = Tids {
+            ids: [0; MAX_TIDS],
+            len: 0,
+        };
+        t.len = list_tasks(&mut t.ids);
+        t
+    }
+
+    fn contains(&self, tid: u32) -> bool {
+        self.ids[..self.len].contains(&tid)
+    }
+}
+
+/// When a blocked thread will wake on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    /// At most this many milliseconds from now.
+    Within(u64),
+    /// Not by itself: a wait with no deadline, or a system call whose deadline is not known.
+    Never,
+    /// It runs (or the kernel would not say what it waits in).
+    Running,
+    /// It has ended.
+    Gone,
+}
+
+/// Waits, beyond the grace, for threads that were not there in `before` and are all asleep
+/// until deadlines within [`CAP_MS`]; how long it waited (0: it did not).
+pub fn wait_for_timed(before: &Tids, before_count: u64) -> u64 {
+    let now = Tids::now();
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    let mut latest = 0;
+    for &tid in &now.ids[..now.len] {
+        if tid == me || before.contains(tid) {
+            continue;
+        }
+        match wake_of(tid) {
+            Wake::Within(ms) => latest = latest.max(ms),
+            Wake::Gone => {}
+            Wake::Never | Wake::Running => return 0,
+        }
+    }
+    if latest == 0 || latest > CAP_MS {
+        return 0;
+    }
+    let started = sys::now_ms();
+    sys::settle_threads(Some(before_count), latest + SLACK_MS);
+    sys::now_ms().saturating_sub(started)
+}
+
+/// What thread `tid` waits in, from `/proc/self/task/<tid>/syscall`.
+fn wake_of(tid: u32) -> Wake {
+    let mut path = sys::FixedPath::new();
+    if !(path.push(b"/proc/self/task/") && path.push_u64(u64::from(tid)) && path.push(b"/syscall"))
+    {
+        return Wake::Running;
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return match *libc::__errno_location() {
+                libc::ENOENT | libc::ESRCH => Wake::Gone,
+                _ => Wake::Running,
+            };
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    if n <= 0 {
+        return Wake::Running;
+    }
+    match std::str::from_utf8(&buf[..n as usize])
+        .ok()
+        .and_then(parse_syscall)
+    {
+        Some(call) => wake_of_call(&call, read_timespec, clock_ms),
+        None => Wake::Running,
+    }
+}
+
+/// A blocked thread's system call: its number and six arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Call {
+    nr: u64,
+    args: [u64; 6],
+}
+
+/// `nr arg1 … arg6 sp pc` (a thread in a system call); None for `running` or `-1 sp pc`.
+fn parse_syscall(text: &str) -> Option<Call> {
+    let mut fields = text.split_ascii_whitespace();
+    let nr = fields.next()?.parse::<u64>().ok()?;
+    let mut args = [0u64; 6];
+    for a in &mut args {
+        *a = sys::parse_hex(fields.next()?.trim_start_matches("0x"))?;
+    }
+    Some(Call { nr, args })
+}
+
+// x86-64 system call numbers and flags (the kernel's ABI, not glibc's).
+const NANOSLEEP: u64 = 35;
+const CLOCK_NANOSLEEP: u64 = 230;
+const FUTEX: u64 = 202;
+const POLL: u64 = 7;
+const EPOLL_WAIT: u64 = 232;
+const EPOLL_PWAIT: u64 = 281;
+const TIMER_ABSTIME: u64 = 1;
+const FUTEX_CMD_MASK: u64 = !(128 | 256);
+const FUTEX_CLOCK_REALTIME: u64 = 256;
+const FUTEX_WAIT: u64 = 0;
+const FUTEX_WAIT_BITSET: u64 = 9;
+const CLOCK_REALTIME: u64 = 0;
+const CLOCK_MONOTONIC: u64 = 1;
+
+/// When a thread blocked in `call` wakes by itself, reading a `timespec` the call points to
+/// with `read` (in milliseconds; None when it cannot be read) and a clock with `clock`.
+fn wake_of_call(
+    call: &Call,
+    read: impl Fn(u64) -> Option<u64>,
+    clock: impl Fn(u64) -> Option<u64>,
+) -> Wake {
+    let a = call.args;
+    // A relative timeout, counted from the call's start: at most that long from now.
+    let relative = |ptr: u64| match read(ptr) {
+        Some(ms) => Wake::Within(ms),
+        None => Wake::Never,
+    };
+    let absolute = |ptr: u64, clockid: u64| match (read(ptr), clock(clockid)) {
+        (Some(at), Some(now)) => Wake::Within(at.saturating_sub(now)),
+        _ => Wake::Never,
+    };
+    // A timeout in milliseconds in an int argument: negative waits for ever.
+    let millis = |arg: u64| match arg as u32 as i32 {
+        t if t < 0 => Wake::Never,
+        t => Wake::Within(t as u64),
+    };
+    match call.nr {
+        NANOSLEEP => relative(a[0]),
+        CLOCK_NANOSLEEP if a[1] & TIMER_ABSTIME != 0 => absolute(a[2], a[0]),
+        CLOCK_NANOSLEEP => relative(a[2]),
+        FUTEX if a[3] == 0 => Wake::Never,
+        FUTEX => match a[1] & FUTEX_CMD_MASK {
+            FUTEX_WAIT => relative(a[3]),
+            FUTEX_WAIT_BITSET if a[1] & FUTEX_CLOCK_REALTIME != 0 => absolute(a[3], CLOCK_REALTIME),
+            FUTEX_WAIT_BITSET => absolute(a[3], CLOCK_MONOTONIC),
+            _ => Wake::Never,
+        },
+        POLL => millis(a[2]),
+        EPOLL_WAIT | EPOLL_PWAIT => millis(a[3]),
+        _ => Wake::Never,
+    }
+}
+
+/// The `timespec` at `ptr` in this process, in milliseconds (rounded up); None when it
+/// cannot be read (read through the kernel, so a bad pointer is an error, not a fault).
+fn read_timespec(ptr: u64) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let size = std::mem::size_of::<libc::timespec>();
+    let local = libc::iovec {
+        iov_base: (&mut ts as *mut libc::timespec).cast(),
+        iov_len: size,
+    };
+    let remote = libc::iovec {
+        iov_base: ptr as *mut libc::c_void,
+        iov_len: size,
+    };
+    // SAFETY: reads `size` bytes of this process into `ts`, which we own; the kernel checks
+    // the remote range and fails with EFAULT instead of faulting.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if n != size as isize || ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return None;
+    }
+    Some((ts.tv_sec as u64).saturating_mul(1000) + (ts.tv_nsec as u64).div_ceil(1_000_000))
+}
+
+/// Clock `clockid` now, in milliseconds.
+fn clock_ms(clockid: u64) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the struct we own.
+    if unsafe { libc::clock_gettime(clockid as libc::clockid_t, &mut ts) } != 0 {
+        return None;
+    }
+    Some((ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000)
+}
+
+/// The thread ids in `/proc/self/task`, into `out`; how many.
+fn list_tasks(out: &mut [u32]) -> usize {
+    // SAFETY: open on a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/task".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return 0;
+    }
+    let mut n = 0;
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: getdents64 into our own buffer, of its length.
+        let got = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        if got <= 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at + 19 < got as usize {
+            // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            if reclen == 0 {
+                break;
+            }
+            let name = &buf[at + 19..(at + reclen).min(got as usize)];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if let Some(tid) = std::str::from_utf8(name).ok().and_then(|s| s.parse().ok()) {
+                if n < out.len() {
+                    out[n] = tid;
+                    n += 1;
+                }
+            }
+            at += reclen;
+        }
+    }
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(fd) };
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(nr: u64, args: [u64; 6]) -> Call {
+        Call { nr, args }
+    }
+
+    /// Every pointer reads as 5 s; the clocks read 100 s.
+    fn wake(c: &Call) -> Wake {
+        wake_of_call(c, |_| Some(5_000), |_| Some(100_000))
+    }
+
+    #[test]
+    fn the_kernels_line_for_a_blocked_thread_is_read_and_a_running_one_is_not() {
+        assert_eq!(
+            parse_syscall("230 0x0 0x0 0x7ffc10 0x7ffc20 0x0 0x0 0x7ffc00 0x7f0010\n"),
+            Some(call(230, [0, 0, 0x7ffc10, 0x7ffc20, 0, 0]))
+        );
+        assert_eq!(parse_syscall("running\n"), None);
+        assert_eq!(parse_syscall("-1 0x7ffc00 0x7f0010\n"), None);
+    }
+
+    #[test]
+    fn sleeps_and_timed_waits_wake_by_their_deadline_and_untimed_waits_never() {
+        // std's thread::sleep: relative, at most its length from now.
+        assert_eq!(
+            wake(&call(CLOCK_NANOSLEEP, [0, 0, 0x10, 0x20, 0, 0])),
+            Wake::Within(5_000)
+        );
+        assert_eq!(
+            wake(&call(NANOSLEEP, [0x10, 0x20, 0, 0, 0, 0])),
+            Wake::Within(5_000)
+        );
+        // An absolute deadline already past: wakes now.
+        assert_eq!(
+            wake(&call(CLOCK_NANOSLEEP, [1, TIMER_ABSTIME, 0x10, 0, 0, 0])),
+            Wake::Within(0)
+        );
+        let absolute = wake_of_call(
+            &call(
+                FUTEX,
+                [0x100, FUTEX_WAIT_BITSET | 128, 0, 0x10, 0, u32::MAX as u64],
+            ),
+            |_| Some(103_000),
+            |clock| (clock == CLOCK_MONOTONIC).then_some(100_000),
+        );
+        assert_eq!(absolute, Wake::Within(3_000), "a condvar's wait_timeout");
+        assert_eq!(
+            wake(&call(FUTEX, [0x100, FUTEX_WAIT | 128, 0, 0, 0, 0])),
+            Wake::Never,
+            "a channel's recv: no deadline"
+        );
+        assert_eq!(
+            wake(&call(POLL, [0x10, 1, (-1i32) as u32 as u64, 0, 0, 0])),
+            Wake::Never
+        );
+        assert_eq!(
+            wake(&call(EPOLL_WAIT, [3, 0x10, 8, 250, 0, 0])),
+            Wake::Within(250)
+        );
+        assert_eq!(wake(&call(0, [0; 6])), Wake::Never, "a read on a pipe");
+        let unreadable = wake_of_call(&call(NANOSLEEP, [0x10, 0, 0, 0, 0, 0]), |_| None, |_| None);
+        assert_eq!(unreadable, Wake::Never);
+    }
+
+    #[test]
+    fn a_sleeping_thread_is_seen_with_its_deadline() {
+        let before = Tids::now();
+        let sleeper =
+            std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(1500)));
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let tid = loop {
+            let now = Tids::now();
+            let new = now.ids[..now.len]
+                .iter()
+                .copied()
+                .find(|t| !before.contains(*t));
+            if let Some(tid) = new.filter(|&t| matches!(wake_of(t), Wake::Within(_))) {
+                break tid;
+            }
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the sleeper is never seen asleep"
+            );
+            std::thread::yield_now();
+        };
+        assert!(matches!(wake_of(tid), Wake::Within(ms) if ms <= 1500));
+        sleeper.join().unwrap();
+        assert_eq!(wake_of(tid), Wake::Gone);
+    }
+}
