@@ -360,6 +360,8 @@ impl Record {
                 RecordEntry::RunFailed { message, .. } => r.failed = Some(message.to_string()),
                 RecordEntry::RunTimeout { .. } => r.timed_out = true,
                 RecordEntry::Left { live, .. } => r.left.push(live),
+                // Only progress: the grace line that follows says how long it waited.
+                RecordEntry::Waiting { .. } => {}
                 RecordEntry::Drained { run, freed, kept } => {
                     r.drained.push(Drained { run, freed, kept })
                 }

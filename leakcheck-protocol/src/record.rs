@@ -172,6 +172,10 @@ pub enum Entry<'a> {
         threads: i64,
         live: Counts,
     },
+    /// During the grace, while the runtime waits on for threads of the runs asleep until a
+    /// deadline of their own: at most how much longer, written every few seconds so that
+    /// a process that waits is seen to be making progress.
+    Waiting { for_ms: i64 },
     /// Counting mode, at the end: what extra run `run` left behind.
     Left { run: u32, live: Counts },
     /// After run `run` (0: the test's own), before its drain: a drain runs the program's
@@ -205,6 +209,7 @@ const TIMEOUT: &str = "timeout";
 const GRACE: &str = "grace";
 const LEFT: &str = "left";
 const DRAINING: &str = "draining";
+const WAITING: &str = "waiting";
 const DRAINED: &str = "drained";
 const END: &str = "end";
 
@@ -272,6 +277,10 @@ impl<'a> Entry<'a> {
             Entry::Draining { run } => {
                 out.put(DRAINING);
                 put_num(out, i64::from(run));
+            }
+            Entry::Waiting { for_ms } => {
+                out.put(WAITING);
+                put_num(out, for_ms);
             }
             Entry::Drained { run, freed, kept } => {
                 out.put(DRAINED);
@@ -365,6 +374,10 @@ impl<'a> Entry<'a> {
                     run: u32::try_from(run).ok()?,
                 }
             }
+            WAITING => {
+                let [for_ms] = nums(&mut w)?;
+                Entry::Waiting { for_ms }
+            }
             DRAINED => {
                 let [run, objects, bytes, kept_objects, kept_bytes] = nums(&mut w)?;
                 Entry::Drained {
@@ -401,7 +414,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 14] {
+    fn every_entry() -> [Entry<'static>; 15] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -442,6 +455,7 @@ mod tests {
             },
             Entry::Left { run: 7, live },
             Entry::Draining { run: 0 },
+            Entry::Waiting { for_ms: 28_500 },
             Entry::Drained {
                 run: 0,
                 freed: live,
@@ -475,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 14] = [
+        let texts: [&str; 15] = [
             "arena -1",
             "allocator malloc",
             "allocator own",
@@ -488,6 +502,7 @@ mod tests {
             "grace 250 -1 3 -48",
             "left 7 3 -48",
             "draining 0",
+            "waiting 28500",
             "drained 0 3 -48 2 4096",
             "end kept",
         ];

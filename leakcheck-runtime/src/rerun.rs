@@ -485,7 +485,14 @@ fn grace(
     }
     let started = sys::now_ms();
     if grace_ms > 0 && !sys::settle_threads(Some(before), grace_ms) {
-        crate::sleepers::wait_for_timed(tids_before, before);
+        crate::sleepers::wait_for_timed(tids_before, before, |left_ms| {
+            put(
+                fd,
+                Entry::Waiting {
+                    for_ms: left_ms as i64,
+                },
+            )
+        });
     }
     let waited = sys::now_ms().saturating_sub(started);
     let live = if counting {

@@ -56,9 +56,14 @@ enum Wake {
     Gone,
 }
 
+/// How often, while it waits, `wait_for_timed` says how much longer at most.
+const HEARTBEAT_MS: u64 = 5_000;
+
 /// Waits, beyond the grace, for threads that were not there in `before` and are all asleep
-/// until deadlines within [`CAP_MS`]; how long it waited (0: it did not).
-pub fn wait_for_timed(before: &Tids, before_count: u64) -> u64 {
+/// until deadlines within [`CAP_MS`]; how long it waited (0: it did not). `heartbeat` is
+/// told, before the wait and every [`HEARTBEAT_MS`] of it, how much longer it may take
+/// (cargo-leakcheck takes a process that writes nothing for long for one that hangs).
+pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64)) -> u64 {
     let now = Tids::now();
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
@@ -77,7 +82,17 @@ pub fn wait_for_timed(before: &Tids, before_count: u64) -> u64 {
         return 0;
     }
     let started = sys::now_ms();
-    sys::settle_threads(Some(before_count), latest + SLACK_MS);
+    let until = started + latest + SLACK_MS;
+    loop {
+        let now = sys::now_ms();
+        if now >= until {
+            break;
+        }
+        heartbeat(until - now);
+        if sys::settle_threads(Some(before_count), (until - now).min(HEARTBEAT_MS)) {
+            break;
+        }
+    }
     sys::now_ms().saturating_sub(started)
 }
 
