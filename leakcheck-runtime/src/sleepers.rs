@@ -67,20 +67,22 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
     let now = Tids::now();
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-    let mut latest = 0;
+    // None: no thread of the runs is asleep (all have ended since).
+    let mut latest: Option<u64> = None;
     for &tid in &now.ids[..now.len] {
         if tid == me || before.contains(tid) {
             continue;
         }
         match wake_of(tid) {
-            Wake::Within(ms) => latest = latest.max(ms),
+            Wake::Within(ms) => latest = Some(latest.unwrap_or(0).max(ms)),
             Wake::Gone => {}
             Wake::Never | Wake::Running => return 0,
         }
     }
-    if latest == 0 || latest > CAP_MS {
+    // A deadline already past (the thread is about to wake) still gets the slack.
+    let Some(latest) = latest.filter(|&ms| ms <= CAP_MS) else {
         return 0;
-    }
+    };
     let started = sys::now_ms();
     let until = started + latest + SLACK_MS;
     loop {
