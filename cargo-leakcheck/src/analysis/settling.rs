@@ -557,12 +557,11 @@ mod tests {
         // Aborted by a panic in the second run: the message is the panic's.
         let aborted = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\n");
         let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nsecond run\npanic in a function that cannot unwind\n";
+        let aborted_by = |end: ProcessEnd, stderr: &str| {
+            interpret(Some(&aborted), None, &evidence(&end, "", stderr))
+        };
         assert_eq!(
-            interpret(
-                Some(&aborted),
-                None,
-                &evidence(&ProcessEnd::Signaled(6), "", stderr)
-            ),
+            aborted_by(ProcessEnd::Signaled(6), stderr),
             Outcome {
                 made: 1,
                 status: Status::Panicked("second run".into())
@@ -572,30 +571,15 @@ mod tests {
         // the abort's own report is not either; an assertion's values are kept.
         let caught_then_failed = "thread '<unnamed>' panicked at src/lib.rs:3:9:\nexpected caught panic\nthread '<unnamed>' panicked at src/lib.rs:7:5:\nassertion `left == right` failed\n  left: 11\n right: 10\nnote: run with `RUST_BACKTRACE=1`\nthread '<unnamed>' panicked at library/core/src/panicking.rs:225:5:\npanic in a function that cannot unwind\nthread caused non-unwinding panic. aborting.\n";
         assert_eq!(
-            interpret(
-                Some(&aborted),
-                None,
-                &evidence(&ProcessEnd::Signaled(6), "", caught_then_failed)
-            )
-            .status,
+            aborted_by(ProcessEnd::Signaled(6), caught_then_failed).status,
             Status::Panicked("assertion `left == right` failed left: 11 right: 10".into())
         );
         assert_eq!(
-            interpret(
-                Some(&aborted),
-                None,
-                &evidence(&ProcessEnd::Signaled(11), "", "")
-            )
-            .status,
+            aborted_by(ProcessEnd::Signaled(11), "").status,
             Status::Crashed("signal 11 (SIGSEGV)".into())
         );
         assert_eq!(
-            interpret(
-                Some(&aborted),
-                None,
-                &evidence(&ProcessEnd::TimedOut, "", "")
-            )
-            .status,
+            aborted_by(ProcessEnd::TimedOut, "").status,
             Status::TimedOut
         );
         // libtest's own line marks a #[should_panic] test, whatever happened next.
