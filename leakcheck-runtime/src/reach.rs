@@ -602,29 +602,12 @@ enum Waiting {
 /// The stack pointer of a thread blocked in a system call, from
 /// `/proc/self/task/<tid>/syscall` (`nr arg1 … arg6 sp pc`).
 fn waiting_stack_pointer(tid: usize) -> Option<Waiting> {
-    let mut path = crate::sys::FixedPath::new();
-    if !(path.push(b"/proc/self/task/") && path.push_u64(tid as u64) && path.push(b"/syscall")) {
-        return None;
-    }
     let mut buf = [0u8; 512];
-    // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Some(if *libc::__errno_location() == libc::ENOENT {
-                Waiting::Gone
-            } else {
-                Waiting::Unknown
-            });
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        n
+    let text = match crate::sys::task_syscall(tid as u64, &mut buf) {
+        crate::sys::TaskSyscall::Text(text) => text,
+        crate::sys::TaskSyscall::Gone => return Some(Waiting::Gone),
+        crate::sys::TaskSyscall::Unreadable => return Some(Waiting::Unknown),
     };
-    if n <= 0 {
-        return Some(Waiting::Unknown);
-    }
-    let text = std::str::from_utf8(&buf[..n as usize]).ok()?;
     let fields: [&str; 9] = {
         let mut f = [""; 9];
         let mut it = text.split_ascii_whitespace();

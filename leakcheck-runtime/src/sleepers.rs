@@ -100,34 +100,14 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
 
 /// What thread `tid` waits in, from `/proc/self/task/<tid>/syscall`.
 fn wake_of(tid: u32) -> Wake {
-    let mut path = sys::FixedPath::new();
-    if !(path.push(b"/proc/self/task/") && path.push_u64(u64::from(tid)) && path.push(b"/syscall"))
-    {
-        return Wake::Running;
-    }
     let mut buf = [0u8; 256];
-    // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return match *libc::__errno_location() {
-                libc::ENOENT | libc::ESRCH => Wake::Gone,
-                _ => Wake::Running,
-            };
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        n
-    };
-    if n <= 0 {
-        return Wake::Running;
-    }
-    match std::str::from_utf8(&buf[..n as usize])
-        .ok()
-        .and_then(parse_syscall)
-    {
-        Some(call) => wake_of_call(&call, read_timespec, clock_ms),
-        None => Wake::Running,
+    match sys::task_syscall(u64::from(tid), &mut buf) {
+        sys::TaskSyscall::Text(text) => match parse_syscall(text) {
+            Some(call) => wake_of_call(&call, read_timespec, clock_ms),
+            None => Wake::Running,
+        },
+        sys::TaskSyscall::Gone => Wake::Gone,
+        sys::TaskSyscall::Unreadable => Wake::Running,
     }
 }
 

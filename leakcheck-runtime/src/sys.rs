@@ -303,6 +303,45 @@ pub fn record_frames(
     unsafe { _Unwind_Backtrace(each, (&out as *const Out).cast_mut().cast()) };
 }
 
+/// What `/proc/self/task/<tid>/syscall` says of a thread.
+pub enum TaskSyscall<'a> {
+    /// The kernel's line: `nr arg1 … arg6 sp pc` for a thread blocked in a system call,
+    /// `running`, or `-1 sp pc`.
+    Text(&'a str),
+    /// The thread has ended.
+    Gone,
+    /// The file could not be read.
+    Unreadable,
+}
+
+/// Reads `/proc/self/task/<tid>/syscall` into `buf`.
+pub fn task_syscall(tid: u64, buf: &mut [u8]) -> TaskSyscall<'_> {
+    let mut path = FixedPath::new();
+    if !(path.push(b"/proc/self/task/") && path.push_u64(tid) && path.push(b"/syscall")) {
+        return TaskSyscall::Unreadable;
+    }
+    // SAFETY: open/read/close on a NUL-terminated path into the caller's buffer.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return match *libc::__errno_location() {
+                libc::ENOENT | libc::ESRCH => TaskSyscall::Gone,
+                _ => TaskSyscall::Unreadable,
+            };
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    if n <= 0 {
+        return TaskSyscall::Unreadable;
+    }
+    match std::str::from_utf8(&buf[..n as usize]) {
+        Ok(text) => TaskSyscall::Text(text),
+        Err(_) => TaskSyscall::Unreadable,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
