@@ -279,6 +279,21 @@ pub struct Record {
     /// The run whose drain started and is the record's last word: the process ended during
     /// that drain (a deferred destructor of the program panicked, say).
     pub draining: Option<u32>,
+    /// The lengths of the program's own collections, as the runtime wrote them: after each
+    /// run (`Some(k)`, 0 the test's own) or after the grace (`None`), each time one changed.
+    pub lengths: Vec<Length>,
+}
+
+/// One reading of a collection's length in the record (see
+/// `leakcheck_protocol::collections`): written when it differs from the reading before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Length {
+    /// After run k (0: the test's own); `None`: after the grace.
+    pub run: Option<u32>,
+    /// The collection's index in its binary's table.
+    pub index: u32,
+    /// The length, or why there is none (`ABSENT`, `UNREADABLE`, `INCONSISTENT`).
+    pub reading: i64,
 }
 
 /// One drain of crossbeam-epoch's garbage, after a run and before it was measured.
@@ -377,6 +392,15 @@ impl Record {
                     })
                 }
                 RecordEntry::End(why) => r.end = Some(why),
+                RecordEntry::Length {
+                    run,
+                    index,
+                    reading,
+                } => r.lengths.push(Length {
+                    run,
+                    index,
+                    reading,
+                }),
                 RecordEntry::Cost { cpu_ms, wall_ms } => {
                     r.own_cost = Some((cpu_ms.max(0) as u64, wall_ms.max(0) as u64))
                 }
@@ -393,6 +417,56 @@ impl Record {
             return None;
         }
         self.first.map(|f| f.live)
+    }
+}
+
+/// One of the program's own collections, found in its executable's DWARF under a static or
+/// a thread-local (see `execution::collections`): what the runtime reads its length by, and
+/// what a report says of it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Collection {
+    /// The static or thread-local it is under, demangled (`app::SEEN`).
+    pub root: String,
+    /// Whether that is a thread-local (`thread_local!`).
+    pub thread_local: bool,
+    /// Where the root is defined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The fields from the root to it (`.seen`), empty when it is the root's value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field: String,
+    /// Its type, as declared, paths and default parameters left out (`HashSet<u64>`).
+    pub type_name: String,
+    /// Its length counts bytes (a `String`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bytes: bool,
+    /// One entry's size in bytes, when known (0: not known).
+    pub entry_size: u64,
+    /// Its entry of the runtime's table (`leakcheck_protocol::collections`), its root first.
+    pub program: String,
+}
+
+/// The collections of one executable, in the order of the runtime's table (a collection's
+/// index in the record is its place here).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CollectionTable {
+    pub collections: Vec<Collection>,
+    /// Why none could be read, when that is so (no type information).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl CollectionTable {
+    /// The table the runtime reads, for the executable with this build id: its first line
+    /// names the build, then every collection's entry, in order.
+    pub fn render(&self, build_id: &str) -> String {
+        let mut s = format!("b {build_id}\n");
+        for c in &self.collections {
+            s.push_str(&c.program);
+        }
+        s
     }
 }
 

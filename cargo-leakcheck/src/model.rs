@@ -757,6 +757,136 @@ pub struct TestReport {
     /// `unsettled-fails` was in force for this test: an `unsettled` verdict fails the run.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unsettled_fails: bool,
+    /// The program's own collections whose length changed over the test's runs, or could
+    /// not be read: a collection that gained entries on every extra run is a leak, however
+    /// little the allocator saw.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub collections: Vec<CollectionReport>,
+}
+
+/// What a collection's length counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LengthUnit {
+    /// Entries (a `Vec`'s elements, a map's keys).
+    Entries,
+    /// Bytes (a `String`).
+    Bytes,
+}
+
+impl LengthUnit {
+    /// `1 entry`, `3 bytes`.
+    pub fn count(self, n: i64) -> String {
+        let (one, many) = match self {
+            LengthUnit::Entries => ("entry", "entries"),
+            LengthUnit::Bytes => ("byte", "bytes"),
+        };
+        format!("{n} {}", if n.abs() == 1 { one } else { many })
+    }
+}
+
+/// One of the program's own collections (a `Vec`, a `HashMap`, a `String`, … reachable
+/// from a static or a thread-local), as the test's runs changed its length.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectionReport {
+    /// The static or thread-local it is under (`app::SEEN`).
+    pub root: String,
+    /// `static` or `thread-local`.
+    pub root_kind: RootKind,
+    /// The fields from the root to it (`.seen`), when it is not the root's value itself.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
+    pub field: String,
+    /// Its type, as declared (`HashSet<u64>`).
+    pub type_name: String,
+    /// Where the root is defined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// What its length counts.
+    pub unit: LengthUnit,
+    /// One entry's size, when the type information says.
+    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default)]
+    pub entry_bytes: u64,
+    /// Its length after the test's own run, then after each extra run (negative where it
+    /// could not be read; see `problem`).
+    pub lengths: Vec<i64>,
+    /// What each extra run added to its length.
+    pub growth_per_run: Vec<i64>,
+    /// `leak` when it grew on every extra run, `process-lifetime` otherwise.
+    pub kind: StackKind,
+    /// Why it was given that kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Whether it makes the test fail.
+    pub fails: bool,
+    /// For a growing collection that does not fail: what allowed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub allowed: Option<Allowance>,
+    /// Index into the configuration's suppressions, when one allowed it.
+    #[serde(skip)]
+    pub suppression: Option<usize>,
+    /// The stack that allocated its buffer as it was after the last run: the call that made
+    /// it grow, when it reallocated (empty when that is not known).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub allocated_at: Vec<FrameReport>,
+    /// What could not be read, when a reading failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub problem: Option<String>,
+}
+
+impl CollectionReport {
+    /// `static `app::SEEN` (src/lib.rs:9)`: the root, where it is defined, and the field.
+    pub fn holder(&self) -> String {
+        let kind = match self.root_kind {
+            RootKind::ThreadLocal => "thread-local",
+            _ => "static",
+        };
+        let at = match (&self.file, self.line) {
+            (Some(f), Some(l)) => format!(" ({f}:{l})"),
+            _ => String::new(),
+        };
+        format!("{kind} `{}{}`{at}", self.root, self.field)
+    }
+
+    /// The smallest growth of one extra run.
+    pub fn min_growth(&self) -> Option<i64> {
+        self.growth_per_run.iter().copied().min()
+    }
+
+    /// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`.
+    pub fn describe(&self) -> String {
+        let runs = self.lengths.len();
+        let last = self.lengths.last().copied().unwrap_or(0).max(0);
+        let per_run = match (self.min_growth(), self.growth_per_run.iter().max()) {
+            (Some(lo), Some(&hi)) if lo == hi => format!("+{} per run", self.unit.count(lo)),
+            (Some(lo), Some(&hi)) => format!("+{lo} to +{} per run", self.unit.count(hi)),
+            _ => "no extra runs".into(),
+        };
+        format!(
+            "{}: {}, {per_run} ({} after {})",
+            self.holder(),
+            self.type_name,
+            self.unit.count(last),
+            count_of(runs as u64, "run", "runs")
+        )
+    }
+
+    /// What the growth adds up to in bytes, as far as the entry size is known (an entry of
+    /// unknown size counts one byte).
+    pub fn growth_bytes(&self) -> u64 {
+        let entries: i64 = self.growth_per_run.iter().map(|g| (*g).max(0)).sum();
+        (entries as u64).saturating_mul(self.entry_bytes.max(1))
+    }
 }
 
 impl FrameReport {
@@ -867,6 +997,7 @@ impl TestReport {
             passed_without_profiling: false,
             left_processes: Vec::new(),
             unsettled_fails: false,
+            collections: Vec::new(),
         }
     }
 }

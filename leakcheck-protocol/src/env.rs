@@ -85,8 +85,12 @@ pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
 /// reaches this runtime's `malloc` (see [`crate::record::Entry::Allocator`]).
 pub const ALLOC_PROBE: Var = Var(c"LEAKCHECK_ALLOC_PROBE");
 
+/// The table of the program's own collections (see [`crate::collections`]), whose lengths
+/// the runtime reads after every run (and with every periodic dump).
+pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
+
 /// Every variable of the contract.
-pub const ALL: [Var; 20] = [
+pub const ALL: [Var; 21] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -107,6 +111,7 @@ pub const ALL: [Var; 20] = [
     PATHS,
     DRAIN_EPOCH,
     ALLOC_PROBE,
+    COLLECTIONS,
 ];
 
 #[cfg(test)]

@@ -11,6 +11,9 @@ pub const HEAP: &str = ".heap";
 pub const UNREACHED: &str = ".unreached";
 /// Appended to a dump's name: how the scan found each stack's reachable objects held.
 pub const PATHS: &str = ".paths";
+/// Appended to a dump's name: where the buffer of each collection of the table (see
+/// [`crate::collections`]) is, and the stack that allocated it.
+pub const COLLECTIONS: &str = ".collections";
 /// Ends the name of a periodic dump the runtime names itself (`<prefix>.<pid>.<seq>.t.heap`,
 /// in the shape of jemalloc's own periodic `<prefix>.<pid>.<seq>.m<n>.heap`): the tracker's,
 /// and, beside a program's own jemalloc, both jemallocs' of one moment.

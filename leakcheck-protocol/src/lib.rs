@@ -13,13 +13,17 @@
 //! - [`settling`]: the rule that says whether extra runs settle a test;
 //! - [`timeline`]: when each periodic heap dump was taken;
 //! - [`slots`]: the table of where unoptimised functions keep their variables, which the
-//!   tool writes from DWARF and the runtime reads when a test thread calls `exit`.
+//!   tool writes from DWARF and the runtime reads when a test thread calls `exit`;
+//! - [`collections`]: the table of the program's own collections (how to reach each one's
+//!   length from a static or a thread-local), which the tool writes from DWARF and the
+//!   runtime follows after every run.
 //!
 //! `no_std` and allocation-free: the runtime encodes from inside its exit handler, where the
 //! allocator it replaces may be in any state.
 
 #![no_std]
 
+pub mod collections;
 pub mod drain;
 pub mod env;
 pub mod files;

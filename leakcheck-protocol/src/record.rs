@@ -25,6 +25,11 @@
 //!                                             after run k (0: the test's own), before it
 //!                                             was measured: what draining freed, and what
 //!                                             the drains themselves hold (counting mode)
+//! len <k>|grace <index> <reading>            the length of collection `index` of the
+//!                                             table (see [`crate::collections`]) after run
+//!                                             k (0: the test's own), or after the grace;
+//!                                             written when it differs from the reading
+//!                                             before (the first time: from `ABSENT`)
 //! end <why>                                   see [`End`]
 //! ```
 
@@ -191,6 +196,13 @@ pub enum Entry<'a> {
         freed: Counts,
         kept: Counts,
     },
+    /// The reading of collection `index` of the table after run `run` (0: the test's own;
+    /// `None`: after the grace), when it differs from the one before.
+    Length {
+        run: Option<u32>,
+        index: u32,
+        reading: i64,
+    },
     /// Why the series stopped; the record's last line.
     End(End),
 }
@@ -212,6 +224,8 @@ const DRAINING: &str = "draining";
 const WAITING: &str = "waiting";
 const DRAINED: &str = "drained";
 const END: &str = "end";
+const LEN: &str = "len";
+const AFTER_GRACE: &str = "grace";
 
 impl<'a> Entry<'a> {
     /// Writes the entry as one line, without the line break.
@@ -294,6 +308,22 @@ impl<'a> Entry<'a> {
                 for v in n {
                     put_num(out, v);
                 }
+            }
+            Entry::Length {
+                run,
+                index,
+                reading,
+            } => {
+                out.put(LEN);
+                match run {
+                    Some(k) => put_num(out, i64::from(k)),
+                    None => {
+                        out.put(" ");
+                        out.put(AFTER_GRACE);
+                    }
+                }
+                put_num(out, i64::from(index));
+                put_num(out, reading);
             }
             Entry::End(why) => {
                 out.put(END);
@@ -390,6 +420,18 @@ impl<'a> Entry<'a> {
                 }
             }
             END => Entry::End(End::from_word(next_word(&mut w)?)?),
+            LEN => {
+                let run = match w.next()? {
+                    b"grace" => None,
+                    k => Some(u32::try_from(parse_num(k)?).ok()?),
+                };
+                let [index, reading] = nums(&mut w)?;
+                Entry::Length {
+                    run,
+                    index: u32::try_from(index).ok()?,
+                    reading,
+                }
+            }
             _ => return None,
         };
         Some(entry)
@@ -414,7 +456,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 15] {
+    fn every_entry() -> [Entry<'static>; 17] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -464,6 +506,16 @@ mod tests {
                     bytes: 4096,
                 },
             },
+            Entry::Length {
+                run: Some(3),
+                index: 12,
+                reading: 7,
+            },
+            Entry::Length {
+                run: None,
+                index: 0,
+                reading: -2,
+            },
             Entry::End(End::Kept),
         ]
     }
@@ -489,7 +541,7 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 15] = [
+        let texts: [&str; 17] = [
             "arena -1",
             "allocator malloc",
             "allocator own",
@@ -504,6 +556,8 @@ mod tests {
             "draining 0",
             "waiting 28500",
             "drained 0 3 -48 2 4096",
+            "len 3 12 7",
+            "len grace 0 -2",
             "end kept",
         ];
         for (e, text) in every_entry().into_iter().zip(texts) {
@@ -546,6 +600,9 @@ mod tests {
             "drained -1 2 3 4 5",
             "cost 5 x",
             "shrug 1 2",
+            "len 1 2",
+            "len -1 2 3",
+            "len later 2 3",
         ] {
             assert_eq!(Entry::decode(line), None, "{line:?}");
         }

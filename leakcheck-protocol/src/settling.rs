@@ -18,6 +18,14 @@
 //! which need not be steady yet. The counts after the runtime's grace for the runs' threads,
 //! when it waited, are the series' last point (a step, not a run).
 //!
+//! A run that made one of the program's own collections longer (see [`crate::collections`])
+//! settles nothing, whatever its arena holds: a set that gains an id per call allocates only
+//! when it doubles, so most of its runs leave nothing behind in their arena, yet it grows on
+//! every one. Such a run neither counts as one that left nothing behind, nor as one that
+//! added nothing, and a grace during which a collection grew settles nothing either. A
+//! collection that stops growing (a window that is full, a set refilled with the same keys)
+//! lets the runs after it settle the test as before.
+//!
 //! The series also ends early, unsettled, when every run so far left threads of its own
 //! running and raised the live total ([`Series::leaves_threads`], after
 //! [`RUNS_LEAVING_THREADS`] runs). A thread's own allocations stay in the arena of the run
@@ -41,6 +49,7 @@ pub struct Series {
     rose_every_step: bool,
     a_later_run_added_nothing: bool,
     every_run_left_threads: bool,
+    grew_in_grace: bool,
 }
 
 impl Series {
@@ -53,29 +62,32 @@ impl Series {
             rose_every_step: true,
             a_later_run_added_nothing: false,
             every_run_left_threads: true,
+            grew_in_grace: false,
         }
     }
 
-    /// The live total after the next extra run, and whether the threads that run started
-    /// had all ended by then.
-    pub fn run_with_threads(&mut self, live: Counts, threads_ended: bool) {
+    /// The live total after the next extra run, whether the threads that run started had
+    /// all ended by then, and whether the run made a collection longer.
+    pub fn run_with_threads(&mut self, live: Counts, threads_ended: bool, lengths_grew: bool) {
         let left_before = self.every_run_left_threads;
-        self.run(live);
+        self.run(live, lengths_grew);
         self.every_run_left_threads = left_before && !threads_ended;
     }
 
-    /// The live total after the next extra run.
-    pub fn run(&mut self, live: Counts) {
+    /// The live total after the next extra run, and whether it made a collection longer.
+    pub fn run(&mut self, live: Counts, lengths_grew: bool) {
         self.every_run_left_threads = false;
-        if self.runs >= 1 && live == self.previous {
+        if self.runs >= 1 && live == self.previous && !lengths_grew {
             self.a_later_run_added_nothing = true;
         }
         self.runs += 1;
         self.step(live);
     }
 
-    /// The live total once the runs' threads had their grace.
-    pub fn grace(&mut self, live: Counts) {
+    /// The live total once the runs' threads had their grace, and whether a collection grew
+    /// meanwhile.
+    pub fn grace(&mut self, live: Counts, lengths_grew: bool) {
+        self.grew_in_grace |= lengths_grew;
         self.step(live);
     }
 
@@ -100,11 +112,19 @@ impl Series {
     }
 
     /// Whether the series settles the test; `nothing_left`: some extra run's own arena is
-    /// empty.
+    /// empty, and that run made no collection longer (see [`nothing_left`]).
     pub fn settled(&self, nothing_left: bool) -> bool {
         let rose_every_step = self.steps >= 1 && self.rose_every_step;
-        (nothing_left || self.a_later_run_added_nothing) && !rose_every_step
+        (nothing_left || self.a_later_run_added_nothing) && !rose_every_step && !self.grew_in_grace
     }
+}
+
+/// Whether some extra run left nothing behind: its own arena is empty now (`left[k]`) and it
+/// made no collection longer (`grew[k]`).
+pub fn nothing_left(left: &[Counts], grew: &[bool]) -> bool {
+    left.iter()
+        .enumerate()
+        .any(|(k, l)| *l == Counts::default() && !grew.get(k).copied().unwrap_or(false))
 }
 
 #[cfg(test)]
@@ -117,7 +137,7 @@ mod tests {
 
     fn series(first: Counts, runs: &[Counts]) -> Series {
         let mut s = Series::new(first);
-        runs.iter().for_each(|&r| s.run(r));
+        runs.iter().for_each(|&r| s.run(r, false));
         s
     }
 
@@ -135,11 +155,11 @@ mod tests {
         let s = series(live(9, 900), &[live(7, 700), live(7, 700)]);
         assert!(s.settled(false));
         let mut g = series(live(1, 100), &[live(2, 200)]);
-        g.grace(live(2, 200));
+        g.grace(live(2, 200), false);
         assert!(!g.settled(false), "the grace is no run");
         assert!(g.settled(true), "it did not rise at the grace");
         let mut r = series(live(1, 100), &[live(2, 200)]);
-        r.grace(live(3, 300));
+        r.grace(live(3, 300), false);
         assert!(
             !r.settled(true),
             "it rose at every step, the grace included"
@@ -149,26 +169,26 @@ mod tests {
     #[test]
     fn runs_that_each_leave_threads_and_grow_end_the_series_after_two() {
         let mut s = Series::new(live(5, 500));
-        s.run_with_threads(live(9, 900), false);
+        s.run_with_threads(live(9, 900), false, false);
         assert!(!s.leaves_threads(), "one run is not every run");
-        s.run_with_threads(live(13, 1300), false);
+        s.run_with_threads(live(13, 1300), false, false);
         assert!(s.leaves_threads());
         assert!(!s.settled(false));
 
         // A run whose threads ended, a run that did not grow, or a grace step: the series
         // goes on.
         let mut ended = Series::new(live(5, 500));
-        ended.run_with_threads(live(9, 900), false);
-        ended.run_with_threads(live(13, 1300), true);
+        ended.run_with_threads(live(9, 900), false, false);
+        ended.run_with_threads(live(13, 1300), true, false);
         assert!(!ended.leaves_threads());
         let mut flat = Series::new(live(5, 500));
-        flat.run_with_threads(live(9, 900), false);
-        flat.run_with_threads(live(9, 900), false);
+        flat.run_with_threads(live(9, 900), false, false);
+        flat.run_with_threads(live(9, 900), false, false);
         assert!(!flat.leaves_threads());
         let mut graced = Series::new(live(5, 500));
-        graced.run_with_threads(live(9, 900), false);
-        graced.run_with_threads(live(13, 1300), false);
-        graced.grace(live(14, 1400));
+        graced.run_with_threads(live(9, 900), false, false);
+        graced.run_with_threads(live(13, 1300), false, false);
+        graced.grace(live(14, 1400), false);
         assert!(
             !graced.leaves_threads(),
             "after the grace the series is over anyway"
@@ -177,6 +197,29 @@ mod tests {
         // Runs measured without their threads say nothing of them.
         let counted = series(live(5, 500), &[live(9, 900), live(13, 1300)]);
         assert!(!counted.leaves_threads());
+    }
+
+    #[test]
+    fn a_run_that_made_a_collection_longer_settles_nothing() {
+        // A set given a new id on every run: no run allocates (the table has room), so each
+        // run's arena is empty and the total stays put, yet the set grows every time.
+        let mut s = Series::new(live(2, 96));
+        for _ in 0..4 {
+            s.run(live(2, 96), true);
+            let nothing = nothing_left(&[live(0, 0); 4], &[true; 4]);
+            assert!(!nothing);
+            assert!(!s.settled(nothing), "grew on every run");
+        }
+        // Once it stops growing (a window that is full), the next quiet run settles it.
+        s.run(live(2, 96), false);
+        assert!(s.settled(false), "a later run added nothing");
+        let grew = [true, true, false];
+        assert!(nothing_left(&[live(0, 0); 3], &grew));
+        assert!(!nothing_left(&[live(0, 0), live(0, 0), live(1, 8)], &grew));
+        // A grace during which a collection grew settles nothing.
+        let mut g = series(live(1, 100), &[live(1, 100)]);
+        g.grace(live(1, 100), true);
+        assert!(!g.settled(true));
     }
 
     #[test]

@@ -19,6 +19,8 @@ struct Found {
     build_id: [u8; 64],
     build_id_len: usize,
     seen: bool,
+    /// The calling thread's block of the program's static thread-local storage (0: none).
+    tls_data: usize,
 }
 
 const NT_GNU_BUILD_ID: u32 = 3;
@@ -33,6 +35,7 @@ unsafe extern "C" fn first_object(
     let (found, info) = unsafe { (&mut *data.cast::<Found>(), &*info) };
     found.seen = true;
     found.base = info.dlpi_addr as usize;
+    found.tls_data = info.dlpi_tls_data as usize;
     // SAFETY: as above: dlpi_phnum headers at dlpi_phdr.
     let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
     for ph in phdrs {
@@ -118,6 +121,17 @@ pub fn resolve_data(vaddr: usize, expected_build_id: &str) -> Result<usize, Refu
     Ok(found.base + vaddr)
 }
 
+/// Where the main program is: its load bias, and how far below a thread's thread pointer
+/// its static thread-local block starts (None: it has none); the build id is checked as for
+/// [`resolve`]. Called on the main thread, whose thread pointer is `tp`.
+pub fn program(expected_build_id: &str, tp: usize) -> Result<(usize, Option<usize>), Refusal> {
+    let found = find(0)?;
+    same_build(&found, expected_build_id)?;
+    let below_tp =
+        (found.tls_data != 0 && found.tls_data <= tp && tp != 0).then(|| tp - found.tls_data);
+    Ok((found.base, below_tp))
+}
+
 fn same_build(found: &Found, expected_build_id: &str) -> Result<(), Refusal> {
     if hex_equals(&found.build_id[..found.build_id_len], expected_build_id) {
         Ok(())
@@ -135,6 +149,7 @@ fn find(vaddr: usize) -> Result<Found, Refusal> {
         build_id: [0; 64],
         build_id_len: 0,
         seen: false,
+        tls_data: 0,
     };
     // SAFETY: the callback only touches `found`, which outlives the call.
     unsafe { libc::dl_iterate_phdr(Some(first_object), (&raw mut found).cast()) };
@@ -184,6 +199,7 @@ mod tests {
             build_id: [0; 64],
             build_id_len: 0,
             seen: false,
+            tls_data: 0,
         }
     }
 

@@ -43,6 +43,7 @@
 mod arenas;
 mod drain;
 mod image;
+mod lengths;
 mod live;
 mod paths;
 mod periodic;
@@ -418,6 +419,7 @@ extern "C" fn leakcheck_init() {
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads
     // the settings while they are written.
     read_rerun_settings(unsafe { rerun::settings_mut() }, prefix);
+    lengths::configure(track);
     // Child processes the test spawns (compilers, helpers, other binaries) are not what is
     // being measured: stop the preload from spreading to them.
     // SAFETY: a NUL-terminated name; no other thread reads the environment yet (the test

@@ -247,6 +247,8 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             wall_ms: first_run_ms() as i64,
         },
     );
+    // The program's own collections after the test's own run (see `crate::lengths`).
+    crate::lengths::read(fd, Some(0));
     if status != 0 {
         return end(fd, End::TestFailed);
     }
@@ -261,7 +263,10 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         // `exit` inside `exit`.
         return end(fd, End::ExitedEarly);
     }
-    if s.counting && first == Live::default() {
+    // A collection that holds entries while the test's run left nothing allocated was
+    // filled without an allocation of the run's (its capacity came from elsewhere): only
+    // extra runs can show whether it grows on every run.
+    if s.counting && first == Live::default() && !crate::lengths::any_entries() {
         return end(fd, End::NothingRetained);
     }
     let Some(entry) = s.entry else {
@@ -280,6 +285,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     let mut series = leakcheck_protocol::settling::Series::new(first);
     let mut run_arenas = [0u32; MAX_RUNS];
     let mut left = [Live::default(); MAX_RUNS];
+    let mut grew = [false; MAX_RUNS];
     let max_runs = s.max_runs.min(MAX_RUNS as u32);
     // Once a run's threads have not all ended within the settle time, they are most likely
     // threads that never end (started on every run: a leak, which the counts show anyway);
@@ -340,6 +346,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             dump(k, false, true);
             Live::default()
         };
+        grew[i] = crate::lengths::read(fd, Some(k));
         put(
             fd,
             Entry::RunOk {
@@ -351,9 +358,9 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         );
         if let Some(a) = route {
             run_arenas[i] = a;
-            series.run_with_threads(live, settled);
+            series.run_with_threads(live, settled, grew[i]);
             arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
-            if series.settled(left[..=i].contains(&Live::default())) {
+            if series.settled(nothing_left(&left[..=i], &grew[..=i])) {
                 write_left(fd, &left[..=i]);
                 return end(fd, End::Settled);
             }
@@ -364,8 +371,8 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 {
                     arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
-                    series.grace(live);
-                    if series.settled(left[..=i].contains(&Live::default())) {
+                    series.grace(live, crate::lengths::read(fd, None));
+                    if series.settled(nothing_left(&left[..=i], &grew[..=i])) {
                         return end(fd, End::Settled);
                     }
                 } else {
@@ -394,8 +401,20 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         )
         .is_some();
         dump(max_runs, true, retake);
+        if retake {
+            crate::lengths::read(fd, None);
+        }
+        let mut last = FixedPath::new();
+        if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, max_runs) {
+            crate::lengths::write_sites(&last);
+        }
     }
     end(fd, End::Done)
+}
+
+/// Whether some extra run left nothing behind and grew no collection.
+fn nothing_left(left: &[Live], grew: &[bool]) -> bool {
+    leakcheck_protocol::settling::nothing_left(left, grew)
 }
 
 /// Drains the program's deferred-reclamation runtimes (see [`crate::drain`]) after run `run`

@@ -370,6 +370,25 @@ impl Live {
         true
     }
 
+    /// The stack id of `ptr`, if tracked.
+    fn stack_of(&mut self, ptr: usize) -> Option<u32> {
+        if self.count == 0 {
+            return None;
+        }
+        let mask = self.table.words / 2 - 1;
+        let t = self.table.words();
+        let mut i = slot_of(ptr, mask);
+        loop {
+            if t[2 * i] == 0 {
+                return None;
+            }
+            if t[2 * i] == ptr as u64 {
+                return Some((t[2 * i + 1] >> 32) as u32);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Removes `ptr`; its stack id and size (`SIZE_UNKNOWN` above 4 GiB), if tracked.
     fn remove(&mut self, ptr: usize) -> Option<(u32, u64)> {
         if self.count == 0 {
@@ -760,6 +779,57 @@ pub(crate) fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
     out.bytes(b"\n");
 }
 
+/// The `@ pc pc …` line of the stack that allocated the object at `ptr`, when it is tracked
+/// with a stack of its own.
+pub(crate) fn write_stack_of(out: &mut Out, ptr: usize) {
+    if !enabled() {
+        return;
+    }
+    let Some(_busy) = Busy::enter() else { return };
+    with_state(|s| {
+        let Some(id) = s.live.stack_of(ptr) else {
+            return;
+        };
+        let arena: &[u64] = s.stacks.arena.words();
+        if arena[id as usize + E_DEPTH] > 0 {
+            write_stack(out, arena, id as usize);
+        }
+    });
+}
+
+/// The process's mappings, as a dump ends: a blank line, `MAPPED_LIBRARIES:` and
+/// `/proc/self/maps`; false when they could not be read.
+pub(crate) fn write_mappings(out: &mut Out) -> bool {
+    out.bytes(b"\n");
+    out.bytes(heap_v2::MAPPED_LIBRARIES.as_bytes());
+    out.bytes(b"\n");
+    // SAFETY: a NUL-terminated path.
+    let maps = unsafe {
+        libc::open(
+            c"/proc/self/maps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if maps < 0 {
+        return false;
+    }
+    let mut chunk = [0u8; 4096];
+    loop {
+        // SAFETY: reading into our own buffer.
+        let n = unsafe { libc::read(maps, chunk.as_mut_ptr().cast(), chunk.len()) };
+        if n < 0 && sys::interrupted() {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        out.bytes(&chunk[..n as usize]);
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(maps) };
+    true
+}
+
 /// Writes a dump whose body `body` produces (false: give up), then the mappings, to a
 /// temporary name renamed to `path` when all went well.
 pub(crate) fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) -> bool {
@@ -782,34 +852,7 @@ pub(crate) fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) 
     let complete = body(&mut out);
     out.ok &= complete;
     if out.ok {
-        out.bytes(b"\n");
-        out.bytes(heap_v2::MAPPED_LIBRARIES.as_bytes());
-        out.bytes(b"\n");
-        // SAFETY: a NUL-terminated path.
-        let maps = unsafe {
-            libc::open(
-                c"/proc/self/maps".as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            )
-        };
-        if maps >= 0 {
-            let mut chunk = [0u8; 4096];
-            loop {
-                // SAFETY: reading into our own buffer.
-                let n = unsafe { libc::read(maps, chunk.as_mut_ptr().cast(), chunk.len()) };
-                if n < 0 && sys::interrupted() {
-                    continue;
-                }
-                if n <= 0 {
-                    break;
-                }
-                out.bytes(&chunk[..n as usize]);
-            }
-            // SAFETY: closing the descriptor opened above.
-            unsafe { libc::close(maps) };
-        } else {
-            out.ok = false;
-        }
+        out.ok &= write_mappings(&mut out);
         out.flush();
     }
     // SAFETY: closing the descriptor opened above; both paths are NUL-terminated.

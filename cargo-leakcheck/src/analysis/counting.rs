@@ -52,7 +52,9 @@ pub fn after_counting(result: &ProcessResult, outcome: Outcome, lifetime_fails: 
     }
     let counts = result.record.as_ref().and_then(|r| r.counts());
     let settled = result.record.as_ref().is_some_and(|r| {
-        counts.is_some_and(|first| settling::settled(first, &r.runs, &r.left, r.grace.as_ref()))
+        counts.is_some_and(|first| {
+            settling::settled(first, &r.runs, &r.left, r.grace.as_ref(), &r.lengths)
+        })
     });
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),

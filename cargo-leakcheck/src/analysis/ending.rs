@@ -87,5 +87,6 @@ pub fn never_judged(id: &TestIdentity) -> TestReport {
         passed_without_profiling: false,
         left_processes: Vec::new(),
         unsettled_fails: false,
+        collections: Vec::new(),
     }
 }

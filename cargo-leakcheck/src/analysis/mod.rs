@@ -1,11 +1,13 @@
 //! The analysis, pure so it can be tested on captured dumps: `profile` parses a dump,
 //! `diff` subtracts the harness-only baseline per stack, `symbolize` turns addresses into
 //! functions and lines, `classify` tells leaks from one-time initialisation and harness
-//! memory, `stacks` judges each retained stack, `verdict` puts a test's verdict together from its
-//! evidence (the one place verdicts are made) and `growth` is the bench rule.
+//! memory, `stacks` judges each retained stack, `collections` the program's own collections
+//! by their lengths, `verdict` puts a test's verdict together from its evidence (the one
+//! place verdicts are made) and `growth` is the bench rule.
 
 pub(crate) mod baseline;
 pub(crate) mod classify;
+pub(crate) mod collections;
 pub(crate) mod counting;
 pub(crate) mod diff;
 pub(crate) mod ending;

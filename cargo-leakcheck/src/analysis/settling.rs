@@ -4,7 +4,7 @@
 //! to the call of the test's entry point ([`cut_at_entry`]).
 
 use crate::analysis::diff::FrameKey;
-use crate::evidence::{signal_name, End, ExitCounts, ExtraRun, Grace, ProcessEnd, Record};
+use crate::evidence::{signal_name, End, ExitCounts, ExtraRun, Grace, Length, ProcessEnd, Record};
 
 pub use crate::model::ExtraRunsStatus as Status;
 
@@ -218,19 +218,24 @@ fn died_during_run(evidence: &Evidence) -> Status {
 
 /// Whether the counting pass settles a test: the rule of
 /// [`leakcheck_protocol::settling`], the one the runtime stops its runs by, applied to the
-/// record (`first`: the own run's live total; `left`: what each run's arena still held).
+/// record (`first`: the own run's live total; `left`: what each run's arena still held;
+/// `lengths`: the program's collections, a run that made one longer settling nothing).
 pub fn settled(
     first: ExitCounts,
     runs: &[ExtraRun],
     left: &[ExitCounts],
     grace: Option<&Grace>,
+    lengths: &[Length],
 ) -> bool {
+    let (grew, grew_in_grace) = crate::analysis::collections::growth_by_run(lengths, runs.len());
     let mut series = leakcheck_protocol::settling::Series::new(first);
-    runs.iter().for_each(|r| series.run(r.live));
-    if let Some(g) = grace {
-        series.grace(g.live);
+    for (r, &grew) in runs.iter().zip(&grew) {
+        series.run(r.live, grew);
     }
-    series.settled(left.contains(&ExitCounts::default()))
+    if let Some(g) = grace {
+        series.grace(g.live, grew_in_grace);
+    }
+    series.settled(leakcheck_protocol::settling::nothing_left(left, &grew))
 }
 
 /// How many extra runs the stacks process of a test makes, having made `configured` (the
@@ -314,21 +319,29 @@ mod tests {
     fn a_run_that_left_nothing_behind_settles_the_test() {
         let nothing = live(0, 0);
         // A pool started by the first run; the extra run added and left nothing.
-        assert!(settled(live(40, 9000), &[run(40, 9000)], &[nothing], None));
+        assert!(settled(
+            live(40, 9000),
+            &[run(40, 9000)],
+            &[nothing],
+            None,
+            &[]
+        ));
         // Garbage of an epoch-based collector: the totals go up and down, but what the
         // first extra run retired has been freed by the end.
         assert!(settled(
             live(14, 24960),
             &[run(261, 41632), run(48, 112000), run(60, 142720)],
             &[nothing, live(30, 4096), live(60, 9000)],
-            None
+            None,
+            &[]
         ));
         // A leak leaves something behind on every run.
         assert!(!settled(
             live(1, 8),
             &[run(2, 16), run(3, 24), run(4, 32)],
             &[live(1, 8), live(1, 8), live(1, 8)],
-            None
+            None,
+            &[]
         ));
         // A run left nothing in its arena, yet the process grew on every run: something
         // allocated for the test outside the run's arena (a worker, after the run ended).
@@ -336,10 +349,31 @@ mod tests {
             live(1, 8),
             &[run(2, 16), run(3, 24)],
             &[nothing, nothing],
-            None
+            None,
+            &[]
         ));
         // No extra run, nothing settled.
-        assert!(!settled(live(1, 8), &[], &[], None));
+        assert!(!settled(live(1, 8), &[], &[], None, &[]));
+    }
+
+    #[test]
+    fn a_run_that_made_a_collection_longer_settles_nothing_here_either() {
+        // A set given a new id on every run, which never reallocates: every arena is
+        // empty, the total does not move, and the record says the set grew each time.
+        let record = Record::parse("len 0 0 3\nlen 1 0 4\nlen 2 0 5\nlen 3 0 6\n");
+        let runs = [run(2, 96), run(2, 96), run(2, 96)];
+        let nothing = [live(0, 0); 3];
+        assert!(settled(live(2, 96), &runs, &nothing, None, &[]));
+        assert!(!settled(
+            live(2, 96),
+            &runs,
+            &nothing,
+            None,
+            &record.lengths
+        ));
+        // It stopped growing after the first run: the later runs settle it.
+        let warmed = Record::parse("len 0 0 3\nlen 1 0 4\n");
+        assert!(settled(live(2, 96), &runs, &nothing, None, &warmed.lengths));
     }
 
     #[test]
@@ -352,28 +386,32 @@ mod tests {
             live(8, 14080),
             &series,
             &[live(4, 10240), live(1, 2560)],
-            None
+            None,
+            &[]
         ));
         // The first extra run alone is not enough: it frees the own run's garbage.
         assert!(!settled(
             live(12, 24320),
             &[run(12, 24320)],
             &[live(4, 10240)],
-            None
+            None,
+            &[]
         ));
         // A leak of one object per run on top of steady garbage: the total rises each run.
         assert!(!settled(
             live(8, 14080),
             &[run(13, 24328), run(14, 24336), run(15, 24344)],
             &[live(5, 10248), live(2, 2568), live(5, 10248)],
-            None
+            None,
+            &[]
         ));
         // The same objects but not the same bytes is not the same total.
         assert!(!settled(
             live(8, 14080),
             &[run(12, 24320), run(12, 24328)],
             &[live(4, 10240), live(2, 2568)],
-            None
+            None,
+            &[]
         ));
     }
 
@@ -393,7 +431,8 @@ mod tests {
             live(1, 8),
             &runs,
             &[nothing, nothing, nothing],
-            Some(&ended)
+            Some(&ended),
+            &[]
         ));
         // Threads that never end: after the grace the counts still rise and every run's
         // arena still holds its part.
@@ -406,7 +445,8 @@ mod tests {
             live(1, 8),
             &runs,
             &[live(1, 8), live(1, 8), live(1, 8)],
-            Some(&stayed)
+            Some(&stayed),
+            &[]
         ));
     }
 

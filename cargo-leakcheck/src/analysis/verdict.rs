@@ -8,6 +8,7 @@
 //! [`crate::analysis::stacks`]; how a verdict maps to an exit code is in
 //! [`crate::model::verdict_exit_code`].
 
+use crate::analysis::collections;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
 pub use crate::analysis::identity::TestIdentity;
@@ -36,6 +37,8 @@ pub struct BinaryEvidence {
     /// own): false for a custom `#[global_allocator]` with no evidence of that (see
     /// [`allocator_reaches_malloc`]).
     pub rust_allocations_visible: bool,
+    /// Its collections, in the order of the runtime's table.
+    pub collections: std::sync::Arc<crate::evidence::CollectionTable>,
 }
 
 /// Why a process's heap dumps could not be used.
@@ -65,6 +68,9 @@ pub struct Dumps {
     pub own_paths: Option<Vec<retention::HeldPath>>,
     /// Retention paths of the last extra run's dump.
     pub last_run_paths: Option<Vec<retention::HeldPath>>,
+    /// The stack that allocated each collection's buffer as the last run left it, by the
+    /// collection's index (see [`collections::parse_sites`]).
+    pub sites: HashMap<u32, Vec<FrameKey>>,
 }
 
 /// Everything one test's verdict is drawn from.
@@ -212,6 +218,7 @@ fn clean_report(
         passed_without_profiling: false,
         left_processes: result.left_running.clone(),
         unsettled_fails: policy.effective.unsettled_fails,
+        collections: Vec::new(),
     }
 }
 
@@ -273,7 +280,16 @@ fn judge_profiled(
     let Some(dumps) = usable_dumps(evidence, code, &mut report) else {
         return report;
     };
-    let counted = judge_retained(&mut report, dumps, code, evidence, bin, symbols, policy);
+    let mut counted = judge_retained(&mut report, dumps, code, evidence, bin, symbols, policy);
+    counted = counted.saturating_add(judge_collections(
+        &mut report,
+        dumps,
+        code,
+        evidence,
+        bin,
+        symbols,
+        policy,
+    ));
     report.verdict = verdict_of_stacks(&mut report, code, counted, evidence, bin, policy);
     if report.verdict == Verdict::Leak {
         if let Some(held) = held_by_threads(result, evidence.counting) {
@@ -390,6 +406,40 @@ fn judge_retained(
         .sum()
 }
 
+/// The program's own collections as the test's extra runs changed them, into the report,
+/// when the runs were all made and measured; returns what the failing ones add per run, in
+/// bytes, against the per-test threshold.
+fn judge_collections(
+    report: &mut TestReport,
+    dumps: &Dumps,
+    code: i32,
+    evidence: &TestEvidence,
+    bin: &BinaryEvidence,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) -> u64 {
+    let Some(record) = evidence.result.record.as_ref() else {
+        return 0;
+    };
+    if code != 0 || !evidence.reruns.usable() || bin.collections.collections.is_empty() {
+        return 0;
+    }
+    report.collections = collections::judge(
+        &bin.collections,
+        &record.lengths,
+        record.runs.len(),
+        &dumps.sites,
+        symbols,
+        policy,
+    );
+    report
+        .collections
+        .iter()
+        .filter(|c| c.kind == StackKind::Leak && c.suppression.is_none())
+        .map(|c| c.growth_bytes())
+        .sum()
+}
+
 /// The verdict its stacks give a test that ran to its end (`code`: how its own run exited;
 /// `counted`: the bytes against the per-test threshold), with the message that says why.
 fn verdict_of_stacks(
@@ -427,7 +477,7 @@ fn verdict_of_stacks(
             "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature (turned on for each package that depends on tikv-jemallocator; for tikv-jemallocator's own tests, or a dependency that renames it, pass `--features` with it yourself), not this allocator".into(),
         );
         Verdict::Unanalysable
-    } else if report.stacks.iter().any(|s| s.fails) {
+    } else if report.stacks.iter().any(|s| s.fails) || report.collections.iter().any(|c| c.fails) {
         Verdict::Leak
     } else if let Some(limit) = over_total {
         report.message = Some(format!(
@@ -671,6 +721,7 @@ mod tests {
                 baseline: Some(diff::normalize(&clean.unbiased())),
                 baseline_unreached: None,
                 rust_allocations_visible: true,
+                collections: Default::default(),
             },
             symbols: Default::default(),
         }

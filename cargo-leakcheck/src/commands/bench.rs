@@ -72,7 +72,14 @@ fn build(session: &session::Session, args: &BenchArgs) -> Result<Vec<TestBinary>
         args.verbose,
     )?;
     // Benches need no entry points: the step reads their symbols only.
-    crate::execution::inspect::binaries(&mut binaries, &[], None);
+    crate::execution::inspect::binaries(
+        &mut binaries,
+        &[],
+        None,
+        Some(&crate::execution::collections::cache::dir(
+            &session.ws.target_dir,
+        )),
+    );
     Ok(binaries)
 }
 

@@ -716,6 +716,7 @@ fn analyse_binary(
                     &binary.path,
                     binary.facts.symbols.custom_global_allocator,
                     results.baselines[bi].as_ref(),
+                    binary.facts.collections.clone(),
                     symbols,
                 )
             };
@@ -756,6 +757,7 @@ fn analyse_binary(
                         config_file: source.config.path.as_deref(),
                         symbols: asked,
                         report: &report,
+                        collections: &binary.facts.collections,
                     },
                 );
                 if let Err(e) = written {

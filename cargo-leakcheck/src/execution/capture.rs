@@ -48,6 +48,9 @@ pub struct CaseFile {
     pub config: Option<String>,
     /// What its verdict asked of the binary's symbols.
     pub symbols: Captured,
+    /// Its binary's collections, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collections: Option<crate::evidence::CollectionTable>,
 }
 
 /// One process's evidence in a case.
@@ -86,6 +89,7 @@ pub struct Capture<'a> {
     pub config_file: Option<&'a Path>,
     pub symbols: Captured,
     pub report: &'a TestReport,
+    pub collections: &'a crate::evidence::CollectionTable,
 }
 
 /// Writes a case under `root`, in a directory named after the test; returns it.
@@ -117,6 +121,7 @@ pub fn write(root: &Path, c: &Capture) -> std::io::Result<PathBuf> {
         cli: c.cli.clone(),
         config: c.config_file.and_then(|p| std::fs::read_to_string(p).ok()),
         symbols: c.symbols.clone(),
+        collections: (!c.collections.collections.is_empty()).then(|| c.collections.clone()),
     };
     write_json(&dir.join("case.json"), &case)?;
     write_json(&dir.join("expected.json"), c.report)?;
@@ -146,6 +151,7 @@ fn copy_with_scan(from: &Path, to: &Path, with_scan: bool) -> std::io::Result<()
         for side in [
             crate::analysis::retention::paths_file,
             crate::analysis::lost::unreached_path,
+            crate::execution::load::sites_file,
         ] {
             if let Err(e) = std::fs::copy(side(from), side(to)) {
                 if e.kind() != std::io::ErrorKind::NotFound {

@@ -101,38 +101,43 @@ fn static_definitions(path: &Path) -> Option<HashMap<u64, (String, u32)>> {
             let Ok(Some(gimli::Operation::Address { address })) = ops.next() else {
                 continue;
             };
-            let line = match entry.attr_value(gimli::DW_AT_decl_line) {
-                Some(gimli::AttributeValue::Udata(n)) => n as u32,
-                _ => continue,
-            };
-            let index = match entry.attr_value(gimli::DW_AT_decl_file) {
-                Some(gimli::AttributeValue::FileIndex(i) | gimli::AttributeValue::Udata(i)) => i,
-                _ => continue,
-            };
-            let Some(program) = &unit.line_program else {
+            let Some((full, line)) = declaration(&dwarf, &unit, entry) else {
                 continue;
-            };
-            let header = program.header();
-            let Some(entry_file) = header.file(index) else {
-                continue;
-            };
-            let name = |v| {
-                dwarf
-                    .attr_string(&unit, v)
-                    .ok()
-                    .map(|s| s.to_string_lossy().into_owned())
-            };
-            let Some(file_name) = name(entry_file.path_name()) else {
-                continue;
-            };
-            let full = match entry_file.directory(header).and_then(name) {
-                Some(dir) if !file_name.starts_with('/') => format!("{dir}/{file_name}"),
-                _ => file_name,
             };
             found.insert(address, (full, line));
         }
     }
     Some(found)
+}
+
+/// Where a DWARF entry says it is declared: its file, joined to its directory, and line.
+pub(crate) fn declaration<R: addr2line::gimli::Reader>(
+    dwarf: &addr2line::gimli::Dwarf<R>,
+    unit: &addr2line::gimli::Unit<R>,
+    entry: &addr2line::gimli::DebuggingInformationEntry<R>,
+) -> Option<(String, u32)> {
+    use addr2line::gimli;
+    let line = match entry.attr_value(gimli::DW_AT_decl_line)? {
+        gimli::AttributeValue::Udata(n) => n as u32,
+        _ => return None,
+    };
+    let index = match entry.attr_value(gimli::DW_AT_decl_file)? {
+        gimli::AttributeValue::FileIndex(i) | gimli::AttributeValue::Udata(i) => i,
+        _ => return None,
+    };
+    let header = unit.line_program.as_ref()?.header();
+    let entry_file = header.file(index)?;
+    let name = |v| {
+        let s = dwarf.attr_string(unit, v).ok()?;
+        let text = gimli::Reader::to_string_lossy(&s).ok()?.into_owned();
+        Some(text)
+    };
+    let file_name = name(entry_file.path_name())?;
+    let full = match entry_file.directory(header).and_then(name) {
+        Some(dir) if !file_name.starts_with('/') => format!("{dir}/{file_name}"),
+        _ => file_name,
+    };
+    Some((full, line))
 }
 
 impl Table {

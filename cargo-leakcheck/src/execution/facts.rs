@@ -1,7 +1,9 @@
 //! What one read of an executable says, stored with its `TestBinary`: the types the
 //! inspection step (`inspect`) fills in and the build step (`cargo`) carries.
 
+use crate::evidence::CollectionTable;
 use crate::execution::entry::Inspection;
+use std::sync::Arc;
 
 /// What one read of an executable said.
 #[derive(Clone, Debug, Default)]
@@ -11,6 +13,11 @@ pub struct BinaryFacts {
     /// Its tests' entry points; `None` when it has no listed libtest tests (or was not
     /// asked about any).
     pub tests: Option<Inspection>,
+    /// Its GNU build id, hexadecimal (empty: none).
+    pub build_id: String,
+    /// The collections reachable from its statics and thread-locals (see
+    /// [`crate::execution::collections`]).
+    pub collections: Arc<CollectionTable>,
 }
 
 impl BinaryFacts {

@@ -24,6 +24,7 @@ pub fn binary<S: CodeSymbols + ?Sized>(
     exe_path: &Path,
     custom_allocator: bool,
     baseline: Option<&ProcessResult>,
+    collections: std::sync::Arc<crate::evidence::CollectionTable>,
     symbols: &mut S,
 ) -> (BinaryEvidence, Option<String>) {
     let exe = exe_path
@@ -55,6 +56,7 @@ pub fn binary<S: CodeSymbols + ?Sized>(
             baseline: profile,
             baseline_unreached: baseline.and_then(own_lost),
             rust_allocations_visible,
+            collections,
         },
         note,
     )
@@ -103,7 +105,26 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
             .last()
             .and_then(|d| d.first())
             .and_then(|d| paths(d)),
+        sites: result
+            .run_dumps
+            .last()
+            .and_then(|d| d.first())
+            .and_then(|d| sites(d))
+            .unwrap_or_default(),
     })
+}
+
+/// The stacks of the collections' buffers written beside `dump`; None when there is no such
+/// file, or it is not whole.
+fn sites(dump: &Path) -> Option<HashMap<u32, Vec<crate::analysis::diff::FrameKey>>> {
+    crate::analysis::collections::parse_sites(&std::fs::read_to_string(sites_file(dump)).ok()?)
+}
+
+/// The file of collection sites beside a dump.
+pub fn sites_file(dump: &Path) -> PathBuf {
+    let mut name = dump.as_os_str().to_owned();
+    name.push(leakcheck_protocol::files::COLLECTIONS);
+    PathBuf::from(name)
 }
 
 /// Reads and merges a process's dumps of the test's own run (the runtime's, plus the test

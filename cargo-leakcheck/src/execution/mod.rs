@@ -13,6 +13,7 @@ pub(crate) mod binary_symbols;
 pub(crate) mod cancel;
 pub(crate) mod capture;
 pub(crate) mod cargo;
+pub(crate) mod collections;
 pub(crate) mod data_symbols;
 pub(crate) mod entry;
 pub(crate) mod extra_runs;

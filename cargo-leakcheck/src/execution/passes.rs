@@ -192,7 +192,9 @@ pub fn run(
         errors: list_errors,
         names,
     } = runner::list_all(binaries, config);
-    crate::execution::inspect::binaries(binaries, &names, config.known_layout);
+    let cache = crate::execution::collections::cache::dir(&config.workspace.target_dir);
+    crate::execution::inspect::binaries(binaries, &names, config.known_layout, Some(&cache));
+    crate::execution::collections::write_tables(binaries, config.work_dir)?;
     let binaries = &*binaries;
     let plan = Plan::of(&tests, binaries, config);
     let mut ran = count_pass(binaries, &tests, &plan, config, stacks_for_all)?;

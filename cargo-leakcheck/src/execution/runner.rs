@@ -361,6 +361,10 @@ fn run_one(
     if let Some(table) = &job.live_slots {
         extra.push((env::LIVE_SLOTS, table.display().to_string()));
     }
+    if job.test.is_some() && !binary.facts.collections.collections.is_empty() {
+        let table = crate::execution::collections::table_file(config.work_dir, job.binary);
+        extra.push((env::COLLECTIONS, table.display().to_string()));
+    }
     let spec = ProcessSpec {
         args: &args,
         settings: job.settings,

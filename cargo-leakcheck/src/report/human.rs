@@ -488,6 +488,13 @@ pub fn notes_and_outputs(s: &mut String, notes: &[String], out_dir: &Path) {
     );
 }
 
+/// A growing collection in one line, its root's file relative to the workspace.
+pub(crate) fn collection_text(c: &crate::model::CollectionReport, root: &Path) -> String {
+    let mut shown = c.clone();
+    shown.file = c.file.as_deref().map(|f| short_path(f, root));
+    shown.describe()
+}
+
 /// A clean test's allowed leaks, summarised: nothing is dropped silently.
 fn allowed_text(s: &mut String, t: &TestReport) {
     // Allowed leaks are summarised: nothing is dropped silently.
@@ -496,19 +503,33 @@ fn allowed_text(s: &mut String, t: &TestReport) {
         .iter()
         .filter_map(|st| st.allowed.as_ref().map(|a| (st, a)))
         .collect();
-    if !allowed.is_empty() {
+    let collections: Vec<_> = t
+        .collections
+        .iter()
+        .filter_map(|c| c.allowed.as_ref())
+        .collect();
+    if !allowed.is_empty() || !collections.is_empty() {
         let bytes: u64 = allowed.iter().map(|(st, _)| st.bytes).sum();
-        let _ = writeln!(
-            s,
-            "{:>8} {}: {} in {} allowed",
-            "ALLOWED",
-            test_header(t),
-            human_bytes(bytes),
-            plural(allowed.len() as u64, "stack", "stacks")
-        );
+        let what = match (allowed.len(), collections.len()) {
+            (n, 0) => format!(
+                "{} in {}",
+                human_bytes(bytes),
+                plural(n as u64, "stack", "stacks")
+            ),
+            (0, c) => plural(c as u64, "growing collection", "growing collections"),
+            (n, c) => format!(
+                "{} in {} and {}",
+                human_bytes(bytes),
+                plural(n as u64, "stack", "stacks"),
+                plural(c as u64, "growing collection", "growing collections")
+            ),
+        };
+        let _ = writeln!(s, "{:>8} {}: {what} allowed", "ALLOWED", test_header(t));
         let mut rules: Vec<String> = allowed
             .iter()
-            .map(|(_, a)| match &a.reason {
+            .map(|(_, a)| *a)
+            .chain(collections.iter().copied())
+            .map(|a| match &a.reason {
                 Some(r) => format!("{} ({r})", a.rule),
                 None => a.rule.clone(),
             })
@@ -554,6 +575,15 @@ fn failing_text(
             ),
         );
     }
+    let growing = t.collections.iter().filter(|c| c.fails).count();
+    if growing > 0 {
+        let _ = write!(
+            s,
+            "{}{} longer on every run",
+            if t.retained_bytes > 0 { "; " } else { ": " },
+            plural(growing as u64, "collection", "collections"),
+        );
+    }
     s.push('\n');
     if let Some(m) = &t.message {
         for line in m.lines().take(20) {
@@ -588,6 +618,17 @@ fn failing_text(
             .flat_map(|h| held_text(h, workspace_root))
         {
             let _ = writeln!(s, "             {line}");
+        }
+    }
+    for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
+        let _ = writeln!(s, "           {}", collection_text(c, workspace_root));
+        for (i, f) in interesting_frames(&c.allocated_at, workspace_root)
+            .iter()
+            .take(FRAMES_SHOWN)
+            .enumerate()
+        {
+            let lead = if i == 0 { "grown at" } else { "        " };
+            let _ = writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
         }
     }
     if failing > STACKS_SHOWN {

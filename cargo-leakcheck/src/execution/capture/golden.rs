@@ -110,6 +110,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         Path::new(&case.exe),
         case.custom_allocator,
         baseline.as_ref(),
+        std::sync::Arc::new(case.collections.clone().unwrap_or_default()),
         &mut symbols,
     );
     let id = TestIdentity {

@@ -1,0 +1,273 @@
+//! The rule for the program's own collections: a collection reachable from a static or a
+//! thread-local whose length grew on every extra run is a leak, whatever the allocator saw.
+//! A set that gains an id per call allocates only when it doubles, so no stack grows on
+//! every run while its length does; a window that is full, a set refilled with the same
+//! keys, a table cleared after the test stop growing and are kept state, like a pool that
+//! warmed up.
+//!
+//! The readings come from the runtime's record (`len` lines, written when a length
+//! changed); the collections they are of, from the binary's table (see
+//! `execution::collections`); the call that last made a growing collection reallocate, from
+//! the stacks process's `<dump>.collections` file ([`parse_sites`]).
+
+use crate::analysis::diff::{self, FrameKey};
+use crate::analysis::frames::{frame_report, resolve_stack};
+use crate::analysis::profile;
+use crate::analysis::stacks::Policy;
+use crate::analysis::symbols::Symbols;
+use crate::evidence::{Collection, CollectionTable, Length};
+use crate::model::{
+    Allowance, AllowedBy, CollectionReport, FrameReport, LengthUnit, RootKind, StackKind,
+};
+use leakcheck_protocol::collections::{rose, Reading, ABSENT, INCONSISTENT, UNREADABLE};
+use std::collections::{BTreeMap, HashMap};
+
+/// One collection's readings over a process's runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Readings {
+    /// After the test's own run (0), then after each extra run.
+    pub points: Vec<Reading>,
+    /// After the grace for the runs' threads, when it changed then.
+    pub grace: Option<Reading>,
+}
+
+impl Readings {
+    /// The points the rule judges: the last run's reading replaced by the one after the
+    /// grace, when the runtime read again then (threads of the runs that end soon after
+    /// may remove what they added).
+    pub fn judged(&self) -> Vec<Reading> {
+        let mut points = self.points.clone();
+        if let (Some(g), Some(last)) = (self.grace, points.last_mut()) {
+            *last = g;
+        }
+        points
+    }
+}
+
+/// The readings of every collection the record mentions, over its `runs` extra runs: each
+/// point is the last reading written at or before it (`ABSENT` before any).
+pub fn readings(lengths: &[Length], runs: usize) -> BTreeMap<u32, Readings> {
+    let mut out: BTreeMap<u32, Readings> = BTreeMap::new();
+    for l in lengths {
+        let r = out.entry(l.index).or_insert_with(|| Readings {
+            points: vec![ABSENT; runs + 1],
+            grace: None,
+        });
+        match l.run {
+            Some(k) if (k as usize) <= runs => {
+                for p in &mut r.points[k as usize..] {
+                    *p = l.reading;
+                }
+            }
+            Some(_) => {}
+            None => r.grace = Some(l.reading),
+        }
+    }
+    out
+}
+
+/// Per extra run (index k - 1 for run k): whether some collection grew in it; and whether
+/// one grew during the grace after the last. The rule the runtime stops its counting runs
+/// by (see `leakcheck_protocol::settling`), read back from its record.
+pub fn growth_by_run(lengths: &[Length], runs: usize) -> (Vec<bool>, bool) {
+    let mut grew = vec![false; runs];
+    let mut grace = false;
+    for r in readings(lengths, runs).values() {
+        for k in 1..=runs {
+            grew[k - 1] |= rose(r.points[k - 1], r.points[k]);
+        }
+        if let Some(g) = r.grace {
+            grace |= rose(r.points[runs], g);
+        }
+    }
+    (grew, grace)
+}
+
+/// The collections' verdicts for a test whose `runs` extra runs were made and measured:
+/// every collection that grew in some run or could not be read, with its kind (a leak when
+/// it grew on every run), whether it fails the test, and the stack that allocated its
+/// buffer (`sites`, by index).
+pub fn judge(
+    table: &CollectionTable,
+    lengths: &[Length],
+    runs: usize,
+    sites: &HashMap<u32, Vec<FrameKey>>,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) -> Vec<CollectionReport> {
+    if runs == 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (index, r) in readings(lengths, runs) {
+        let Some(c) = table.collections.get(index as usize) else {
+            continue;
+        };
+        let points = r.judged();
+        let problem = problem_of(&points);
+        let growth: Vec<i64> = points
+            .windows(2)
+            .map(|w| match (w[0], w[1]) {
+                (a, b) if a >= ABSENT && b >= 0 => b - a.max(0),
+                _ => 0,
+            })
+            .collect();
+        let every = points.windows(2).all(|w| rose(w[0], w[1]));
+        if !growth.iter().any(|&g| g > 0) && problem.is_none() {
+            continue;
+        }
+        let allocated_at = sites
+            .get(&index)
+            .map(|frames| {
+                resolve_stack(frames, symbols)
+                    .iter()
+                    .map(frame_report)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let report = CollectionReport {
+            root: c.root.clone(),
+            root_kind: if c.thread_local {
+                RootKind::ThreadLocal
+            } else {
+                RootKind::Static
+            },
+            field: c.field.clone(),
+            type_name: c.type_name.clone(),
+            file: c.file.clone(),
+            line: c.line,
+            unit: if c.bytes {
+                LengthUnit::Bytes
+            } else {
+                LengthUnit::Entries
+            },
+            entry_bytes: c.entry_size,
+            lengths: points,
+            growth_per_run: growth,
+            kind: if every {
+                StackKind::Leak
+            } else {
+                StackKind::ProcessLifetime
+            },
+            reason: Some(if every {
+                format!("its length grew in every one of {runs} extra runs of the test")
+            } else {
+                format!("its length did not grow in every one of {runs} extra runs")
+            }),
+            fails: false,
+            allowed: None,
+            suppression: None,
+            allocated_at,
+            problem,
+        };
+        out.push(against_policy(report, c, policy));
+    }
+    out.sort_by(|a, b| {
+        b.fails
+            .cmp(&a.fails)
+            .then_with(|| (&a.root, &a.field).cmp(&(&b.root, &b.field)))
+    });
+    out
+}
+
+/// What a reading that failed says, for the report.
+fn problem_of(points: &[Reading]) -> Option<String> {
+    let (k, r) = points
+        .iter()
+        .enumerate()
+        .find(|(_, r)| matches!(**r, UNREADABLE | INCONSISTENT))?;
+    let when = match k {
+        0 => "after the test's own run".to_string(),
+        k => format!("after extra run {k}"),
+    };
+    Some(match *r {
+        UNREADABLE => format!(
+            "could not be read {when}: a pointer on the way does not lead into mapped memory"
+        ),
+        _ => format!(
+            "could not be read {when}: its length is above its capacity (the memory is not what its type says, or it was changing)"
+        ),
+    })
+}
+
+/// A growing collection against the thresholds and suppressions, as a stack is: a
+/// suppression whose `frame` matches its root (or a frame of its allocation) allows it;
+/// otherwise it fails when what one run adds (entries times their size) is over the stack
+/// threshold.
+fn against_policy(mut c: CollectionReport, info: &Collection, policy: &Policy) -> CollectionReport {
+    let judged = c.kind == StackKind::Leak
+        || (c.kind == StackKind::ProcessLifetime && policy.effective.one_time_fails);
+    if !judged || c.problem.is_some() && c.kind != StackKind::Leak {
+        return c;
+    }
+    let per_run = c.min_growth().unwrap_or(0).max(0) as u64;
+    let size = per_run.saturating_mul(info.entry_size.max(1));
+    let mut names = vec![FrameReport::named(&info.root)];
+    names.extend(c.allocated_at.iter().cloned());
+    if let Some((index, s)) = policy
+        .suppressions
+        .iter()
+        .find(|(_, s)| s.matches_stack(&names))
+    {
+        c.suppression = Some(*index);
+        c.allowed = Some(Allowance {
+            by: AllowedBy::Suppression,
+            rule: format!(
+                "[[suppress]] #{} frame \"{}\" (line {})",
+                s.index,
+                s.frame.as_str(),
+                s.line
+            ),
+            reason: Some(s.reason.clone()),
+        });
+    } else if size > policy.effective.stack_threshold {
+        c.fails = true;
+    } else {
+        c.allowed = Some(Allowance {
+            by: AllowedBy::StackThreshold,
+            rule: format!(
+                "<= {} bytes per run (stack-threshold set by {})",
+                policy.effective.stack_threshold, policy.effective.stack_threshold_source
+            ),
+            reason: None,
+        });
+    }
+    c
+}
+
+/// The sites written beside a dump (`leakcheck_protocol::collections::SITES_HEADER`): each
+/// collection's buffer, by index, as the frames of the stack that allocated it. None when
+/// the file is not whole.
+pub fn parse_sites(text: &str) -> Option<HashMap<u32, Vec<FrameKey>>> {
+    use leakcheck_protocol::collections::{Site, SITES_HEADER};
+    use leakcheck_protocol::heap_v2::{parse_stack, MAPPED_LIBRARIES};
+    let (body, maps) = text.split_once(&format!("\n{MAPPED_LIBRARIES}\n"))?;
+    let mappings: Vec<profile::Mapping> = maps
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(profile::parse_mapping)
+        .collect();
+    let mut lines = body.lines();
+    if lines.next()? != SITES_HEADER {
+        return None;
+    }
+    let mut indices = Vec::new();
+    let mut stacks = Vec::new();
+    let mut current = None;
+    for line in lines.filter(|l| !l.is_empty()) {
+        if let Some(site) = Site::decode(line) {
+            current = Some(site.index);
+        } else if let Some(addrs) = parse_stack(line) {
+            let index = current.take()?;
+            indices.push(index);
+            stacks.push(addrs.collect::<Result<Vec<u64>, _>>().ok()?);
+        } else {
+            return None;
+        }
+    }
+    let keys = diff::frame_keys(&mappings, &stacks);
+    Some(indices.into_iter().zip(keys).collect())
+}
+
+#[cfg(test)]
+mod tests;
