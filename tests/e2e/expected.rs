@@ -72,6 +72,9 @@ pub struct Expected {
     /// threads running (`threads-left` after two runs in `metrics.json`), its stacks
     /// process making the rest of the default five extra runs.
     pub threads_left: bool,
+    /// `(name, entries)`: one of the program's own collections, defined on the line marked
+    /// `// grows: name`, must fail the test by growing `entries` on every extra run.
+    pub grows: Option<(&'static str, i64)>,
 }
 
 impl Expected {
@@ -134,6 +137,15 @@ impl Expected {
     const fn held_by_task(self) -> Expected {
         Expected {
             held_by_task: true,
+            ..self
+        }
+    }
+
+    /// The same row, failed by the collection defined on the line marked `// grows: name`,
+    /// `entries` longer on every extra run (see [`Expected::grows`]).
+    const fn grows(self, name: &'static str, entries: i64) -> Expected {
+        Expected {
+            grows: Some((name, entries)),
             ..self
         }
     }
@@ -315,6 +327,12 @@ const HISTORY: Target = Target {
     package: "history",
     binary: "history",
 };
+/// Process-wide collections that grow without allocating on most calls, and ones that stop.
+const COLLECTIONS: Target = Target {
+    fixture: "tests/fixtures/collections",
+    package: "collections",
+    binary: "collections",
+};
 const HEALTHY: Target = Target {
     fixture: "tests/fixtures/healthy",
     package: "healthy",
@@ -352,6 +370,7 @@ const fn outcome(
         spawns_tasks: None,
         held_by_task: false,
         threads_left: false,
+        grows: None,
     }
 }
 
@@ -371,6 +390,12 @@ const fn bench(
 /// A test that must be reported as leaking, with its marked line among the sites.
 const fn leak(target: Target, test: &'static str, site: &'static str) -> Expected {
     outcome(target, test, "leak", Some(site), false)
+}
+
+/// A test that must fail by the collection on the line marked `// grows: test`, `entries`
+/// longer on every extra run, whatever its allocations show.
+const fn grows(target: Target, test: &'static str, marker: &'static str, entries: i64) -> Expected {
+    outcome(target, test, "leak", None, false).grows(marker, entries)
 }
 
 /// A test that must be reported clean, with no one-time stack required.
@@ -985,6 +1010,46 @@ pub const EXPECTED: &[Expected] = &[
     clean(HEALTHY, "tests::words_are_sorted_and_unique").runs("not-needed"),
     // What glibc keeps of joined threads depends on timing: no kept memory is required.
     clean(HEALTHY, "tests::threads_join_with_their_results").by_counting(),
+    // --- tests/fixtures/collections ---
+    // A collection that gains entries on every call is a leak, though most calls allocate
+    // nothing (the collection has room): its length grows on every extra run.
+    grows(COLLECTIONS, "tests::seen_ids", "seen_ids", 1),
+    grows(
+        COLLECTIONS,
+        "tests::connection_counters",
+        "connection_counters",
+        1,
+    ),
+    grows(COLLECTIONS, "tests::latency_samples", "latency_samples", 10),
+    grows(COLLECTIONS, "tests::shared_seen_ids", "shared_seen_ids", 1),
+    grows(
+        COLLECTIONS,
+        "tests::worker_thread_local_ids",
+        "worker_thread_local_ids",
+        1,
+    ),
+    grows(COLLECTIONS, "tests::ordered_index", "ordered_index", 1),
+    grows(
+        COLLECTIONS,
+        "tests::sessions_in_shards",
+        "sessions_in_shards",
+        1,
+    ),
+    grows(COLLECTIONS, "tests::slab_handles", "slab_handles", 1),
+    grows(COLLECTIONS, "tests::deadlines_by_time", "deadlines_by_time", 1),
+    grows(COLLECTIONS, "tests::log_lines", "log_lines", 15),
+    grows(
+        COLLECTIONS,
+        "tests::small_vec_spilled",
+        "small_vec_spilled",
+        1,
+    ),
+    // Bounded, refilled, emptied, warmed up, or not a collection at all.
+    clean(COLLECTIONS, "tests::window_of_64_samples"),
+    clean(COLLECTIONS, "tests::refilled_set"),
+    clean(COLLECTIONS, "tests::scratch_cleared_after_use"),
+    clean(COLLECTIONS, "tests::pool_warms_up_then_stops"),
+    clean(COLLECTIONS, "tests::atomic_counter_is_not_a_collection"),
 ];
 
 /// Checks the table against the fixtures' sources: the same test functions, one marker per
@@ -1123,6 +1188,7 @@ fn expected_table_matches_fixture_sources() {
         // Marker name -> number of occurrences.
         let mut markers: BTreeMap<String, usize> = BTreeMap::new();
         let mut spawn_markers: BTreeMap<String, usize> = BTreeMap::new();
+        let mut grow_markers: BTreeMap<String, usize> = BTreeMap::new();
         for file in &files {
             let text = std::fs::read_to_string(file).unwrap();
             let mut after_test_attr = false;
@@ -1147,6 +1213,9 @@ fn expected_table_matches_fixture_sources() {
                 }
                 if let Some(name) = marked("// spawn-site: ") {
                     *spawn_markers.entry(name).or_default() += 1;
+                }
+                if let Some(name) = marked("// grows: ") {
+                    *grow_markers.entry(name).or_default() += 1;
                 }
             }
         }
@@ -1188,6 +1257,22 @@ fn expected_table_matches_fixture_sources() {
             assert_eq!(
                 count, 1,
                 "{fixture}: spawn marker {name} appears {count} times"
+            );
+        }
+        let table_grows: BTreeSet<String> = rows
+            .iter()
+            .filter_map(|e| e.grows)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let source_grows: BTreeSet<String> = grow_markers.keys().cloned().collect();
+        assert_eq!(
+            table_grows, source_grows,
+            "{fixture}: table collections and markers differ"
+        );
+        for (name, count) in grow_markers {
+            assert_eq!(
+                count, 1,
+                "{fixture}: grows marker {name} appears {count} times"
             );
         }
     }

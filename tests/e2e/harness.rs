@@ -253,6 +253,12 @@ pub fn leak_site(fixture: &str, name: &str) -> (String, u32) {
     marked_line(fixture, &format!("// leak-site: {name}"))
 }
 
+/// Finds the `// grows: NAME` marker in a fixture's sources (the line defining a
+/// collection), as [`leak_site`] does.
+pub fn grows_site(fixture: &str, name: &str) -> (String, u32) {
+    marked_line(fixture, &format!("// grows: {name}"))
+}
+
 /// Finds the `// spawn-site: NAME` marker in a fixture's sources, as [`leak_site`] does.
 pub fn spawn_site(fixture: &str, name: &str) -> (String, u32) {
     marked_line(fixture, &format!("// spawn-site: {name}"))

@@ -2,7 +2,7 @@
 //! plus exit codes, the report schema and the flame graph artifacts.
 
 use crate::expected::{Expected, EXPECTED, IGNORED};
-use crate::harness::{leak_site, run_fixture, spawn_site, Run};
+use crate::harness::{grows_site, leak_site, run_fixture, spawn_site, Run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -21,6 +21,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/slow"
         | "tests/fixtures/tasks"
         | "tests/fixtures/history"
+        | "tests/fixtures/collections"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -194,6 +195,54 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     }
     if row.verdict == "clean" && stacks.iter().any(|s| s["fails"] == true) {
         problems.push(format!("{who}: clean, yet a stack is marked failing"));
+    }
+    let collections = t["collections"].as_array().cloned().unwrap_or_default();
+    if let Some((name, entries)) = row.grows {
+        problems.extend(check_grows(row, &collections, name, entries, &who));
+    } else if collections.iter().any(|c| c["fails"] == true) {
+        problems.push(format!(
+            "{who}: a collection is marked failing: {}",
+            serde_json::to_string_pretty(&collections).unwrap()
+        ));
+    }
+    problems
+}
+
+/// A collection defined on the line marked `// grows: name` that fails the test, `entries`
+/// longer after every extra run, and that the human summary names with its entries per run.
+fn check_grows(
+    row: &Expected,
+    collections: &[Value],
+    name: &str,
+    entries: i64,
+    who: &str,
+) -> Vec<String> {
+    let (file, line) = grows_site(row.fixture, name);
+    let found = collections.iter().find(|c| {
+        c["file"].as_str().is_some_and(|f| f.ends_with(&file))
+            && c["line"].as_u64() == Some(line as u64)
+    });
+    let Some(c) = found else {
+        return vec![format!(
+            "{who}: no collection defined at {file}:{line}; collections: {}",
+            serde_json::to_string_pretty(collections).unwrap()
+        )];
+    };
+    let mut problems = Vec::new();
+    let growth: Vec<i64> = c["growth_per_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_i64().unwrap())
+        .collect();
+    if c["kind"] != "leak"
+        || c["fails"] != true
+        || growth.is_empty()
+        || growth.iter().any(|&g| g != entries)
+    {
+        problems.push(format!(
+            "{who}: the collection at {file}:{line} does not fail by {entries} more on every run: {c}"
+        ));
     }
     problems
 }
@@ -432,6 +481,11 @@ fn the_page_links_a_task_to_its_spawn_line() {
         block.contains("<pre class=\"src\">    RT.spawn(task); // spawn-site: task_per_call_waits_forever</pre>"),
         "the spawn line beside it: {block}"
     );
+}
+
+#[test]
+fn collections_fixture_matches_the_table() {
+    check_fixture("tests/fixtures/collections");
 }
 
 #[test]

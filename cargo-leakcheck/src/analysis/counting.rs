@@ -7,8 +7,11 @@ use crate::evidence::{ProcessEnd, ProcessResult};
 /// Whether a counting run leaves the test's verdict open.
 pub fn needs_stacks(result: &ProcessResult) -> bool {
     let counts = result.record.as_ref().and_then(|r| r.counts());
+    // A run that retained nothing allocated can still have made one of the program's own
+    // collections longer (its buffer came from elsewhere): the runtime then runs it again.
+    let ran_again = result.record.as_ref().is_some_and(|r| !r.runs.is_empty());
     match (result.first_run_end(), counts) {
-        (ProcessEnd::Exited(0), Some(c)) => c.objects != 0 || c.bytes != 0,
+        (ProcessEnd::Exited(0), Some(c)) => c.objects != 0 || c.bytes != 0 || ran_again,
         // A failing test is analysed for leaks too; a missing count proves nothing.
         (ProcessEnd::Exited(_), _) => true,
         // Killed or never started: a second run would end the same way.
@@ -127,6 +130,13 @@ pub(crate) mod tests {
             "failures are analysed"
         );
         assert!(!needs_stacks(&result(ProcessEnd::Signaled(11), None)));
+        // Nothing allocated, yet a collection held entries and the test ran again: its
+        // extra runs decide.
+        let mut ran_again = result(ProcessEnd::Exited(0), Some((0, 0)));
+        ran_again.record = Some(Record::parse(
+            "arena 3\nfirst 0 0 0 1\nlen 0 0 1\nrun 1 start\nlen 1 0 2\nrun 1 ok 0 0 1 1\nend kept\n",
+        ));
+        assert!(needs_stacks(&ran_again));
         assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
     }
 

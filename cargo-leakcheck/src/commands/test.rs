@@ -788,7 +788,7 @@ pub(crate) fn write_flamegraphs(
     timings: &mut Timings,
 ) {
     for t in tests.iter_mut() {
-        if t.failing_stacks().next().is_none() {
+        if t.failing_stacks().next().is_none() && !t.collections.iter().any(|c| c.fails) {
             continue;
         }
         let started = std::time::Instant::now();
@@ -814,10 +814,11 @@ pub(crate) fn write_flamegraphs(
                 )
             })
             .and_then(|_| {
-                let samples: Vec<pprof::Sample> = flamegraph::graphed_stacks(t)
-                    .into_iter()
+                let graphed = flamegraph::graphed_stacks(t);
+                let samples: Vec<pprof::Sample> = graphed
+                    .iter()
                     .map(|g| pprof::Sample {
-                        frames: g.frames,
+                        frames: &g.frames,
                         objects: g.objects,
                         bytes: g.bytes,
                     })

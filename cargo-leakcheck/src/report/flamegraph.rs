@@ -13,7 +13,7 @@ use std::io::Write;
 pub fn folded_lines(test: &TestReport) -> Vec<String> {
     let mut lines: Vec<String> = graphed_stacks(test)
         .into_iter()
-        .map(|g| folded_line(g.frames, g.bytes))
+        .map(|g| folded_line(&g.frames, g.bytes))
         .collect();
     lines.sort();
     lines
@@ -22,7 +22,7 @@ pub fn folded_lines(test: &TestReport) -> Vec<String> {
 /// One stack as the graphs show it.
 pub struct Graphed<'a> {
     /// Frames innermost first, from the allocation up to the test's own function.
-    pub frames: &'a [crate::model::FrameReport],
+    pub frames: std::borrow::Cow<'a, [crate::model::FrameReport]>,
     /// Its weight: the bytes the test's run retained there, or, for a stack that grew only
     /// in extra runs, what each run added.
     pub bytes: u64,
@@ -30,19 +30,36 @@ pub struct Graphed<'a> {
     pub objects: u64,
 }
 
-/// The leaked stacks the flame graph and the pprof profile show (see [`folded_lines`]).
+/// The leaked stacks the flame graph and the pprof profile show (see [`folded_lines`]); and
+/// each failing collection, as the stack that allocated its buffer topped by a frame naming
+/// it, weighted by what one run added to it (its entries times their size).
 pub fn graphed_stacks(test: &TestReport) -> Vec<Graphed<'_>> {
     let weight =
         |s: &crate::model::StackReport| s.bytes.max(s.min_growth().unwrap_or(0).max(0) as u64);
-    test.stacks
+    let stacks = test
+        .stacks
         .iter()
         .filter(|s| s.kind == StackKind::Leak && weight(s) > 0 && s.suppression.is_none())
         .map(|s| Graphed {
-            frames: from_the_test(&s.frames, &test.name),
+            frames: std::borrow::Cow::Borrowed(from_the_test(&s.frames, &test.name)),
             bytes: weight(s),
             objects: s.objects,
-        })
-        .collect()
+        });
+    let collections = test.collections.iter().filter(|c| c.fails).map(|c| {
+        let per_run = c.min_growth().unwrap_or(0).max(1) as u64;
+        let mut frames = vec![crate::model::FrameReport::named(&format!(
+            "[collection {}: {}]",
+            c.holder(),
+            c.type_name
+        ))];
+        frames.extend(from_the_test(&c.allocated_at, &test.name).iter().cloned());
+        Graphed {
+            frames: std::borrow::Cow::Owned(frames),
+            bytes: per_run.saturating_mul(c.entry_bytes.max(1)),
+            objects: per_run,
+        }
+    });
+    stacks.chain(collections).collect()
 }
 
 /// `frames` (innermost first) up to and including the outermost frame of the test function

@@ -402,32 +402,4 @@ fn initial_bytes(file: &object::File, address: u64, size: u64) -> Option<Vec<u8>
 }
 
 #[cfg(test)]
-mod explore {
-    #[test]
-    #[ignore]
-    fn explore() {
-        let path = std::env::var("EXPLORE").unwrap();
-        let data = std::fs::read(path).unwrap();
-        let t0 = std::time::Instant::now();
-        let table = super::read(&data);
-        eprintln!("took {:?}", t0.elapsed());
-        for c in &table.collections {
-            eprintln!(
-                "{} {}{} : {} ({} B) {:?}:{:?}\n{}",
-                if c.thread_local { "tls" } else { "static" },
-                c.root,
-                c.field,
-                c.type_name,
-                c.entry_size,
-                c.file,
-                c.line,
-                c.program
-            );
-        }
-        eprintln!(
-            "{} collections, note {:?}",
-            table.collections.len(),
-            table.note
-        );
-    }
-}
+mod tests;

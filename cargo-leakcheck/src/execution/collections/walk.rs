@@ -493,7 +493,9 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
                 },
                 size_of(self.types, "T"),
             )
-        } else if name.starts_with("IndexMapCore<") && t.has_members(&["entries", "indices"]) {
+        } else if (name.starts_with("IndexMapCore<") || name.starts_with("Core<"))
+            && t.has_members(&["entries", "indices"])
+        {
             // Its entries, in order; the indices are a table of positions into them.
             let Some(entries) = t.member("entries").and_then(|m| m.ty.map(|ty| (m, ty))) else {
                 return false;
@@ -554,7 +556,9 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         })
     }
 
-    /// smallvec 1's `SmallVec { capacity, data: union { inline, heap: (ptr, len) } }`.
+    /// smallvec 1's `SmallVec { capacity, data }`, its data a union `{ inline, heap: (ptr,
+    /// len) }` (feature `union`) or an enum `Inline(..) | Heap { ptr, len }`: which one is in
+    /// use follows from the capacity, so only where the heap's pointer and length are matters.
     fn small_vec(&mut self, t: &Type, at: &At) -> Option<(Length, u64)> {
         let array = self.types.get(t.param("A")?)?;
         let Kind::Array { element, count } = array.kind else {
@@ -562,12 +566,16 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         };
         let data = t.member("data")?;
         let data_type = self.types.get(data.ty?)?;
-        let Kind::Struct { union: true, .. } = data_type.kind else {
-            return None;
+        let heap = match &data_type.kind {
+            Kind::Struct { union: true, .. } => data_type.member("heap")?.clone(),
+            Kind::Struct {
+                variants: Some(v), ..
+            } => v.variants.iter().find(|(_, m)| m.name == "Heap")?.1.clone(),
+            _ => return None,
         };
-        let heap = data_type.member("heap")?;
         let pair = self.types.get(heap.ty?)?;
-        let (ptr, len) = (pair.member("__0")?, pair.member("__1")?);
+        let ptr = pair.member("ptr").or_else(|| pair.member("__0"))?;
+        let len = pair.member("len").or_else(|| pair.member("__1"))?;
         let base = at.offset + (data.offset + heap.offset) as i64;
         let entry = element
             .and_then(|e| self.types.get(e))
