@@ -49,6 +49,12 @@ pub(crate) mod model;
 pub(crate) mod report;
 
 use execution::interrupt;
+
+/// Tests that read this process's own use of the cores hold it for writing; tests that keep
+/// a core busy for a second or more hold it for reading: the former never run beside the
+/// latter, whose threads they would count.
+#[cfg(test)]
+pub(crate) static CORES: std::sync::RwLock<()> = std::sync::RwLock::new(());
 use exit_code::ExitCode;
 
 /// Entry point of the binary; returns the process exit code.

@@ -996,6 +996,13 @@ fn release_build_without_debug_info_warns_and_still_reports() {
         "warns about the test binary's missing debug info: {}",
         run.stderr
     );
+    assert!(
+        run.stderr.contains(
+            "the program's own collections were not read in `leaky`: no type information"
+        ),
+        "says once that collections could not be read, and why: {}",
+        run.stderr
+    );
     for name in ["tests::box_leak", "tests::forget_vec"] {
         let t = run.test("leaky", name);
         assert_eq!(t["verdict"], "leak", "{name}: {t}");

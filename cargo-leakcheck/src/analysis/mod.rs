@@ -15,6 +15,7 @@ pub(crate) mod frames;
 pub(crate) mod growth;
 pub(crate) mod heap_growth;
 pub(crate) mod identity;
+pub(crate) mod lengths;
 pub(crate) mod lost;
 pub(crate) mod profile;
 pub(crate) mod retention;

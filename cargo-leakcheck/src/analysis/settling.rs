@@ -227,7 +227,7 @@ pub fn settled(
     grace: Option<&Grace>,
     lengths: &[Length],
 ) -> bool {
-    let (grew, grew_in_grace) = crate::analysis::collections::growth_by_run(lengths, runs.len());
+    let (grew, grew_in_grace) = crate::analysis::lengths::growth_by_run(lengths, runs.len());
     let mut series = leakcheck_protocol::settling::Series::new(first);
     for (r, &grew) in runs.iter().zip(&grew) {
         series.run(r.live, grew);

@@ -184,10 +184,10 @@ fn warn_stale_suppressions(
     }
     let config = &session.config;
     for (i, s) in config.suppress.iter().enumerate() {
-        let used = tests
-            .iter()
-            .flat_map(|t| &t.stacks)
-            .any(|st| st.suppression == Some(i));
+        let used = tests.iter().any(|t| {
+            t.stacks.iter().any(|st| st.suppression == Some(i))
+                || t.collections.iter().any(|c| c.suppression == Some(i))
+        });
         if !used {
             let path = config
                 .path
@@ -378,6 +378,7 @@ pub(crate) fn check(
     let run_started = std::time::Instant::now();
     let results = passes::run(binaries, &run_config, setup.stacks_for_all)?;
     let run_seconds = run_started.elapsed().as_secs_f64();
+    notes.extend(crate::execution::collections::note(binaries));
     if !results.not_finished.is_empty() {
         notes.push(session::interrupted_note(
             results.not_finished.len(),

@@ -387,6 +387,7 @@ mod tests {
 
     #[test]
     fn a_process_with_two_busy_threads_wants_both_cores() {
+        let _alone = crate::CORES.write().unwrap_or_else(|e| e.into_inner());
         // This test binary itself, with two threads spinning: two runnable threads at
         // every reading.
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

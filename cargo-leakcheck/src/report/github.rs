@@ -92,6 +92,7 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             )
         })
         .collect();
+    all.extend(collection_annotations(report, repo_root));
     all.extend(bench_annotations(report, repo_root));
     // A test that could not be judged has no line to point at; when the configuration
     // makes that fail the run, the run's page must still say which test and why.
@@ -132,6 +133,48 @@ fn repo_line(frames: &[crate::model::FrameReport], repo_root: &Path) -> Option<(
     };
     let relative = Path::new(file).strip_prefix(repo_root).ok()?;
     Some((relative.display().to_string(), line))
+}
+
+/// One `::error` per definition in the repository of a collection that grew on every run
+/// of a failing test, naming the tests.
+fn collection_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
+    let mut sites: Vec<(String, u32, String, Vec<String>)> = Vec::new();
+    let failing = |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && report.fails(t);
+    for t in report.tests.iter().filter(failing) {
+        for c in t.collections.iter().filter(|c| c.fails) {
+            let (Some(file), Some(line)) = (&c.file, c.line) else {
+                continue;
+            };
+            let Ok(relative) = Path::new(file).strip_prefix(repo_root) else {
+                continue;
+            };
+            let file = relative.display().to_string();
+            let test = format!("{} {}", t.binary, t.name);
+            match sites.iter_mut().find(|s| s.0 == file && s.1 == line) {
+                Some(site) => site.3.push(test),
+                None => sites.push((file, line, c.describe(), vec![test])),
+            }
+        }
+    }
+    sites
+        .into_iter()
+        .map(|(file, line, what, tests)| {
+            let first = tests[0].split_once(' ').map_or("", |(_, name)| name);
+            let title = match tests.len() {
+                1 => format!("collection grows in {first}"),
+                n => format!("collection grows in {first} and {} more", n - 1),
+            };
+            format!(
+                "::error file={},line={line},title={}::{}",
+                property(&file),
+                property(&title),
+                data(&format!(
+                    "{what}: longer on every run of {} (cargo-leakcheck)",
+                    tests.join(", ")
+                ))
+            )
+        })
+        .collect()
 }
 
 /// One `::error` per allocating line in the repository that a growing stack of a bench or
@@ -360,6 +403,18 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
             let lines = crate::report::human::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
+        }
+        for c in t.collections.iter().filter(|c| c.fails) {
+            if !site.is_empty() {
+                site.push_str("<br>");
+            }
+            site.push_str(&crate::report::human::collection_text(c, repo_root));
+        }
+        for c in t.collections.iter().filter(|c| c.fails) {
+            if !site.is_empty() {
+                site.push_str("<br>");
+            }
+            site.push_str(&crate::report::human::collection_text(c, repo_root));
         }
         let retained = match (t.verdict, &t.first_run_retained) {
             (Verdict::Leak, _) => human_bytes(t.retained_bytes),

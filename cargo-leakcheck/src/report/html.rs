@@ -271,9 +271,16 @@ fn test_row(
         (_, Some(r)) if r.bytes > 0 => format!("({} own run)", human_bytes(r.bytes)),
         _ => String::new(),
     };
-    let growth = per_run_growth(t)
+    let mut growth = per_run_growth(t)
         .map(|g| format!("+{}", human_bytes(g)))
         .unwrap_or_default();
+    if let Some(c) = t.collections.iter().find(|c| c.fails) {
+        let entries = c.unit.count(c.growth_per_run.last().copied().unwrap_or(0));
+        growth = match growth.is_empty() {
+            true => format!("+{entries}"),
+            false => format!("{growth}, +{entries}"),
+        };
+    }
     let method = method_name(t.method);
     let judged = match t.extra_runs.made {
         0 => method.to_string(),
@@ -332,6 +339,9 @@ fn test_details(h: &mut String, t: &TestReport, root: &Path, sources: &mut Sourc
             "<p class=\"left\">left running, killed: {}</p>",
             esc(&t.left_processes.join(", "))
         );
+    }
+    for c in t.collections.iter().take(STACKS_SHOWN) {
+        collection_block(h, c, root, sources);
     }
     let mut stacks: Vec<&StackReport> = t.stacks.iter().collect();
     stacks.sort_by_key(|s| (!s.fails, std::cmp::Reverse(s.bytes)));
@@ -392,6 +402,75 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     }
     if let Some(held) = &st.retained_by {
         held_block(h, held, root, sources);
+    }
+    h.push_str("</div>");
+}
+
+/// One of the program's own collections whose length the runs changed: where it is
+/// defined (with that line), its length after each run, and the call that last made its
+/// buffer grow.
+fn collection_block(
+    h: &mut String,
+    c: &crate::model::CollectionReport,
+    root: &Path,
+    sources: &mut Sources,
+) {
+    let kind = kind_name(c.kind);
+    let status = if c.fails {
+        "fails"
+    } else if c.allowed.is_some() {
+        "allowed"
+    } else {
+        "listed"
+    };
+    let _ = write!(
+        h,
+        "<div class=\"stack collection k-{kind}\"><p class=\"stackhead\"><b>collection</b> · {kind} · {status}"
+    );
+    if let Some(r) = &c.reason {
+        let _ = write!(h, " · {}", esc(r));
+    }
+    let _ = write!(
+        h,
+        "</p><p class=\"what\">{}</p>",
+        esc(&crate::report::human::collection_text(c, root))
+    );
+    let definition = FrameReport {
+        function: c.root.clone(),
+        file: c.file.clone(),
+        line: c.line,
+        inlined: false,
+    };
+    if let Some(line) = sources.line(&definition) {
+        let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+    }
+    let lengths: Vec<String> = c
+        .lengths
+        .iter()
+        .map(|l| if *l < 0 { "?".into() } else { l.to_string() })
+        .collect();
+    let _ = write!(
+        h,
+        "<p class=\"lengths\">length after its own run and each extra run: {}</p>",
+        esc(&lengths.join(" → "))
+    );
+    if let Some(p) = &c.problem {
+        let _ = write!(h, "<p class=\"message\">{}</p>", esc(p));
+    }
+    if !c.allocated_at.is_empty() {
+        h.push_str("<p>its buffer last grown at:</p><ol class=\"frames\">");
+        for f in from_identifying_frame(&c.allocated_at, root)
+            .iter()
+            .take_while(|f| !is_harness_frame(f))
+            .take(FRAMES_SHOWN)
+        {
+            let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
+            if let Some(line) = sources.line(f) {
+                let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+            }
+            h.push_str("</li>");
+        }
+        h.push_str("</ol>");
     }
     h.push_str("</div>");
 }

@@ -320,14 +320,35 @@ fn outcome(
         Verdict::Clean | Verdict::Unsettled => None,
         Verdict::Leak => {
             let failing: Vec<_> = t.failing_stacks().collect();
-            let message = format!(
-                "leaked {} in {} object(s): {} stack(s) over the threshold of {} B",
-                human_bytes(t.retained_bytes),
-                t.retained_objects,
-                failing.len(),
-                t.stack_threshold
-            );
+            let growing: Vec<_> = t.collections.iter().filter(|c| c.fails).collect();
+            let mut message = match failing.len() {
+                0 => String::new(),
+                n => format!(
+                    "leaked {} in {} object(s): {n} stack(s) over the threshold of {} B",
+                    human_bytes(t.retained_bytes),
+                    t.retained_objects,
+                    t.stack_threshold
+                ),
+            };
+            if !growing.is_empty() {
+                if !message.is_empty() {
+                    message.push_str("; ");
+                }
+                let _ = write!(
+                    message,
+                    "{} collection(s) longer on every run: {}",
+                    growing.len(),
+                    growing[0].describe()
+                );
+            }
             let mut text = String::new();
+            for c in &growing {
+                let _ = writeln!(text, "{}", crate::report::human::collection_text(c, root));
+                if !c.allocated_at.is_empty() {
+                    let _ = writeln!(text, "  grown at:");
+                    stack_text(&mut text, &c.allocated_at, None, root);
+                }
+            }
             for st in &failing {
                 let _ = writeln!(
                     text,

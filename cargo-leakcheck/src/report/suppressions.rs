@@ -1,5 +1,6 @@
-//! `--write-suppressions`: turns today's failing stacks into `[[suppress]]` entries, so a
-//! large codebase can turn the check on at once and burn the list down later.
+//! `--write-suppressions`: turns today's failing stacks (and growing collections, by their
+//! static's name) into `[[suppress]]` entries, so a large codebase can turn the check on at
+//! once and burn the list down later.
 
 use crate::analysis::frames::identifying_frame;
 use crate::config::Glob;
@@ -34,6 +35,23 @@ pub fn entries(report: &Report, root: &Path) -> String {
                 t.name,
                 s.bytes,
                 s.objects,
+                toml_string(&frame),
+                toml_string(&filter),
+                toml_string(PLACEHOLDER_REASON)
+            );
+        }
+        // A growing collection is matched by its static's name.
+        for c in t.collections.iter().filter(|c| c.fails) {
+            let (frame, filter) = (Glob::escape(&c.root), Glob::escape(&t.name));
+            if !seen.insert((frame.clone(), filter.clone())) {
+                continue;
+            }
+            let _ = write!(
+                out,
+                "\n[[suppress]]\n# {} {}: {}\nframe = {}\nfilter = {}\nreason = {}\n",
+                t.binary,
+                t.name,
+                c.describe(),
                 toml_string(&frame),
                 toml_string(&filter),
                 toml_string(PLACEHOLDER_REASON)

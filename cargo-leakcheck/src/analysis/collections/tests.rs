@@ -1,4 +1,5 @@
 use super::*;
+use crate::analysis::lengths::growth_by_run;
 use crate::analysis::symbols::{Captured, Replay};
 use crate::config::{Config, SettingsLayer};
 use crate::evidence::Record;

@@ -54,7 +54,24 @@ pub fn table_file(work_dir: &std::path::Path, index: usize) -> std::path::PathBu
 }
 
 /// Says why a binary has no table: it has no type information.
-pub const NO_TYPES: &str = "collections not read: the test binary has no type information (build its tests with `debug = true` or `debug = \"full\"` in the profile, not `line-tables-only`)";
+pub const NO_TYPES: &str = "no type information (its profile's `debug` is `false` or `line-tables-only`; `debug = true` gives it)";
+
+/// The run's note on the binaries whose collections could not be read, once for all of
+/// them; None when every binary's could.
+pub fn note(binaries: &[crate::execution::cargo::TestBinary]) -> Option<String> {
+    let mut unread: Vec<(String, &str)> = binaries
+        .iter()
+        .filter_map(|b| Some((b.id(), b.facts.collections.note.as_deref()?)))
+        .collect();
+    unread.sort();
+    unread.dedup();
+    let (_, why) = unread.first()?;
+    let names: Vec<String> = unread.iter().map(|(id, _)| format!("`{id}`")).collect();
+    Some(format!(
+        "the program's own collections were not read in {}: {why}, so a collection that grows without allocating goes unseen there",
+        names.join(", ")
+    ))
+}
 
 /// The collections of the executable `data`.
 pub fn read(data: &[u8]) -> Table {
@@ -84,7 +101,7 @@ pub fn read(data: &[u8]) -> Table {
     let writable = writable_segments(&file);
     let symbols = Symbols::of(&file);
     let (roots, any_types) = roots(&dwarf, &units, &writable, &symbols);
-    if !any_types && !units.is_empty() {
+    if !any_types {
         return Table {
             collections: Vec::new(),
             note: Some(NO_TYPES.into()),
@@ -243,11 +260,17 @@ fn roots<'a>(
                 size: type_size(unit, &entry).unwrap_or(0),
                 ty,
                 name,
-                definition: declaration(dwarf, unit, &entry),
+                definition: declaration(dwarf, unit, &entry).map(|(file, line)| {
+                    // Relative to where the compiler ran, as frames are not.
+                    match unit.comp_dir.as_ref().map(|d| d.to_string_lossy()) {
+                        Some(dir) if !file.starts_with('/') => (format!("{dir}/{file}"), line),
+                        _ => (file, line),
+                    }
+                }),
             });
         }
     }
-    out.sort_by(|a, b| (a.thread_local, a.address).cmp(&(b.thread_local, b.address)));
+    out.sort_by_key(|r| (r.thread_local, r.address));
     out.dedup_by(|a, b| a.thread_local == b.thread_local && a.address == b.address);
     (out, any_types)
 }
@@ -312,7 +335,7 @@ fn string<'a>(
 /// A static's address (`DW_OP_addr`) or a thread-local's offset (`DW_OP_const*;
 /// DW_OP_form_tls_address`).
 fn location<'a>(expr: &gimli::Expression<R<'a>>, unit: &gimli::Unit<R<'a>>) -> Option<(bool, u64)> {
-    let mut ops = expr.clone().operations(unit.encoding());
+    let mut ops = expr.operations(unit.encoding());
     match ops.next().ok()?? {
         gimli::Operation::Address { address } => {
             ops.next().ok()?.is_none().then_some((false, address))

@@ -13,8 +13,8 @@ static NEVER_SET: OnceLock<Mutex<Vec<u8>>> = OnceLock::new();
 static WINDOW: Mutex<VecDeque<u32>> = Mutex::new(VecDeque::new());
 static SHARED: OnceLock<Arc<Mutex<HashMap<u64, u64>>>> = OnceLock::new();
 static LAZY: LazyLock<RwLock<Vec<String>>> = LazyLock::new(Default::default);
-static MAYBE: Mutex<Option<Box<BTreeMap<u64, u64>>>> = Mutex::new(None);
-static NOTHING: Mutex<Option<Box<BTreeMap<u64, u64>>>> = Mutex::new(None);
+static MAYBE: Mutex<Option<Box<Deadlines>>> = Mutex::new(None);
+static NOTHING: Mutex<Option<Box<Deadlines>>> = Mutex::new(None);
 static LOG: Mutex<String> = Mutex::new(String::new());
 static SHARDS: [Mutex<Vec<u16>>; 3] = [const { Mutex::new(Vec::new()) }; 3];
 static STATE: Mutex<State> = Mutex::new(State {
@@ -26,6 +26,12 @@ static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 struct State {
     ids: Vec<u64>,
     count: u64,
+}
+
+/// Behind a `Box`, in an `Option`: the walk reads it, the test does not.
+#[allow(dead_code)]
+struct Deadlines {
+    by_time: BTreeMap<u64, u64>,
 }
 
 thread_local! {
@@ -45,7 +51,9 @@ fn fill() {
             .unwrap()
             .extend([(1, 1), (2, 2)]);
         LAZY.write().unwrap().push("x".into());
-        *MAYBE.lock().unwrap() = Some(Box::new([(1, 1), (2, 2), (3, 3), (4, 4)].into()));
+        *MAYBE.lock().unwrap() = Some(Box::new(Deadlines {
+            by_time: [(1, 1), (2, 2), (3, 3), (4, 4)].into(),
+        }));
         LOG.lock().unwrap().push_str("hello");
         SHARDS[0].lock().unwrap().push(1);
         SHARDS[2].lock().unwrap().extend([1, 2]);
@@ -61,7 +69,10 @@ fn fill() {
 /// This binary's table, walked once.
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| read(&std::fs::read(std::env::current_exe().unwrap()).unwrap()))
+    TABLE.get_or_init(|| {
+        let _busy = crate::CORES.read().unwrap_or_else(|e| e.into_inner());
+        read(&std::fs::read(std::env::current_exe().unwrap()).unwrap())
+    })
 }
 
 fn find(root: &str) -> &'static Collection {
@@ -143,6 +154,7 @@ fn each_collection_is_named_by_its_root_its_field_and_its_type() {
     assert!(find("::LOG").bytes);
     assert_eq!(find("::SHARED").type_name, "HashMap<u64, u64>");
     assert_eq!(find("::MAYBE").type_name, "BTreeMap<u64, u64>");
+    assert_eq!(find("::MAYBE").field, ".by_time");
     assert_eq!(find("::MAYBE").entry_size, 16);
     // A thread-local, named as `thread_local!` names it.
     let local = find("::LOCAL");

@@ -270,8 +270,9 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
                 }
             }
         }
-        // A newtype adds no field to what the user sees.
-        let transparent = at.family.is_some() || is_wrapper(name) || members.len() == 1;
+        // A tuple newtype adds no field to what the user sees.
+        let newtype = members.len() == 1 && members[0].name.starts_with("__");
+        let transparent = at.family.is_some() || is_wrapper(name) || newtype;
         for m in members {
             let Some(ty) = m.ty else { continue };
             let mut next = at.at(m.offset);
@@ -323,7 +324,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
             let mut next = at.at(value.offset);
             let initial = at
                 .inline
-                .then(|| root.initial)
+                .then_some(root.initial)
                 .flatten()
                 .and_then(|bytes| read_u32(bytes, offset));
             if let Some(v) = initial {
