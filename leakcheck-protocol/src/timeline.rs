@@ -12,6 +12,10 @@
 //! `<prefix>.<pid>.<seq>.t.heap`); `f <µs>`: the moment the exit dump (`.f.heap`) starts to
 //! be written. Times are microseconds on the monotonic clock, so only their differences
 //! mean anything.
+//!
+//! `l <seq> <index> <reading>`: the length of collection `index` of the program's table
+//! (see [`crate::collections`]) when the periodic dump `seq` was taken, written after the
+//! dump's own line when it differs from the reading before (the first time: from `ABSENT`).
 
 use crate::words::{put_num, Sink};
 
@@ -60,6 +64,43 @@ impl Mark {
 
 crate::words::display_by_encode!(Mark);
 
+/// A collection's length at a periodic dump (the `l` line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LengthAt {
+    /// The periodic dump's sequence number.
+    pub seq: u64,
+    /// The collection's index in the program's table.
+    pub index: u32,
+    /// The length, or why there is none (see [`crate::collections`]).
+    pub reading: i64,
+}
+
+impl LengthAt {
+    /// Writes the line, without its newline.
+    pub fn encode(&self, out: &mut impl Sink) {
+        out.put("l");
+        put_num(out, self.seq as i64);
+        put_num(out, i64::from(self.index));
+        put_num(out, self.reading);
+    }
+
+    /// Reads one line; `None` for anything else.
+    pub fn parse(line: &str) -> Option<LengthAt> {
+        let mut words = line.split(' ');
+        (words.next()? == "l").then_some(())?;
+        let seq = words.next()?.parse().ok()?;
+        let index = words.next()?.parse().ok()?;
+        let reading = words.next()?.parse().ok()?;
+        words.next().is_none().then_some(LengthAt {
+            seq,
+            index,
+            reading,
+        })
+    }
+}
+
+crate::words::display_by_encode!(LengthAt);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +124,19 @@ mod tests {
         assert_eq!(Mark::parse("t 17 12 9"), None);
         assert_eq!(Mark::parse("x 1 2"), None);
         assert_eq!(Mark::parse(""), None);
+    }
+
+    #[test]
+    fn lengths_round_trip_and_are_not_marks() {
+        let l = LengthAt {
+            seq: 17,
+            index: 3,
+            reading: -2,
+        };
+        assert_eq!(l.to_string(), "l 17 3 -2");
+        assert_eq!(LengthAt::parse("l 17 3 -2"), Some(l));
+        assert_eq!(Mark::parse("l 17 3 -2"), None);
+        assert_eq!(LengthAt::parse("t 17 3"), None);
+        assert_eq!(LengthAt::parse("l 17 3"), None);
     }
 }

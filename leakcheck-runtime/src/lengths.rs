@@ -180,6 +180,33 @@ fn read_one(entry: &collections::Entry) -> collections::Read {
 /// writes the readings that changed to the record `fd`, and says whether any collection
 /// grew since the last reading.
 pub fn read(fd: c_int, run: Option<u32>) -> bool {
+    each_change(fd, |out, index, reading| {
+        let entry = Entry::Length {
+            run,
+            index,
+            reading,
+        };
+        entry.encode(out);
+    })
+}
+
+/// Reads every collection as the periodic dump `seq` is taken (a bench's, a service's) and
+/// appends the readings that changed to the timeline `fd` (see
+/// `leakcheck_protocol::timeline::LengthAt`).
+pub fn sample(fd: c_int, seq: u64) {
+    each_change(fd, |out, index, reading| {
+        let line = leakcheck_protocol::timeline::LengthAt {
+            seq,
+            index,
+            reading,
+        };
+        line.encode(out);
+    });
+}
+
+/// Reads every collection, writes a line (`line`) per reading that changed to `fd`, one
+/// `write` for all of them where they fit; whether any collection grew.
+fn each_change(fd: c_int, mut line: impl FnMut(&mut Out, u32, i64)) -> bool {
     let Some(table) = table() else { return false };
     let mut out = Out::to_fd(fd);
     let mut grew = false;
@@ -193,12 +220,7 @@ pub fn read(fd: c_int, run: Option<u32>) -> bool {
         WRITTEN[index].store(now.reading, Relaxed);
         BUFFERS[index].store(now.buffer, Relaxed);
         CHANGED[index / 64].fetch_or(1 << (index % 64), Relaxed);
-        let entry = Entry::Length {
-            run,
-            index: index as u32,
-            reading: now.reading,
-        };
-        entry.encode(&mut out);
+        line(&mut out, index as u32, now.reading);
         out.bytes(b"\n");
     }
     out.flush();

@@ -13,6 +13,9 @@
 //! run`). When the file `scan_request` exists, a tracked dump is followed by a reachability
 //! scan (its `.unreached` and `.paths` files beside it) and the file is deleted.
 //!
+//! With each dump, the lengths of the program's own collections that changed since the last
+//! one go to the timeline too (see `crate::lengths`).
+//!
 //! A program whose global allocator is its own jemalloc (tikv-jemallocator) allocates behind
 //! malloc's back: when the tool names its `_rjem_mallctl` and the prefix for its dumps
 //! (`LEAKCHECK_APP_MALLCTL`, `LEAKCHECK_RERUN_BUILD_ID`, `LEAKCHECK_APP_PREFIX`), each dump
@@ -112,6 +115,11 @@ pub(crate) fn start(
                 let micros = sys::now_us();
                 if dump(prefix, seq, app, scan_request) {
                     mark(Dump::Periodic(seq), micros);
+                    // The program's collections at the same moment, after its line.
+                    let fd = TIMELINE.load(Ordering::SeqCst);
+                    if fd >= 0 {
+                        crate::lengths::sample(fd, seq);
+                    }
                 }
                 schedule.dumped(now, live);
             }

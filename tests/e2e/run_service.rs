@@ -5,7 +5,7 @@
 //! named, with its exit code, and leaves no process behind.
 
 use crate::expected::EXPECTED;
-use crate::harness::{copy_fixture, leak_site, scratch, tool};
+use crate::harness::{copy_fixture, grows_site, leak_site, scratch, tool};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -99,7 +99,7 @@ fn service_request_paths_match_the_table() {
         .iter()
         .filter(|e| e.service && e.fixture == FIXTURE)
         .collect();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
     // The leak on std's allocator is checked exact too; the rest sampled only.
     let runs = rows.iter().flat_map(|row| {
         let modes: &[bool] = if row.site.is_some() && row.features.is_empty() {
@@ -229,6 +229,46 @@ fn service_request_paths_match_the_table() {
                 }
             }
             None => assert!(flagged.is_empty(), "{row_name}: {flagged:?}"),
+        }
+        match row.grows {
+            Some((name, _)) => {
+                // The map at its definition, flagged, growing by the requests' ids.
+                let (file, line) = grows_site(FIXTURE, name);
+                let first = &b["collections"][0];
+                assert_eq!(first["flagged"], true, "{row_name}: {b}");
+                assert!(
+                    first["file"].as_str().is_some_and(|f| f.ends_with(&file))
+                        && first["line"] == line,
+                    "{row_name}: not the map at {file}:{line}: {first}"
+                );
+                assert_eq!(first["type_name"], "HashMap<u64, u64>", "{first}");
+                assert!(first["growth"].as_i64().unwrap() > 1000, "{first}");
+                assert!(first["per_second"].as_f64().unwrap() > 0.0, "{first}");
+                assert!(
+                    stderr.contains(&format!(
+                        "static `webapp::VISITS` ({file}:{line}): HashMap<u64, u64>, +"
+                    )),
+                    "the summary names the map:\n{stderr}"
+                );
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    stdout.contains(&format!(
+                        "::error file={file},line={line},title=collection grows in webapp"
+                    )),
+                    "a GitHub annotation at the map:\n{stdout}"
+                );
+                let xml = std::fs::read_to_string(&junit).unwrap();
+                assert!(
+                    xml.contains("collection(s) longer over the later half"),
+                    "{xml}"
+                );
+            }
+            None => assert!(
+                !b["collections"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["flagged"] == true)),
+                "{row_name}: {b}"
+            ),
         }
     }
 }

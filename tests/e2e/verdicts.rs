@@ -26,7 +26,9 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
         // Nothing leaked or failed, but nothing could be analysed.
-        "tests/fixtures/custom-alloc" | "tests/fixtures/pool-alloc" => (&[], 5),
+        "tests/fixtures/custom-alloc" => (&[], 5),
+        // The same, but one test's leak shows in a collection's length: leaks found.
+        "tests/fixtures/pool-alloc" => (&[], 3),
         // Failing, crashing and hanging tests: "tests failed" wins over "leaks found".
         "tests/fixtures/misbehaving" => (&["--timeout", "20"], 4),
         // Its own leakcheck.toml gives one test a 2-second timeout, which it hits.
@@ -199,7 +201,7 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     let collections = t["collections"].as_array().cloned().unwrap_or_default();
     if let Some((name, entries)) = row.grows {
         problems.extend(check_grows(row, &collections, name, entries, &who));
-    } else if collections.iter().any(|c| c["fails"] == true) {
+    } else if row.verdict == "clean" && collections.iter().any(|c| c["fails"] == true) {
         problems.push(format!(
             "{who}: a collection is marked failing: {}",
             serde_json::to_string_pretty(&collections).unwrap()

@@ -26,6 +26,8 @@ pub struct Snapshot {
     pub seconds: f64,
     /// Live bytes per stack (unbiased).
     pub profile: NormalizedProfile,
+    /// The program's own collections' lengths at that moment, by index in its table.
+    pub lengths: BTreeMap<u32, i64>,
 }
 
 /// A stack's retained bytes over time and the verdict of the rule.
@@ -172,6 +174,8 @@ pub struct After {
     pub profile: Result<NormalizedProfile, String>,
     /// Retention paths by the held stack's frames (empty without a scan).
     pub held: HashMap<Vec<FrameKey>, HeldPath>,
+    /// The program's own collections' lengths then, when the timeline gives them.
+    pub lengths: Option<BTreeMap<u32, i64>>,
 }
 
 /// What a bench's or a service's run left, loaded (`execution::load`): its snapshots on the
@@ -182,6 +186,8 @@ pub struct GrowthEvidence {
     /// Oldest first, or why they could not be read.
     pub snapshots: Result<Vec<Snapshot>, String>,
     pub after: Option<After>,
+    /// The program's collections, in the order of its table.
+    pub collections: std::sync::Arc<crate::evidence::CollectionTable>,
 }
 
 /// Applies the growth rule to a bench's snapshots and symbolizes the stacks worth listing.
@@ -256,6 +262,7 @@ pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u6
         unsettled_fails: false,
         service: id.whole_program,
         not_checked: false,
+        collections: Vec::new(),
     }
 }
 
@@ -345,9 +352,91 @@ pub fn judge_growth(
             series: g.series,
         });
     }
-    if report.verdict == Verdict::Clean && report.stacks.iter().any(|s| s.flagged) {
+    report.collections = collections_over_time(
+        &evidence.collections,
+        snapshots,
+        evidence.after.as_ref().and_then(|a| a.lengths.as_ref()),
+        threshold,
+    );
+    let grows =
+        report.stacks.iter().any(|s| s.flagged) || report.collections.iter().any(|c| c.flagged);
+    if report.verdict == Verdict::Clean && grows {
         report.verdict = Verdict::Leak;
     }
+}
+
+/// The growth rule on the program's own collections: one whose length rose across the third
+/// quarter and across the fourth, by more than `threshold` in all (its entries times their
+/// size, an entry of unknown size counting a byte), is flagged, unless after a service's load
+/// it is back below where it was three quarters in (its entries were let go). Collections
+/// whose length never changed are left out; flagged ones first.
+fn collections_over_time(
+    table: &crate::evidence::CollectionTable,
+    snapshots: &[Snapshot],
+    after: Option<&BTreeMap<u32, i64>>,
+    threshold: u64,
+) -> Vec<crate::model::BenchCollection> {
+    use crate::model::{BenchCollection, LengthUnit, RootKind};
+    if snapshots.len() < MIN_SNAPSHOTS {
+        return Vec::new();
+    }
+    let (a, b, c) = (
+        at_fraction(snapshots, 0.5),
+        at_fraction(snapshots, 0.75),
+        snapshots.len() - 1,
+    );
+    let window = (snapshots[c].seconds - snapshots[a].seconds).max(1e-9);
+    let mut out: Vec<BenchCollection> = Vec::new();
+    for (index, info) in table.collections.iter().enumerate() {
+        let index = index as u32;
+        let at = |s: &Snapshot| s.lengths.get(&index).copied().unwrap_or(-1).max(0);
+        let series: Vec<(f64, i64)> = snapshots
+            .iter()
+            .filter(|s| s.lengths.get(&index).is_some_and(|&r| r >= 0))
+            .map(|s| (s.seconds, at(s)))
+            .collect();
+        if series.windows(2).all(|w| w[0].1 == w[1].1) {
+            continue;
+        }
+        let (va, vb, vc) = (at(&snapshots[a]), at(&snapshots[b]), at(&snapshots[c]));
+        let growth = vc - va;
+        let bytes = (growth.max(0) as u64).saturating_mul(info.entry_size.max(1));
+        let after = after
+            .and_then(|l| l.get(&index).copied())
+            .filter(|&r| r >= 0);
+        let let_go = after.is_some_and(|n| n < vb);
+        out.push(BenchCollection {
+            root: info.root.clone(),
+            root_kind: if info.thread_local {
+                RootKind::ThreadLocal
+            } else {
+                RootKind::Static
+            },
+            field: info.field.clone(),
+            type_name: info.type_name.clone(),
+            file: info.file.clone(),
+            line: info.line,
+            unit: if info.bytes {
+                LengthUnit::Bytes
+            } else {
+                LengthUnit::Entries
+            },
+            entry_bytes: info.entry_size,
+            series,
+            growth,
+            per_second: growth as f64 / window,
+            flagged: vb > va && vc > vb && bytes > threshold && !let_go,
+            after,
+        });
+    }
+    out.sort_by(|x, y| {
+        y.flagged
+            .cmp(&x.flagged)
+            .then_with(|| y.growth.cmp(&x.growth))
+            .then_with(|| x.root.cmp(&y.root))
+    });
+    out.truncate(STACKS_LISTED);
+    out
 }
 
 #[cfg(test)]
@@ -369,6 +458,7 @@ pub(crate) mod tests {
             .iter()
             .enumerate()
             .map(|(i, v)| Snapshot {
+                lengths: BTreeMap::new(),
                 seconds: i as f64,
                 profile: NormalizedProfile {
                     stacks: v
@@ -436,6 +526,7 @@ pub(crate) mod tests {
         points
             .iter()
             .map(|&(seconds, bytes)| Snapshot {
+                lengths: BTreeMap::new(),
                 seconds,
                 profile: NormalizedProfile {
                     stacks: [(
@@ -491,7 +582,50 @@ pub(crate) mod tests {
             stderr_tail: String::new(),
             snapshots: Ok(series(points)),
             after: None,
+            collections: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_collection_longer_in_both_later_quarters_is_flagged_a_full_one_is_not() {
+        let c = |root: &str| crate::evidence::Collection {
+            root: root.into(),
+            thread_local: false,
+            file: Some("src/main.rs".into()),
+            line: Some(9),
+            field: String::new(),
+            type_name: "HashMap<u64, u64>".into(),
+            bytes: false,
+            entry_size: 16,
+            program: String::new(),
+        };
+        let table = crate::evidence::CollectionTable {
+            collections: vec![c("app::VISITS"), c("app::CACHE"), c("app::LATE")],
+            note: None,
+        };
+        // VISITS gains 2000 entries a second (32 KB); CACHE fills to 200 in the first half; LATE
+        // grows only at the end, by a few entries.
+        let mut snapshots = series(&[(0.0, 0); 9]);
+        for (t, s) in snapshots.iter_mut().enumerate() {
+            s.seconds = t as f64;
+            let t = t as i64;
+            s.lengths = [(0, 2000 * t), (1, (100 * t).min(200)), (2, (t - 5).max(0))].into();
+        }
+        let found = collections_over_time(&table, &snapshots, None, 64 << 10);
+        let by = |root: &str| found.iter().find(|c| c.root == root).unwrap();
+        assert!(by("app::VISITS").flagged);
+        assert_eq!(by("app::VISITS").growth, 8000);
+        assert!((by("app::VISITS").per_second - 2000.0).abs() < 1e-6);
+        assert!(!by("app::CACHE").flagged, "full");
+        assert!(
+            !by("app::LATE").flagged,
+            "3 entries of 16 bytes are under the threshold"
+        );
+        assert_eq!(found[0].root, "app::VISITS");
+        // After the load, back below where it was three quarters in: let go.
+        let after = [(0u32, 10)].into();
+        let drained = collections_over_time(&table, &snapshots, Some(&after), 64 << 10);
+        assert!(!drained.iter().any(|c| c.flagged));
     }
 
     /// `growth::judge_bench` on a bench that exited 0.

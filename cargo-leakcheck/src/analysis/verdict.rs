@@ -460,6 +460,8 @@ fn verdict_of_stacks(
         .and_then(|c| c.record.as_ref())
         .is_some_and(|r| r.allocator_reaches_malloc == Some(false));
     let visible = (bin.rust_allocations_visible && !probe_saw_own) || !result.app_dumps.is_empty();
+    // A collection's length is read from the program's own data, whatever its allocator.
+    let collection_grows = report.collections.iter().any(|c| c.fails);
     if code != 0 {
         report.message = Some(format!(
             "the test failed ({}){}",
@@ -467,16 +469,23 @@ fn verdict_of_stacks(
             evidence.stderr_tail
         ));
         Verdict::Failed
-    } else if !visible && probe_saw_own {
-        report.message = Some(
-            "the test binary installs its own #[global_allocator], which serves some blocks itself rather than from malloc (asked for blocks of every size class at exit, it handed out some that were not malloc's); cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature, not what this allocator keeps inside its own blocks".into(),
-        );
-        Verdict::Unanalysable
     } else if !visible {
-        report.message = Some(
-            "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature (turned on for each package that depends on tikv-jemallocator; for tikv-jemallocator's own tests, or a dependency that renames it, pass `--features` with it yourself), not this allocator".into(),
-        );
-        Verdict::Unanalysable
+        let own = if probe_saw_own {
+            "the test binary installs its own #[global_allocator], which serves some blocks itself rather than from malloc (asked for blocks of every size class at exit, it handed out some that were not malloc's); cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature, not what this allocator keeps inside its own blocks"
+        } else {
+            "the test binary installs its own #[global_allocator], whose allocations never reach malloc; cargo-leakcheck sees malloc, and tikv-jemallocator when built with its `profiling` feature (turned on for each package that depends on tikv-jemallocator; for tikv-jemallocator's own tests, or a dependency that renames it, pass `--features` with it yourself), not this allocator"
+        };
+        if collection_grows {
+            // A collection's length is read from the program's own data, whatever its
+            // allocator: that much is judged.
+            report.message = Some(format!(
+                "{own}; its collections' lengths are read from its own data all the same, and one grew on every run"
+            ));
+            Verdict::Leak
+        } else {
+            report.message = Some(own.into());
+            Verdict::Unanalysable
+        }
     } else if report.stacks.iter().any(|s| s.fails) || report.collections.iter().any(|c| c.fails) {
         Verdict::Leak
     } else if let Some(limit) = over_total {

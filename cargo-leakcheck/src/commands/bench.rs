@@ -216,6 +216,8 @@ fn run_one(
             &session.work_dir,
             key,
             args.snapshot_interval,
+            (!binary.facts.collections.collections.is_empty())
+                .then(|| crate::execution::collections::table_file(&session.work_dir, case.binary)),
         ),
         place: None,
         cancel: None,
@@ -264,7 +266,13 @@ fn judge_one(
         whole_program: false,
     };
     let timeline = protocol::timeline(&session.work_dir, key);
-    let evidence = load::growth(&result.stderr, &dumps, &timeline, None);
+    let evidence = load::growth(
+        &result.stderr,
+        &dumps,
+        &timeline,
+        None,
+        binary.facts.collections.clone(),
+    );
     let growth_case = capture::growth::Case {
         id: &id,
         ran: capture::growth::Ran::Bench(result.end.clone()),
@@ -379,11 +387,15 @@ fn bench_env(
     work_dir: &std::path::Path,
     key: &str,
     interval_ms: u64,
+    collections: Option<std::path::PathBuf>,
 ) -> Vec<(leakcheck_protocol::env::Var, String)> {
     use leakcheck_protocol::env;
     let mut vars = vec![(env::DUMP_INTERVAL_MS, interval_ms.to_string())];
     if let Some(own) = own_allocator {
         vars.extend(protocol::own_allocator_env(own, work_dir, key));
+    }
+    if let Some(table) = collections {
+        vars.push((env::COLLECTIONS, table.display().to_string()));
     }
     vars
 }

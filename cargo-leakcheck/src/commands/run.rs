@@ -107,6 +107,10 @@ struct Service {
     name: String,
     package: String,
     own_allocator: Option<(u64, String)>,
+    /// Its own collections (see [`crate::execution::collections`]).
+    collections: std::sync::Arc<crate::evidence::CollectionTable>,
+    /// Its build id, hexadecimal (empty: none).
+    build_id: String,
 }
 
 /// The program `--command` names, or the one cargo builds.
@@ -143,15 +147,26 @@ fn program(
         .selected()
         .first()
         .map_or_else(|| name.clone(), |m| m.name.clone());
-    let own_allocator = std::fs::read(&program)
-        .ok()
-        .and_then(|data| crate::execution::entry::own_allocator(&data));
+    let data = std::fs::read(&program).ok();
+    let own_allocator = data
+        .as_deref()
+        .and_then(crate::execution::entry::own_allocator);
+    let build_id = data
+        .as_deref()
+        .map(crate::execution::inspect::build_id)
+        .unwrap_or_default();
+    let cache = crate::execution::collections::cache::dir(&session.ws.target_dir);
+    let collections = data.as_deref().map_or_else(Default::default, |d| {
+        crate::execution::collections::cache::table(d, &build_id, Some(&cache))
+    });
     Ok(Service {
         program,
         args: program_args,
         name,
         package,
         own_allocator,
+        collections: std::sync::Arc::new(collections),
+        build_id,
     })
 }
 
@@ -179,7 +194,12 @@ fn start_load_and_stop(
         service.program.display(),
         args.snapshot_interval
     );
+    let table = crate::execution::collections::table_file(&session.work_dir, 0);
+    let has_table = !service.collections.collections.is_empty()
+        && !service.build_id.is_empty()
+        && std::fs::write(&table, service.collections.render(&service.build_id)).is_ok();
     let spec = ServiceSpec {
+        collections: has_table.then_some(table),
         program: &service.program,
         args: &service.args,
         dir,
@@ -250,7 +270,8 @@ fn judge(
         &ran.stderr,
         &dumps,
         &timeline,
-        after.map(|(dump, parts)| load::growth_after(parts, dump)),
+        after.map(|(dump, parts)| load::growth_after(parts, dump, &timeline)),
+        service.collections.clone(),
     );
     let case = capture::growth::Case {
         id: &id,

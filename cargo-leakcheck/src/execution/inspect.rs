@@ -40,7 +40,7 @@ pub fn read(binary: &TestBinary, names: &[&str], cache: Option<&Path>) -> Binary
 }
 
 /// An executable's GNU build id, hexadecimal; empty without one.
-fn build_id(data: &[u8]) -> String {
+pub fn build_id(data: &[u8]) -> String {
     use object::Object;
     object::File::parse(data)
         .ok()

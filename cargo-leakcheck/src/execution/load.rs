@@ -208,11 +208,13 @@ fn paths(dump: &Path) -> Option<Vec<HeldPath>> {
 /// cut its line short), and so is a last dump that cannot be read (cut short by the kill at
 /// the time cap); any other unreadable dump is an error.
 pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<Snapshot>, String> {
-    let when = match std::fs::read_to_string(timeline) {
-        Ok(t) => marks_of(&t),
-        Err(_) if dumps.is_empty() => Marks::new(),
+    let text = match std::fs::read_to_string(timeline) {
+        Ok(t) => t,
+        Err(_) if dumps.is_empty() => String::new(),
         Err(e) => return Err(format!("{}: {e}", timeline.display())),
     };
+    let when = marks_of(&text);
+    let lengths = lengths_of(&text);
     let mut snapshots = Vec::new();
     let mut first = None;
     for (i, parts) in dumps.iter().enumerate() {
@@ -228,9 +230,33 @@ pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<S
         snapshots.push(Snapshot {
             seconds: micros.saturating_sub(t0) as f64 / 1e6,
             profile,
+            lengths: parts
+                .first()
+                .and_then(|p| lengths_at(&lengths, p))
+                .unwrap_or_default(),
         });
     }
     Ok(snapshots)
+}
+
+/// The length lines of a timeline.
+fn lengths_of(text: &str) -> Vec<leakcheck_protocol::timeline::LengthAt> {
+    text.lines()
+        .filter_map(leakcheck_protocol::timeline::LengthAt::parse)
+        .collect()
+}
+
+/// The collections' lengths when the periodic dump `dump` was taken.
+fn lengths_at(
+    lengths: &[leakcheck_protocol::timeline::LengthAt],
+    dump: &Path,
+) -> Option<std::collections::BTreeMap<u32, i64>> {
+    match protocol::timeline_dump(dump)? {
+        leakcheck_protocol::timeline::Dump::Periodic(seq) => {
+            Some(crate::analysis::lengths::at_dump(lengths, seq))
+        }
+        leakcheck_protocol::timeline::Dump::Final => None,
+    }
 }
 
 /// When each dump of a timeline was taken (microseconds on the monotonic clock).
@@ -256,11 +282,19 @@ pub fn moment_of(marks: &Marks, dump: &Path) -> Option<u64> {
 }
 
 /// The snapshot after a service's load (its parts), with how the scan found each stack held
-/// when `scanned` is the dump it scanned.
-pub fn growth_after(parts: &[PathBuf], scanned: &Path) -> After {
+/// when `scanned` is the dump it scanned, and the collections' lengths then (from the
+/// `timeline`).
+pub fn growth_after(parts: &[PathBuf], scanned: &Path, timeline: &Path) -> After {
+    let lengths = std::fs::read_to_string(timeline)
+        .ok()
+        .map(|text| lengths_of(&text));
     After {
         profile: snapshot(parts).map_err(|e| e.to_string()),
         held: held_by_stack(scanned),
+        lengths: parts
+            .first()
+            .zip(lengths.as_deref())
+            .and_then(|(p, l)| lengths_at(l, p)),
     }
 }
 
@@ -271,11 +305,13 @@ pub fn growth(
     dumps: &[Vec<PathBuf>],
     timeline: &Path,
     after: Option<After>,
+    collections: std::sync::Arc<crate::evidence::CollectionTable>,
 ) -> GrowthEvidence {
     GrowthEvidence {
         stderr_tail: stderr_tail(stderr),
         snapshots: growth_snapshots(dumps, timeline),
         after,
+        collections,
     }
 }
 

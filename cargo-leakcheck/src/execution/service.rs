@@ -49,6 +49,8 @@ pub struct ServiceSpec<'a> {
     /// and the program's build id. Its allocations bypass malloc; the runtime asks it for a
     /// sampled dump beside each tracked one.
     pub own_allocator: Option<(u64, String)>,
+    /// The table of the program's own collections, whose lengths go with each snapshot.
+    pub collections: Option<std::path::PathBuf>,
     pub ready: Ready,
     pub ready_timeout: Duration,
     /// The load command; without one, the service runs for `duration` once ready.
@@ -276,6 +278,9 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
         for (var, value) in protocol::own_allocator_env(own, spec.work_dir, spec.key) {
             cmd.env(var.name(), value);
         }
+    }
+    if let Some(table) = &spec.collections {
+        cmd.env(env::COLLECTIONS.name(), table);
     }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if spec.verbose {

@@ -43,13 +43,34 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
         .filter(|s| s.flagged && s.growth_bytes > 0)
         .map(|s| flamegraph::folded_line(&s.frames, s.growth_bytes as u64))
         .collect();
+    // A growing collection, as its entries times their size.
+    let grown =
+        |c: &crate::model::BenchCollection, n: i64| (n.max(0) as u64) * c.entry_bytes.max(1);
+    let growing: Vec<&crate::model::BenchCollection> =
+        b.collections.iter().filter(|c| c.flagged).collect();
+    folded.extend(growing.iter().map(|c| {
+        let frame = FrameReport::named(&format!("[collection {}: {}]", c.holder(), c.type_name));
+        flamegraph::folded_line(&[frame], grown(c, c.growth))
+    }));
     folded.sort();
-    let series: Vec<(String, Vec<(f64, u64)>)> = b
+    let mut series: Vec<(String, Vec<(f64, u64)>)> = b
         .stacks
         .iter()
         .take(STACKS_PLOTTED)
         .map(|s| (stack_label(&s.frames, s.flagged, root), s.series.clone()))
         .collect();
+    series.extend(growing.iter().take(STACKS_PLOTTED).map(|c| {
+        let label = format!(
+            "GROWS: {} {} (its entries times {} B)",
+            c.root,
+            c.type_name,
+            c.entry_bytes.max(1)
+        );
+        (
+            label,
+            c.series.iter().map(|&(t, n)| (t, grown(c, n))).collect(),
+        )
+    }));
     let title = format!("{} {}: retained bytes over time", b.binary, b.name);
     let result = std::fs::create_dir_all(out_dir.join(&dir_name))
         .and_then(|_| std::fs::write(out_dir.join(rel("folded")), folded.join("\n") + "\n"))
@@ -141,16 +162,35 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                 let flagged: Vec<&BenchStack> = b.stacks.iter().filter(|st| st.flagged).collect();
                 let growth: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
                 let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
-                let _ = writeln!(
-                    s,
-                    "   GROWS {} {}: +{} ({}/s) over the later half of {:.1}s, in {} stack(s)",
-                    b.binary,
-                    b.name,
-                    human_bytes(growth.max(0) as u64),
-                    human_bytes(rate.max(0.0) as u64),
-                    b.duration_seconds,
-                    flagged.len()
-                );
+                let growing = b.collections.iter().filter(|c| c.flagged).count();
+                let collections = match growing {
+                    0 => String::new(),
+                    n => format!(
+                        "{} {}",
+                        if flagged.is_empty() { ":" } else { "; and" },
+                        crate::model::count_of(n as u64, "collection longer", "collections longer")
+                    ),
+                };
+                let _ = write!(s, "   GROWS {} {}", b.binary, b.name);
+                if !flagged.is_empty() {
+                    let _ = write!(
+                        s,
+                        ": +{} ({}/s) over the later half of {:.1}s, in {} stack(s)",
+                        human_bytes(growth.max(0) as u64),
+                        human_bytes(rate.max(0.0) as u64),
+                        b.duration_seconds,
+                        flagged.len()
+                    );
+                }
+                let _ = writeln!(s, "{collections}");
+                for c in b.collections.iter().filter(|c| c.flagged).take(3) {
+                    let mut shown = c.clone();
+                    shown.file = c.file.as_deref().map(|f| {
+                        let p = Path::new(f);
+                        p.strip_prefix(root).unwrap_or(p).display().to_string()
+                    });
+                    let _ = writeln!(s, "           {}", shown.describe());
+                }
                 for st in flagged.iter().take(3) {
                     if let Some(f) = crate::analysis::frames::identifying_frame(&st.frames, root) {
                         let at = match (&f.file, f.line) {

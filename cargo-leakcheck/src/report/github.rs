@@ -203,6 +203,20 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
                 ))
             ));
         }
+        for c in b.collections.iter().filter(|c| c.flagged) {
+            let (Some(file), Some(line)) = (&c.file, c.line) else {
+                continue;
+            };
+            let Ok(file) = Path::new(file).strip_prefix(repo_root) else {
+                continue;
+            };
+            out.push(format!(
+                "::error file={},line={line},title={}::{}",
+                property(&file.display().to_string()),
+                property(&format!("collection grows in {}", b.name)),
+                data(&format!("{} (cargo-leakcheck)", c.describe()))
+            ));
+        }
     }
     out
 }
@@ -291,6 +305,12 @@ fn benches_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
             let lines = crate::report::human::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
+        }
+        for c in b.collections.iter().filter(|c| c.flagged) {
+            if !site.is_empty() {
+                site.push_str("<br>");
+            }
+            site.push_str(&c.describe());
         }
         let growth = match b.verdict {
             Verdict::Leak => {

@@ -687,6 +687,23 @@ fn bench_block(h: &mut String, b: &BenchReport, root: &Path, sources: &mut Sourc
     if let Some(m) = &b.message {
         let _ = write!(h, "<p class=\"message\">{}</p>", esc(m));
     }
+    for c in b.collections.iter().filter(|c| c.flagged) {
+        let _ = write!(
+            h,
+            "<div class=\"stack collection k-leak\"><p class=\"stackhead\"><b>collection</b> · longer over the later half</p><p class=\"what\">{}</p>",
+            esc(&c.describe())
+        );
+        let definition = FrameReport {
+            function: c.root.clone(),
+            file: c.file.clone(),
+            line: c.line,
+            inlined: false,
+        };
+        if let Some(line) = sources.line(&definition) {
+            let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+        }
+        h.push_str("</div>");
+    }
     for st in b.stacks.iter().filter(|s| s.flagged) {
         let _ = write!(
             h,

@@ -257,14 +257,31 @@ fn bench_outcome(
             let flagged: Vec<_> = b.stacks.iter().filter(|s| s.flagged).collect();
             let growth: i64 = flagged.iter().map(|s| s.growth_bytes).sum();
             let rate: f64 = flagged.iter().map(|s| s.growth_bytes_per_second).sum();
-            let message = format!(
-                "memory grew by {} ({}/s) over the later half of the run, in {} stack(s) over the threshold of {}",
-                human_bytes(growth.max(0) as u64),
-                human_bytes(rate.max(0.0) as u64),
-                flagged.len(),
-                human_bytes(b.growth_threshold)
-            );
+            let growing: Vec<_> = b.collections.iter().filter(|c| c.flagged).collect();
+            let mut message = match flagged.len() {
+                0 => String::new(),
+                n => format!(
+                    "memory grew by {} ({}/s) over the later half of the run, in {n} stack(s) over the threshold of {}",
+                    human_bytes(growth.max(0) as u64),
+                    human_bytes(rate.max(0.0) as u64),
+                    human_bytes(b.growth_threshold)
+                ),
+            };
+            if let Some(c) = growing.first() {
+                if !message.is_empty() {
+                    message.push_str("; ");
+                }
+                let _ = write!(
+                    message,
+                    "{} collection(s) longer over the later half: {}",
+                    growing.len(),
+                    c.describe()
+                );
+            }
             let mut text = String::new();
+            for c in &growing {
+                let _ = writeln!(text, "{}", c.describe());
+            }
             for st in &flagged {
                 let _ = writeln!(
                     text,

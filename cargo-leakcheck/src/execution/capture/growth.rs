@@ -34,6 +34,9 @@ pub struct GrowthCaseFile {
     /// beside.
     pub after: Option<(Vec<String>, String)>,
     pub symbols: Captured,
+    /// The program's collections, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collections: Option<crate::evidence::CollectionTable>,
 }
 
 /// How a bench or a service ran.
@@ -86,7 +89,8 @@ pub fn judge_case(
         case.threshold,
         case.period,
     );
-    if let Err(e) = write(&root, case, recording.captured(), &report) {
+    let table = &evidence.collections;
+    if let Err(e) = write(&root, case, recording.captured(), table, &report) {
         notes.push(format!(
             "could not capture `{}` under {}: {e}",
             case.id.name,
@@ -101,6 +105,7 @@ fn write(
     root: &Path,
     c: &Case,
     symbols: Captured,
+    collections: &crate::evidence::CollectionTable,
     report: &BenchReport,
 ) -> std::io::Result<PathBuf> {
     let dir = root.join(super::case_stem(&[c.id.package, c.id.binary, c.id.name]));
@@ -147,6 +152,7 @@ fn write(
         stderr,
         after,
         symbols,
+        collections: (!collections.collections.is_empty()).then(|| collections.clone()),
     };
     super::write_json(&dir.join("growth.json"), &case)?;
     super::write_json(&dir.join("expected.json"), report)?;
@@ -195,15 +201,17 @@ pub fn replay_with(
         .iter()
         .map(|parts| parts.iter().map(at).collect())
         .collect();
+    let timeline = case.timeline.as_ref().map_or(missing.clone(), at);
     let after = case.after.as_ref().map(|(parts, scanned)| {
         let parts: Vec<PathBuf> = parts.iter().map(at).collect();
-        load::growth_after(&parts, &at(scanned))
+        load::growth_after(&parts, &at(scanned), &timeline)
     });
     let evidence = load::growth(
         &case.stderr.as_ref().map_or_else(|| missing.clone(), at),
         &dumps,
-        &case.timeline.as_ref().map_or(missing, at),
+        &timeline,
         after,
+        std::sync::Arc::new(case.collections.clone().unwrap_or_default()),
     );
     let exe = PathBuf::from(&case.exe);
     let id = BenchIdentity {
