@@ -263,12 +263,15 @@ fn service_request_paths_match_the_table() {
                     "{xml}"
                 );
             }
-            None => assert!(
+            // A clean path grows no collection (a leaking one may: `/login`'s map does).
+            None if row.verdict == "clean" => assert!(
                 !b["collections"]
                     .as_array()
                     .is_some_and(|c| c.iter().any(|c| c["flagged"] == true)),
-                "{row_name}: {b}"
+                "{row_name}: {}",
+                b["collections"]
             ),
+            None => {}
         }
     }
 }
