@@ -345,6 +345,7 @@ fn judged_line(report: &Report) -> Option<String> {
     let mut nothing = 0;
     let mut settled = 0;
     let mut repeated = 0;
+    let mut lengths = 0;
     let mut reachability = 0;
     let mut unsettled = 0;
     let mut own_run = 0;
@@ -361,6 +362,14 @@ fn judged_line(report: &Report) -> Option<String> {
                 }
             }
             (Verdict::Clean | Verdict::Leak, Method::Counters, _) => settled += 1,
+            // Leaking by a collection's length alone, whatever its stacks did.
+            (Verdict::Leak, Method::Stacks, _)
+                if t.extra_runs.made > 0
+                    && t.collections.iter().any(|c| c.fails)
+                    && !t.stacks.iter().any(|s| s.fails) =>
+            {
+                lengths += 1
+            }
             (Verdict::Clean | Verdict::Leak, Method::Stacks, _) if t.extra_runs.made > 0 => {
                 repeated += 1
             }
@@ -373,6 +382,7 @@ fn judged_line(report: &Report) -> Option<String> {
         (settled, "settled by running again"),
         (own_run, "by their own run alone (they could not run again)"),
         (repeated, "by their stacks over extra runs"),
+        (lengths, "by their collections' lengths over extra runs"),
         (reachability, "by reachability after one run"),
         (unsettled, "not run again enough to tell (see each)"),
     ]
