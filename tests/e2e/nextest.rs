@@ -138,6 +138,8 @@ fn other_fixtures_under_nextest_match_the_table() {
     check("tests/fixtures/names", &[], &[], 3);
     check("tests/fixtures/configured", &[], &[], 4);
     check("examples/demo", &[], &[], 3);
+    // Each test process reads the binary's collections, walked once and kept with the build.
+    check("tests/fixtures/collections", &[], &[], 3);
 }
 
 #[test]
