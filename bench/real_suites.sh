@@ -174,12 +174,13 @@ for c in "${crates[@]}"; do
   name=${c%@*}; version=${c#*@}
   prepare "$name" "$version" || { failures=$((failures + 1)); continue; }
   dir="$work/$name-$version"
-  nt_best=""; lc_best=""; lc_rc=""
+  nt_best=""; lc_best=""; lc_rc=""; lc_all=""
   for _ in $(seq "$repeat"); do
     read -r t _rc <<<"$(cd "$dir" && secs cargo nextest run --no-fail-fast $(features "$name"))"
     nt_best=$(python3 -c "print(min(x for x in [$t, ${nt_best:-1e9}]))")
     read -r t rc <<<"$(cd "$dir" && secs cargo leakcheck test -q $(features "$name"))"
     lc_rc=$rc
+    lc_all="$lc_all $t"
     lc_best=$(python3 -c "print(min(x for x in [$t, ${lc_best:-1e9}]))")
   done
   summary=$(python3 - "$dir/target/leakcheck/report.json" "$(expected_leaks "$name")" "$(maybe_leaks "$name")" "$(known_failures "$name")" <<'PY'
@@ -218,7 +219,7 @@ PY
 )
   read -r ntests rest <<<"$summary"
   ratio=$(python3 -c "print(f'{$lc_best / $nt_best:.2f}x')")
-  printf '%-24s %6s %12s %16s %7s  %s (exit %s)\n' "$name $version" "$ntests" "$nt_best" "$lc_best" "$ratio" "$rest" "$lc_rc"
+  printf '%-24s %6s %12s %16s %7s  %s (exit %s; each leakcheck run:%s s)\n' "$name $version" "$ntests" "$nt_best" "$lc_best" "$ratio" "$rest" "$lc_rc" "$lc_all"
   case "$rest" in *DIFFERS) failures=$((failures + 1)) ;; esac
   if [ "$determinism" -gt 0 ]; then
     same=$(check_determinism "$dir" "$name") || failures=$((failures + 1))

@@ -786,10 +786,10 @@ impl LengthUnit {
     }
 }
 
-/// One of the program's own collections (a `Vec`, a `HashMap`, a `String`, … reachable
-/// from a static or a thread-local), as the test's runs changed its length.
+/// Which of the program's own collections (a `Vec`, a `HashMap`, a `String`, … reachable
+/// from a static or a thread-local) a report speaks of.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CollectionReport {
+pub struct CollectionId {
     /// The static or thread-local it is under (`app::SEEN`).
     pub root: String,
     /// `static` or `thread-local`.
@@ -813,6 +813,35 @@ pub struct CollectionReport {
     #[serde(skip_serializing_if = "is_zero")]
     #[serde(default)]
     pub entry_bytes: u64,
+}
+
+impl CollectionId {
+    /// `static `app::SEEN` (src/lib.rs:9)`: the root, where it is defined, and the field.
+    pub fn holder(&self) -> String {
+        let kind = match self.root_kind {
+            RootKind::ThreadLocal => "thread-local",
+            _ => "static",
+        };
+        let at = match (&self.file, self.line) {
+            (Some(f), Some(l)) => format!(" ({f}:{l})"),
+            _ => String::new(),
+        };
+        format!("{kind} `{}{}`{at}", self.root, self.field)
+    }
+
+    /// What `n` entries come to in bytes, as far as the entry size is known (an entry of
+    /// unknown size counts one byte).
+    pub fn bytes_of(&self, n: i64) -> u64 {
+        (n.max(0) as u64).saturating_mul(self.entry_bytes.max(1))
+    }
+}
+
+/// One of the program's own collections, as the test's runs changed its length.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectionReport {
+    /// Which collection.
+    #[serde(flatten)]
+    pub collection: CollectionId,
     /// Its length after the test's own run, then after each extra run (negative where it
     /// could not be read; see `problem`).
     pub lengths: Vec<i64>,
@@ -845,36 +874,6 @@ pub struct CollectionReport {
 }
 
 impl CollectionReport {
-    /// `static `app::SEEN` (src/lib.rs:9)`: the root, where it is defined, and the field.
-    pub fn holder(&self) -> String {
-        Self::holder_of(
-            self.root_kind,
-            &self.root,
-            &self.field,
-            &self.file,
-            self.line,
-        )
-    }
-
-    /// [`CollectionReport::holder`] of any collection.
-    pub fn holder_of(
-        kind: RootKind,
-        root: &str,
-        field: &str,
-        file: &Option<String>,
-        line: Option<u32>,
-    ) -> String {
-        let kind = match kind {
-            RootKind::ThreadLocal => "thread-local",
-            _ => "static",
-        };
-        let at = match (file, line) {
-            (Some(f), Some(l)) => format!(" ({f}:{l})"),
-            _ => String::new(),
-        };
-        format!("{kind} `{root}{field}`{at}")
-    }
-
     /// The smallest growth of one extra run.
     pub fn min_growth(&self) -> Option<i64> {
         self.growth_per_run.iter().copied().min()
@@ -882,27 +881,27 @@ impl CollectionReport {
 
     /// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`.
     pub fn describe(&self) -> String {
+        let c = &self.collection;
         let runs = self.lengths.len();
         let last = self.lengths.last().copied().unwrap_or(0).max(0);
         let per_run = match (self.min_growth(), self.growth_per_run.iter().max()) {
-            (Some(lo), Some(&hi)) if lo == hi => format!("+{} per run", self.unit.count(lo)),
-            (Some(lo), Some(&hi)) => format!("+{lo} to +{} per run", self.unit.count(hi)),
+            (Some(lo), Some(&hi)) if lo == hi => format!("+{} per run", c.unit.count(lo)),
+            (Some(lo), Some(&hi)) => format!("+{lo} to +{} per run", c.unit.count(hi)),
             _ => "no extra runs".into(),
         };
         format!(
             "{}: {}, {per_run} ({} after {})",
-            self.holder(),
-            self.type_name,
-            self.unit.count(last),
+            c.holder(),
+            c.type_name,
+            c.unit.count(last),
             count_of(runs as u64, "run", "runs")
         )
     }
 
-    /// What the growth adds up to in bytes, as far as the entry size is known (an entry of
-    /// unknown size counts one byte).
+    /// What the growth adds up to in bytes (see [`CollectionId::bytes_of`]).
     pub fn growth_bytes(&self) -> u64 {
         let entries: i64 = self.growth_per_run.iter().map(|g| (*g).max(0)).sum();
-        (entries as u64).saturating_mul(self.entry_bytes.max(1))
+        self.collection.bytes_of(entries)
     }
 }
 
@@ -1257,23 +1256,9 @@ pub struct BenchReport {
 /// One of the program's own collections over a bench's or a service's run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchCollection {
-    /// The static or thread-local it is under.
-    pub root: String,
-    pub root_kind: RootKind,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    #[serde(default)]
-    pub field: String,
-    pub type_name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(default)]
-    pub file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(default)]
-    pub line: Option<u32>,
-    pub unit: LengthUnit,
-    #[serde(skip_serializing_if = "is_zero")]
-    #[serde(default)]
-    pub entry_bytes: u64,
+    /// Which collection.
+    #[serde(flatten)]
+    pub collection: CollectionId,
     /// (seconds, length) at every snapshot where it could be read.
     pub series: Vec<(f64, i64)>,
     /// What its length rose by over the later half of the run.
@@ -1289,28 +1274,18 @@ pub struct BenchCollection {
 }
 
 impl BenchCollection {
-    /// `static `app::SEEN` (src/main.rs:9)`.
-    pub fn holder(&self) -> String {
-        CollectionReport::holder_of(
-            self.root_kind,
-            &self.root,
-            &self.field,
-            &self.file,
-            self.line,
-        )
-    }
-
-    /// `static `app::VISITS` (src/main.rs:9): HashMap<u64, u64>, +9812 entries (4906 entries
-    /// per second) over the later half, 20000 entries at the end`.
+    /// `static `app::VISITS` (src/main.rs:9): HashMap<u64, u64>, +9812 entries (4906 per
+    /// second) over the later half, 20000 entries at the end`.
     pub fn describe(&self) -> String {
+        let c = &self.collection;
         let last = self.series.last().map_or(0, |p| p.1);
         format!(
             "{}: {}, +{} ({:.0} per second) over the later half, {} at the end",
-            self.holder(),
-            self.type_name,
-            self.unit.count(self.growth),
+            c.holder(),
+            c.type_name,
+            c.unit.count(self.growth),
             self.per_second,
-            self.unit.count(last)
+            c.unit.count(last)
         )
     }
 }

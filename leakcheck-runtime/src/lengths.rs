@@ -47,7 +47,9 @@ pub fn configure(tracking: bool) {
     let Some(path) = sys::var(leakcheck_protocol::env::COLLECTIONS) else {
         return;
     };
-    let Some(table) = map(path) else { return };
+    let Some(table) = sys::map_file(path) else {
+        return;
+    };
     let Some(build_id) = collections::build_id(table) else {
         return;
     };
@@ -67,39 +69,6 @@ pub fn configure(tracking: bool) {
 /// Whether there is a table to read.
 pub fn configured() -> bool {
     TABLE_LEN.load(Relaxed) > 0
-}
-
-fn map(path: &str) -> Option<&'static [u8]> {
-    let mut name = sys::FixedPath::new();
-    if !name.push(path.as_bytes()) {
-        return None;
-    }
-    // SAFETY: name is NUL-terminated; the descriptor is closed below and the mapping is
-    // never unmapped, so the slice lives as long as the process.
-    unsafe {
-        let fd = libc::open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let mut st: libc::stat = std::mem::zeroed();
-        let mut out = None;
-        if libc::fstat(fd, &mut st) == 0 && st.st_size > 0 {
-            let len = st.st_size as usize;
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                fd,
-                0,
-            );
-            if p != libc::MAP_FAILED {
-                out = Some(std::slice::from_raw_parts(p as *const u8, len));
-            }
-        }
-        libc::close(fd);
-        out
-    }
 }
 
 fn table() -> Option<&'static [u8]> {

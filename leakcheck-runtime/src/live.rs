@@ -33,34 +33,9 @@ pub fn prepare() {
     let Some(path) = sys::var(leakcheck_protocol::env::LIVE_SLOTS) else {
         return;
     };
-    let mut name = sys::FixedPath::new();
-    if !name.push(path.as_bytes()) {
-        return;
-    }
-    // SAFETY: name is NUL-terminated; the descriptor is closed below and the mapping is
-    // never unmapped (the process is ending).
-    unsafe {
-        let fd = libc::open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return;
-        }
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) == 0 && st.st_size > 0 {
-            let len = st.st_size as usize;
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                fd,
-                0,
-            );
-            if p != libc::MAP_FAILED {
-                TABLE.store(p as usize, Ordering::Relaxed);
-                TABLE_LEN.store(len, Ordering::Relaxed);
-            }
-        }
-        libc::close(fd);
+    if let Some(table) = sys::map_file(path) {
+        TABLE.store(table.as_ptr() as usize, Ordering::Relaxed);
+        TABLE_LEN.store(table.len(), Ordering::Relaxed);
     }
     if TABLE_LEN.load(Ordering::Relaxed) > 0 {
         sys::record_frames(&FRAMES, &N_FRAMES);

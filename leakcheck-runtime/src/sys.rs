@@ -342,6 +342,41 @@ pub fn task_syscall(tid: u64, buf: &mut [u8]) -> TaskSyscall<'_> {
     }
 }
 
+/// Maps the file at `path` read-only for the rest of the process (never unmapped); None when
+/// it cannot be opened, is empty or cannot be mapped.
+pub fn map_file(path: &str) -> Option<&'static [u8]> {
+    let mut name = FixedPath::new();
+    if !name.push(path.as_bytes()) {
+        return None;
+    }
+    // SAFETY: name is NUL-terminated; the descriptor is closed below and the mapping is
+    // never unmapped, so the slice lives as long as the process.
+    unsafe {
+        let fd = libc::open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        let mut out = None;
+        if libc::fstat(fd, &mut st) == 0 && st.st_size > 0 {
+            let len = st.st_size as usize;
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                fd,
+                0,
+            );
+            if p != libc::MAP_FAILED {
+                out = Some(std::slice::from_raw_parts(p as *const u8, len));
+            }
+        }
+        libc::close(fd);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -370,8 +370,8 @@ impl Live {
         true
     }
 
-    /// The stack id of `ptr`, if tracked.
-    fn stack_of(&mut self, ptr: usize) -> Option<u32> {
+    /// The slot holding `ptr`, if tracked.
+    fn slot(&mut self, ptr: usize) -> Option<usize> {
         if self.count == 0 {
             return None;
         }
@@ -383,29 +383,23 @@ impl Live {
                 return None;
             }
             if t[2 * i] == ptr as u64 {
-                return Some((t[2 * i + 1] >> 32) as u32);
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
     }
 
+    /// The stack id of `ptr`, if tracked.
+    fn stack_of(&mut self, ptr: usize) -> Option<u32> {
+        let i = self.slot(ptr)?;
+        Some((self.table.words()[2 * i + 1] >> 32) as u32)
+    }
+
     /// Removes `ptr`; its stack id and size (`SIZE_UNKNOWN` above 4 GiB), if tracked.
     fn remove(&mut self, ptr: usize) -> Option<(u32, u64)> {
-        if self.count == 0 {
-            return None;
-        }
+        let i = self.slot(ptr)?;
         let mask = self.table.words / 2 - 1;
         let t = self.table.words();
-        let mut i = slot_of(ptr, mask);
-        loop {
-            if t[2 * i] == 0 {
-                return None;
-            }
-            if t[2 * i] == ptr as u64 {
-                break;
-            }
-            i = (i + 1) & mask;
-        }
         let value = t[2 * i + 1];
         // Backward-shift deletion keeps every probe sequence unbroken without tombstones.
         let mut hole = i;

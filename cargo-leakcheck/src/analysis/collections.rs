@@ -12,14 +12,12 @@
 
 use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::lengths::readings;
+use crate::analysis::lengths::{identity, readings};
 use crate::analysis::profile;
-use crate::analysis::stacks::Policy;
+use crate::analysis::stacks::{allowance, Allowed, Policy};
 use crate::analysis::symbols::Symbols;
 use crate::evidence::{Collection, CollectionTable, Length};
-use crate::model::{
-    Allowance, AllowedBy, CollectionReport, FrameReport, LengthUnit, RootKind, StackKind,
-};
+use crate::model::{CollectionReport, FrameReport, StackKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT, INCONSISTENT, UNREADABLE};
 use std::collections::HashMap;
 
@@ -66,22 +64,7 @@ pub fn judge(
             })
             .unwrap_or_default();
         let report = CollectionReport {
-            root: c.root.clone(),
-            root_kind: if c.thread_local {
-                RootKind::ThreadLocal
-            } else {
-                RootKind::Static
-            },
-            field: c.field.clone(),
-            type_name: c.type_name.clone(),
-            file: c.file.clone(),
-            line: c.line,
-            unit: if c.bytes {
-                LengthUnit::Bytes
-            } else {
-                LengthUnit::Entries
-            },
-            entry_bytes: c.entry_size,
+            collection: identity(c),
             lengths: points,
             growth_per_run: growth,
             kind: if every {
@@ -103,9 +86,10 @@ pub fn judge(
         out.push(against_policy(report, c, policy));
     }
     out.sort_by(|a, b| {
-        b.fails
-            .cmp(&a.fails)
-            .then_with(|| (&a.root, &a.field).cmp(&(&b.root, &b.field)))
+        b.fails.cmp(&a.fails).then_with(|| {
+            let (a, b) = (&a.collection, &b.collection);
+            (&a.root, &a.field).cmp(&(&b.root, &b.field))
+        })
     });
     out
 }
@@ -140,37 +124,15 @@ fn against_policy(mut c: CollectionReport, info: &Collection, policy: &Policy) -
     if !judged || c.problem.is_some() && c.kind != StackKind::Leak {
         return c;
     }
-    let per_run = c.min_growth().unwrap_or(0).max(0) as u64;
-    let size = per_run.saturating_mul(info.entry_size.max(1));
+    let size = c.collection.bytes_of(c.min_growth().unwrap_or(0));
     let mut names = vec![FrameReport::named(&info.root)];
     names.extend(c.allocated_at.iter().cloned());
-    if let Some((index, s)) = policy
-        .suppressions
-        .iter()
-        .find(|(_, s)| s.matches_stack(&names))
-    {
-        c.suppression = Some(*index);
-        c.allowed = Some(Allowance {
-            by: AllowedBy::Suppression,
-            rule: format!(
-                "[[suppress]] #{} frame \"{}\" (line {})",
-                s.index,
-                s.frame.as_str(),
-                s.line
-            ),
-            reason: Some(s.reason.clone()),
-        });
-    } else if size > policy.effective.stack_threshold {
-        c.fails = true;
-    } else {
-        c.allowed = Some(Allowance {
-            by: AllowedBy::StackThreshold,
-            rule: format!(
-                "<= {} bytes per run (stack-threshold set by {})",
-                policy.effective.stack_threshold, policy.effective.stack_threshold_source
-            ),
-            reason: None,
-        });
+    match allowance(policy, &names, size, " per run") {
+        Allowed::Fails => c.fails = true,
+        Allowed::By(suppression, allowance) => {
+            c.suppression = suppression;
+            c.allowed = Some(allowance);
+        }
     }
     c
 }
@@ -180,13 +142,8 @@ fn against_policy(mut c: CollectionReport, info: &Collection, policy: &Policy) -
 /// the file is not whole.
 pub fn parse_sites(text: &str) -> Option<HashMap<u32, Vec<FrameKey>>> {
     use leakcheck_protocol::collections::{Site, SITES_HEADER};
-    use leakcheck_protocol::heap_v2::{parse_stack, MAPPED_LIBRARIES};
-    let (body, maps) = text.split_once(&format!("\n{MAPPED_LIBRARIES}\n"))?;
-    let mappings: Vec<profile::Mapping> = maps
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(profile::parse_mapping)
-        .collect();
+    use leakcheck_protocol::heap_v2::parse_stack;
+    let (body, mappings) = profile::with_mappings(text)?;
     let mut lines = body.lines();
     if lines.next()? != SITES_HEADER {
         return None;

@@ -376,7 +376,7 @@ fn collections_over_time(
     after: Option<&BTreeMap<u32, i64>>,
     threshold: u64,
 ) -> Vec<crate::model::BenchCollection> {
-    use crate::model::{BenchCollection, LengthUnit, RootKind};
+    use crate::model::BenchCollection;
     if snapshots.len() < MIN_SNAPSHOTS {
         return Vec::new();
     }
@@ -400,28 +400,13 @@ fn collections_over_time(
         }
         let (va, vb, vc) = (at(&snapshots[a]), at(&snapshots[b]), at(&snapshots[c]));
         let growth = vc - va;
-        let bytes = (growth.max(0) as u64).saturating_mul(info.entry_size.max(1));
+        let bytes = crate::analysis::lengths::identity(info).bytes_of(growth);
         let after = after
             .and_then(|l| l.get(&index).copied())
             .filter(|&r| r >= 0);
         let let_go = after.is_some_and(|n| n < vb);
         out.push(BenchCollection {
-            root: info.root.clone(),
-            root_kind: if info.thread_local {
-                RootKind::ThreadLocal
-            } else {
-                RootKind::Static
-            },
-            field: info.field.clone(),
-            type_name: info.type_name.clone(),
-            file: info.file.clone(),
-            line: info.line,
-            unit: if info.bytes {
-                LengthUnit::Bytes
-            } else {
-                LengthUnit::Entries
-            },
-            entry_bytes: info.entry_size,
+            collection: crate::analysis::lengths::identity(info),
             series,
             growth,
             per_second: growth as f64 / window,
@@ -433,7 +418,7 @@ fn collections_over_time(
         y.flagged
             .cmp(&x.flagged)
             .then_with(|| y.growth.cmp(&x.growth))
-            .then_with(|| x.root.cmp(&y.root))
+            .then_with(|| x.collection.root.cmp(&y.collection.root))
     });
     out.truncate(STACKS_LISTED);
     out
@@ -612,7 +597,7 @@ pub(crate) mod tests {
             s.lengths = [(0, 2000 * t), (1, (100 * t).min(200)), (2, (t - 5).max(0))].into();
         }
         let found = collections_over_time(&table, &snapshots, None, 64 << 10);
-        let by = |root: &str| found.iter().find(|c| c.root == root).unwrap();
+        let by = |root: &str| found.iter().find(|c| c.collection.root == root).unwrap();
         assert!(by("app::VISITS").flagged);
         assert_eq!(by("app::VISITS").growth, 8000);
         assert!((by("app::VISITS").per_second - 2000.0).abs() < 1e-6);
@@ -621,7 +606,7 @@ pub(crate) mod tests {
             !by("app::LATE").flagged,
             "3 entries of 16 bytes are under the threshold"
         );
-        assert_eq!(found[0].root, "app::VISITS");
+        assert_eq!(found[0].collection.root, "app::VISITS");
         // After the load, back below where it was three quarters in: let go.
         let after = [(0u32, 10)].into();
         let drained = collections_over_time(&table, &snapshots, Some(&after), 64 << 10);

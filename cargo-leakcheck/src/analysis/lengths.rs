@@ -3,7 +3,8 @@
 //! runs made some collection longer, the rule the counting pass settles by (see
 //! `leakcheck_protocol::settling`).
 
-use crate::evidence::Length;
+use crate::evidence::{Collection, Length};
+use crate::model::{CollectionId, LengthUnit, RootKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT};
 use leakcheck_protocol::timeline::LengthAt;
 use std::collections::BTreeMap;
@@ -77,4 +78,26 @@ pub fn at_dump(lines: &[LengthAt], seq: u64) -> BTreeMap<u32, Reading> {
         out.insert(l.index, l.reading);
     }
     out
+}
+
+/// What the reports say a collection of the binary's table is.
+pub fn identity(c: &Collection) -> CollectionId {
+    CollectionId {
+        root: c.root.clone(),
+        root_kind: if c.thread_local {
+            RootKind::ThreadLocal
+        } else {
+            RootKind::Static
+        },
+        field: c.field.clone(),
+        type_name: c.type_name.clone(),
+        file: c.file.clone(),
+        line: c.line,
+        unit: if c.bytes {
+            LengthUnit::Bytes
+        } else {
+            LengthUnit::Entries
+        },
+        entry_bytes: c.entry_size,
+    }
 }

@@ -489,6 +489,20 @@ fn parse_addresses(line: &str) -> Result<Vec<u64>, ProfileErrorKind> {
         .collect()
 }
 
+/// A file the runtime writes beside a dump, split into its body and the process's mappings
+/// that end it (after `MAPPED_LIBRARIES:`, as in a dump); None when they are missing (a file
+/// not whole).
+pub fn with_mappings(text: &str) -> Option<(&str, Vec<Mapping>)> {
+    let marker = format!("\n{}\n", leakcheck_protocol::heap_v2::MAPPED_LIBRARIES);
+    let (body, maps) = text.split_once(&marker)?;
+    let mappings = maps
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(parse_mapping)
+        .collect();
+    Some((body, mappings))
+}
+
 /// Parses `start-end perms offset dev inode [path]`.
 pub fn parse_mapping(line: &str) -> Option<Mapping> {
     let mut rest = line;

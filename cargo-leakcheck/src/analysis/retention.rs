@@ -63,14 +63,9 @@ pub fn paths_file(dump: &Path) -> PathBuf {
 /// Parses the text of a `.paths` file; None when it is not whole (a process that died while
 /// writing it): retention paths are an explanation, never a verdict.
 pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
-    use leakcheck_protocol::heap_v2::{parse_stack, MAPPED_LIBRARIES};
+    use leakcheck_protocol::heap_v2::parse_stack;
     use leakcheck_protocol::paths::{Line, Root};
-    let (body, maps) = text.split_once(&format!("\n{MAPPED_LIBRARIES}\n"))?;
-    let mappings: Vec<profile::Mapping> = maps
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(profile::parse_mapping)
-        .collect();
+    let (body, mappings) = profile::with_mappings(text)?;
     let mut lines = body.lines();
     if Line::parse(lines.next()?)? != Line::Header {
         return None;

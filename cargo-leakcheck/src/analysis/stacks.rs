@@ -386,35 +386,63 @@ fn against_policy(mut stack: StackReport, policy: &Policy) -> StackReport {
         (StackKind::Leak, Some(g)) => stack.bytes.max(g.max(0) as u64),
         _ => stack.bytes,
     };
+    match allowance(policy, &stack.frames, size, "") {
+        Allowed::Fails => stack.fails = true,
+        Allowed::By(suppression, allowance) => {
+            stack.suppression = suppression;
+            stack.allowed = Some(allowance);
+        }
+    }
+    stack
+}
+
+/// What the thresholds and suppressions make of a leak: it fails, or is allowed, and by what
+/// (with the suppression's index, when one allowed it).
+pub enum Allowed {
+    Fails,
+    By(Option<usize>, Allowance),
+}
+
+/// A leak of `size` bytes (`per` says per what: "" or " per run") with these frames, against
+/// the policy: a suppression whose `frame` matches one of the frames allows it; otherwise it
+/// fails when over the stack threshold.
+pub fn allowance(policy: &Policy, frames: &[FrameReport], size: u64, per: &str) -> Allowed {
+    let effective = policy.effective;
     if let Some((index, s)) = policy
         .suppressions
         .iter()
-        .find(|(_, s)| s.matches_stack(&stack.frames))
+        .find(|(_, s)| s.matches_stack(frames))
     {
-        stack.suppression = Some(*index);
-        stack.allowed = Some(Allowance {
-            by: AllowedBy::Suppression,
-            rule: format!(
-                "[[suppress]] #{} frame \"{}\" (line {})",
-                s.index,
-                s.frame.as_str(),
-                s.line
-            ),
-            reason: Some(s.reason.clone()),
-        });
-    } else if size > effective.stack_threshold {
-        stack.fails = true;
-    } else {
-        stack.allowed = Some(Allowance {
-            by: AllowedBy::StackThreshold,
-            rule: format!(
-                "<= {} bytes (stack-threshold set by {})",
-                effective.stack_threshold, effective.stack_threshold_source
-            ),
-            reason: None,
-        });
+        let rule = format!(
+            "[[suppress]] #{} frame \"{}\" (line {})",
+            s.index,
+            s.frame.as_str(),
+            s.line
+        );
+        return Allowed::By(
+            Some(*index),
+            Allowance {
+                by: AllowedBy::Suppression,
+                rule,
+                reason: Some(s.reason.clone()),
+            },
+        );
     }
-    stack
+    if size > effective.stack_threshold {
+        return Allowed::Fails;
+    }
+    let rule = format!(
+        "<= {} bytes{per} (stack-threshold set by {})",
+        effective.stack_threshold, effective.stack_threshold_source
+    );
+    Allowed::By(
+        None,
+        Allowance {
+            by: AllowedBy::StackThreshold,
+            rule,
+            reason: None,
+        },
+    )
 }
 
 /// Where a stack allocates, as the program sees it: its frames from the first one in the

@@ -43,14 +43,16 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
         .filter(|s| s.flagged && s.growth_bytes > 0)
         .map(|s| flamegraph::folded_line(&s.frames, s.growth_bytes as u64))
         .collect();
-    // A growing collection, as its entries times their size.
-    let grown =
-        |c: &crate::model::BenchCollection, n: i64| (n.max(0) as u64) * c.entry_bytes.max(1);
     let growing: Vec<&crate::model::BenchCollection> =
         b.collections.iter().filter(|c| c.flagged).collect();
     folded.extend(growing.iter().map(|c| {
-        let frame = FrameReport::named(&format!("[collection {}: {}]", c.holder(), c.type_name));
-        flamegraph::folded_line(&[frame], grown(c, c.growth))
+        let what = &c.collection;
+        let frame = FrameReport::named(&format!(
+            "[collection {}: {}]",
+            what.holder(),
+            what.type_name
+        ));
+        flamegraph::folded_line(&[frame], what.bytes_of(c.growth))
     }));
     folded.sort();
     let mut series: Vec<(String, Vec<(f64, u64)>)> = b
@@ -62,13 +64,16 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
     series.extend(growing.iter().take(STACKS_PLOTTED).map(|c| {
         let label = format!(
             "GROWS: {} {} (its entries times {} B)",
-            c.root,
-            c.type_name,
-            c.entry_bytes.max(1)
+            c.collection.root,
+            c.collection.type_name,
+            c.collection.entry_bytes.max(1)
         );
         (
             label,
-            c.series.iter().map(|&(t, n)| (t, grown(c, n))).collect(),
+            c.series
+                .iter()
+                .map(|&(t, n)| (t, c.collection.bytes_of(n)))
+                .collect(),
         )
     }));
     let title = format!("{} {}: retained bytes over time", b.binary, b.name);
@@ -185,7 +190,7 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                 let _ = writeln!(s, "{collections}");
                 for c in b.collections.iter().filter(|c| c.flagged).take(3) {
                     let mut shown = c.clone();
-                    shown.file = c.file.as_deref().map(|f| {
+                    shown.collection.file = c.collection.file.as_deref().map(|f| {
                         let p = Path::new(f);
                         p.strip_prefix(root).unwrap_or(p).display().to_string()
                     });

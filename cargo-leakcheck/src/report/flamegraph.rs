@@ -49,13 +49,13 @@ pub fn graphed_stacks(test: &TestReport) -> Vec<Graphed<'_>> {
         let per_run = c.min_growth().unwrap_or(0).max(1) as u64;
         let mut frames = vec![crate::model::FrameReport::named(&format!(
             "[collection {}: {}]",
-            c.holder(),
-            c.type_name
+            c.collection.holder(),
+            c.collection.type_name
         ))];
         frames.extend(from_the_test(&c.allocated_at, &test.name).iter().cloned());
         Graphed {
             frames: std::borrow::Cow::Owned(frames),
-            bytes: per_run.saturating_mul(c.entry_bytes.max(1)),
+            bytes: c.collection.bytes_of(per_run as i64),
             objects: per_run,
         }
     });

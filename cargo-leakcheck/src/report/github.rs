@@ -142,7 +142,7 @@ fn collection_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
     let failing = |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && report.fails(t);
     for t in report.tests.iter().filter(failing) {
         for c in t.collections.iter().filter(|c| c.fails) {
-            let (Some(file), Some(line)) = (&c.file, c.line) else {
+            let (Some(file), Some(line)) = (&c.collection.file, c.collection.line) else {
                 continue;
             };
             let Ok(relative) = Path::new(file).strip_prefix(repo_root) else {
@@ -204,7 +204,7 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             ));
         }
         for c in b.collections.iter().filter(|c| c.flagged) {
-            let (Some(file), Some(line)) = (&c.file, c.line) else {
+            let (Some(file), Some(line)) = (&c.collection.file, c.collection.line) else {
                 continue;
             };
             let Ok(file) = Path::new(file).strip_prefix(repo_root) else {

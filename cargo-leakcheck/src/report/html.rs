@@ -275,7 +275,10 @@ fn test_row(
         .map(|g| format!("+{}", human_bytes(g)))
         .unwrap_or_default();
     if let Some(c) = t.collections.iter().find(|c| c.fails) {
-        let entries = c.unit.count(c.growth_per_run.last().copied().unwrap_or(0));
+        let entries = c
+            .collection
+            .unit
+            .count(c.growth_per_run.last().copied().unwrap_or(0));
         growth = match growth.is_empty() {
             true => format!("+{entries}"),
             false => format!("{growth}, +{entries}"),
@@ -383,19 +386,8 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     if let Some(r) = &st.reason {
         let _ = write!(h, " · {}", esc(r));
     }
-    h.push_str("</p><ol class=\"frames\">");
-    for f in from_identifying_frame(&st.frames, root)
-        .iter()
-        .take_while(|f| !is_harness_frame(f))
-        .take(FRAMES_SHOWN)
-    {
-        let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
-        if let Some(line) = sources.line(f) {
-            let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
-        }
-        h.push_str("</li>");
-    }
-    h.push_str("</ol>");
+    h.push_str("</p>");
+    frames_list(h, &st.frames, root, sources);
     if let Some(task) = &st.task {
         let summary = task_text(st, root).unwrap_or_default();
         task_block(h, task, &summary, root, sources);
@@ -436,9 +428,9 @@ fn collection_block(
         esc(&crate::report::human::collection_text(c, root))
     );
     let definition = FrameReport {
-        function: c.root.clone(),
-        file: c.file.clone(),
-        line: c.line,
+        function: c.collection.root.clone(),
+        file: c.collection.file.clone(),
+        line: c.collection.line,
         inlined: false,
     };
     if let Some(line) = sources.line(&definition) {
@@ -458,21 +450,28 @@ fn collection_block(
         let _ = write!(h, "<p class=\"message\">{}</p>", esc(p));
     }
     if !c.allocated_at.is_empty() {
-        h.push_str("<p>its buffer last grown at:</p><ol class=\"frames\">");
-        for f in from_identifying_frame(&c.allocated_at, root)
-            .iter()
-            .take_while(|f| !is_harness_frame(f))
-            .take(FRAMES_SHOWN)
-        {
-            let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
-            if let Some(line) = sources.line(f) {
-                let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
-            }
-            h.push_str("</li>");
-        }
-        h.push_str("</ol>");
+        h.push_str("<p>its buffer last grown at:</p>");
+        frames_list(h, &c.allocated_at, root, sources);
     }
     h.push_str("</div>");
+}
+
+/// A stack's frames from the first of the program's own to the harness's, each with its
+/// source line.
+fn frames_list(h: &mut String, frames: &[FrameReport], root: &Path, sources: &mut Sources) {
+    h.push_str("<ol class=\"frames\">");
+    for f in from_identifying_frame(frames, root)
+        .iter()
+        .take_while(|f| !is_harness_frame(f))
+        .take(FRAMES_SHOWN)
+    {
+        let _ = write!(h, "<li><code>{}</code>", esc(&frame_text(f, root)));
+        if let Some(line) = sources.line(f) {
+            let _ = write!(h, "<pre class=\"src\">{}</pre>", esc(line.trim_end()));
+        }
+        h.push_str("</li>");
+    }
+    h.push_str("</ol>");
 }
 
 /// Who holds a stack's objects; a task that does, by its spawn line.
@@ -694,9 +693,9 @@ fn bench_block(h: &mut String, b: &BenchReport, root: &Path, sources: &mut Sourc
             esc(&c.describe())
         );
         let definition = FrameReport {
-            function: c.root.clone(),
-            file: c.file.clone(),
-            line: c.line,
+            function: c.collection.root.clone(),
+            file: c.collection.file.clone(),
+            line: c.collection.line,
             inlined: false,
         };
         if let Some(line) = sources.line(&definition) {

@@ -42,7 +42,7 @@ pub fn entries(report: &Report, root: &Path) -> String {
         }
         // A growing collection is matched by its static's name.
         for c in t.collections.iter().filter(|c| c.fails) {
-            let (frame, filter) = (Glob::escape(&c.root), Glob::escape(&t.name));
+            let (frame, filter) = (Glob::escape(&c.collection.root), Glob::escape(&t.name));
             if !seen.insert((frame.clone(), filter.clone())) {
                 continue;
             }

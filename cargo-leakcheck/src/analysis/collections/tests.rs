@@ -3,6 +3,7 @@ use crate::analysis::lengths::growth_by_run;
 use crate::analysis::symbols::{Captured, Replay};
 use crate::config::{Config, SettingsLayer};
 use crate::evidence::Record;
+use crate::model::AllowedBy;
 
 fn table() -> CollectionTable {
     let c = |root: &str, type_name: &str, entry_size: u64| Collection {
@@ -83,7 +84,10 @@ fn readings_are_the_last_one_written_at_each_point() {
 #[test]
 fn a_collection_that_grows_on_every_run_is_a_leak_one_that_stops_is_kept_state() {
     let found = judged(THREE_RUNS, &Config::default());
-    let seen = found.iter().find(|c| c.root == "app::SEEN").unwrap();
+    let seen = found
+        .iter()
+        .find(|c| c.collection.root == "app::SEEN")
+        .unwrap();
     assert_eq!(seen.kind, StackKind::Leak);
     assert!(seen.fails);
     assert_eq!(seen.growth_per_run, [1, 1, 1]);
@@ -91,12 +95,18 @@ fn a_collection_that_grows_on_every_run_is_a_leak_one_that_stops_is_kept_state()
         seen.describe(),
         "static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (4 entries after 4 runs)"
     );
-    let window = found.iter().find(|c| c.root == "app::WINDOW").unwrap();
+    let window = found
+        .iter()
+        .find(|c| c.collection.root == "app::WINDOW")
+        .unwrap();
     assert_eq!(window.kind, StackKind::Leak, "16 more on every run");
-    let pool = found.iter().find(|c| c.root == "app::POOL").unwrap();
+    let pool = found
+        .iter()
+        .find(|c| c.collection.root == "app::POOL")
+        .unwrap();
     assert_eq!(pool.kind, StackKind::ProcessLifetime, "warmed in one run");
     assert!(!pool.fails);
-    assert_eq!(found[0].root, "app::SEEN", "failing ones first");
+    assert_eq!(found[0].collection.root, "app::SEEN", "failing ones first");
 }
 
 #[test]
@@ -113,10 +123,16 @@ fn thresholds_and_suppressions_apply_to_what_a_run_adds() {
     )
     .unwrap();
     let found = judged(THREE_RUNS, &config);
-    let seen = found.iter().find(|c| c.root == "app::SEEN").unwrap();
+    let seen = found
+        .iter()
+        .find(|c| c.collection.root == "app::SEEN")
+        .unwrap();
     assert!(!seen.fails, "8 bytes a run is not over 8");
     assert_eq!(seen.allowed.as_ref().unwrap().by, AllowedBy::StackThreshold);
-    let window = found.iter().find(|c| c.root == "app::WINDOW").unwrap();
+    let window = found
+        .iter()
+        .find(|c| c.collection.root == "app::WINDOW")
+        .unwrap();
     assert!(!window.fails);
     assert_eq!(window.allowed.as_ref().unwrap().by, AllowedBy::Suppression);
 }

@@ -427,20 +427,9 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
                 .map_or(0, |p| p.size)
         };
         let offset = |m: &str| t.member(m).map(|m| at.offset + m.offset as i64);
-        let (length, entry_size) = if name.starts_with("Vec<") && t.has_members(&["buf", "len"]) {
-            let Some((cap, ptr)) = self.raw_vec(t) else {
-                return false;
-            };
-            let base = at.offset + t.member("buf").map_or(0, |m| m.offset as i64);
-            (
-                Length::Vec {
-                    len: offset("len").unwrap_or(0),
-                    cap: base + cap,
-                    ptr: base + ptr,
-                },
-                size_of(self.types, "T"),
-            )
-        } else if name.starts_with("VecDeque<") && t.has_members(&["head", "len", "buf"]) {
+        let vec = name.starts_with("Vec<") && t.has_members(&["buf", "len"]);
+        let deque = name.starts_with("VecDeque<") && t.has_members(&["head", "len", "buf"]);
+        let (length, entry_size) = if vec || deque {
             let Some((cap, ptr)) = self.raw_vec(t) else {
                 return false;
             };
