@@ -871,6 +871,11 @@ pub struct CollectionReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub problem: Option<String>,
+    /// The other statics and fields it is reached from, when several lead to it (an `Arc`
+    /// shared by two statics): one collection, reported once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub also_held_by: Vec<CollectionId>,
 }
 
 impl CollectionReport {
@@ -879,7 +884,8 @@ impl CollectionReport {
         self.growth_per_run.iter().copied().min()
     }
 
-    /// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`.
+    /// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`,
+    /// then the other holders of the same collection, if any.
     pub fn describe(&self) -> String {
         let c = &self.collection;
         let runs = self.lengths.len();
@@ -889,8 +895,14 @@ impl CollectionReport {
             (Some(lo), Some(&hi)) => format!("+{lo} to +{} per run", c.unit.count(hi)),
             _ => "no extra runs".into(),
         };
+        let also = if self.also_held_by.is_empty() {
+            String::new()
+        } else {
+            let others: Vec<String> = self.also_held_by.iter().map(|o| o.holder()).collect();
+            format!("; also reached from {}", others.join(", "))
+        };
         format!(
-            "{}: {}, {per_run} ({} after {})",
+            "{}: {}, {per_run} ({} after {}){also}",
             c.holder(),
             c.type_name,
             c.unit.count(last),

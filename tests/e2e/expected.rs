@@ -1055,6 +1055,13 @@ pub const EXPECTED: &[Expected] = &[
         "small_vec_spilled",
         1,
     ),
+    // Two statics share one list behind an `Arc`: one collection, reached from both.
+    grows(
+        COLLECTIONS,
+        "tests::subscribers_of_a_shared_bus",
+        "subscribers_of_a_shared_bus",
+        1,
+    ),
     // Bounded, refilled, emptied, warmed up, or not a collection at all.
     clean(COLLECTIONS, "tests::window_of_64_samples"),
     clean(COLLECTIONS, "tests::refilled_set"),

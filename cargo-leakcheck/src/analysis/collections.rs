@@ -16,7 +16,7 @@ use crate::analysis::lengths::{identity, readings};
 use crate::analysis::profile;
 use crate::analysis::stacks::{allowance, Allowed, Policy};
 use crate::analysis::symbols::Symbols;
-use crate::evidence::{Collection, CollectionTable, Length};
+use crate::evidence::{CollectionTable, Length};
 use crate::model::{CollectionReport, FrameReport, StackKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT, INCONSISTENT, UNREADABLE};
 use std::collections::HashMap;
@@ -29,14 +29,14 @@ pub fn judge(
     table: &CollectionTable,
     lengths: &[Length],
     runs: usize,
-    sites: &HashMap<u32, Vec<FrameKey>>,
+    sites: &HashMap<u32, BufferSite>,
     symbols: &mut dyn Symbols,
     policy: &Policy,
 ) -> Vec<CollectionReport> {
     if runs == 0 {
         return Vec::new();
     }
-    let mut out = Vec::new();
+    let mut found: Vec<(u32, CollectionReport)> = Vec::new();
     for (index, r) in readings(lengths, runs) {
         let Some(c) = table.collections.get(index as usize) else {
             continue;
@@ -56,35 +56,71 @@ pub fn judge(
         }
         let allocated_at = sites
             .get(&index)
-            .map(|frames| {
-                resolve_stack(frames, symbols)
+            .map(|site| {
+                resolve_stack(&site.frames, symbols)
                     .iter()
                     .map(frame_report)
                     .collect()
             })
             .unwrap_or_default();
-        let report = CollectionReport {
-            collection: identity(c),
-            lengths: points,
-            growth_per_run: growth,
-            kind: if every {
-                StackKind::Leak
-            } else {
-                StackKind::ProcessLifetime
+        found.push((
+            index,
+            CollectionReport {
+                collection: identity(c),
+                lengths: points,
+                growth_per_run: growth,
+                kind: if every {
+                    StackKind::Leak
+                } else {
+                    StackKind::ProcessLifetime
+                },
+                reason: Some(if every {
+                    format!("its length grew in every one of {runs} extra runs of the test")
+                } else {
+                    format!("its length did not grow in every one of {runs} extra runs")
+                }),
+                fails: false,
+                allowed: None,
+                suppression: None,
+                allocated_at,
+                problem,
+                also_held_by: Vec::new(),
             },
-            reason: Some(if every {
-                format!("its length grew in every one of {runs} extra runs of the test")
-            } else {
-                format!("its length did not grow in every one of {runs} extra runs")
-            }),
-            fails: false,
-            allowed: None,
-            suppression: None,
-            allocated_at,
-            problem,
-        };
-        out.push(against_policy(report, c, policy));
+        ));
     }
+    found.sort_by(|(_, a), (_, b)| {
+        let (a, b) = (&a.collection, &b.collection);
+        (&a.root, &a.field).cmp(&(&b.root, &b.field))
+    });
+    let mut out: Vec<CollectionReport> = Vec::new();
+    let mut roots: Vec<Vec<FrameReport>> = Vec::new();
+    let mut buffers: Vec<Option<u64>> = Vec::new();
+    for (index, report) in found {
+        let buffer = sites
+            .get(&index)
+            .map(|s| s.buffer)
+            .filter(|&b| b >= MIN_BUFFER);
+        let same = out
+            .iter()
+            .zip(&buffers)
+            .position(|(o, b)| buffer.is_some() && *b == buffer && o.lengths == report.lengths);
+        match same {
+            Some(k) => {
+                roots[k].push(FrameReport::named(&report.collection.root));
+                out[k].also_held_by.push(report.collection);
+            }
+            None => {
+                roots.push(vec![FrameReport::named(&report.collection.root)]);
+                buffers.push(buffer);
+                out.push(report);
+            }
+        }
+    }
+    let mut out: Vec<CollectionReport> = out
+        .into_iter()
+        .zip(roots)
+        .map(|(report, roots)| against_policy(report, roots, policy))
+        .collect();
     out.sort_by(|a, b| {
         b.fails.cmp(&a.fails).then_with(|| {
             let (a, b) = (&a.collection, &b.collection);
@@ -93,6 +129,10 @@ pub fn judge(
     });
     out
 }
+
+/// Below this a buffer address is no allocation's (a zero-sized type's dangling pointer):
+/// two collections with such a buffer need not be one.
+const MIN_BUFFER: u64 = 1 << 16;
 
 /// What a reading that failed says, for the report.
 fn problem_of(points: &[Reading]) -> Option<String> {
@@ -115,17 +155,21 @@ fn problem_of(points: &[Reading]) -> Option<String> {
 }
 
 /// A growing collection against the thresholds and suppressions, as a stack is: a
-/// suppression whose `frame` matches its root (or a frame of its allocation) allows it;
-/// otherwise it fails when what one run adds (entries times their size) is over the stack
-/// threshold.
-fn against_policy(mut c: CollectionReport, info: &Collection, policy: &Policy) -> CollectionReport {
+/// suppression whose `frame` matches one of its `roots` (or a frame of its allocation)
+/// allows it; otherwise it fails when what one run adds (entries times their size) is over
+/// the stack threshold.
+fn against_policy(
+    mut c: CollectionReport,
+    roots: Vec<FrameReport>,
+    policy: &Policy,
+) -> CollectionReport {
     let judged = c.kind == StackKind::Leak
         || (c.kind == StackKind::ProcessLifetime && policy.effective.one_time_fails);
     if !judged || c.problem.is_some() && c.kind != StackKind::Leak {
         return c;
     }
     let size = c.collection.bytes_of(c.min_growth().unwrap_or(0));
-    let mut names = vec![FrameReport::named(&info.root)];
+    let mut names = roots;
     names.extend(c.allocated_at.iter().cloned());
     match allowance(policy, &names, size, " per run") {
         Allowed::Fails => c.fails = true,
@@ -137,10 +181,18 @@ fn against_policy(mut c: CollectionReport, info: &Collection, policy: &Policy) -
     c
 }
 
+/// Where a collection's buffer was as the last run left it, and the stack that allocated
+/// it (empty when the tracker had none).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BufferSite {
+    pub buffer: u64,
+    pub frames: Vec<FrameKey>,
+}
+
 /// The sites written beside a dump (`leakcheck_protocol::collections::SITES_HEADER`): each
-/// collection's buffer, by index, as the frames of the stack that allocated it. None when
-/// the file is not whole.
-pub fn parse_sites(text: &str) -> Option<HashMap<u32, Vec<FrameKey>>> {
+/// collection's buffer and the stack that allocated it, by index. None when the file is
+/// not whole.
+pub fn parse_sites(text: &str) -> Option<HashMap<u32, BufferSite>> {
     use leakcheck_protocol::collections::{Site, SITES_HEADER};
     use leakcheck_protocol::heap_v2::parse_stack;
     let (body, mappings) = profile::with_mappings(text)?;
@@ -148,22 +200,37 @@ pub fn parse_sites(text: &str) -> Option<HashMap<u32, Vec<FrameKey>>> {
     if lines.next()? != SITES_HEADER {
         return None;
     }
-    let mut indices = Vec::new();
+    let mut sites = Vec::new();
     let mut stacks = Vec::new();
-    let mut current = None;
     for line in lines.filter(|l| !l.is_empty()) {
         if let Some(site) = Site::decode(line) {
-            current = Some(site.index);
+            sites.push((site, None));
         } else if let Some(addrs) = parse_stack(line) {
-            let index = current.take()?;
-            indices.push(index);
+            let (_, stack) = sites.last_mut().filter(|s| s.1.is_none())?;
+            *stack = Some(stacks.len());
             stacks.push(addrs.collect::<Result<Vec<u64>, _>>().ok()?);
         } else {
             return None;
         }
     }
-    let keys = diff::frame_keys(&mappings, &stacks);
-    Some(indices.into_iter().zip(keys).collect())
+    let mut keys = diff::frame_keys(&mappings, &stacks);
+    Some(
+        sites
+            .into_iter()
+            .map(|(site, stack)| {
+                let frames = stack
+                    .map(|k| std::mem::take(&mut keys[k]))
+                    .unwrap_or_default();
+                (
+                    site.index,
+                    BufferSite {
+                        buffer: site.buffer,
+                        frames,
+                    },
+                )
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

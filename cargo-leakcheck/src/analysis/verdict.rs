@@ -70,7 +70,7 @@ pub struct Dumps {
     pub last_run_paths: Option<Vec<retention::HeldPath>>,
     /// The stack that allocated each collection's buffer as the last run left it, by the
     /// collection's index (see [`collections::parse_sites`]).
-    pub sites: HashMap<u32, Vec<FrameKey>>,
+    pub sites: HashMap<u32, collections::BufferSite>,
 }
 
 /// Everything one test's verdict is drawn from.

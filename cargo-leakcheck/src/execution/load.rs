@@ -116,7 +116,7 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
 
 /// The stacks of the collections' buffers written beside `dump`; None when there is no such
 /// file, or it is not whole.
-fn sites(dump: &Path) -> Option<HashMap<u32, Vec<crate::analysis::diff::FrameKey>>> {
+fn sites(dump: &Path) -> Option<HashMap<u32, crate::analysis::collections::BufferSite>> {
     crate::analysis::collections::parse_sites(&std::fs::read_to_string(sites_file(dump)).ok()?)
 }
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::analysis::lengths::growth_by_run;
 use crate::analysis::symbols::{Captured, Replay};
 use crate::config::{Config, SettingsLayer};
-use crate::evidence::Record;
+use crate::evidence::{Collection, Record};
 use crate::model::AllowedBy;
 
 fn table() -> CollectionTable {
@@ -28,6 +28,14 @@ fn table() -> CollectionTable {
 }
 
 fn judged(record: &str, config: &Config) -> Vec<CollectionReport> {
+    judged_with(record, config, &HashMap::new())
+}
+
+fn judged_with(
+    record: &str,
+    config: &Config,
+    sites: &HashMap<u32, BufferSite>,
+) -> Vec<CollectionReport> {
     let record = Record::parse(record);
     let effective = config.effective("tests::t", &SettingsLayer::default());
     let policy = Policy {
@@ -39,7 +47,7 @@ fn judged(record: &str, config: &Config) -> Vec<CollectionReport> {
         &table(),
         &record.lengths,
         record.runs.len(),
-        &HashMap::new(),
+        sites,
         &mut symbols,
         &policy,
     )
@@ -107,6 +115,80 @@ fn a_collection_that_grows_on_every_run_is_a_leak_one_that_stops_is_kept_state()
     assert_eq!(pool.kind, StackKind::ProcessLifetime, "warmed in one run");
     assert!(!pool.fails);
     assert_eq!(found[0].collection.root, "app::SEEN", "failing ones first");
+}
+
+/// Each of `indices` at the same buffer, with no stack.
+fn one_buffer(indices: &[u32], buffer: u64) -> HashMap<u32, BufferSite> {
+    indices
+        .iter()
+        .map(|&i| {
+            let site = BufferSite {
+                buffer,
+                frames: Vec::new(),
+            };
+            (i, site)
+        })
+        .collect()
+}
+
+/// SEEN and WINDOW growing alike, by one entry a run.
+const ALIKE: &str = "first 0 0 0 1
+len 0 0 1
+len 0 1 1
+run 1 start
+len 1 0 2
+len 1 1 2
+run 1 ok 0 0 1 1
+run 2 start
+len 2 0 3
+len 2 1 3
+run 2 ok 0 0 1 1
+end done
+";
+
+#[test]
+fn one_collection_reached_from_two_statics_is_reported_once() {
+    let found = judged_with(
+        ALIKE,
+        &Config::default(),
+        &one_buffer(&[0, 1], 0x7f00_0000_1000),
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].collection.root, "app::SEEN");
+    assert_eq!(found[0].also_held_by.len(), 1);
+    assert_eq!(found[0].also_held_by[0].root, "app::WINDOW");
+    assert!(found[0]
+        .describe()
+        .ends_with("; also reached from static `app::WINDOW` (src/lib.rs:9)"));
+    // A suppression of either holder allows it.
+    let (config, _) = crate::config::parse(
+        "[[suppress]]\nframe = \"app::WINDOW\"\nreason = \"bounded elsewhere\"\n",
+        std::path::Path::new("leakcheck.toml"),
+    )
+    .unwrap();
+    let found = judged_with(ALIKE, &config, &one_buffer(&[0, 1], 0x7f00_0000_1000));
+    assert!(!found[0].fails);
+}
+
+#[test]
+fn collections_alike_are_one_only_at_one_buffer() {
+    let apart: HashMap<u32, BufferSite> = one_buffer(&[0], 0x7f00_0000_1000)
+        .into_iter()
+        .chain(one_buffer(&[1], 0x7f00_0000_2000))
+        .collect();
+    assert_eq!(judged_with(ALIKE, &Config::default(), &apart).len(), 2);
+    assert_eq!(
+        judged(ALIKE, &Config::default()).len(),
+        2,
+        "no buffer known"
+    );
+    // A zero-sized type's buffer is a dangling pointer every such collection shares.
+    let dangling = one_buffer(&[0, 1], 8);
+    assert_eq!(judged_with(ALIKE, &Config::default(), &dangling).len(), 2);
+    // Lengths that differ are two collections, whatever the buffer says.
+    let record = ALIKE.replace("len 2 1 3", "len 2 1 4");
+    let same = one_buffer(&[0, 1], 0x7f00_0000_1000);
+    assert_eq!(judged_with(&record, &Config::default(), &same).len(), 2);
 }
 
 #[test]
@@ -181,14 +263,16 @@ MAPPED_LIBRARIES:
 55d0a0000000-55d0a0100000 r-xp 00001000 08:01 123 /work/prog
 ";
     let sites = parse_sites(text).expect("a whole file");
-    assert_eq!(
-        sites.len(),
-        1,
-        "a buffer the tracker had no stack for has none"
-    );
-    let frames = &sites[&0];
+    assert_eq!(sites.len(), 2);
+    assert_eq!(sites[&0].buffer, 0x7f0000001000);
+    let frames = &sites[&0].frames;
     assert_eq!(frames.len(), 2);
     assert_eq!(&*frames[0].object, "/work/prog");
+    assert_eq!(sites[&2].buffer, 0x7f0000002000);
+    assert!(
+        sites[&2].frames.is_empty(),
+        "a buffer the tracker had no stack for has none"
+    );
     assert!(
         parse_sites("leakcheck-collections/1\nsite 0 10\n").is_none(),
         "cut short"
