@@ -1062,6 +1062,13 @@ pub const EXPECTED: &[Expected] = &[
         "subscribers_of_a_shared_bus",
         1,
     ),
+    // A static's raw pointer to the value it leaked on first use.
+    grows(
+        COLLECTIONS,
+        "tests::plugins_behind_a_raw_pointer",
+        "plugins_behind_a_raw_pointer",
+        1,
+    ),
     // Bounded, refilled, emptied, warmed up, or not a collection at all.
     clean(COLLECTIONS, "tests::window_of_64_samples"),
     clean(COLLECTIONS, "tests::refilled_set"),

@@ -116,6 +116,7 @@ pub fn read(data: &[u8]) -> Table {
             .flatten();
         let root = walk::Root {
             ty: r.ty,
+            thread_local: r.thread_local,
             initial: initial.as_deref(),
         };
         found.extend(walk.root(&root).into_iter().map(|f| (r, f)));

@@ -6,6 +6,7 @@ use super::*;
 use leakcheck_protocol::collections::{evaluate, Entries, Memory, Read, ABSENT};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::AtomicPtr;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 
 static SEEN: OnceLock<Mutex<HashSet<u64>>> = OnceLock::new();
@@ -22,6 +23,11 @@ static STATE: Mutex<State> = Mutex::new(State {
     count: 0,
 });
 static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// A value behind a raw pointer, as `Box::into_raw` leaves it (lazy_static 0.2's cell).
+static RAW: AtomicPtr<Mutex<Vec<u32>>> = AtomicPtr::new(std::ptr::null_mut());
+static RAW_NULL: AtomicPtr<Mutex<Vec<u32>>> = AtomicPtr::new(std::ptr::null_mut());
+/// A raw pointer to bytes: not followed.
+static RAW_BYTES: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 
 struct State {
     ids: Vec<u64>,
@@ -36,6 +42,8 @@ struct Deadlines {
 
 thread_local! {
     static LOCAL: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// A scoped pointer, as runtimes keep their current context: not followed.
+    static LOCAL_RAW: std::cell::Cell<*const Mutex<Vec<u8>>> = const { std::cell::Cell::new(std::ptr::null()) };
 }
 
 /// Fills the statics once, as a test binary's code would.
@@ -62,8 +70,11 @@ fn fill() {
         state.count = 1;
         COUNT.store(7, std::sync::atomic::Ordering::Relaxed);
         LOCAL.with(|l| l.borrow_mut().push(1));
+        let raw = Box::into_raw(Box::new(Mutex::new(vec![1, 2])));
+        RAW.store(raw, std::sync::atomic::Ordering::Release);
     });
-    std::hint::black_box((&NEVER_SET, &NOTHING));
+    std::hint::black_box((&NEVER_SET, &NOTHING, &RAW_NULL, &RAW_BYTES));
+    LOCAL_RAW.with(|l| std::hint::black_box(l.get()));
 }
 
 /// This binary's table, walked once.
@@ -125,12 +136,18 @@ fn every_shape_of_static_is_followed_to_its_length() {
         ("::MAYBE", 4),
         ("::LOG", 5),
         ("::SHARDS", 3),
+        ("::RAW", 2),
     ] {
         assert_eq!(length(find(root)).reading, len, "{root}");
     }
     // Not set yet, or `None`: no collection there.
     assert_eq!(length(find("::NEVER_SET")).reading, ABSENT);
     assert_eq!(length(find("::NOTHING")).reading, ABSENT);
+    assert_eq!(
+        length(find("::RAW_NULL")).reading,
+        ABSENT,
+        "a null raw pointer"
+    );
 }
 
 #[test]
@@ -161,10 +178,10 @@ fn each_collection_is_named_by_its_root_its_field_and_its_type() {
     assert!(local.thread_local);
     assert_eq!(local.type_name, "Vec<u8>");
     // Nothing that is not a collection.
-    assert!(!table()
-        .collections
-        .iter()
-        .any(|c| c.root.ends_with("::COUNT")));
+    for root in ["::COUNT", "::RAW_BYTES", "::LOCAL_RAW"] {
+        assert!(!table().collections.iter().any(|c| c.root.ends_with(root)));
+    }
+    assert_eq!(find("::RAW").type_name, "Vec<u32>");
 }
 
 #[test]

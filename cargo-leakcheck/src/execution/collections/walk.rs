@@ -36,6 +36,8 @@ const GROUP_WIDTH: u64 = 16;
 /// Where a walk starts.
 pub struct Root<'b> {
     pub ty: TypeRef,
+    /// A thread-local's, not a static's.
+    pub thread_local: bool,
     /// Its bytes as the executable holds them before the program runs (a static's).
     pub initial: Option<&'b [u8]>,
 }
@@ -180,11 +182,29 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         match &t.kind {
             Kind::Pointer { target } => {
                 // A `Box` is a pointer type of its own in the DWARF.
-                let followed = at.owner || t.name.starts_with('&') || is_owner(&t.name);
-                if let (true, Some(target)) = (followed, target) {
+                let owned = at.owner || t.name.starts_with('&') || is_owner(&t.name);
+                // A static's own raw pointer to a struct (an `AtomicPtr` or lazy_static
+                // 0.2's cell) is a value leaked for the process, as `Box::into_raw` left
+                // it: read when not null. Not a thread-local's (a scoped pointer into a
+                // stack frame) nor one inside what a pointer led to (a node, a buffer,
+                // freed memory).
+                let raw = !owned
+                    && !root.thread_local
+                    && at.derefs == 0
+                    && is_raw(&t.name)
+                    && target.is_some_and(|t| self.is_struct(t));
+                if let (true, Some(target)) = (owned || raw, target) {
                     if at.derefs < MAX_DEREFS {
                         let mut next = at.clone();
                         next.settle();
+                        if raw {
+                            next.steps.push(Step::Guard {
+                                offset: 0,
+                                size: 8,
+                                value: 0,
+                                equal: false,
+                            });
+                        }
                         next.steps.push(Step::Deref);
                         next.derefs += 1;
                         next.depth += 1;
@@ -216,6 +236,13 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
             Kind::Struct { .. } => self.structure(&t, at, root),
             Kind::Other => {}
         }
+    }
+
+    /// Whether `ty` is a struct with a size (not a primitive, `()` or `c_void`).
+    fn is_struct(&mut self, ty: TypeRef) -> bool {
+        self.types
+            .get(ty)
+            .is_some_and(|t| t.size > 0 && matches!(t.kind, Kind::Struct { .. }))
     }
 
     fn structure(&mut self, t: &Rc<Type>, mut at: At, root: &Root) {
@@ -588,6 +615,11 @@ fn is_owner(name: &str) -> bool {
     ["Box<", "Arc<", "Rc<"].iter().any(|p| short.starts_with(p))
 }
 
+/// A raw pointer type, as rustc names it in the DWARF.
+fn is_raw(name: &str) -> bool {
+    name.starts_with("*const ") || name.starts_with("*mut ")
+}
+
 /// Types that are a collection to the user, whatever holds their length inside.
 fn is_collection_family(name: &str) -> bool {
     [
@@ -638,6 +670,7 @@ fn is_wrapper(name: &str) -> bool {
         "Data<",
         "ShardedLock<",
         "AtomicCell<",
+        "AtomicPtr<",
         "Pin<",
     ]
     .iter()
