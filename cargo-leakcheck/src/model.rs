@@ -352,6 +352,37 @@ pub enum StackKind {
     Harness,
 }
 
+/// What memory a stack holds: heap objects, or mappings the program made itself (`mmap`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Memory {
+    /// Objects of the allocator.
+    #[default]
+    Heap,
+    /// Anonymous mappings the program made itself, outside the allocator.
+    Mapped,
+    /// Mappings of files the program made itself.
+    MappedFile,
+}
+
+impl Memory {
+    /// Whether it is the heap (what reports say nothing about).
+    pub fn is_heap(&self) -> bool {
+        *self == Memory::Heap
+    }
+
+    /// How reports name it, when not the heap.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            Memory::Heap => None,
+            Memory::Mapped => Some("mapped memory"),
+            Memory::MappedFile => Some("mapped file"),
+        }
+    }
+}
+
 /// One source frame of a stack.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FrameReport {
@@ -386,6 +417,10 @@ pub struct StackReport {
     pub reason: Option<String>,
     /// Whether this stack makes the test fail (a leak above the threshold, not suppressed).
     pub fails: bool,
+    /// What it holds: heap objects unless its objects are the program's own mappings.
+    #[serde(skip_serializing_if = "Memory::is_heap")]
+    #[serde(default)]
+    pub memory: Memory,
     /// For a leak that does not fail: what allowed it.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
@@ -952,6 +987,7 @@ impl StackReport {
             kind,
             reason: None,
             fails: kind == StackKind::Leak,
+            memory: Memory::Heap,
             allowed: None,
             suppression: None,
             growth_per_run: Vec::new(),
@@ -1074,6 +1110,7 @@ impl BenchReport {
                     retained_by: held_by_static("grows::SEEN"),
                     objects: 3 << 10,
                     task: None,
+                    memory: Memory::Heap,
                     bytes: 3 << 20,
                     growth_bytes: 2 << 20,
                     growth_bytes_per_second: 409_600.0,
@@ -1160,6 +1197,10 @@ pub struct BenchStack {
     pub flagged: bool,
     /// What the stack is (leak, one-time, harness), as for tests.
     pub kind: StackKind,
+    /// What it holds: heap objects unless its objects are the program's own mappings.
+    #[serde(skip_serializing_if = "Memory::is_heap")]
+    #[serde(default)]
+    pub memory: Memory,
     /// Frames innermost first, allocator frames trimmed.
     pub frames: Vec<FrameReport>,
     /// (seconds since the first snapshot, retained bytes) at every snapshot.

@@ -15,6 +15,12 @@
 
 use crate::words::{format_hex, format_u64, Sink};
 
+/// The function the runtime's tracker puts as the innermost frame of the stack of a mapping
+/// the program made itself (anonymous memory), so that a dump tells it from heap objects.
+pub const MAPPED_MEMORY_FRAME: &str = "leakcheck_mapped_memory";
+/// The same, for a mapping of a file.
+pub const MAPPED_FILE_FRAME: &str = "leakcheck_mapped_file";
+
 /// The first line's start; the sample period follows.
 pub const HEADER: &str = "heap_v2/";
 /// The line before the process's mappings.

@@ -179,12 +179,14 @@ fn live_in(i: u32) -> Live {
 static BASELINE: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];
 
 /// Live objects and bytes in every arena but the main thread's, less what was live there
-/// before the test binary's own code started.
+/// before the test binary's own code started, and the program's own mappings (each one
+/// object; see [`crate::maps`]).
 pub fn live_outside_main_arena() -> Live {
     let raw = live_outside_main_arena_raw();
+    let mapped = crate::maps::live();
     Live {
-        objects: raw.objects - BASELINE[0].load(Relaxed),
-        bytes: raw.bytes - BASELINE[1].load(Relaxed),
+        objects: raw.objects - BASELINE[0].load(Relaxed) + mapped.objects,
+        bytes: raw.bytes - BASELINE[1].load(Relaxed) + mapped.bytes,
     }
 }
 

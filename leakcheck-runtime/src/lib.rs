@@ -45,6 +45,7 @@ mod drain;
 mod image;
 mod lengths;
 mod live;
+mod maps;
 mod paths;
 mod periodic;
 mod probe;
@@ -416,6 +417,9 @@ extern "C" fn leakcheck_init() {
         reach::record_tls_layout();
     }
     threads::resolve();
+    if track || sys::var(env::COUNTING) == Some(env::ON) {
+        maps::start();
+    }
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads
     // the settings while they are written.
     read_rerun_settings(unsafe { rerun::settings_mut() }, prefix);

@@ -197,6 +197,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         return;
     }
     wind_down();
+    crate::maps::set_run(crate::maps::BETWEEN);
     let mut own_allocator = false;
     if s.counting {
         arenas::exact_from_now();
@@ -309,11 +310,12 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             bytes: [0; 400],
             len: 0,
         };
-        match run_once(address, s, &mut message, route) {
+        match run_once(address, s, &mut message, route, k) {
             Outcome::Passed => {}
             Outcome::SpawnFailed => return end(fd, End::SpawnFailed),
             Outcome::Failed => {
                 arenas::route_to(None);
+                crate::maps::set_run(crate::maps::BETWEEN);
                 let text = std::str::from_utf8(&message.bytes[..message.len]).unwrap_or("");
                 put(
                     fd,
@@ -339,6 +341,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
         }
         arenas::route_to(None);
+        crate::maps::set_run(crate::maps::BETWEEN);
         drain_before_measuring(fd, k);
         let live = if s.counting {
             arenas::live_outside_main_arena()
@@ -359,7 +362,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         if let Some(a) = route {
             run_arenas[i] = a;
             series.run_with_threads(live, settled, grew[i]);
-            arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
+            left_by_runs(&run_arenas[..=i], &mut left[..=i]);
             if series.settled(nothing_left(&left[..=i], &grew[..=i])) {
                 write_left(fd, &left[..=i]);
                 return end(fd, End::Settled);
@@ -369,7 +372,7 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
                 if let Some(live) =
                     grace(fd, threads_before_runs, &tids_before_runs, s.grace_ms, true)
                 {
-                    arenas::live_in_each(&run_arenas[..=i], &mut left[..=i]);
+                    left_by_runs(&run_arenas[..=i], &mut left[..=i]);
                     write_left(fd, &left[..=i]);
                     series.grace(live, crate::lengths::read(fd, None));
                     if series.settled(nothing_left(&left[..=i], &grew[..=i])) {
@@ -410,6 +413,17 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
         }
     }
     end(fd, End::Done)
+}
+
+/// What each extra run (the `i`th of `run_arenas`: run i + 1) left behind: in its arena, and
+/// the mappings it made that are still there.
+fn left_by_runs(run_arenas: &[u32], left: &mut [Live]) {
+    arenas::live_in_each(run_arenas, left);
+    for (i, l) in left.iter_mut().enumerate() {
+        let mapped = crate::maps::left_by(i as u32 + 1);
+        l.objects += mapped.objects;
+        l.bytes += mapped.bytes;
+    }
 }
 
 /// Whether some extra run left nothing behind and grew no collection.
@@ -732,7 +746,13 @@ extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
 
 /// Runs the entry once on a new thread; `route` is the arena its allocations (and any other
 /// thread's meanwhile) go to, from the moment the thread exists until the caller stops it.
-fn run_once(entry: usize, s: &Settings, message: &mut Message, route: Option<u32>) -> Outcome {
+fn run_once(
+    entry: usize,
+    s: &Settings,
+    message: &mut Message,
+    route: Option<u32>,
+    run: u32,
+) -> Outcome {
     let mut slot = Slot {
         entry,
         go: std::sync::atomic::AtomicBool::new(false),
@@ -755,6 +775,7 @@ fn run_once(entry: usize, s: &Settings, message: &mut Message, route: Option<u32
             return Outcome::SpawnFailed;
         }
         arenas::route_to(route);
+        crate::maps::set_run(run);
         (*slot_ptr)
             .go
             .store(true, std::sync::atomic::Ordering::Release);

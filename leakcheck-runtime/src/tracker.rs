@@ -177,7 +177,7 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    const fn empty() -> Region {
+    pub(crate) const fn empty() -> Region {
         Region {
             ptr: std::ptr::null_mut(),
             words: 0,
@@ -203,7 +203,7 @@ impl Region {
     }
 
     /// Grows the mapping to `words`, moving it if need be; contents are kept.
-    fn grow(&mut self, words: usize) -> bool {
+    pub(crate) fn grow(&mut self, words: usize) -> bool {
         if self.ptr.is_null() {
             return match Region::map(words) {
                 Some(r) => {
@@ -236,6 +236,10 @@ impl Region {
             unsafe { libc::munmap(self.ptr.cast(), self.words * 8) };
         }
         *self = Region::empty();
+    }
+
+    pub(crate) fn len_words(&self) -> usize {
+        self.words
     }
 
     pub(crate) fn words(&mut self) -> &mut [u64] {
@@ -582,6 +586,43 @@ pub fn allocated(ptr: *mut c_void) {
                 s.stacks.add(id, size);
             }
         }
+    });
+}
+
+/// The stack of a new mapping of `bytes` made by the caller's stack, with `marker` (a code
+/// address that says what kind of mapping it is) as its innermost frame, its live counts
+/// raised by the mapping; None when stacks are not tracked. Unsampled mappings go under
+/// the empty stack, as unsampled allocations do.
+pub fn mapping_stack(marker: usize, bytes: u64) -> Option<u32> {
+    if !enabled() || UNTRACKED.try_with(Cell::get).unwrap_or(false) {
+        return None;
+    }
+    let _busy = Busy::enter()?;
+    let mut frames = Frames {
+        pcs: [0; MAX_DEPTH],
+        n: 0,
+    };
+    if sampled(bytes) {
+        backtrace(&mut frames);
+        // The unwinder's first frames are this library's own; the marker takes the first.
+        let n = frames.n.max(1);
+        frames.pcs[0] = marker;
+        frames.n = n;
+    }
+    with_state(|s| {
+        let id = s.stacks.intern(&frames.pcs[..frames.n])?;
+        s.stacks.add(id, bytes);
+        Some(id)
+    })
+}
+
+/// Changes the live counts of a mapping's stack (a mapping unmapped, in part or whole).
+pub fn mapping_adjust(id: u32, objects: i64, bytes: i64) {
+    with_state(|s| {
+        let e = s.stacks.arena.words();
+        let id = id as usize;
+        e[id + E_LIVE_OBJS] = e[id + E_LIVE_OBJS].saturating_add_signed(objects);
+        e[id + E_LIVE_BYTES] = e[id + E_LIVE_BYTES].saturating_add_signed(bytes);
     });
 }
 

@@ -75,6 +75,9 @@ pub struct Expected {
     /// `(name, entries)`: one of the program's own collections, defined on the line marked
     /// `// grows: name`, must fail the test by growing `entries` on every extra run.
     pub grows: Option<(&'static str, i64)>,
+    /// What the leak stack at `site` holds, as the report's `memory` says: "mapped" or
+    /// "mapped-file" for the program's own mappings; None: heap objects.
+    pub memory: Option<&'static str>,
 }
 
 impl Expected {
@@ -146,6 +149,22 @@ impl Expected {
     const fn grows(self, name: &'static str, entries: i64) -> Expected {
         Expected {
             grows: Some((name, entries)),
+            ..self
+        }
+    }
+
+    /// The same row, its leak in memory the program mapped itself.
+    const fn mapped(self) -> Expected {
+        Expected {
+            memory: Some("mapped"),
+            ..self
+        }
+    }
+
+    /// The same row, its leak a file the program mapped itself.
+    const fn mapped_file(self) -> Expected {
+        Expected {
+            memory: Some("mapped-file"),
             ..self
         }
     }
@@ -333,6 +352,12 @@ const COLLECTIONS: Target = Target {
     package: "collections",
     binary: "collections",
 };
+/// Memory mapped outside the heap, through libc and memmap2.
+const MAPPINGS: Target = Target {
+    fixture: "tests/fixtures/mappings",
+    package: "mappings",
+    binary: "mappings",
+};
 const HEALTHY: Target = Target {
     fixture: "tests/fixtures/healthy",
     package: "healthy",
@@ -371,6 +396,7 @@ const fn outcome(
         held_by_task: false,
         threads_left: false,
         grows: None,
+        memory: None,
     }
 }
 
@@ -1075,6 +1101,17 @@ pub const EXPECTED: &[Expected] = &[
     clean(COLLECTIONS, "tests::scratch_cleared_after_use"),
     clean(COLLECTIONS, "tests::pool_warms_up_then_stops"),
     clean(COLLECTIONS, "tests::atomic_counter_is_not_a_collection"),
+    // --- tests/fixtures/mappings ---
+    // 64 KiB mapped on every call and never unmapped, named at the call that mapped it.
+    leak(MAPPINGS, "tests::scratch_arena_per_call", "scratch_arena_per_call").mapped(),
+    leak(MAPPINGS, "tests::memmap2_arena_per_call", "memmap2_arena_per_call").mapped(),
+    leak(MAPPINGS, "tests::file_mapped_per_call", "file_mapped_per_call").mapped_file(),
+    clean(MAPPINGS, "tests::file_mapped_and_dropped"),
+    // Unmapped after use, mapped once for the process, or address space only.
+    clean(MAPPINGS, "tests::scratch_unmapped_after_use"),
+    clean(MAPPINGS, "tests::memmap2_arena_dropped_after_use"),
+    clean_kept(MAPPINGS, "tests::table_mapped_once"),
+    clean(MAPPINGS, "tests::address_space_reserved_once"),
 ];
 
 /// Checks the table against the fixtures' sources: the same test functions, one marker per

@@ -22,6 +22,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/tasks"
         | "tests/fixtures/history"
         | "tests/fixtures/collections"
+        | "tests/fixtures/mappings"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -110,16 +111,22 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
         // The marked line (markers are unique within a fixture, and every test has a
         // process of its own). It need not be under the test function: a pool's worker
         // may make the leak.
+        // And what it holds: heap objects, or the program's own mappings.
+        let memory = row.memory.unwrap_or("heap");
         let hit = stacks.iter().filter(|s| s["kind"] == "leak").any(|s| {
-            s["frames"].as_array().unwrap().iter().any(|f| {
-                f["file"].as_str().is_some_and(|p| p.ends_with(&file))
-                    && f["line"].as_u64() == Some(line as u64)
-            })
+            s["memory"].as_str().unwrap_or("heap") == memory
+                && s["frames"].as_array().unwrap().iter().any(|f| {
+                    f["file"].as_str().is_some_and(|p| p.ends_with(&file))
+                        && f["line"].as_u64() == Some(line as u64)
+                })
         });
         if !hit {
-            let shown: Vec<String> = stacks.iter().map(frames_text).collect();
+            let shown: Vec<String> = stacks
+                .iter()
+                .map(|s| format!("[{}] {}", s["memory"], frames_text(s)))
+                .collect();
             problems.push(format!(
-                "{who}: no leak stack at {file}:{line}; stacks:\n    {}",
+                "{who}: no leak stack of {memory} at {file}:{line}; stacks:\n    {}",
                 shown.join("\n  --\n    ")
             ));
         }
@@ -502,6 +509,11 @@ fn the_page_links_a_task_to_its_spawn_line() {
 #[test]
 fn collections_fixture_matches_the_table() {
     check_fixture("tests/fixtures/collections");
+}
+
+#[test]
+fn mappings_fixture_matches_the_table() {
+    check_fixture("tests/fixtures/mappings");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use crate::analysis::classify;
 use crate::analysis::diff::FrameKey;
 use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
-use crate::model::FrameReport;
+use crate::model::{FrameReport, Memory};
+use leakcheck_protocol::heap_v2::{MAPPED_FILE_FRAME, MAPPED_MEMORY_FRAME};
 use std::path::Path;
 
 /// A stack as reports show it: each return address symbolized (inlined frames included),
@@ -25,6 +26,21 @@ pub fn resolve_stack<S: CodeSymbols + ?Sized>(keys: &[FrameKey], symbols: &mut S
     let allocator = classify::allocator_prefix_len(&frames);
     frames.drain(..allocator);
     frames
+}
+
+/// What a stack's objects are: the runtime puts a marker frame of its own innermost on the
+/// stack of a mapping the program made, which [`resolve_stack`] cuts off with the rest of
+/// the allocator's frames.
+pub fn memory_of<S: CodeSymbols + ?Sized>(keys: &[FrameKey], symbols: &mut S) -> Memory {
+    let Some(first) = keys.first().filter(|k| is_runtime_object(&k.object)) else {
+        return Memory::Heap;
+    };
+    let code = symbols.code(&first.object, first.file_offset);
+    match code.first().and_then(|f| f.function.as_deref()) {
+        Some(MAPPED_MEMORY_FRAME) => Memory::Mapped,
+        Some(MAPPED_FILE_FRAME) => Memory::MappedFile,
+        _ => Memory::Heap,
+    }
 }
 
 /// A symbolized frame as the report writes it.

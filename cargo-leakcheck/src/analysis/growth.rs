@@ -11,7 +11,7 @@
 use crate::analysis::classify;
 use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
-use crate::analysis::frames::{frame_report, resolve_stack};
+use crate::analysis::frames::{frame_report, memory_of, resolve_stack};
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
@@ -329,6 +329,7 @@ pub fn judge_growth(
         let noise = 3.0 * ((last as f64) * period as f64).sqrt();
         let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
         report.stacks.push(BenchStack {
+            memory: memory_of(&g.frames, symbols),
             bytes: last,
             growth_bytes: g.growth,
             growth_bytes_per_second: g.bytes_per_second,

@@ -6,7 +6,7 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey};
-use crate::analysis::frames::{frame_report, resolve_stack};
+use crate::analysis::frames::{frame_report, memory_of, resolve_stack};
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile::Counts;
 use crate::analysis::retention;
@@ -16,7 +16,7 @@ use crate::analysis::tasks;
 use crate::config::{Effective, Suppression};
 use crate::evidence::Entry;
 use crate::model::{
-    Allowance, AllowedBy, FrameReport, RunGrowth, StackKind, StackReport, TaskReport,
+    Allowance, AllowedBy, FrameReport, Memory, RunGrowth, StackKind, StackReport, TaskReport,
 };
 use std::collections::HashMap;
 
@@ -236,13 +236,14 @@ pub fn judge_stacks(
     let by_words = retention::TaskWords::of(held.values(), exe, symbols);
     let mut stacks: Vec<StackReport> = merged
         .into_iter()
-        .map(|((kind, frames), m)| {
+        .map(|((kind, memory, frames), m)| {
             let stack = StackReport {
                 bytes: m.bytes,
                 objects: m.objects,
                 kind,
                 reason: m.reason,
                 fails: false,
+                memory,
                 allowed: None,
                 suppression: None,
                 growth_per_run: m.growth,
@@ -292,26 +293,35 @@ fn merge_by_kind_and_frames(
     symbols: &mut dyn Symbols,
     entry_range: Option<(u64, u64)>,
     held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
-) -> HashMap<(StackKind, Vec<FrameReport>), Merged> {
-    let mut merged: HashMap<(StackKind, Vec<FrameReport>), Merged> = HashMap::new();
-    let resolved: Vec<(Vec<FrameReport>, classify::Classified, Option<TaskReport>)> = retained
+) -> HashMap<(StackKind, Memory, Vec<FrameReport>), Merged> {
+    let mut merged: HashMap<(StackKind, Memory, Vec<FrameReport>), Merged> = HashMap::new();
+    type Resolved = (
+        Vec<FrameReport>,
+        classify::Classified,
+        Option<TaskReport>,
+        Memory,
+    );
+    let resolved: Vec<Resolved> = retained
         .iter()
         .map(|r| {
             let frames = resolve_stack(&r.frames, symbols);
             let classified = classify::classify_test(&frames, exe, entry_range);
             let task = tasks::task_of(&frames, exe);
-            (frames.iter().map(frame_report).collect(), classified, task)
+            let memory = memory_of(&r.frames, symbols);
+            (
+                frames.iter().map(frame_report).collect(),
+                classified,
+                task,
+                memory,
+            )
         })
         .collect();
-    let growing = growing_sites(
-        retained
-            .iter()
-            .zip(&resolved)
-            .filter_map(|(r, (shown, c, _))| {
-                (c.kind == StackKind::Leak).then_some((site_of(shown)?, r.growth.as_deref()?))
-            }),
-    );
-    for (r, (shown, classified, task)) in retained.iter().zip(&resolved) {
+    let growing = growing_sites(retained.iter().zip(&resolved).filter_map(
+        |(r, (shown, c, _, _))| {
+            (c.kind == StackKind::Leak).then_some((site_of(shown)?, r.growth.as_deref()?))
+        },
+    ));
+    for (r, (shown, classified, task, memory)) in retained.iter().zip(&resolved) {
         let (kind, reason) = match r.reach {
             Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
             _ => kind_with_growth(classified, r.growth.as_deref()),
@@ -340,14 +350,16 @@ fn merge_by_kind_and_frames(
         if r.live.bytes == 0 && r.growth.is_some() && kind != StackKind::Leak {
             continue;
         }
-        let e = merged.entry((kind, shown.clone())).or_insert(Merged {
-            bytes: 0,
-            objects: 0,
-            reason,
-            growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
-            held: None,
-            task: task.clone(),
-        });
+        let e = merged
+            .entry((kind, *memory, shown.clone()))
+            .or_insert(Merged {
+                bytes: 0,
+                objects: 0,
+                reason,
+                growth: vec![RunGrowth::default(); r.growth.as_ref().map_or(0, Vec::len)],
+                held: None,
+                task: task.clone(),
+            });
         // Lost objects have no path; what is kept, or grew, may.
         let explained = matches!(kind, StackKind::Leak | StackKind::ProcessLifetime)
             && r.reach != Some(Reach::Lost);

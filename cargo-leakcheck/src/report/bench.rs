@@ -41,7 +41,14 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
         .stacks
         .iter()
         .filter(|s| s.flagged && s.growth_bytes > 0)
-        .map(|s| flamegraph::folded_line(&s.frames, s.growth_bytes as u64))
+        .map(|s| match s.memory.label() {
+            None => flamegraph::folded_line(&s.frames, s.growth_bytes as u64),
+            Some(label) => {
+                let mut frames = vec![FrameReport::named(&format!("[{label}]"))];
+                frames.extend(s.frames.iter().cloned());
+                flamegraph::folded_line(&frames, s.growth_bytes as u64)
+            }
+        })
         .collect();
     let growing: Vec<&crate::model::BenchCollection> =
         b.collections.iter().filter(|c| c.flagged).collect();
@@ -205,9 +212,14 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                             }
                             _ => String::new(),
                         };
+                        let what = st
+                            .memory
+                            .label()
+                            .map(|l| format!(" of {l}"))
+                            .unwrap_or_default();
                         let _ = writeln!(
                             s,
-                            "           +{} at {}{at}",
+                            "           +{}{what} at {}{at}",
                             human_bytes(st.growth_bytes.max(0) as u64),
                             f.function
                         );

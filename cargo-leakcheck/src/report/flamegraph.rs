@@ -40,10 +40,22 @@ pub fn graphed_stacks(test: &TestReport) -> Vec<Graphed<'_>> {
         .stacks
         .iter()
         .filter(|s| s.kind == StackKind::Leak && weight(s) > 0 && s.suppression.is_none())
-        .map(|s| Graphed {
-            frames: std::borrow::Cow::Borrowed(from_the_test(&s.frames, &test.name)),
-            bytes: weight(s),
-            objects: s.objects,
+        .map(|s| {
+            let shown = from_the_test(&s.frames, &test.name);
+            // The program's own mappings are topped by a frame that says so, as collections are.
+            let frames = match s.memory.label() {
+                None => std::borrow::Cow::Borrowed(shown),
+                Some(label) => {
+                    let mut frames = vec![crate::model::FrameReport::named(&format!("[{label}]"))];
+                    frames.extend(shown.iter().cloned());
+                    std::borrow::Cow::Owned(frames)
+                }
+            };
+            Graphed {
+                frames,
+                bytes: weight(s),
+                objects: s.objects,
+            }
         });
     let collections = test.collections.iter().filter(|c| c.fails).map(|c| {
         let per_run = c.min_growth().unwrap_or(0).max(1) as u64;
@@ -216,6 +228,19 @@ mod tests {
             folded_lines(&test_report()),
             vec![
                 "p::tests::t;<[u8, 4] as p::Make>::make 20".to_string(),
+                "p::tests::t;alloc::vec::from_elem 100".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn mapped_memory_is_topped_by_a_frame_that_says_so() {
+        let mut test = test_report();
+        test.stacks[1].memory = crate::model::Memory::Mapped;
+        assert_eq!(
+            folded_lines(&test),
+            vec![
+                "p::tests::t;<[u8, 4] as p::Make>::make;[mapped memory] 20".to_string(),
                 "p::tests::t;alloc::vec::from_elem 100".to_string(),
             ]
         );

@@ -377,11 +377,21 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     } else {
         "listed"
     };
+    let amount = match st.memory.label() {
+        None => format!(
+            "<b>{}</b> in {}",
+            human_bytes(st.bytes),
+            crate::model::count_of(st.objects, "object", "objects")
+        ),
+        Some(label) => format!(
+            "<b>{}</b> of {label} in {}",
+            human_bytes(st.bytes),
+            crate::model::count_of(st.objects, "mapping", "mappings")
+        ),
+    };
     let _ = write!(
         h,
-        "<div class=\"stack k-{kind}\"><p class=\"stackhead\"><b>{}</b> in {} · {kind} · {status}",
-        human_bytes(st.bytes),
-        crate::model::count_of(st.objects, "object", "objects"),
+        "<div class=\"stack k-{kind}\"><p class=\"stackhead\">{amount} · {kind} · {status}",
     );
     if let Some(r) = &st.reason {
         let _ = write!(h, " · {}", esc(r));

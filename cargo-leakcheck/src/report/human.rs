@@ -279,6 +279,23 @@ fn interesting_frames<'a>(frames: &'a [FrameReport], root: &Path) -> &'a [FrameR
     }
 }
 
+/// `1.5 KiB in 12 objects`, or for the program's own mappings `64.0 KiB of mapped memory
+/// in 1 mapping`.
+fn amount_text(stack: &StackReport) -> String {
+    match stack.memory.label() {
+        None => format!(
+            "{} in {}",
+            human_bytes(stack.bytes),
+            plural(stack.objects, "object", "objects")
+        ),
+        Some(label) => format!(
+            "{} of {label} in {}",
+            human_bytes(stack.bytes),
+            plural(stack.objects, "mapping", "mappings")
+        ),
+    }
+}
+
 /// `, +2.0 KiB per run (5 extra runs)` for a stack the extra runs measured as growing.
 fn growth_text(stack: &StackReport) -> String {
     let bytes: Vec<i64> = stack.growth_per_run.iter().map(|g| g.bytes).collect();
@@ -606,13 +623,7 @@ fn failing_text(
         let _ = writeln!(s, "           judged on its own run: {why}");
     }
     for stack in t.failing_stacks().take(STACKS_SHOWN) {
-        let _ = writeln!(
-            s,
-            "           {} in {}{}",
-            human_bytes(stack.bytes),
-            plural(stack.objects, "object", "objects"),
-            growth_text(stack)
-        );
+        let _ = writeln!(s, "           {}{}", amount_text(stack), growth_text(stack));
         for (i, f) in interesting_frames(&stack.frames, workspace_root)
             .iter()
             .take(FRAMES_SHOWN)
@@ -868,6 +879,26 @@ mod tests {
                 .collect(),
             ..StackReport::example(kind, bytes)
         }
+    }
+
+    #[test]
+    fn mapped_memory_is_named_as_such_and_counted_in_mappings() {
+        let heap = stack(StackKind::Leak, 1536, &[]);
+        assert_eq!(amount_text(&heap), "1.5 KiB in 1 object");
+        let mapped = StackReport {
+            memory: crate::model::Memory::Mapped,
+            objects: 2,
+            ..stack(StackKind::Leak, 128 << 10, &[])
+        };
+        assert_eq!(
+            amount_text(&mapped),
+            "128.0 KiB of mapped memory in 2 mappings"
+        );
+        let file = StackReport {
+            memory: crate::model::Memory::MappedFile,
+            ..stack(StackKind::Leak, 4096, &[])
+        };
+        assert_eq!(amount_text(&file), "4.0 KiB of mapped file in 1 mapping");
     }
 
     #[test]
