@@ -46,6 +46,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("fnv.rs", 0),
     ("evidence.rs", 0),
     ("model.rs", 0),
+    ("model/", 0),
     ("exit_code.rs", 0),
     ("console.rs", 0),
     // The settings every stage reads.

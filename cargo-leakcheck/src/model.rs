@@ -5,6 +5,9 @@
 use crate::exit_code::ExitCode;
 use serde::{Deserialize, Serialize};
 
+mod memory;
+pub use memory::{Memory, MemoryExplained, MemoryPart, MemoryPartFigures, MemoryPoint};
+
 /// The run's HTML page, beside `report.json`.
 pub const PAGE_FILE: &str = "index.html";
 
@@ -350,37 +353,6 @@ pub enum StackKind {
     /// Memory the test harness, std or libc keep (no frame of the code under test, or
     /// glibc's cache of thread stacks): listed in the report only.
     Harness,
-}
-
-/// What memory a stack holds: heap objects, or mappings the program made itself (`mmap`).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Memory {
-    /// Objects of the allocator.
-    #[default]
-    Heap,
-    /// Anonymous mappings the program made itself, outside the allocator.
-    Mapped,
-    /// Mappings of files the program made itself.
-    MappedFile,
-}
-
-impl Memory {
-    /// Whether it is the heap (what reports say nothing about).
-    pub fn is_heap(&self) -> bool {
-        *self == Memory::Heap
-    }
-
-    /// How reports name it, when not the heap.
-    pub fn label(self) -> Option<&'static str> {
-        match self {
-            Memory::Heap => None,
-            Memory::Mapped => Some("mapped memory"),
-            Memory::MappedFile => Some("mapped file"),
-        }
-    }
 }
 
 /// One source frame of a stack.
@@ -1105,6 +1077,7 @@ impl BenchReport {
             duration_seconds: 10.0,
             heap: vec![(0.0, 2 << 20), (10.0, 4 << 20)],
             rss: Vec::new(),
+            memory: None,
             stacks: if grows {
                 vec![BenchStack {
                     retained_by: held_by_static("grows::SEEN"),
@@ -1278,6 +1251,11 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub heap: Vec<(f64, u64)>,
+    /// Where a service's resident memory went over the run (`run`): the kernel's split and
+    /// the allocator's figures, the growth of each part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub memory: Option<MemoryExplained>,
     /// (seconds since the first snapshot, resident set size in bytes) of a service (`run`),
     /// read by the tool as it ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]

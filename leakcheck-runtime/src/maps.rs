@@ -487,6 +487,15 @@ pub fn live() -> Counts {
     with_table(|t| t.count(|run| run != MAIN))
 }
 
+/// Every mapping of the program's live now, the main thread's too (a service's own
+/// mappings); reservations left out.
+pub fn all_live() -> Counts {
+    if !ON.load(Ordering::Relaxed) {
+        return Counts::default();
+    }
+    with_table(|t| t.count(|_| true))
+}
+
 /// The mappings extra run `run` made that are still there.
 pub fn left_by(run: u32) -> Counts {
     if !ON.load(Ordering::Relaxed) {

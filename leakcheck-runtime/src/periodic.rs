@@ -25,7 +25,7 @@
 use crate::sys::{self, FixedPath};
 use crate::{ctl, env, image, tracker};
 use leakcheck_protocol::files;
-use leakcheck_protocol::timeline::{Dump, Mark};
+use leakcheck_protocol::timeline::{Dump, Mark, MemoryAt, ResidentSet};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -119,6 +119,7 @@ pub(crate) fn start(
                     let fd = TIMELINE.load(Ordering::SeqCst);
                     if fd >= 0 {
                         crate::lengths::sample(fd, seq);
+                        write_memory(fd, seq);
                     }
                 }
                 schedule.dumped(now, live);
@@ -161,6 +162,63 @@ fn live_bytes() -> u64 {
     }
     // SAFETY: "stats.allocated" is a size_t (jemalloc manual, MALLCTL NAMESPACE).
     unsafe { ctl::raw::read::<usize>(b"stats.allocated\0") }.map_or(0, |b| b as u64)
+}
+
+/// The allocator's figures and the program's own mappings now, as the timeline's `a` line
+/// after dump `seq`.
+fn write_memory(fd: c_int, seq: u64) {
+    if ctl::epoch::advance().is_err() {
+        return;
+    }
+    // SAFETY: each of these statistics is a size_t (jemalloc manual, MALLCTL NAMESPACE).
+    let stat = |name: &[u8]| unsafe { ctl::raw::read::<usize>(name) }.map_or(0, |v| v as u64);
+    // All arenas merged: MALLCTL_ARENAS_ALL (4096); page counts.
+    let page = stat(b"arenas.page\0").max(1);
+    let memory = MemoryAt {
+        seq,
+        allocated: stat(b"stats.allocated\0"),
+        active: stat(b"stats.active\0"),
+        resident: stat(b"stats.resident\0"),
+        mapped: stat(b"stats.mapped\0"),
+        retained: stat(b"stats.retained\0"),
+        dirty: stat(b"stats.arenas.4096.pdirty\0") * page,
+        muzzy: stat(b"stats.arenas.4096.pmuzzy\0") * page,
+        program_mapped: crate::maps::all_live().bytes as u64,
+        kernel: resident_set().unwrap_or_default(),
+    };
+    let mut line = sys::Line::empty();
+    memory.encode(&mut line);
+    line.write_to(fd);
+}
+
+/// The kernel's split of this process's resident set, from `/proc/self/smaps_rollup`.
+fn resident_set() -> Option<ResidentSet> {
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/smaps_rollup".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: reading into the unused part of our own buffer.
+        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n < 0 && sys::interrupted() {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+    ResidentSet::parse(std::str::from_utf8(&buf[..len]).ok()?)
 }
 
 /// Opens `<prefix>.timeline` and has the exit dump's moment written to it at exit.

@@ -78,6 +78,11 @@ pub struct Expected {
     /// What the leak stack at `site` holds, as the report's `memory` says: "mapped" or
     /// "mapped-file" for the program's own mappings; None: heap objects.
     pub memory: Option<&'static str>,
+    /// A service's request path: how many requests its load makes.
+    pub requests: u32,
+    /// A service's request path: what its resident set grew by must be explained as pages
+    /// the allocator kept (after bursts freed), by the allocator's own figures.
+    pub allocator_pages: bool,
 }
 
 impl Expected {
@@ -165,6 +170,22 @@ impl Expected {
     const fn mapped_file(self) -> Expected {
         Expected {
             memory: Some("mapped-file"),
+            ..self
+        }
+    }
+
+    /// The same request path, under a load of `n` requests.
+    const fn requests(self, n: u32) -> Expected {
+        Expected {
+            requests: n,
+            ..self
+        }
+    }
+
+    /// The same request path, its RSS growth explained as pages the allocator kept.
+    const fn allocator_pages(self) -> Expected {
+        Expected {
+            allocator_pages: true,
             ..self
         }
     }
@@ -397,6 +418,8 @@ const fn outcome(
         threads_left: false,
         grows: None,
         memory: None,
+        requests: 20_000,
+        allocator_pages: false,
     }
 }
 
@@ -911,6 +934,15 @@ pub const EXPECTED: &[Expected] = &[
     // reallocates only when it doubles, so no stack grows across both later quarters; its
     // length does.
     service(WEBAPP, "visit", "leak", None).grows("visit", 1),
+    // 256 KiB mapped per request and never unmapped: mapped memory, at the `mmap` call.
+    service(WEBAPP, "scratch", "leak", Some("scratch"))
+        .mapped()
+        .requests(800),
+    // 16 MiB allocated and freed per request: the resident set stays up by the pages the
+    // allocator keeps, which is not a leak.
+    service(WEBAPP, "burst", "clean", None)
+        .requests(800)
+        .allocator_pages(),
     // The same on tikv-jemallocator as its global allocator: its allocations bypass malloc,
     // and are read from that jemalloc's own sampled dumps (who holds them is not known).
     service(WEBAPP, "login", "leak", Some("login")).features("jemalloc"),

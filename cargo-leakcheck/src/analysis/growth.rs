@@ -258,6 +258,7 @@ pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u6
         stacks: Vec::new(),
         heap: Vec::new(),
         rss: Vec::new(),
+        memory: None,
         artifacts: BenchArtifacts::default(),
         unsettled_fails: false,
         service: id.whole_program,
@@ -286,10 +287,22 @@ pub fn judge_growth(
     };
     report.snapshots = snapshots.len();
     report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
-    report.heap = snapshots
-        .iter()
-        .map(|s| (s.seconds, s.profile.stacks.values().map(|c| c.bytes).sum()))
-        .collect();
+    // The heap's line leaves out the program's own mappings, which the dumps carry too.
+    let mut mapping: HashMap<&[FrameKey], bool> = HashMap::new();
+    let mut heap = Vec::with_capacity(snapshots.len());
+    for s in snapshots {
+        let mut bytes = 0;
+        for (keys, c) in &s.profile.stacks {
+            let mapped = *mapping
+                .entry(keys.as_slice())
+                .or_insert_with(|| !memory_of(keys, symbols).is_heap());
+            if !mapped {
+                bytes += c.bytes;
+            }
+        }
+        heap.push((s.seconds, bytes));
+    }
+    report.heap = heap;
     let mut stacks = match analyze(snapshots, threshold) {
         Ok(s) => s,
         Err(too_short) => {

@@ -17,6 +17,7 @@ pub(crate) mod heap_growth;
 pub(crate) mod identity;
 pub(crate) mod lengths;
 pub(crate) mod lost;
+pub(crate) mod memory;
 pub(crate) mod profile;
 pub(crate) mod retention;
 pub(crate) mod service;

@@ -15,7 +15,7 @@ use crate::execution::cargo::{self, Program};
 use crate::execution::protocol;
 use crate::execution::service::{Micros, Ready, ServiceRun, ServiceSpec, Window};
 use crate::execution::{capture, load};
-use crate::model::{BenchReport, Report, ReportSettings};
+use crate::model::{BenchReport, MemoryExplained, Report, ReportSettings, Verdict};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -289,11 +289,20 @@ fn judge(
     let mut judged = capture::growth::judge_case(&case, &evidence, &mut symbols, notes);
     judged.growth_threshold_source = source;
     let first = dumps.first().and_then(|p| p.first());
-    judged.rss = rss_series(
-        &ran.rss,
-        first.and_then(|d| load::moment_of(&marks, d)),
+    let t0 = first.and_then(|d| load::moment_of(&marks, d));
+    judged.rss = rss_series(&ran.rss, t0, ran.window);
+    judged.memory = explain_memory(
+        &timeline,
+        t0,
         ran.window,
+        session.config.run_rss_growth_budget,
     );
+    if let Some(m) = judged.memory.as_ref().filter(|m| m.over_budget) {
+        if judged.verdict == Verdict::Clean {
+            judged.verdict = Verdict::Leak;
+            judged.message = m.findings.last().cloned();
+        }
+    }
     notes.extend(symbols.code.warnings());
     judged
 }
@@ -393,6 +402,30 @@ fn own_allocator_note(snapshots: &[Vec<PathBuf>]) -> String {
     } else {
         "the service allocates with its own jemalloc (tikv-jemallocator), which wrote no dumps: its allocations are not seen (is it built without tikv-jemallocator's `profiling` feature? cargo-leakcheck turns it on when it builds the service; with --command, build it so)".into()
     }
+}
+
+/// Where the service's resident memory went from when it was ready (the last figures
+/// before the load) to the end of the settle pause, from the allocator's figures and the
+/// kernel's split the runtime wrote to the timeline with its snapshots; seconds on the
+/// snapshots' time axis (`first`: its origin), from 0.
+fn explain_memory(
+    timeline: &Path,
+    first: Option<Micros>,
+    window: Option<Window>,
+    budget: Option<u64>,
+) -> Option<MemoryExplained> {
+    let t0 = first?;
+    let figures = load::memory_figures(timeline);
+    // From the last reading at rest before the load (or the first there is).
+    let start = window
+        .and_then(|w| figures.iter().rposition(|(at, _)| *at <= w.ready))
+        .unwrap_or(0);
+    let points: Vec<_> = figures[start.min(figures.len())..]
+        .iter()
+        .filter(|(at, _)| window.is_none_or(|w| *at <= w.settled))
+        .map(|(at, m)| (at.saturating_sub(t0) as f64 / 1e6, *m))
+        .collect();
+    crate::analysis::memory::explain(&points, budget)
 }
 
 /// The service's RSS readings as (seconds since the first judged snapshot, taken at

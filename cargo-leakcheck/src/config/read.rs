@@ -401,20 +401,28 @@ impl Reader<'_> {
         }
     }
 
-    /// `[bench]` and `[run]`: their growth threshold.
+    /// `[bench]` and `[run]`: their growth threshold; `[run]`'s budget for RSS growth.
     fn growth_section(&mut self, section: &str, v: &Spanned<DeValue>, config: &mut Config) {
         match v.get_ref().as_table() {
             Some(t) => {
                 for (k, v) in t.iter() {
                     let key = format!("{section}.{}", k.get_ref().as_ref());
-                    match k.get_ref().as_ref() {
-                        "growth-threshold" => {
+                    match (section, k.get_ref().as_ref()) {
+                        (_, "growth-threshold") => {
                             let size = self.size(&key, v);
                             match section {
                                 "bench" => config.bench_growth_threshold = size,
                                 _ => config.run_growth_threshold = size,
                             }
                         }
+                        ("run", "rss-growth-budget") => {
+                            config.run_rss_growth_budget = self.size(&key, v);
+                        }
+                        ("run", _) => self.unknown(
+                            k.span().start,
+                            &key,
+                            &["growth-threshold", "rss-growth-budget"],
+                        ),
                         _ => self.unknown(k.span().start, &key, &["growth-threshold"]),
                     }
                 }

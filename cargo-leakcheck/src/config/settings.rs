@@ -91,6 +91,9 @@ pub struct Config {
     pub bench_growth_threshold: Option<u64>,
     /// `[run] growth-threshold`, bytes: `cargo leakcheck run`'s.
     pub run_growth_threshold: Option<u64>,
+    /// `[run] rss-growth-budget`: how much a service's resident set may grow over the run,
+    /// whatever it is made of; None: RSS growth is explained, never failed on.
+    pub run_rss_growth_budget: Option<u64>,
     /// `[[benches]]`, in file order.
     pub benches: Vec<BenchRule>,
     /// `[output] junit`: where to write a JUnit XML report (relative paths are relative to

@@ -276,6 +276,25 @@ fn marks_of(text: &str) -> Marks {
         .collect()
 }
 
+/// The allocator's figures the timeline holds, each at the moment of its dump
+/// (microseconds on the monotonic clock), oldest first.
+pub fn memory_figures(timeline: &Path) -> Vec<(u64, leakcheck_protocol::timeline::MemoryAt)> {
+    let Ok(text) = std::fs::read_to_string(timeline) else {
+        return Vec::new();
+    };
+    let marks = marks_of(&text);
+    let mut figures: Vec<_> = text
+        .lines()
+        .filter_map(leakcheck_protocol::timeline::MemoryAt::parse)
+        .filter_map(|m| {
+            let at = marks.get(&leakcheck_protocol::timeline::Dump::Periodic(m.seq))?;
+            Some((*at, m))
+        })
+        .collect();
+    figures.sort_by_key(|(at, _)| *at);
+    figures
+}
+
 /// When the timeline says `dump` was taken.
 pub fn moment_of(marks: &Marks, dump: &Path) -> Option<u64> {
     marks.get(&protocol::timeline_dump(dump)?).copied()

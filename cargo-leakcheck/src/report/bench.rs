@@ -20,12 +20,24 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
             ("live heap, all stacks".to_string(), b.heap.clone()),
         ];
         let title = format!("{}: the process's memory over time", b.name);
-        let written = std::fs::create_dir_all(out_dir.join(&dir_name)).and_then(|_| {
-            std::fs::write(
-                out_dir.join(rel("memory.svg")),
-                plot::line_chart(&title, &series),
-            )
-        });
+        // Where it went, stacked under the lines, when the allocator's figures were read.
+        let svg = match b.memory.as_ref().filter(|m| m.series.len() >= 2) {
+            Some(m) => {
+                let at: Vec<f64> = m.series.iter().map(|p| p.seconds).collect();
+                let stacked: Vec<(String, Vec<u64>)> = crate::model::MemoryPart::ALL
+                    .iter()
+                    .enumerate()
+                    .map(|(i, part)| {
+                        let values = m.series.iter().map(|p| p.parts[i]).collect();
+                        (part.label().to_string(), values)
+                    })
+                    .collect();
+                plot::stacked_chart(&title, &at, &stacked, &series)
+            }
+            None => plot::line_chart(&title, &series),
+        };
+        let written = std::fs::create_dir_all(out_dir.join(&dir_name))
+            .and_then(|_| std::fs::write(out_dir.join(rel("memory.svg")), svg));
         match written {
             Ok(()) => b.artifacts.memory_plot = Some(rel("memory.svg").display().to_string()),
             Err(e) => notes.push(format!(
@@ -165,6 +177,47 @@ fn stack_label(frames: &[FrameReport], flagged: bool, root: &Path) -> String {
     format!("{}{label}", if flagged { "GROWS: " } else { "" })
 }
 
+/// `+1.5 MiB`, `-20.0 KiB`: a signed growth.
+fn signed_bytes(v: i64) -> String {
+    format!(
+        "{}{}",
+        if v < 0 { "-" } else { "+" },
+        human_bytes(v.unsigned_abs())
+    )
+}
+
+/// Where a service's resident memory went: one line per part, then what the figures say.
+fn memory_text(m: &crate::model::MemoryExplained) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "         RSS {} to {} ({}) from {:.1} s to {:.1} s:",
+        human_bytes(m.rss_from),
+        human_bytes(m.rss_to),
+        signed_bytes(m.rss_growth()),
+        m.from_seconds,
+        m.to_seconds
+    );
+    for p in &m.parts {
+        let _ = writeln!(
+            s,
+            "           {:<46} {:>12}  ({} at the end){}",
+            p.part.label(),
+            signed_bytes(p.growth()),
+            human_bytes(p.to),
+            if p.part.judged() {
+                ", judged stack by stack"
+            } else {
+                ""
+            }
+        );
+    }
+    for f in &m.findings {
+        let _ = writeln!(s, "           {f}");
+    }
+    s
+}
+
 /// The human summary of a bench run.
 pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     let mut s = String::new();
@@ -276,6 +329,9 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
                 human_bytes(peak(&b.heap)),
                 out_dir.join(plot).display()
             );
+        }
+        if let Some(m) = &b.memory {
+            s.push_str(&memory_text(m));
         }
     }
     let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();

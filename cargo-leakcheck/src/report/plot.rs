@@ -21,16 +21,57 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Fill colours of stacked areas, lighter than the lines drawn over them.
+const AREA_COLORS: [&str; 6] = [
+    "#f4a3a3", "#c5b0d5", "#9edae5", "#ffbb78", "#c7c7c7", "#dbdb8d",
+];
+
+/// A stacked area: its label and its points (seconds, bottom, top).
+type Area = (String, Vec<(f64, u64, u64)>);
+
 /// Draws `series` (label, points of (seconds, bytes)) under `title`.
 pub fn line_chart(title: &str, series: &[(String, Vec<(f64, u64)>)]) -> String {
+    chart(title, &[], series)
+}
+
+/// Draws `stacked` (label, bytes per moment) as areas stacked from the bottom in order, at
+/// the moments `at` (seconds), and `series` as lines over them, under `title`.
+pub fn stacked_chart(
+    title: &str,
+    at: &[f64],
+    stacked: &[(String, Vec<u64>)],
+    series: &[(String, Vec<(f64, u64)>)],
+) -> String {
+    let areas: Vec<Area> = stacked
+        .iter()
+        .enumerate()
+        .map(|(i, (label, values))| {
+            let points = at
+                .iter()
+                .enumerate()
+                .map(|(j, &t)| {
+                    let below: u64 = stacked[..i].iter().map(|(_, v)| v[j]).sum();
+                    (t, below, below + values[j])
+                })
+                .collect();
+            (label.clone(), points)
+        })
+        .collect();
+    chart(title, &areas, series)
+}
+
+/// Areas (label, points of (seconds, bottom, top)) first, then lines.
+fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> String {
     let max_t = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .chain(areas.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)))
         .fold(0.0f64, f64::max)
         .max(1e-9);
     let max_b = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .chain(areas.iter().flat_map(|(_, p)| p.iter().map(|q| q.2)))
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -86,6 +127,40 @@ pub fn line_chart(title: &str, series: &[(String, Vec<(f64, u64)>)]) -> String {
         LEFT + plot_w / 2.0,
         TOP + plot_h + 34.0
     );
+    for (i, (label, points)) in areas.iter().enumerate() {
+        let color = AREA_COLORS[i % AREA_COLORS.len()];
+        let top = points
+            .iter()
+            .map(|&(t, _, b)| format!("{:.1},{:.1}", x(t), y(b as f64)));
+        let bottom = points
+            .iter()
+            .rev()
+            .map(|&(t, b, _)| format!("{:.1},{:.1}", x(t), y(b as f64)));
+        let outline: Vec<String> = top.chain(bottom).collect();
+        let _ = writeln!(
+            svg,
+            r#"<polygon fill="{color}" stroke="none" points="{}"><title>{}</title></polygon>"#,
+            outline.join(" "),
+            escape(label)
+        );
+    }
+    let legend_row = |i: usize| TOP + plot_h + 56.0 + (i / 2) as f64 * 16.0;
+    let legend_x = |i: usize| LEFT + (i % 2) as f64 * (plot_w / 2.0);
+    for (i, (label, _)) in areas.iter().enumerate() {
+        let color = AREA_COLORS[i % AREA_COLORS.len()];
+        let (lx, ly) = (legend_x(i + series.len()), legend_row(i + series.len()));
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
+            ly - 10.0
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{ly:.1}">{}</text>"#,
+            lx + 18.0,
+            escape(label)
+        );
+    }
     for (i, (label, points)) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let path: Vec<String> = points
@@ -97,16 +172,21 @@ pub fn line_chart(title: &str, series: &[(String, Vec<(f64, u64)>)]) -> String {
             r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
             path.join(" ")
         );
-        let ly = TOP + plot_h + 56.0 + i as f64 * 16.0;
+        // One column of lines alone; two when areas share the legend.
+        let (lx, ly) = if areas.is_empty() {
+            (LEFT, TOP + plot_h + 56.0 + i as f64 * 16.0)
+        } else {
+            (legend_x(i), legend_row(i))
+        };
         let _ = writeln!(
             svg,
-            r#"<rect x="{LEFT}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
             ly - 10.0
         );
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{ly:.1}">{}</text>"#,
-            LEFT + 18.0,
+            lx + 18.0,
             escape(label)
         );
     }
@@ -117,6 +197,29 @@ pub fn line_chart(title: &str, series: &[(String, Vec<(f64, u64)>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stacked_areas_sit_on_each_other_under_the_lines() {
+        let at = [0.0, 10.0];
+        let stacked = [
+            ("live heap".to_string(), vec![10, 10]),
+            ("allocator pages".to_string(), vec![0, 90]),
+        ];
+        let lines = [("RSS".to_string(), vec![(0.0, 12), (10.0, 100)])];
+        let svg = stacked_chart("memory", &at, &stacked, &lines);
+        assert_eq!(svg.matches("<polygon").count(), 2, "{svg}");
+        // The second area starts where the first ends: its outline reaches the top (100).
+        let second = svg.split("<polygon").nth(2).unwrap();
+        assert!(
+            second.contains("<title>allocator pages</title>"),
+            "{second}"
+        );
+        // Every label is in the legend, and the areas come before the line.
+        for label in ["live heap", "allocator pages", "RSS"] {
+            assert!(svg.contains(&format!(">{label}</text>")), "{label}: {svg}");
+        }
+        assert!(svg.find("<polygon").unwrap() < svg.find("<polyline").unwrap());
+    }
 
     #[test]
     fn chart_has_a_line_and_a_legend_entry_per_series() {
