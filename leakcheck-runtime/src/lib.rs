@@ -53,6 +53,7 @@ mod reach;
 mod rerun;
 mod scan;
 mod sleepers;
+mod spin;
 mod stop;
 mod sys;
 mod threads;

@@ -20,6 +20,7 @@
 //! Mappings are few next to heap objects: they are kept in a sorted array, searched by
 //! binary search, in memory mapped directly from the kernel.
 
+use crate::spin::SpinLock;
 use crate::tracker::{self, Region};
 use leakcheck_protocol::record::Counts;
 use std::ffi::{c_int, c_void};
@@ -32,7 +33,7 @@ static SELF_LO: AtomicUsize = AtomicUsize::new(0);
 static SELF_HI: AtomicUsize = AtomicUsize::new(0);
 /// The run new mappings belong to (see [`set_run`]).
 static RUN: AtomicU32 = AtomicU32::new(0);
-static LOCK: AtomicBool = AtomicBool::new(false);
+static LOCK: SpinLock = SpinLock::new();
 
 /// Tag of a mapping the main thread made before the exit handler: the harness's, as the main
 /// thread's arena is (left out of every count).
@@ -81,10 +82,7 @@ pub fn start() {
     }
     SELF_LO.store(lo, Ordering::SeqCst);
     SELF_HI.store(hi, Ordering::SeqCst);
-    // SAFETY: registers handlers that only touch the lock word.
-    unsafe {
-        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-    }
+    crate::spin::hold_across_fork!(LOCK);
     ON.store(true, Ordering::SeqCst);
 }
 
@@ -93,37 +91,11 @@ pub fn set_run(run: u32) {
     RUN.store(run, Ordering::SeqCst);
 }
 
-extern "C" fn fork_prepare() {
-    lock();
-}
-
-extern "C" fn fork_parent() {
-    unlock();
-}
-
-extern "C" fn fork_child() {
-    LOCK.store(false, Ordering::Release);
-}
-
-fn lock() {
-    while LOCK
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        // SAFETY: sched_yield has no preconditions.
-        unsafe { libc::sched_yield() };
-    }
-}
-
-fn unlock() {
-    LOCK.store(false, Ordering::Release);
-}
-
 fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
-    lock();
+    LOCK.lock();
     // SAFETY: the lock gives exclusive access to TABLE.
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(TABLE) });
-    unlock();
+    LOCK.unlock();
     r
 }
 

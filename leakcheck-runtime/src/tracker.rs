@@ -21,6 +21,7 @@
 //! before taking it. A thread-local flag makes an allocation made while tracking another
 //! (there should be none) untracked rather than recursive.
 
+use crate::spin::SpinLock;
 use crate::sys::{self, FixedPath};
 use leakcheck_protocol::heap_v2;
 use std::cell::Cell;
@@ -33,7 +34,7 @@ const MAX_DEPTH: usize = 128;
 static ON: AtomicBool = AtomicBool::new(false);
 /// Mean bytes between sampled stacks; 1: every allocation's stack.
 static SAMPLE_MEAN: AtomicU64 = AtomicU64::new(1);
-static LOCK: AtomicBool = AtomicBool::new(false);
+static LOCK: SpinLock = SpinLock::new();
 
 thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
@@ -57,44 +58,8 @@ pub fn enabled() -> bool {
 /// single-threaded.
 pub fn enable(sample_mean: u64) {
     SAMPLE_MEAN.store(sample_mean.max(1), Ordering::SeqCst);
-    // SAFETY: registers handlers that only touch the lock word.
-    unsafe {
-        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-    }
+    crate::spin::hold_across_fork!(LOCK);
     ON.store(true, Ordering::SeqCst);
-}
-
-extern "C" fn fork_prepare() {
-    lock();
-}
-
-extern "C" fn fork_parent() {
-    unlock();
-}
-
-extern "C" fn fork_child() {
-    // The child has one thread: whoever held the lock in the parent is not there.
-    LOCK.store(false, Ordering::Release);
-}
-
-fn lock() {
-    let mut spins = 0u32;
-    while LOCK
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
-        }
-    }
-}
-
-fn unlock() {
-    LOCK.store(false, Ordering::Release);
 }
 
 /// Marks this thread busy for the duration; `None` when it already is (an allocation made
@@ -490,10 +455,10 @@ static mut STATE: State = State {
 
 /// Runs `f` on the state under the lock.
 pub(crate) fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    lock();
+    LOCK.lock();
     // SAFETY: the lock gives exclusive access to STATE.
     let r = f(unsafe { &mut *std::ptr::addr_of_mut!(STATE) });
-    unlock();
+    LOCK.unlock();
     r
 }
 

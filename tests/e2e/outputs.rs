@@ -337,6 +337,14 @@ fn pprof_profiles_decode_and_add_up_to_the_report() {
                 )
             })
             .collect();
+        // The frame on top of the program's own mappings.
+        for s in stacks.iter() {
+            match s["memory"].as_str() {
+                Some("mapped") => frames.insert(("[mapped memory]".into(), String::new(), 0)),
+                Some("mapped-file") => frames.insert(("[mapped file]".into(), String::new(), 0)),
+                _ => false,
+            };
+        }
         // The frame naming a collection, with its type.
         for c in &growing {
             let kind = if c["root_kind"] == "thread-local" {

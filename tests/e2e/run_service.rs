@@ -75,21 +75,41 @@ fn explains_memory(
     };
     let rss = m["rss_to"].as_i64().unwrap() - m["rss_from"].as_i64().unwrap();
     if row.allocator_pages {
+        // While the load ran, the bursts' freed pages stayed with the allocator, by its own
+        // figures; whatever of them it still held at the end is what the resident set kept,
+        // and the explanation says so. (jemalloc returns dirty pages on a clock of its own:
+        // how many are left at the end depends on the time since the last burst.)
+        let held_at = parts
+            .iter()
+            .position(|p| p["part"] == "allocator-pages")
+            .unwrap();
+        let peak_held = m["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["parts"][held_at].as_i64().unwrap())
+            .max()
+            .unwrap();
+        assert!(
+            peak_held > 8 << 20,
+            "{row_name}: at most {peak_held} held: {m}"
+        );
         let held = growth("allocator-pages");
         let dirty = m["dirty"].as_i64().unwrap();
-        assert!(rss > 4 << 20, "{row_name}: RSS grew {rss}: {m}");
-        assert!(held * 2 > rss, "{row_name}: {held} of {rss} explained: {m}");
-        assert!(
-            dirty * 2 > held,
-            "{row_name}: the allocator says {dirty} dirty: {m}"
-        );
         assert!(growth("live-heap").abs() < 1 << 20, "{m}");
-        assert!(
-            stderr.contains(
-                "of the growth are pages the allocator kept after their objects were freed"
-            ),
-            "{row_name}:\n{stderr}"
-        );
+        if rss > 8 << 20 {
+            assert!(held * 2 > rss, "{row_name}: {held} of {rss} explained: {m}");
+            assert!(
+                dirty * 2 > held,
+                "{row_name}: the allocator says {dirty} dirty: {m}"
+            );
+            assert!(
+                stderr.contains(
+                    "of the growth are pages the allocator kept after their objects were freed"
+                ),
+                "{row_name}:\n{stderr}"
+            );
+        }
     }
     if row.memory == Some("mapped") {
         assert!(growth("mappings") > 100 << 20, "{row_name}: {m}");

@@ -162,7 +162,7 @@ const ALLOCATION_SHIMS: &[&str] = &[
     "__rdl_realloc",
 ];
 
-fn is_allocation_shim(f: &Frame) -> bool {
+pub fn is_allocation_shim(f: &Frame) -> bool {
     let name = function(f);
     let name = name.strip_prefix("__rustc::").unwrap_or(name);
     ALLOCATION_SHIMS.contains(&name)

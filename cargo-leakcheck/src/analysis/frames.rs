@@ -43,6 +43,26 @@ pub fn memory_of<S: CodeSymbols + ?Sized>(keys: &[FrameKey], symbols: &mut S) ->
     }
 }
 
+/// Whether a stack is a mapping that a global allocator of the program's own made for its
+/// heap (tikv-jemallocator, mimalloc: their extents come from `mmap`): the objects in it are
+/// that allocator's heap, counted as such where it can be seen, not a mapping of the
+/// program's.
+pub fn is_allocator_mapping<S: CodeSymbols + ?Sized>(keys: &[FrameKey], symbols: &mut S) -> bool {
+    if memory_of(keys, symbols).is_heap() {
+        return false;
+    }
+    keys.iter()
+        .filter(|k| !is_runtime_object(&k.object))
+        .any(|k| {
+            symbols.code(&k.object, k.file_offset).iter().any(|f| {
+                classify::is_allocation_shim(f)
+                    || f.function
+                        .as_deref()
+                        .is_some_and(|n| n.contains(" as core::alloc::global::GlobalAlloc>::"))
+            })
+        })
+}
+
 /// A symbolized frame as the report writes it.
 pub fn frame_report(f: &Frame) -> FrameReport {
     FrameReport {

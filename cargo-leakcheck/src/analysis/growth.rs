@@ -11,7 +11,7 @@
 use crate::analysis::classify;
 use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
-use crate::analysis::frames::{frame_report, memory_of, resolve_stack};
+use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
@@ -329,7 +329,14 @@ pub fn judge_growth(
         None => retention::TaskWords::default(),
     };
     let last_snapshot = snapshots.last().map(|s| &s.profile.stacks);
-    for g in stacks.into_iter().take(STACKS_LISTED) {
+    // A global allocator's own extents are its heap, not the program's mappings.
+    let mut own = Vec::with_capacity(stacks.len());
+    for g in stacks {
+        if !is_allocator_mapping(&g.frames, symbols) {
+            own.push(g);
+        }
+    }
+    for g in own.into_iter().take(STACKS_LISTED) {
         let trimmed = resolve_stack(&g.frames, symbols);
         let class = classify::classify_test(&trimmed, &exe, None);
         let kind = match class.kind {

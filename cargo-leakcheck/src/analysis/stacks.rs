@@ -6,7 +6,7 @@
 
 use crate::analysis::classify;
 use crate::analysis::diff::{self, FrameKey};
-use crate::analysis::frames::{frame_report, memory_of, resolve_stack};
+use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile::Counts;
 use crate::analysis::retention;
@@ -321,7 +321,17 @@ fn merge_by_kind_and_frames(
             (c.kind == StackKind::Leak).then_some((site_of(shown)?, r.growth.as_deref()?))
         },
     ));
-    for (r, (shown, classified, task, memory)) in retained.iter().zip(&resolved) {
+    // A global allocator's own extents are its heap, not the program's mappings.
+    let allocators: Vec<bool> = retained
+        .iter()
+        .map(|r| is_allocator_mapping(&r.frames, symbols))
+        .collect();
+    for ((r, (shown, classified, task, memory)), allocator) in
+        retained.iter().zip(&resolved).zip(allocators)
+    {
+        if allocator {
+            continue;
+        }
         let (kind, reason) = match r.reach {
             Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
             _ => kind_with_growth(classified, r.growth.as_deref()),

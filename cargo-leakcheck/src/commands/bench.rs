@@ -285,6 +285,16 @@ fn judge_one(
     };
     let mut report = capture::growth::judge_case(&growth_case, &evidence, symbols, notes);
     report.growth_threshold_source = source;
+    // Where its resident memory went over the run, on the snapshots' time axis.
+    let marks = load::timeline_marks(&timeline);
+    if let Some(t0) = dumps
+        .first()
+        .and_then(|parts| parts.first())
+        .and_then(|d| load::moment_of(&marks, d))
+    {
+        let points = load::memory_points(&timeline, t0, None, None);
+        report.memory = crate::analysis::memory::explain(&points, None);
+    }
     report.unsettled_fails = session
         .config
         .effective(&case.name, &crate::config::SettingsLayer::default())

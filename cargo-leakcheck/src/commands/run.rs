@@ -405,26 +405,19 @@ fn own_allocator_note(snapshots: &[Vec<PathBuf>]) -> String {
 }
 
 /// Where the service's resident memory went from when it was ready (the last figures
-/// before the load) to the end of the settle pause, from the allocator's figures and the
-/// kernel's split the runtime wrote to the timeline with its snapshots; seconds on the
-/// snapshots' time axis (`first`: its origin), from 0.
+/// before the load) to the end of the settle pause.
 fn explain_memory(
     timeline: &Path,
     first: Option<Micros>,
     window: Option<Window>,
     budget: Option<u64>,
 ) -> Option<MemoryExplained> {
-    let t0 = first?;
-    let figures = load::memory_figures(timeline);
-    // From the last reading at rest before the load (or the first there is).
-    let start = window
-        .and_then(|w| figures.iter().rposition(|(at, _)| *at <= w.ready))
-        .unwrap_or(0);
-    let points: Vec<_> = figures[start.min(figures.len())..]
-        .iter()
-        .filter(|(at, _)| window.is_none_or(|w| *at <= w.settled))
-        .map(|(at, m)| (at.saturating_sub(t0) as f64 / 1e6, *m))
-        .collect();
+    let points = load::memory_points(
+        timeline,
+        first?,
+        window.map(|w| w.ready),
+        window.map(|w| w.settled),
+    );
     crate::analysis::memory::explain(&points, budget)
 }
 

@@ -295,6 +295,29 @@ pub fn memory_figures(timeline: &Path) -> Vec<(u64, leakcheck_protocol::timeline
     figures
 }
 
+/// The allocator's figures and the kernel's split from the last reading at or before
+/// `from` (the first there is without it) to the first at or after `until` (the process at
+/// rest after its load; the last there is without one), in seconds since `t0` (the
+/// snapshots' origin), from 0.
+pub fn memory_points(
+    timeline: &Path,
+    t0: u64,
+    from: Option<u64>,
+    until: Option<u64>,
+) -> Vec<(f64, leakcheck_protocol::timeline::MemoryAt)> {
+    let figures = memory_figures(timeline);
+    let start = from
+        .and_then(|f| figures.iter().rposition(|(at, _)| *at <= f))
+        .unwrap_or(0);
+    let end = until
+        .and_then(|u| figures.iter().position(|(at, _)| *at >= u))
+        .map_or(figures.len(), |i| i + 1);
+    figures[start.min(end)..end]
+        .iter()
+        .map(|(at, m)| (at.saturating_sub(t0) as f64 / 1e6, *m))
+        .collect()
+}
+
 /// When the timeline says `dump` was taken.
 pub fn moment_of(marks: &Marks, dump: &Path) -> Option<u64> {
     marks.get(&protocol::timeline_dump(dump)?).copied()

@@ -148,18 +148,8 @@ fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> S
     let legend_x = |i: usize| LEFT + (i % 2) as f64 * (plot_w / 2.0);
     for (i, (label, _)) in areas.iter().enumerate() {
         let color = AREA_COLORS[i % AREA_COLORS.len()];
-        let (lx, ly) = (legend_x(i + series.len()), legend_row(i + series.len()));
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
-            ly - 10.0
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{ly:.1}">{}</text>"#,
-            lx + 18.0,
-            escape(label)
-        );
+        let at = (legend_x(i + series.len()), legend_row(i + series.len()));
+        legend_entry(&mut svg, at, color, label);
     }
     for (i, (label, points)) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
@@ -173,25 +163,30 @@ fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> S
             path.join(" ")
         );
         // One column of lines alone; two when areas share the legend.
-        let (lx, ly) = if areas.is_empty() {
+        let at = if areas.is_empty() {
             (LEFT, TOP + plot_h + 56.0 + i as f64 * 16.0)
         } else {
             (legend_x(i), legend_row(i))
         };
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
-            ly - 10.0
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{ly:.1}">{}</text>"#,
-            lx + 18.0,
-            escape(label)
-        );
+        legend_entry(&mut svg, at, color, label);
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// One entry of the legend: a swatch of `color` and `label`, its baseline at `(x, y)`.
+fn legend_entry(svg: &mut String, (x, y): (f64, f64), color: &str, label: &str) {
+    let _ = writeln!(
+        svg,
+        r#"<rect x="{x:.1}" y="{:.1}" width="12" height="12" fill="{color}"/>"#,
+        y - 10.0
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
+        x + 18.0,
+        escape(label)
+    );
 }
 
 #[cfg(test)]
