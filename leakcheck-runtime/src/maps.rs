@@ -346,24 +346,16 @@ impl Table {
         (i * W < e.len() && e[i * W] as usize <= addr).then(|| e[i * W + 2] >> 32)
     }
 
+    /// Records [start, end) in its place; the stack's counts are taken back when the table
+    /// cannot grow to hold it.
     fn insert(&mut self, start: usize, end: usize, run: u32, kind: u64, stack: Option<u32>) {
-        if (self.len + 1) * W > self.region_words() {
-            let words = (self.region_words() * 2).max(1024);
-            if !self.region.grow(words) {
-                if let Some(id) = stack {
-                    tracker::mapping_adjust(id, -1, -((end - start) as i64));
-                }
-                return;
+        let i = self.first_ending_after(start);
+        let word = stack.map_or(0, |id| u64::from(id) + 1);
+        if !self.insert_at(i, start, end, run, kind, word) {
+            if let Some(id) = stack {
+                tracker::mapping_adjust(id, -1, -((end - start) as i64));
             }
         }
-        let i = self.first_ending_after(start);
-        self.len += 1;
-        let e = self.entries();
-        e.copy_within(i * W..(e.len() - W), (i + 1) * W);
-        e[i * W] = start as u64;
-        e[i * W + 1] = end as u64;
-        e[i * W + 2] = (kind << 32) | u64::from(run);
-        e[i * W + 3] = stack.map_or(0, |id| u64::from(id) + 1);
     }
 
     fn region_words(&self) -> usize {
@@ -412,18 +404,31 @@ impl Table {
                     self.entries()[i * W + 1] = cut_lo as u64;
                     let kind = tag >> 32;
                     let run = tag as u32;
-                    self.insert_raw(i + 1, cut_hi, e, run, kind, stack);
+                    if !self.insert_at(i + 1, cut_hi, e, run, kind, stack) && stack != 0 {
+                        // Not kept: its bytes leave the stack's count with it.
+                        tracker::mapping_adjust((stack - 1) as u32, -1, -((e - cut_hi) as i64));
+                    }
                     i += 2;
                 }
             }
         }
     }
 
-    fn insert_raw(&mut self, i: usize, start: usize, end: usize, run: u32, kind: u64, stack: u64) {
+    /// Puts an entry at index `i` (its stack word: id + 1, 0 for none); false when the table
+    /// cannot grow to hold it.
+    fn insert_at(
+        &mut self,
+        i: usize,
+        start: usize,
+        end: usize,
+        run: u32,
+        kind: u64,
+        stack: u64,
+    ) -> bool {
         if (self.len + 1) * W > self.region_words() {
             let words = (self.region_words() * 2).max(1024);
             if !self.region.grow(words) {
-                return;
+                return false;
             }
         }
         self.len += 1;
@@ -433,6 +438,7 @@ impl Table {
         e[i * W + 1] = end as u64;
         e[i * W + 2] = (kind << 32) | u64::from(run);
         e[i * W + 3] = stack;
+        true
     }
 
     /// Mappings and their bytes whose tag `keep` accepts, reservations left out.
