@@ -540,8 +540,14 @@ pub struct RunGrowth {
 /// The extra runs of a test in its own process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtraRuns {
-    /// How many extra runs were made and measured.
+    /// How many extra runs the verdict measured: those of the process it is drawn from
+    /// (for a test whose stacks were taken, that process's, each with its stacks).
     pub made: u32,
+    /// Every run of the test beyond its own, in all its processes: its counting process's
+    /// extra runs and, when its stacks were taken in a process of their own, that process's
+    /// run from scratch and its extra runs. The summary's cost line counts these.
+    #[serde(default)]
+    pub in_all: u32,
     /// `status`: `completed`, or why there were none or fewer; `reason`: what the process
     /// said about it, for the statuses that carry one.
     #[serde(flatten)]
@@ -1025,6 +1031,7 @@ impl TestReport {
             artifacts: Artifacts::default(),
             extra_runs: ExtraRuns {
                 made: 2,
+                in_all: 2,
                 status: ExtraRunsStatus::Completed,
                 detail: None,
             },
@@ -1391,6 +1398,7 @@ mod tests {
     fn extra_runs_say_their_status_by_name_and_keep_its_reason_through_a_merge() {
         let crashed = ExtraRuns {
             made: 2,
+            in_all: 2,
             status: ExtraRunsStatus::Crashed("SIGSEGV".into()),
             detail: Some("the process died in the 3rd extra run: SIGSEGV".into()),
         };
@@ -1401,11 +1409,15 @@ mod tests {
 
         let done = ExtraRuns {
             made: 3,
+            in_all: 3,
             status: ExtraRunsStatus::Completed,
             detail: None,
         };
         let json = serde_json::to_value(&done).unwrap();
-        assert_eq!(json, serde_json::json!({"made": 3, "status": "completed"}));
+        assert_eq!(
+            json,
+            serde_json::json!({"made": 3, "in_all": 3, "status": "completed"})
+        );
         assert_eq!(serde_json::from_value::<ExtraRuns>(json).unwrap(), done);
     }
 }

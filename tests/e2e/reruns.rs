@@ -61,7 +61,7 @@ fn a_leak_grows_by_what_it_loses_on_every_extra_run() {
     assert_eq!(stacks[0]["bytes"], 8192, "what the test's own run retained");
     assert!(
         run.stderr
-            .contains("8.0 KiB in 1 object, +8.0 KiB per run (5 extra runs)"),
+            .contains("8.0 KiB in 1 object, +8.0 KiB in each of 5 runs with stacks"),
         "{}",
         run.stderr
     );

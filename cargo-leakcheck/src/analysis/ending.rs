@@ -79,6 +79,7 @@ pub fn never_judged(id: &TestIdentity) -> TestReport {
         artifacts: Artifacts::default(),
         extra_runs: ExtraRuns {
             made: 0,
+            in_all: 0,
             status: ExtraRunsStatus::Unavailable("the process ended before its verdict".into()),
             detail: None,
         },

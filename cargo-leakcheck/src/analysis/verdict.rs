@@ -104,15 +104,18 @@ pub fn judge(
         // The counting pass proved it clean: it passed, and nothing it allocated off the
         // harness's main thread was live when its process ended, or extra runs of it in the
         // same process added nothing to what it left.
-        return clean_report(
+        let mut report = clean_report(
             id,
             evidence.result,
             policy,
             evidence.method,
             evidence.reruns,
         );
+        report.extra_runs.in_all = runs_in_all(evidence.method, None, evidence.result);
+        return report;
     }
     let mut report = judge_profiled(id, evidence, binary, symbols, policy);
+    report.extra_runs.in_all = runs_in_all(evidence.method, evidence.counting, evidence.result);
     let counting_run_passed = evidence
         .counting
         .is_some_and(|c| c.first_run_end() == ProcessEnd::Exited(0));
@@ -124,6 +127,21 @@ pub fn judge(
         }
     }
     report
+}
+
+/// Every run of a test beyond its own, in all its processes (see
+/// [`ExtraRuns::in_all`]): `counting` is its counting process when `result` is another.
+pub fn runs_in_all(
+    method: Method,
+    counting: Option<&ProcessResult>,
+    result: &ProcessResult,
+) -> u32 {
+    let runs_of = |r: &ProcessResult| r.record.as_ref().map_or(0, |rec| rec.runs.len() as u32);
+    match (method, counting) {
+        // The stacks process ran the test from scratch: that run is beyond its own too.
+        (Method::Stacks, Some(c)) => runs_of(c) + 1 + runs_of(result),
+        _ => runs_of(result),
+    }
 }
 
 /// Whether the process's accumulated allocations (`prof_accum`, passed as `ever`: each
@@ -156,6 +174,7 @@ pub fn allocator_reaches_malloc<S: CodeSymbols + ?Sized>(
 pub fn extra_runs_of(outcome: &settling::Outcome) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
+        in_all: outcome.made,
         detail: settling::detail(&outcome.status, outcome.made),
         status: outcome.status.clone(),
     }

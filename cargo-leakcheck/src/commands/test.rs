@@ -445,32 +445,28 @@ fn test_cost(binary: &TestBinary, t: &passes::TestOutcome) -> crate::report::cos
             .and_then(|rec| rec.own_cost)
             .map_or(r.duration.as_secs_f64(), |(_, wall)| wall as f64 / 1000.0)
     };
-    let runs_of = |r: &runner::ProcessResult| r.record.as_ref().map_or(0, |rec| rec.runs.len());
-    let (own_seconds, mut extra_runs, mut extra_seconds) = match &t.counted {
+    let (own_seconds, mut extra_seconds) = match &t.counted {
         Some(c) => {
             let own = own_of(c);
-            (own, runs_of(c), (c.duration.as_secs_f64() - own).max(0.0))
+            (own, (c.duration.as_secs_f64() - own).max(0.0))
         }
-        None => (own_of(&t.result), 0, 0.0),
+        None => (own_of(&t.result), 0.0),
     };
     if t.method == Method::Stacks {
-        match &t.counted {
+        extra_seconds += match &t.counted {
             // The stacks process ran the test from scratch: all of it is beyond the own run.
-            Some(_) => {
-                extra_runs += 1 + runs_of(&t.result);
-                extra_seconds += t.result.duration.as_secs_f64();
-            }
-            None => {
-                extra_runs += runs_of(&t.result);
-                extra_seconds += (t.result.duration.as_secs_f64() - own_seconds).max(0.0);
-            }
-        }
+            Some(_) => t.result.duration.as_secs_f64(),
+            None => (t.result.duration.as_secs_f64() - own_seconds).max(0.0),
+        };
     }
+    // The count the report gives (`extra_runs.in_all`), so the cost line and the report
+    // never disagree.
+    let counting = t.counted.as_ref().filter(|_| t.method == Method::Stacks);
     crate::report::cost::TestCost {
         binary: binary.target.clone(),
         name: t.case.name.clone(),
         own_seconds,
-        extra_runs: extra_runs as u32,
+        extra_runs: crate::analysis::verdict::runs_in_all(t.method, counting, &t.result),
         extra_seconds,
     }
 }

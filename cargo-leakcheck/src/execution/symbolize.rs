@@ -252,6 +252,20 @@ impl SymbolTable {
     }
 }
 
+/// Whether `path` is a library the system or the Rust toolchain installed (libc, libgcc_s,
+/// a toolchain's `libstd-*.so`), not one the user's build produced.
+fn is_system_object(path: &str) -> bool {
+    const SYSTEM: [&str; 6] = [
+        "/usr/",
+        "/lib/",
+        "/lib32/",
+        "/lib64/",
+        "/nix/store/",
+        "/snap/",
+    ];
+    SYSTEM.iter().any(|dir| path.starts_with(dir)) || path.contains("/.rustup/toolchains/")
+}
+
 impl Backend {
     fn open(path: &str, warnings: &mut Vec<String>) -> Option<Self> {
         if is_pseudo_path(path) {
@@ -302,8 +316,9 @@ impl Backend {
             None => "no build id to find a separate debug file".to_owned(),
         };
         // The runtime carries no debug info on purpose: its frames are the allocator's and are
-        // trimmed from every stack, so names are all it needs.
-        if !is_runtime_object(path) {
+        // trimmed from every stack, so names are all it needs. A system library or the
+        // toolchain's own is not the user's to rebuild: a note about it could not be acted on.
+        if !is_runtime_object(path) && !is_system_object(path) {
             warnings.push(format!(
                 "no debug info in `{path}`: only symbol-table names, without file and line ({looked})"
             ));
@@ -663,6 +678,21 @@ mod tests {
     }
 
     #[test]
+    fn only_the_users_own_objects_get_a_note_about_missing_debug_info() {
+        assert!(is_system_object("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"));
+        assert!(is_system_object("/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(is_system_object(
+            "/home/u/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/lib/libstd-1a2b.so"
+        ));
+        assert!(!is_system_object(
+            "/home/u/app/target/debug/deps/app-1a2b3c"
+        ));
+        assert!(!is_system_object(
+            "/home/u/app/target/debug/build/sys-1a2b/out/libfoo.so"
+        ));
+    }
+
+    #[test]
     fn libc_function_resolves() {
         let addr = libc::malloc as unsafe extern "C" fn(libc::size_t) -> *mut libc::c_void;
         let (object, offset) = locate(addr as usize);
@@ -680,7 +710,7 @@ mod tests {
             .and_then(|l| l.build_id)
             .and_then(|id| build_id_debug_path(&id))
             .is_some_and(|p| p.is_file());
-        if outer.file.is_none() && !runtime && !debug_file {
+        if outer.file.is_none() && !runtime && !debug_file && !is_system_object(&object) {
             let expected = format!("no debug info in `{object}`");
             let warnings = s.warnings();
             assert_eq!(warnings.len(), 1, "{warnings:?}");

@@ -215,6 +215,7 @@ mod tests {
             ],
             extra_runs: crate::model::ExtraRuns {
                 made: 0,
+                in_all: 0,
                 status: crate::model::ExtraRunsStatus::Off,
                 detail: None,
             },

@@ -285,12 +285,20 @@ fn test_row(
         };
     }
     let method = method_name(t.method);
-    let judged = match t.extra_runs.made {
-        0 => method.to_string(),
-        n => format!(
-            "{method}, {}",
-            crate::model::count_of(u64::from(n), "extra run", "extra runs")
-        ),
+    let runs = |n: u32| crate::model::count_of(u64::from(n), "extra run", "extra runs");
+    let judged = match (t.extra_runs.in_all, t.extra_runs.made) {
+        (0, _) => method.to_string(),
+        (all, made) if t.method == Method::Stacks && all > made => {
+            format!("{method}, {} ({made} with stacks)", runs(all))
+        }
+        (all, _) => format!("{method}, {}", runs(all)),
+    };
+    let judged = match crate::report::judged::way(t)
+        .filter(|w| w.on_one_run())
+        .and(crate::report::judged::one_run_reason(t))
+    {
+        Some(why) => format!("{judged}; one run: {why}"),
+        None => judged,
     };
     let judged = match &t.drained {
         Some(d) => format!(

@@ -296,7 +296,7 @@ fn amount_text(stack: &StackReport) -> String {
     }
 }
 
-/// `, +2.0 KiB per run (5 extra runs)` for a stack the extra runs measured as growing.
+/// `, +2.0 KiB in each of 5 runs with stacks` for a stack the extra runs measured as growing.
 fn growth_text(stack: &StackReport) -> String {
     let bytes: Vec<i64> = stack.growth_per_run.iter().map(|g| g.bytes).collect();
     let (Some(&min), Some(&max)) = (bytes.iter().min(), bytes.iter().max()) else {
@@ -315,18 +315,9 @@ fn growth_text(stack: &StackReport) -> String {
         )
     };
     format!(
-        ", {per_run} per run ({})",
-        plural(bytes.len() as u64, "extra run", "extra runs")
+        ", {per_run} in each of {} with stacks",
+        plural(bytes.len() as u64, "run", "runs")
     )
-}
-
-/// Why a leaking test was judged without extra runs, when it retained memory that extra
-/// runs could have told apart.
-fn single_run_reason(t: &TestReport) -> Option<&str> {
-    match t.extra_runs.status {
-        Status::Completed | Status::NotNeeded | Status::TestFailed => None,
-        _ => t.extra_runs.detail.as_deref(),
-    }
 }
 
 /// Whether what a test kept belongs in the summary's "kept for the process lifetime": only
@@ -359,55 +350,55 @@ fn kept_bytes(t: &TestReport) -> u64 {
 /// How the tests that passed were judged, for the summary: what each way costs and how
 /// sure it is differ, and a user should see which their suite got.
 fn judged_line(report: &Report) -> Option<String> {
-    let mut nothing = 0;
-    let mut settled = 0;
-    let mut repeated = 0;
-    let mut lengths = 0;
-    let mut reachability = 0;
-    let mut unsettled = 0;
-    let mut own_run = 0;
-    for t in report.tests.iter() {
-        let retained = t.first_run_retained.as_ref().map_or(0, |r| r.bytes);
-        match (t.verdict, t.method, &t.extra_runs.status) {
-            (Verdict::Unsettled, ..) => unsettled += 1,
-            (Verdict::Clean | Verdict::Leak, Method::Counters, Status::NotNeeded) => nothing += 1,
-            // No extra run was made (a `#[should_panic]` test cannot run again).
-            (Verdict::Clean | Verdict::Leak, Method::Counters, _) if t.extra_runs.made == 0 => {
-                match retained {
-                    0 => nothing += 1,
-                    _ => own_run += 1,
-                }
-            }
-            (Verdict::Clean | Verdict::Leak, Method::Counters, _) => settled += 1,
-            // Leaking by a collection's length alone, whatever its stacks did.
-            (Verdict::Leak, Method::Stacks, _)
-                if t.extra_runs.made > 0
-                    && t.collections.iter().any(|c| c.fails)
-                    && !t.stacks.iter().any(|s| s.fails) =>
-            {
-                lengths += 1
-            }
-            (Verdict::Clean | Verdict::Leak, Method::Stacks, _) if t.extra_runs.made > 0 => {
-                repeated += 1
-            }
-            (Verdict::Clean | Verdict::Leak, Method::Stacks, _) => reachability += 1,
-            _ => {}
+    use crate::report::judged::{self, Way};
+    let ways: Vec<Way> = report.tests.iter().filter_map(judged::way).collect();
+    let parts: Vec<String> = Way::ALL
+        .iter()
+        .map(|w| (ways.iter().filter(|x| *x == w).count(), w.summary_words()))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Why tests were judged on one run, one line per reason (the first test with it named):
+/// `2 tests: the 1st extra run panicked: duplicate metric (`registry::a`, …)`.
+fn one_run_lines(report: &Report) -> Vec<String> {
+    use crate::report::judged;
+    const SHOWN: usize = 4;
+    // Grouped by the whole reason: a reason quotes the test's own panic message.
+    let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in &report.tests {
+        if !judged::way(t).is_some_and(|w| w.on_one_run()) {
+            continue;
+        }
+        let Some(why) = judged::one_run_reason(t) else {
+            continue;
+        };
+        match by_reason.iter_mut().find(|(r, _)| r == why) {
+            Some((_, names)) => names.push(&t.name),
+            None => by_reason.push((why.to_string(), vec![&t.name])),
         }
     }
-    let parts: Vec<String> = [
-        (nothing, "retained nothing"),
-        (settled, "settled by running again"),
-        (own_run, "by their own run alone (they could not run again)"),
-        (repeated, "by their stacks over extra runs"),
-        (lengths, "by their collections' lengths over extra runs"),
-        (reachability, "by reachability after one run"),
-        (unsettled, "not run again enough to tell (see each)"),
-    ]
-    .iter()
-    .filter(|(n, _)| *n > 0)
-    .map(|(n, what)| format!("{n} {what}"))
-    .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
+    let more = by_reason.len().saturating_sub(SHOWN);
+    let mut lines: Vec<String> = by_reason
+        .iter()
+        .take(SHOWN)
+        .map(|(why, names)| {
+            let which = match names.len() {
+                1 => format!("`{}`", names[0]),
+                n => format!("`{}` and {} more", names[0], n - 1),
+            };
+            format!(
+                "one run: {} ({which}): {why}",
+                plural(names.len() as u64, "test", "tests")
+            )
+        })
+        .collect();
+    if more > 0 {
+        lines.push(format!("one run: {more} other reasons (see report.json)"));
+    }
+    lines
 }
 
 /// What draining freed over the run, when it freed anything: garbage the program had
@@ -619,8 +610,14 @@ fn failing_text(
             let _ = writeln!(s, "           | {line}");
         }
     }
-    if let Some(why) = single_run_reason(t) {
+    if let Some(why) = crate::report::judged::one_run_reason(t) {
         let _ = writeln!(s, "           judged on its own run: {why}");
+    } else if t.extra_runs.in_all > 0 {
+        let _ = writeln!(
+            s,
+            "           runs: {}",
+            crate::report::judged::runs_text(t)
+        );
     }
     for stack in t.failing_stacks().take(STACKS_SHOWN) {
         let _ = writeln!(s, "           {}{}", amount_text(stack), growth_text(stack));
@@ -722,6 +719,9 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
     );
     if let Some(line) = judged_line(report) {
         let _ = writeln!(s, "  Judged {line}");
+    }
+    for line in one_run_lines(report) {
+        let _ = writeln!(s, "         {line}");
     }
     if let Some(line) = drained_line(report) {
         let _ = writeln!(s, "         {line}");
@@ -904,11 +904,14 @@ mod tests {
     #[test]
     fn growth_per_run_is_shown_for_stacks_that_grew_every_time() {
         let same = stack(StackKind::Leak, 2560, &[2560, 2560, 2560]);
-        assert_eq!(growth_text(&same), ", +2.5 KiB per run (3 extra runs)");
+        assert_eq!(
+            growth_text(&same),
+            ", +2.5 KiB in each of 3 runs with stacks"
+        );
         let varying = stack(StackKind::Leak, 96, &[64, 96]);
         assert_eq!(
             growth_text(&varying),
-            ", +64 B to +96 B per run (2 extra runs)"
+            ", +64 B to +96 B in each of 2 runs with stacks"
         );
         // No extra runs, or not growing every time: nothing to say.
         assert_eq!(growth_text(&stack(StackKind::Leak, 8, &[])), "");
@@ -1159,6 +1162,7 @@ mod tests {
         ];
         leak.artifacts.flamegraph = Some("demo-lib-demo/cache.tests.grows.svg".into());
         leak.extra_runs.made = 3;
+        leak.extra_runs.in_all = 14;
 
         let mut allowed = test_report();
         allowed.name = "cache::tests::warm".into();
@@ -1182,6 +1186,7 @@ mod tests {
         );
         failed.extra_runs = crate::model::ExtraRuns {
             made: 0,
+            in_all: 0,
             status: Status::TestFailed,
             detail: Some("the test did not pass its own run".into()),
         };
@@ -1210,6 +1215,7 @@ mod tests {
         slow.unsettled_fails = true;
         slow.extra_runs = crate::model::ExtraRuns {
             made: 0,
+            in_all: 0,
             status: Status::TimedOut,
             detail: Some("the 1st extra run did not finish in time (…)".into()),
         };
@@ -1245,6 +1251,7 @@ mod tests {
         panics.verdict = Verdict::Clean;
         panics.extra_runs = crate::model::ExtraRuns {
             made: 0,
+            in_all: 0,
             status: Status::ShouldPanic,
             detail: None,
         };

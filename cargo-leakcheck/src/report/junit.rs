@@ -148,7 +148,20 @@ fn judged_case(
         return;
     }
     match outcome(t, fails, out_dir, root) {
-        None => x.push_str("/>\n"),
+        // Judged on one run: why, so a CI page says it where the test is listed.
+        None => match crate::report::judged::way(t)
+            .filter(|w| w.on_one_run())
+            .and_then(|_| crate::report::judged::sentence(t))
+        {
+            Some(why) => {
+                let _ = writeln!(
+                    x,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    escape(&why)
+                );
+            }
+            None => x.push_str("/>\n"),
+        },
         Some((element, kind, message, text)) => {
             // What changed against the base run leads the message.
             let message = match change {
@@ -523,8 +536,9 @@ mod tests {
             xml.contains("tests=\"2\" failures=\"1\" errors=\"0\""),
             "{xml}"
         );
+        // It passes, saying why it was not judged.
         assert!(
-            xml.contains("<testcase name=\"tests::lenient\" classname=\"p\" time=\"0.000\"/>"),
+            xml.contains("<testcase name=\"tests::lenient\" classname=\"p\" time=\"0.000\">\n      <system-out>not run again enough to tell</system-out>"),
             "{xml}"
         );
         assert!(xml.contains("<testcase name=\"tests::strict\" classname=\"p\" time=\"0.000\">\n      <failure type=\"unsettled\" message=\"not judged, and `unsettled-fails` makes that fail the run\">no usable entry point: none is certain</failure>"), "{xml}");

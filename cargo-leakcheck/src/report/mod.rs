@@ -8,6 +8,7 @@ pub mod github;
 pub mod html;
 pub mod human;
 pub mod json;
+pub mod judged;
 pub mod junit;
 pub mod markup;
 pub mod plot;
