@@ -503,6 +503,36 @@ pub struct RetainedBy {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub task: Option<HoldingTask>,
+    /// For a thread's stack, register or thread-local: the thread, by what started it and
+    /// what it was doing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub holder: Option<HolderThread>,
+}
+
+/// The thread a retention path starts in, as a developer knows it: by the line of their
+/// code that spawned it, its own name when it set one, and what it was doing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HolderThread {
+    /// The first frame of the program's own code on the stack that called
+    /// `pthread_create`, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub spawned_at: Option<FrameReport>,
+    /// The name it gave itself (a thread that never named itself carries its creator's,
+    /// which says nothing about it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Whether it is the thread libtest ran the test on.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
+    pub runs_the_test: bool,
+    /// What it was doing before the scan stopped it: `running`, `asleep until a deadline`,
+    /// `blocked in accept`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub state: Option<String>,
 }
 
 /// Where a retention path starts.
@@ -1058,6 +1088,7 @@ pub fn held_by_static(name: &str) -> Option<RetainedBy> {
         via: Vec::new(),
         skipped: 0,
         task: None,
+        holder: None,
     })
 }
 

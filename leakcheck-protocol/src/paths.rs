@@ -12,6 +12,10 @@
 //! root register <name>                  a register of a stopped (or the exiting) thread
 //! root unknown
 //! thread <tid> <name>                   whose, for the last three
+//! state <hex>                           after `thread`: what the thread was doing before
+//!                                       the scan stopped it (see [`ThreadState`])
+//! spawned                               after `thread`: the next stack line is the stack
+//!                                       of the `pthread_create` call that started it
 //! @ <pc> <pc> …                         each object on the way, root-most first, by its
 //! skip <n>                              allocation stack (a `heap_v2` stack line); the last
 //!                                       `@` is the stack's own; `skip`: n objects left out
@@ -26,8 +30,11 @@ use crate::heap_v2::{parse_decimal, parse_hex};
 use crate::words::{format_hex, format_u64, Sink};
 
 /// The first line.
-pub const HEADER: &str = "leakcheck-paths/2";
-/// The first line of the earlier format, read as well: the same lines without `words`.
+pub const HEADER: &str = "leakcheck-paths/3";
+/// The first line of the earlier format, read as well: the same lines without `state` and
+/// `spawned`.
+pub const HEADER_V2: &str = "leakcheck-paths/2";
+/// The first line of the format before, read as well: without `words` either.
 pub const HEADER_V1: &str = "leakcheck-paths/1";
 /// How many of an object's first words a `words` line gives.
 pub const WORDS: usize = 4;
@@ -57,6 +64,40 @@ pub enum Root<'a> {
     Unknown,
 }
 
+/// What a thread was doing, packed in a word: `/proc`'s state letter (bits 0-7: `R`
+/// running, `S` sleeping, `D` in uninterruptible sleep, …), the system call it is blocked
+/// in plus one (bits 8-23, 0: none), milliseconds until it wakes by itself plus one (bits
+/// 24-62, 0: not by itself, or not known), and whether it has named itself (bit 63: its
+/// name is no longer the one it inherited from the thread that started it). 0: not read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadState(pub u64);
+
+impl ThreadState {
+    const MS_MASK: u64 = (1 << 39) - 1;
+
+    pub fn new(letter: u8, syscall: Option<u64>, wake_ms: Option<u64>, named: bool) -> Self {
+        let nr = syscall.map_or(0, |n| (n + 1).min(0xffff));
+        let ms = wake_ms.map_or(0, |m| (m + 1).min(Self::MS_MASK));
+        ThreadState(u64::from(letter) | nr << 8 | ms << 24 | u64::from(named) << 63)
+    }
+
+    pub fn letter(self) -> u8 {
+        self.0 as u8
+    }
+
+    pub fn syscall(self) -> Option<u64> {
+        ((self.0 >> 8) & 0xffff).checked_sub(1)
+    }
+
+    pub fn wake_ms(self) -> Option<u64> {
+        ((self.0 >> 24) & Self::MS_MASK).checked_sub(1)
+    }
+
+    pub fn named(self) -> bool {
+        self.0 >> 63 != 0
+    }
+}
+
 /// One line of a paths file, other than a stack line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line<'a> {
@@ -68,6 +109,10 @@ pub enum Line<'a> {
         tid: u64,
         name: &'a str,
     },
+    /// What that thread was doing.
+    State(ThreadState),
+    /// The next stack line is the stack that started that thread.
+    Spawned,
     /// Objects left out of a long chain.
     Skip(u64),
     /// The first words of the object whose stack line came before (`n` of them).
@@ -110,6 +155,11 @@ impl Line<'_> {
                 out.put(" ");
                 out.put(name);
             }
+            Line::State(state) => {
+                out.put("state ");
+                put_hex(out, state.0);
+            }
+            Line::Spawned => out.put("spawned"),
             Line::Skip(n) => {
                 out.put("skip ");
                 put_dec(out, n);
@@ -126,11 +176,14 @@ impl Line<'_> {
 
     /// Reads one line; `None` for anything else (a stack line is read as `heap_v2`'s).
     pub fn parse(line: &str) -> Option<Line<'_>> {
-        if line == HEADER || line == HEADER_V1 {
+        if line == HEADER || line == HEADER_V2 || line == HEADER_V1 {
             return Some(Line::Header);
         }
         if line == "path" {
             return Some(Line::Path);
+        }
+        if line == "spawned" {
+            return Some(Line::Spawned);
         }
         if line == "words" {
             return Some(Line::Words {
@@ -172,6 +225,7 @@ impl Line<'_> {
                 })
             }
             "skip" => Some(Line::Skip(parse_decimal(rest)?)),
+            "state" => Some(Line::State(ThreadState(hex(rest)?))),
             "words" => {
                 let mut words = [0u64; WORDS];
                 let mut n = 0;
@@ -213,7 +267,12 @@ mod tests {
     #[test]
     fn every_line_round_trips_in_the_documented_format() {
         for (line, text) in [
-            (Line::Header, "leakcheck-paths/2"),
+            (Line::Header, "leakcheck-paths/3"),
+            (Line::Spawned, "spawned"),
+            (
+                Line::State(ThreadState(0x8000_0000_0100_e253)),
+                "state 0x800000000100e253",
+            ),
             (Line::Path, "path"),
             (
                 Line::Root(Root::Static {

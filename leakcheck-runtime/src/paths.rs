@@ -6,7 +6,7 @@
 use crate::reach::{self, Obj, Root, Roots};
 use crate::stop;
 use crate::tracker::{write_stack, Out};
-use leakcheck_protocol::paths::{Line, Root as Written, PROGRAM, WORDS};
+use leakcheck_protocol::paths::{Line, Root as Written, ThreadState, PROGRAM, WORDS};
 
 /// Objects written at each end of a long chain.
 const CHAIN_END: usize = 8;
@@ -88,7 +88,7 @@ fn write_path(out: &mut Out, objs: &[Obj], target: usize, roots: &Roots, arena: 
     line(out, Line::Path);
     let top = objs[at];
     if top.direct {
-        write_root(out, roots, top.from);
+        write_root(out, roots, arena, top.from);
     } else {
         line(out, Line::Root(Written::Unknown));
     }
@@ -145,7 +145,7 @@ fn line(out: &mut Out, line: Line) {
     out.bytes(b"\n");
 }
 
-fn write_root(out: &mut Out, roots: &Roots, at: usize) {
+fn write_root(out: &mut Out, roots: &Roots, arena: &[u64], at: usize) {
     let Some(((lo, _), kind)) = roots.root_of(at) else {
         line(out, Line::Root(Written::Unknown));
         return;
@@ -196,16 +196,23 @@ fn write_root(out: &mut Out, roots: &Roots, at: usize) {
             thread
         }
     };
-    let tid = roots.threads[thread as usize].tid;
+    let t = roots.threads[thread as usize];
     let mut name = [0u8; 64];
-    let name = thread_name(tid, &mut name);
+    let name = crate::sys::task_name(t.tid as u64, &mut name);
     line(
         out,
         Line::Thread {
-            tid: tid as u64,
+            tid: t.tid as u64,
             name,
         },
     );
+    if t.state != 0 {
+        line(out, Line::State(ThreadState(t.state)));
+    }
+    if let Some(id) = t.spawn.checked_sub(1).filter(|&id| id < arena.len()) {
+        line(out, Line::Spawned);
+        write_stack(out, arena, id);
+    }
 }
 
 /// For a thread not stopped (so not unwound): the return address into the function whose
@@ -242,28 +249,6 @@ fn module_name(name: *const std::ffi::c_char) -> &'static str {
         Ok("") => PROGRAM,
         Ok(name) => name,
         Err(_) => "?",
-    }
-}
-
-/// The thread's name from `/proc/self/task/<tid>/comm`, read into `buf` (`?` when it cannot
-/// be read).
-fn thread_name(tid: usize, buf: &mut [u8; 64]) -> &str {
-    let mut path = crate::sys::FixedPath::new();
-    let mut n = 0;
-    if path.push(b"/proc/self/task/") && path.push_u64(tid as u64) && path.push(b"/comm") {
-        // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
-        unsafe {
-            let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len()).max(0) as usize;
-                libc::close(fd);
-            }
-        }
-    }
-    let name = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
-    match std::str::from_utf8(name) {
-        Ok(name) if !name.is_empty() => name,
-        _ => "?",
     }
 }
 

@@ -82,6 +82,10 @@ pub struct ThreadRoot {
     /// Whether it is stopped, its registers saved in `stop::SLOTS[slot]`.
     pub stopped: bool,
     pub slot: usize,
+    /// The tracker's stack id of the call that started it, plus one (0: not known).
+    pub spawn: usize,
+    /// What it was doing before the scan stopped it (a `leakcheck_protocol::paths::ThreadState`).
+    pub state: u64,
 }
 
 /// A loaded object: its name (NUL-terminated, the loader's; empty for the program) and
@@ -126,6 +130,8 @@ impl Roots {
                 pc: 0,
                 stopped: false,
                 slot: 0,
+                spawn: 0,
+                state: 0,
             }; threads::MAX_THREADS + 1],
             n_threads: 0,
             modules: [Module {
@@ -441,6 +447,8 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
         let (lo, hi) = (e.lo.load(Ordering::Relaxed), e.hi.load(Ordering::Relaxed));
         let mut t = ThreadRoot {
             tid,
+            spawn: e.spawn.load(Ordering::Relaxed),
+            state: e.state.load(Ordering::Relaxed),
             ..ThreadRoot::default()
         };
         let range = if tid == me {

@@ -98,6 +98,23 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
     sys::now_ms().saturating_sub(started)
 }
 
+/// The system call thread `tid` is blocked in, and in how many milliseconds at most it
+/// ends by itself (None: it does not, or that is not known); `(None, None)` for a thread
+/// running or gone.
+pub fn blocked_in(tid: u32) -> (Option<u64>, Option<u64>) {
+    let mut buf = [0u8; 256];
+    let sys::TaskSyscall::Text(text) = sys::task_syscall(u64::from(tid), &mut buf) else {
+        return (None, None);
+    };
+    match parse_syscall(text) {
+        Some(call) => match wake_of_call(&call, read_timespec, clock_ms) {
+            Wake::Within(ms) => (Some(call.nr), Some(ms)),
+            _ => (Some(call.nr), None),
+        },
+        None => (None, None),
+    }
+}
+
 /// What thread `tid` waits in, from `/proc/self/task/<tid>/syscall`.
 fn wake_of(tid: u32) -> Wake {
     let mut buf = [0u8; 256];

@@ -202,6 +202,56 @@ pub fn thread_count() -> Option<u64> {
     parse_u64(std::str::from_utf8(field).ok()?)
 }
 
+/// The thread's name from `/proc/self/task/<tid>/comm`, read into `buf` (`?` when it cannot
+/// be read).
+pub fn task_name(tid: u64, buf: &mut [u8; 64]) -> &str {
+    let mut path = FixedPath::new();
+    let mut n = 0;
+    if path.push(b"/proc/self/task/") && path.push_u64(tid) && path.push(b"/comm") {
+        // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len()).max(0) as usize;
+                libc::close(fd);
+            }
+        }
+    }
+    let name = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
+    match std::str::from_utf8(name) {
+        Ok(name) if !name.is_empty() => name,
+        _ => "?",
+    }
+}
+
+/// The state letter of thread `tid` (`R` running, `S` sleeping, `D` in uninterruptible
+/// sleep, …) from `/proc/self/task/<tid>/stat`; None when it cannot be read.
+pub fn task_state(tid: u64) -> Option<u8> {
+    let mut path = FixedPath::new();
+    if !(path.push(b"/proc/self/task/") && path.push_u64(tid) && path.push(b"/stat")) {
+        return None;
+    }
+    let mut buf = [0u8; 512];
+    // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let text = &buf[..usize::try_from(n).ok()?];
+    // The command name (field 2) may hold spaces and parentheses: the state follows the
+    // last `)`.
+    let close = text.iter().rposition(|&b| b == b')')?;
+    text[close + 1..]
+        .iter()
+        .copied()
+        .find(|b| !b.is_ascii_whitespace())
+}
+
 /// Waits until the process has no more threads than `before` (threads a run or a drain
 /// started have exited, and freed what they held on the way out), or `limit_ms` passed;
 /// whether they had.

@@ -24,7 +24,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 type PthreadCreate = unsafe extern "C" fn(
     *mut libc::pthread_t,
@@ -138,11 +138,14 @@ pub unsafe extern "C" fn pthread_create(
     }
     // SAFETY: `real` is libc's pthread_create, whose signature this is.
     let real: PthreadCreate = unsafe { std::mem::transmute::<usize, PthreadCreate>(real) };
+    // Where it is started from names the thread in reports (taken before the thread
+    // library is entered: the unwinder's allocations are the program's like any other).
+    let spawn = crate::tracker::spawn_stack().map_or(0, |id| id as usize + 1);
     let inside = Inside::enter();
     // The new thread starts in the trampoline, which records it and then calls `start`;
     // when every start slot is taken it starts directly, unrecorded.
     let claimed = (KEY.load(Ordering::Acquire) != usize::MAX)
-        .then(|| claim_start(start as usize, arg as usize))
+        .then(|| claim_start(start as usize, arg as usize, spawn))
         .flatten();
     // SAFETY: the caller's arguments, passed on unchanged, or the trampoline with the slot
     // holding them.
@@ -189,6 +192,15 @@ pub struct ThreadEntry {
     pub lo: AtomicUsize,
     pub hi: AtomicUsize,
     pub tp: AtomicUsize,
+    /// The tracker's stack id of the `pthread_create` call that started it, plus one (0:
+    /// not known: stacks were not tracked).
+    pub spawn: AtomicUsize,
+    /// The name it started with, its creator's (`/proc`'s `comm`, NUL-padded): a thread
+    /// still called that never named itself.
+    pub inherited: [AtomicU64; 2],
+    /// What it was doing before the last scan stopped it (a
+    /// `leakcheck_protocol::paths::ThreadState`).
+    pub state: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -197,6 +209,9 @@ const FREE_ENTRY: ThreadEntry = ThreadEntry {
     lo: AtomicUsize::new(0),
     hi: AtomicUsize::new(0),
     tp: AtomicUsize::new(0),
+    spawn: AtomicUsize::new(0),
+    inherited: [AtomicU64::new(0), AtomicU64::new(0)],
+    state: AtomicU64::new(0),
 };
 
 pub static REGISTRY: [ThreadEntry; MAX_THREADS] = [FREE_ENTRY; MAX_THREADS];
@@ -211,6 +226,7 @@ struct Start {
     used: AtomicBool,
     start: AtomicUsize,
     arg: AtomicUsize,
+    spawn: AtomicUsize,
     recorded: AtomicBool,
 }
 
@@ -219,6 +235,7 @@ const FREE_START: Start = Start {
     used: AtomicBool::new(false),
     start: AtomicUsize::new(0),
     arg: AtomicUsize::new(0),
+    spawn: AtomicUsize::new(0),
     recorded: AtomicBool::new(false),
 };
 
@@ -334,20 +351,26 @@ pub fn gettid() -> usize {
     unsafe { libc::syscall(libc::SYS_gettid) as usize }
 }
 
-/// Records the calling thread; its slot index is kept in the key, for the destructor.
-fn register() {
+/// Records the calling thread, started by the stack `spawn` (see [`ThreadEntry::spawn`]);
+/// its slot index is kept in the key, for the destructor.
+fn register(spawn: usize) {
     let key = KEY.load(Ordering::Acquire);
     if key == usize::MAX {
         return;
     }
     let Some((lo, hi)) = own_stack() else { return };
     let tid = gettid();
+    let inherited = own_name();
     let _guard = RegistryGuard::lock();
     for (i, e) in REGISTRY.iter().enumerate() {
         if e.tid.load(Ordering::Relaxed) == 0 {
             e.lo.store(lo, Ordering::Relaxed);
             e.hi.store(hi, Ordering::Relaxed);
             e.tp.store(thread_pointer(), Ordering::Relaxed);
+            e.spawn.store(spawn, Ordering::Relaxed);
+            e.inherited[0].store(inherited[0], Ordering::Relaxed);
+            e.inherited[1].store(inherited[1], Ordering::Relaxed);
+            e.state.store(0, Ordering::Relaxed);
             e.tid.store(tid, Ordering::Release);
             // SAFETY: a key created by `start_registry`; the value is a small integer.
             unsafe {
@@ -365,6 +388,40 @@ extern "C" fn unregister(value: *mut c_void) {
     }
     let _guard = RegistryGuard::lock();
     REGISTRY[i - 1].tid.store(0, Ordering::Release);
+}
+
+/// The calling thread's name (`comm`, at most 15 bytes), NUL-padded into two words.
+fn own_name() -> [u64; 2] {
+    let mut buf = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL-terminated, into our buffer.
+    unsafe { libc::prctl(libc::PR_GET_NAME, buf.as_mut_ptr()) };
+    let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
+    [word(&buf[..8]), word(&buf[8..])]
+}
+
+/// Reads what each recorded thread is doing now, before a scan stops them (a stopped
+/// thread waits in the stop handler): its state letter, the call it is blocked in and when
+/// that ends, and whether its name is still the one it inherited.
+pub fn read_states(_held: &RegistryGuard) {
+    for e in &REGISTRY {
+        let tid = e.tid.load(Ordering::Acquire);
+        if tid == 0 {
+            continue;
+        }
+        let Some(letter) = crate::sys::task_state(tid as u64) else {
+            continue;
+        };
+        let (syscall, wake_ms) = crate::sleepers::blocked_in(tid as u32);
+        let mut name = [0u8; 64];
+        let now = crate::sys::task_name(tid as u64, &mut name);
+        let mut inherited = [0u8; 16];
+        inherited[..8].copy_from_slice(&e.inherited[0].load(Ordering::Relaxed).to_ne_bytes());
+        inherited[8..].copy_from_slice(&e.inherited[1].load(Ordering::Relaxed).to_ne_bytes());
+        let len = inherited.iter().position(|&b| b == 0).unwrap_or(16);
+        let named = now.as_bytes() != &inherited[..len];
+        let state = leakcheck_protocol::paths::ThreadState::new(letter, syscall, wake_ms, named);
+        e.state.store(state.0, Ordering::Relaxed);
+    }
 }
 
 /// The calling thread's stack block, from glibc's own record of it.
@@ -390,7 +447,7 @@ extern "C" fn trampoline(arg: *mut c_void) -> *mut c_void {
     let slot = &STARTS[arg as usize];
     let start = slot.start.load(Ordering::Acquire);
     let real_arg = slot.arg.load(Ordering::Acquire);
-    register();
+    register(slot.spawn.load(Ordering::Acquire));
     // From here the creator may reuse the slot.
     slot.recorded.store(true, Ordering::Release);
     // SAFETY: `start` is the routine the caller of `pthread_create` passed, with its own
@@ -400,7 +457,7 @@ extern "C" fn trampoline(arg: *mut c_void) -> *mut c_void {
 }
 
 /// A start slot for a new thread (its index), or None when all are in use.
-fn claim_start(start: usize, arg: usize) -> Option<usize> {
+fn claim_start(start: usize, arg: usize, spawn: usize) -> Option<usize> {
     for (i, s) in STARTS.iter().enumerate() {
         if s.used
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
@@ -408,6 +465,7 @@ fn claim_start(start: usize, arg: usize) -> Option<usize> {
         {
             s.start.store(start, Ordering::Release);
             s.arg.store(arg, Ordering::Release);
+            s.spawn.store(spawn, Ordering::Release);
             s.recorded.store(false, Ordering::Release);
             return Some(i);
         }

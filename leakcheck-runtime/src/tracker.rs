@@ -554,19 +554,25 @@ pub fn allocated(ptr: *mut c_void) {
     });
 }
 
+/// The tracker entered and an empty frame buffer, when the calling thread's stacks are
+/// tracked.
+fn enter_for_stack() -> Option<(Busy, Frames)> {
+    if !enabled() || UNTRACKED.try_with(Cell::get).unwrap_or(false) {
+        return None;
+    }
+    let frames = Frames {
+        pcs: [0; MAX_DEPTH],
+        n: 0,
+    };
+    Some((Busy::enter()?, frames))
+}
+
 /// The stack of a new mapping of `bytes` made by the caller's stack, with `marker` (a code
 /// address that says what kind of mapping it is) as its innermost frame, its live counts
 /// raised by the mapping; None when stacks are not tracked. Unsampled mappings go under
 /// the empty stack, as unsampled allocations do.
 pub fn mapping_stack(marker: usize, bytes: u64) -> Option<u32> {
-    if !enabled() || UNTRACKED.try_with(Cell::get).unwrap_or(false) {
-        return None;
-    }
-    let _busy = Busy::enter()?;
-    let mut frames = Frames {
-        pcs: [0; MAX_DEPTH],
-        n: 0,
-    };
+    let (_busy, mut frames) = enter_for_stack()?;
     if sampled(bytes) {
         backtrace(&mut frames);
         // The unwinder's first frames are this library's own; the marker takes the first.
@@ -579,6 +585,15 @@ pub fn mapping_stack(marker: usize, bytes: u64) -> Option<u32> {
         s.stacks.add(id, bytes);
         Some(id)
     })
+}
+
+/// The caller's stack, stored without counts, for naming what it starts (a thread by the
+/// code that spawned it); None when stacks are not tracked.
+pub fn spawn_stack() -> Option<u32> {
+    let (_busy, mut frames) = enter_for_stack()?;
+    backtrace(&mut frames);
+    let pcs = &frames.pcs[..frames.n];
+    with_state(|s| s.stacks.intern(pcs)).filter(|_| !pcs.is_empty())
 }
 
 /// Changes the live counts of a mapping's stack (a mapping unmapped, in part or whole).

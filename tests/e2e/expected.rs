@@ -68,6 +68,10 @@ pub struct Expected {
     pub spawns_tasks: Option<(&'static str, &'static str)>,
     /// True when, besides, another leak stack of the test must be held by that task.
     pub held_by_task: bool,
+    /// `(name, state)`: a leak stack of the test must be held by a thread that never named
+    /// itself, named instead by the line marked `// thread-spawn: name` that spawned it,
+    /// with `state` in what it was doing.
+    pub thread_holder: Option<(&'static str, &'static str)>,
     /// True when the test's counting runs must have stopped early because each left
     /// threads running (`threads-left` after two runs in `metrics.json`), its stacks
     /// process making the rest of the default five extra runs.
@@ -137,6 +141,15 @@ impl Expected {
     const fn threads_left(self) -> Expected {
         Expected {
             threads_left: true,
+            ..self
+        }
+    }
+
+    /// The same row, whose leak is held by a thread spawned at the line marked
+    /// `// thread-spawn: name`, doing `state` (see [`Expected::thread_holder`]).
+    const fn thread_holder(self, name: &'static str, state: &'static str) -> Expected {
+        Expected {
+            thread_holder: Some((name, state)),
             ..self
         }
     }
@@ -415,6 +428,7 @@ const fn outcome(
         drained: false,
         spawns_tasks: None,
         held_by_task: false,
+        thread_holder: None,
         threads_left: false,
         grows: None,
         memory: None,
@@ -486,7 +500,11 @@ pub const EXPECTED: &[Expected] = &[
         "detached_thread_holds_memory",
     )
     .runs("completed")
-    .threads_left(),
+    .threads_left()
+    .thread_holder(
+        "detached_thread_holds_memory",
+        "waiting on a lock, a channel or a condition variable",
+    ),
     leak(
         LEAKY_UNIT,
         "tests::c_malloc_without_free",
@@ -845,7 +863,7 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("completed")
     .held_by(
-        "thread-local `retention::CACHE` of thread `cache-worker`",
+        "thread-local `retention::CACHE` of a thread `cache-worker` spawned at",
         Some("retention::cache_worker_loop"),
     ),
     leak(
@@ -855,7 +873,7 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("completed")
     .held_by(
-        "stack of thread `vec-worker`",
+        "the stack of a thread `vec-worker` spawned at",
         Some("retention::vec_worker_loop"),
     ),
     // Judged by reachability (they cannot run again): found through a register of a thread
@@ -865,14 +883,17 @@ pub const EXPECTED: &[Expected] = &[
         "tests::pointer_only_in_a_register_of_a_blocked_thread",
     )
     .runs("should-panic")
-    .held_by("register r12 of thread `register-holder`", None),
+    .held_by(
+        "a register of a thread `register-holder` spawned at `retention::tests::pointer_only_in_a_register_of_a_blocked_thread` that never ended, blocked reading",
+        None,
+    ),
     clean_kept(
         RETENTION,
         "tests::reachable_only_from_another_threads_thread_local",
     )
     .runs("should-panic")
     .held_by(
-        "thread-local `retention::tests::HELD` of thread `tls-holder`",
+        "thread-local `retention::tests::HELD` of a thread `tls-holder` spawned at",
         None,
     ),
     // --- tests/fixtures/many-live: profiled at a few bytes per live allocation ---
@@ -1050,6 +1071,16 @@ pub const EXPECTED: &[Expected] = &[
     .runs("completed")
     .spawns_tasks("async-task", "executor_task_per_call_waits_forever")
     .held_by_task(),
+    // An unnamed thread per call that sleeps for ever: held by that thread, named by the
+    // line that spawned it, in a debug build and in a release build with line tables.
+    leak(
+        TASKS,
+        "tests::thread_per_call_sleeps_forever",
+        "thread_per_call_sleeps_forever",
+    )
+    .runs("completed")
+    .threads_left()
+    .thread_holder("thread_per_call_sleeps_forever", "asleep, until a deadline"),
     // Started once for the life of the process (behind a OnceLock).
     clean_kept(TASKS, "tests::background_task_started_once").runs("completed"),
     clean(TASKS, "tests::job_spawned_and_awaited"),
@@ -1298,6 +1329,7 @@ fn expected_table_matches_fixture_sources() {
         let mut markers: BTreeMap<String, usize> = BTreeMap::new();
         let mut spawn_markers: BTreeMap<String, usize> = BTreeMap::new();
         let mut grow_markers: BTreeMap<String, usize> = BTreeMap::new();
+        let mut thread_markers: BTreeMap<String, usize> = BTreeMap::new();
         for file in &files {
             let text = std::fs::read_to_string(file).unwrap();
             let mut after_test_attr = false;
@@ -1326,6 +1358,9 @@ fn expected_table_matches_fixture_sources() {
                 if let Some(name) = marked("// grows: ") {
                     *grow_markers.entry(name).or_default() += 1;
                 }
+                if let Some(name) = marked("// thread-spawn: ") {
+                    *thread_markers.entry(name).or_default() += 1;
+                }
             }
         }
 
@@ -1352,37 +1387,37 @@ fn expected_table_matches_fixture_sources() {
         for (name, count) in markers {
             assert_eq!(count, 1, "{fixture}: marker {name} appears {count} times");
         }
-        let table_spawns: BTreeSet<String> = rows
-            .iter()
-            .filter_map(|e| e.spawns_tasks)
-            .map(|(_, name)| name.to_owned())
-            .collect();
-        let source_spawns: BTreeSet<String> = spawn_markers.keys().cloned().collect();
-        assert_eq!(
-            table_spawns, source_spawns,
-            "{fixture}: table spawn sites and markers differ"
+        // Each kind of marker appears once per name, for exactly the rows that name it.
+        let same = |what: &str, table: BTreeSet<String>, markers: BTreeMap<String, usize>| {
+            let source: BTreeSet<String> = markers.keys().cloned().collect();
+            assert_eq!(table, source, "{fixture}: table {what} and markers differ");
+            for (name, count) in markers {
+                assert_eq!(
+                    count, 1,
+                    "{fixture}: {what} marker {name} appears {count} times"
+                );
+            }
+        };
+        let names = |f: fn(&Expected) -> Option<&'static str>| -> BTreeSet<String> {
+            rows.iter()
+                .filter_map(|e| f(e))
+                .map(str::to_owned)
+                .collect()
+        };
+        same(
+            "spawn sites",
+            names(|e| e.spawns_tasks.map(|(_, name)| name)),
+            spawn_markers,
         );
-        for (name, count) in spawn_markers {
-            assert_eq!(
-                count, 1,
-                "{fixture}: spawn marker {name} appears {count} times"
-            );
-        }
-        let table_grows: BTreeSet<String> = rows
-            .iter()
-            .filter_map(|e| e.grows)
-            .map(|(name, _)| name.to_owned())
-            .collect();
-        let source_grows: BTreeSet<String> = grow_markers.keys().cloned().collect();
-        assert_eq!(
-            table_grows, source_grows,
-            "{fixture}: table collections and markers differ"
+        same(
+            "collections",
+            names(|e| e.grows.map(|(name, _)| name)),
+            grow_markers,
         );
-        for (name, count) in grow_markers {
-            assert_eq!(
-                count, 1,
-                "{fixture}: grows marker {name} appears {count} times"
-            );
-        }
+        same(
+            "thread holders",
+            names(|e| e.thread_holder.map(|(name, _)| name)),
+            thread_markers,
+        );
     }
 }

@@ -264,6 +264,11 @@ pub fn spawn_site(fixture: &str, name: &str) -> (String, u32) {
     marked_line(fixture, &format!("// spawn-site: {name}"))
 }
 
+/// Finds the `// thread-spawn: NAME` marker in a fixture's sources, as [`leak_site`] does.
+pub fn thread_spawn_site(fixture: &str, name: &str) -> (String, u32) {
+    marked_line(fixture, &format!("// thread-spawn: {name}"))
+}
+
 fn marked_line(fixture: &str, marker: &str) -> (String, u32) {
     let root = repo_root().join(fixture);
     let mut found = Vec::new();

@@ -2,7 +2,7 @@
 //! plus exit codes, the report schema and the flame graph artifacts.
 
 use crate::expected::{Expected, EXPECTED, IGNORED};
-use crate::harness::{grows_site, leak_site, run_fixture, spawn_site, Run};
+use crate::harness::{grows_site, leak_site, run_fixture, spawn_site, thread_spawn_site, Run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -189,6 +189,9 @@ fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     if let Some((runtime, name)) = row.spawns_tasks {
         problems.extend(check_tasks(row, t, runtime, name, &who));
     }
+    if let Some((name, state)) = row.thread_holder {
+        problems.extend(check_thread_holder(run, row, t, name, state, &who));
+    }
     // A failed test with no leak site leaks nothing: what it keeps reachable is kept
     // memory, as for a test that passes.
     if row.verdict == "failed" && row.site.is_none() && stacks.iter().any(|s| s["kind"] == "leak") {
@@ -273,6 +276,48 @@ fn check_grows(
 /// The task checks of a row (see [`Expected::spawns_tasks`]): a leak stack of task cells
 /// spawned at the marked line, one more alive after every extra run; and, when the row says
 /// so, another leak stack held by such a task.
+/// A leak stack held by a thread that never named itself: named by the line that spawned
+/// it and what it was doing, in report.json and in the summary.
+fn check_thread_holder(
+    run: &Run,
+    row: &Expected,
+    t: &Value,
+    name: &str,
+    state: &str,
+    who: &str,
+) -> Vec<String> {
+    let (file, line) = thread_spawn_site(row.fixture, name);
+    let stacks = t["stacks"].as_array().unwrap();
+    let held = stacks
+        .iter()
+        .filter(|s| s["kind"] == "leak")
+        .filter_map(|s| s.get("retained_by")?.get("holder"))
+        .any(|h| {
+            h["spawned_at"]["file"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&file))
+                && h["spawned_at"]["line"].as_u64() == Some(u64::from(line))
+                && h.get("name").is_none()
+                && h["state"].as_str().is_some_and(|s| s.contains(state))
+        });
+    let mut problems = Vec::new();
+    if !held {
+        let shown: Vec<&Value> = stacks.iter().filter_map(|s| s.get("retained_by")).collect();
+        problems.push(format!(
+            "{who}: no leak held by an unnamed thread spawned at {file}:{line}, {state}; held by: {}",
+            serde_json::to_string_pretty(&shown).unwrap()
+        ));
+    }
+    let said = format!("held by a thread spawned at {file}:{line} (`");
+    if !run.stderr.contains(&said) || run.stderr.contains(" of thread `") {
+        problems.push(format!(
+            "{who}: the summary does not say `{said}…`:\n{}",
+            run.stderr
+        ));
+    }
+    problems
+}
+
 fn check_tasks(row: &Expected, t: &Value, runtime: &str, name: &str, who: &str) -> Vec<String> {
     let mut problems = Vec::new();
     let (file, line) = spawn_site(row.fixture, name);

@@ -10,7 +10,7 @@ use crate::analysis::profile;
 use crate::analysis::symbols::Frame;
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
-use crate::model::{FrameReport, HoldingTask, RetainedBy, RootKind, TaskReport};
+use crate::model::{FrameReport, HolderThread, HoldingTask, RetainedBy, RootKind, TaskReport};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +20,10 @@ pub struct HeldPath {
     pub root: RawRoot,
     /// `(tid, name)` of the thread a thread-local, stack or register root belongs to.
     pub thread: Option<(u64, String)>,
+    /// What that thread was doing before the scan stopped it, when read.
+    pub thread_state: Option<leakcheck_protocol::paths::ThreadState>,
+    /// The stack of the call that started that thread, when known.
+    pub spawned: Option<Vec<FrameKey>>,
     /// The allocation stack of each object, root-most first; the last is the held stack's.
     pub chain: Vec<Vec<FrameKey>>,
     /// Objects left out of a long chain (between the first and the last eight).
@@ -73,15 +77,24 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
     struct Raw<'a> {
         root: Root<'a>,
         thread: Option<(u64, String)>,
+        state: Option<leakcheck_protocol::paths::ThreadState>,
+        spawned: Option<Vec<u64>>,
         chain: Vec<Vec<u64>>,
         words: Vec<Vec<u64>>,
         skipped: u64,
     }
     let mut raws: Vec<Raw> = Vec::new();
+    // After `spawned`, the next stack line is the thread's, not an object's.
+    let mut spawn_next = false;
     for line in lines.filter(|l| !l.is_empty()) {
         if let Some(addrs) = parse_stack(line) {
             let raw = raws.last_mut()?;
-            raw.chain.push(addrs.collect::<Result<_, _>>().ok()?);
+            let addrs: Vec<u64> = addrs.collect::<Result<_, _>>().ok()?;
+            if std::mem::take(&mut spawn_next) {
+                raw.spawned = Some(addrs);
+                continue;
+            }
+            raw.chain.push(addrs);
             raw.words.push(Vec::new());
             continue;
         }
@@ -89,6 +102,8 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
             Line::Path => raws.push(Raw {
                 root: Root::Unknown,
                 thread: None,
+                state: None,
+                spawned: None,
                 chain: Vec::new(),
                 words: Vec::new(),
                 skipped: 0,
@@ -99,6 +114,8 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
             Line::Root(root) => raws.last_mut()?.root = root,
             Line::Thread { tid, name } => raws.last_mut()?.thread = Some((tid, name.to_owned())),
             Line::Skip(n) => raws.last_mut()?.skipped = n,
+            Line::State(state) => raws.last_mut()?.state = Some(state),
+            Line::Spawned => spawn_next = true,
             Line::Header => return None,
         }
     }
@@ -108,6 +125,7 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
         if let Root::Stack { frame } = r.root {
             stacks.push(vec![frame]);
         }
+        stacks.extend(r.spawned.iter().cloned());
     }
     let mut keys = diff::frame_keys(&mappings, &stacks).into_iter();
     let words: Vec<Vec<u64>> = raws.iter().flat_map(|r| r.words.iter().cloned()).collect();
@@ -145,9 +163,15 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
                 Root::Register(name) => RawRoot::Register(name.to_owned()),
                 Root::Unknown => RawRoot::Unknown,
             };
+            let spawned = match r.spawned {
+                Some(_) => Some(keys.next()?),
+                None => None,
+            };
             (!chain.is_empty()).then_some(HeldPath {
                 root,
                 thread: r.thread,
+                thread_state: r.state,
+                spawned,
                 chain,
                 skipped: r.skipped,
                 words,
@@ -185,11 +209,19 @@ pub fn describe(
     symbols: &mut dyn Symbols,
     tasks_by_words: &TaskWords,
 ) -> RetainedBy {
-    // Thread ids differ from run to run, and the report must not: threads go by name.
+    // Thread ids differ from run to run, and the report must not: threads go by name, or,
+    // better, by what started them.
     let thread = p.thread.as_ref().map(|(_, name)| name.clone());
-    let of_thread = |what: String| match &p.thread {
-        Some((_, name)) => format!("{what} of thread `{name}`"),
-        None => what,
+    let holder = p
+        .thread
+        .as_ref()
+        .map(|(_, name)| holder_thread(p, name, exe, symbols));
+    let of_thread = |what: String| match (&p.thread, &holder) {
+        (Some(_), Some(h)) => {
+            let site = h.spawned_at.as_ref().map(|f| format!("`{}`", f.function));
+            format!("{what} of {}", thread_words(h, site.as_deref()))
+        }
+        _ => what,
     };
     let object = |o: &str| {
         if o == "-" {
@@ -232,12 +264,13 @@ pub fn describe(
                 .and_then(|k| symbols.code(&k.object, k.file_offset).first().cloned());
             let symbol = f.as_ref().and_then(|f| f.function.clone());
             frame = f.filter(|f| f.function.is_some()).map(|f| frame_report(&f));
-            (RootKind::Stack, symbol, of_thread("stack".to_owned()))
+            (RootKind::Stack, symbol, of_thread("the stack".to_owned()))
         }
+        // A register's name means nothing to the program's author.
         RawRoot::Register(name) => (
             RootKind::Register,
             Some(name.clone()),
-            of_thread(format!("register {name}")),
+            of_thread("a register".to_owned()),
         ),
         RawRoot::Unknown => (RootKind::Unknown, None, "an unknown root".to_owned()),
     };
@@ -284,7 +317,90 @@ pub fn describe(
         via,
         skipped: p.skipped,
         task,
+        holder,
     }
+}
+
+/// The thread a path starts in: the first frame of the program's own code that started it,
+/// its own name when it set one, what it was doing.
+fn holder_thread(p: &HeldPath, name: &str, exe: &str, symbols: &mut dyn Symbols) -> HolderThread {
+    let spawn = p
+        .spawned
+        .as_ref()
+        .map(|keys| resolve_stack(keys, symbols))
+        .unwrap_or_default();
+    let own_source = |f: &&Frame| f.file.as_deref().is_some_and(classify::is_own_source);
+    let libtest = |f: &&Frame| {
+        f.function
+            .as_deref()
+            .is_some_and(|n| n.starts_with("test::run_test"))
+    };
+    // The first frame that says who started it: the program's own code, or libtest's (a
+    // thread the program started from inside a test has the test's frames further out).
+    let starter = spawn
+        .iter()
+        .find(|f| (classify::is_user_frame(f, exe) && own_source(f)) || libtest(f));
+    let runs_the_test = starter.is_some_and(|f| libtest(&f));
+    let spawned_at = starter.filter(|_| !runs_the_test).map(frame_report);
+    // Without a state, nothing says whether the name is its own: kept, as before. libtest
+    // names the test's thread after the test, cut to 15 bytes: not shown.
+    let named = p.thread_state.is_none_or(|s| s.named()) && !runs_the_test;
+    HolderThread {
+        spawned_at,
+        name: named.then(|| name.to_owned()),
+        runs_the_test,
+        state: p.thread_state.and_then(state_words),
+    }
+}
+
+/// A thread in words: `the test's own thread`, `a thread `worker-1` spawned at {site} that
+/// never ended, running`. `site` is where it was spawned, as the caller shows a frame (the
+/// renderers give paths relative to the workspace, which only they know).
+pub fn thread_words(h: &HolderThread, site: Option<&str>) -> String {
+    let mut text = match (&h.name, h.runs_the_test) {
+        (_, true) => "the test's own thread".to_owned(),
+        (Some(name), false) => format!("a thread `{name}`"),
+        (None, false) => "a thread".to_owned(),
+    };
+    if let Some(site) = site {
+        text.push_str(&format!(" spawned at {site} that never ended"));
+    }
+    if let Some(state) = &h.state {
+        text.push_str(&format!(", {state}"));
+    }
+    text
+}
+
+/// What a thread was doing, in words; None when it was not read.
+pub fn state_words(s: leakcheck_protocol::paths::ThreadState) -> Option<String> {
+    // x86-64 system call numbers.
+    let blocked = |nr: u64| -> String {
+        match nr {
+            0 | 17 | 19 => "blocked reading".into(),
+            1 | 18 | 20 => "blocked writing".into(),
+            7 | 23 | 232 | 270 | 271 | 281 | 441 => "waiting for I/O".into(),
+            34 => "paused".into(),
+            35 | 230 => "asleep".into(),
+            43 | 288 => "blocked in accept".into(),
+            42 => "blocked in connect".into(),
+            45 | 47 | 299 => "blocked receiving".into(),
+            61 | 247 => "waiting for a child process".into(),
+            202 => "waiting on a lock, a channel or a condition variable".into(),
+            n => format!("blocked in system call {n}"),
+        }
+    };
+    let words = match (s.letter(), s.syscall()) {
+        (0, _) => return None,
+        (b'R', _) => "running".to_owned(),
+        (b'T' | b't', _) => "stopped".to_owned(),
+        (b'Z' | b'X', _) => "ending".to_owned(),
+        (_, Some(nr)) => match s.wake_ms() {
+            Some(_) => format!("{}, until a deadline", blocked(nr)),
+            None => blocked(nr),
+        },
+        (_, None) => "asleep".to_owned(),
+    };
+    Some(words)
 }
 
 /// A word in a mapped file (not an anonymous or special mapping, nor no mapping at all).

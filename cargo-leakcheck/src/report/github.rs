@@ -189,7 +189,7 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let held = st
                 .retained_by
                 .as_ref()
-                .map(|h| format!(", held by {}", h.root))
+                .map(|h| format!(", {}", crate::report::human::held_phrase(h, repo_root)))
                 .unwrap_or_default();
             out.push(format!(
                 "::error file={},line={line},title={}::{}",
@@ -689,6 +689,7 @@ mod tests {
             via: Vec::new(),
             skipped: 0,
             task: None,
+            holder: None,
         });
         let report = Report {
             tests: vec![held],

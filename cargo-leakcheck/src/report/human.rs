@@ -3,8 +3,8 @@
 
 use crate::model::ExtraRunsStatus as Status;
 use crate::model::{
-    AllowedBy, Change, FrameReport, Method, Report, RetainedBy, StackKind, StackReport, TestReport,
-    Verdict,
+    AllowedBy, Change, FrameReport, Method, Report, RetainedBy, RootKind, StackKind, StackReport,
+    TestReport, Verdict,
 };
 use std::fmt::Write;
 use std::path::Path;
@@ -36,12 +36,34 @@ fn short_path(file: &str, root: &Path) -> String {
     p.strip_prefix(root).unwrap_or(p).display().to_string()
 }
 
+/// `held by static `app::REGISTRY``, `held by a thread spawned at tests/lib.rs:648
+/// (`lib::clone_churn`) that never ended, running`, `held in a register of …`: the root,
+/// with the thread a stack, register or thread-local belongs to named by where it was
+/// spawned.
+pub(crate) fn held_phrase(held: &RetainedBy, root: &Path) -> String {
+    let Some(h) = &held.holder else {
+        return format!("held by {}", held.root);
+    };
+    let site = h.spawned_at.as_ref().map(|f| match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!("{}:{line} (`{}`)", short_path(file, root), f.function),
+        _ => format!("`{}`", f.function),
+    });
+    let thread = crate::analysis::retention::thread_words(h, site.as_deref());
+    match (held.root_kind, &held.symbol) {
+        (RootKind::Register, _) => format!("held in a register of {thread}"),
+        (RootKind::ThreadLocal, Some(s)) => format!("held by thread-local `{s}` of {thread}"),
+        (RootKind::ThreadLocal, None) => format!("held in the thread-local storage of {thread}"),
+        _ => format!("held by {thread}"),
+    }
+}
+
 /// The `held by` lines under a stack, unindented: its root, then where each object on the
 /// way from the root was allocated (`→ …`). When an async task is on the way, the task
 /// comes first, by its spawn site, then what holds the task.
 pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
+    let held_by = held_phrase(held, root);
     let root_line = match (&held.frame, &held.definition) {
-        (Some(f), _) => format!("held by {}, in {}", held.root, frame_text(f, root)),
+        (Some(f), _) => format!("{held_by}, in {}", frame_text(f, root)),
         (
             None,
             Some(FrameReport {
@@ -49,8 +71,8 @@ pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
                 line: Some(line),
                 ..
             }),
-        ) => format!("held by {} ({}:{line})", held.root, short_path(file, root)),
-        (None, _) => format!("held by {}", held.root),
+        ) => format!("{held_by} ({}:{line})", short_path(file, root)),
+        (None, _) => held_by,
     };
     let via = |lines: &mut Vec<String>, range: std::ops::Range<usize>, indent: &str| {
         let half = held.via.len().div_ceil(2);
@@ -989,6 +1011,7 @@ mod tests {
             via: vec![frame("app::register", 12)],
             skipped: 0,
             task: None,
+            holder: None,
         };
         let mut leak = test_report();
         leak.name = "tests::grows".into();
@@ -1062,6 +1085,7 @@ mod tests {
                     "its runtime's own structures (its scheduler, its list of tasks)".into(),
                 ),
             }),
+            holder: None,
         };
         let mut t = test_report();
         t.name = "tests::subscribes".into();

@@ -669,6 +669,7 @@ mod tests {
             via: vec![FrameReport::at("app::work", "/ws/src/lib.rs", 12)],
             skipped: 0,
             task: None,
+            holder: None,
         });
         let leak = TestReport {
             verdict: Verdict::Leak,

@@ -105,9 +105,11 @@ fn roots_are_named_in_words_with_their_thread() {
         "one object between the root and the stack's"
     );
     let tls = describe(&paths[1], exe, &mut symbols, &TaskWords::default());
-    assert_eq!(tls.root, "thread-local storage of thread `pool-0`");
+    assert_eq!(tls.root, "thread-local storage of a thread `pool-0`");
     let register = describe(&paths[3], exe, &mut symbols, &TaskWords::default());
-    assert_eq!(register.root, "register r12 of thread `reader`");
+    // A register's name says nothing to the program's author: kept as the symbol only.
+    assert_eq!(register.root, "a register of a thread `reader`");
+    assert_eq!(register.symbol.as_deref(), Some("r12"));
     assert!(register.via.is_empty());
     assert_eq!(register.thread.as_deref(), Some("reader"));
     let stack = describe(&paths[2], exe, &mut symbols, &TaskWords::default());
@@ -146,29 +148,16 @@ MAPPED_LIBRARIES:
 
 #[test]
 fn an_object_whose_stack_was_not_sampled_is_a_task_when_its_words_say_so() {
-    use crate::analysis::symbols::{Captured, CodeAnswer, Frame, Replay};
+    use crate::analysis::symbols::{Captured, Replay};
     let paths = parse(TASK_PATHS).expect("a whole paths file");
     // Only words inside a mapped file are kept, by their place in the object.
     assert_eq!(paths[0].words[1], vec![(2, key(0xf1000))]);
     assert_eq!(paths[1].words[0], vec![(2, key(0xf1000))]);
     assert!(paths[1].chain[0].is_empty(), "not sampled");
     let exe = "/work/prog";
-    let frame = |function: &str, file: &str, line| Frame {
-        function: Some(function.into()),
-        file: Some(file.into()),
-        line: Some(line),
-        column: None,
-        object: exe.into(),
-        offset: 0,
-        inlined: false,
-    };
+    let frame = |function: &str, file: &str, line| frame(function, file, line, 0);
     let registry =
         "/root/.cargo/registry/src/index.crates.io-1/tokio-1.54.1/src/runtime/task/core.rs";
-    let answer = |offset, frames| CodeAnswer {
-        object: exe.into(),
-        offset,
-        frames,
-    };
     let mut symbols = Replay::new(Captured {
         code: vec![
             answer(
@@ -192,4 +181,143 @@ fn an_object_whose_stack_was_not_sampled_is_a_task_when_its_words_say_so() {
     // Without the sampled cell's words, nothing says what that object is.
     let alone = TaskWords::of(&paths[1..], exe, &mut symbols);
     assert_eq!(describe(&paths[1], exe, &mut symbols, &alone).task, None);
+}
+
+/// A thread that inherited its name from the test's thread, spawned by the program's own
+/// code, looping in `read`: named by its spawn line and its state, not by a name it never
+/// set nor by a register.
+const THREAD_PATHS: &str = "leakcheck-paths/3
+path
+root register r14
+thread 4245 clone_churn
+state 0x153
+spawned
+@ 0x55d0a0009090 0x55d0a000a0a0 0x55d0a000b0b0
+@ 0x55d0a0008080
+path
+root stack 0x55d0a0005050
+thread 4246 tests::clone_ch
+state 0x8000000000000052
+spawned
+@ 0x55d0a0009090 0x55d0a000c0c0
+@ 0x55d0a0006060
+
+MAPPED_LIBRARIES:
+55d0a0000000-55d0a0100000 r-xp 00001000 08:01 123 /work/prog
+";
+
+/// What the symbols of `/work/prog` say at `offset`.
+fn answer(offset: u64, frames: Vec<Frame>) -> crate::analysis::symbols::CodeAnswer {
+    crate::analysis::symbols::CodeAnswer {
+        object: "/work/prog".into(),
+        offset,
+        frames,
+    }
+}
+
+fn frame(function: &str, file: &str, line: u32, offset: u64) -> Frame {
+    Frame {
+        function: Some(function.into()),
+        file: Some(file.into()),
+        line: Some(line),
+        column: None,
+        object: "/work/prog".into(),
+        offset,
+        inlined: false,
+    }
+}
+
+#[test]
+fn a_thread_is_named_by_the_line_that_spawned_it_and_what_it_was_doing() {
+    use crate::analysis::symbols::{Captured, Replay};
+    let paths = parse(THREAD_PATHS).expect("a whole paths file");
+    assert_eq!(paths.len(), 2);
+    assert_eq!(paths[0].chain.len(), 1, "the spawn stack is not an object");
+    assert_eq!(paths[0].spawned.as_ref().map(Vec::len), Some(3));
+    let mut symbols = Replay::new(Captured {
+        code: vec![
+            answer(
+                0xa090,
+                vec![frame(
+                    "std::thread::Builder::spawn",
+                    "/rustc/abc/library/std/src/thread/mod.rs",
+                    400,
+                    0xa090,
+                )],
+            ),
+            answer(
+                0xb0a0,
+                vec![frame("lib::clone_churn", "/work/tests/lib.rs", 648, 0xb0a0)],
+            ),
+            answer(
+                0xc0b0,
+                vec![frame(
+                    "test::run_test",
+                    "/rustc/abc/library/test/src/lib.rs",
+                    600,
+                    0xc0b0,
+                )],
+            ),
+            answer(
+                0xd0c0,
+                vec![frame(
+                    "test::run_test::run_test_inner",
+                    "/rustc/abc/library/test/src/lib.rs",
+                    620,
+                    0xd0c0,
+                )],
+            ),
+        ],
+        ..Captured::default()
+    });
+    let exe = "/work/prog";
+    let held = describe(&paths[0], exe, &mut symbols, &TaskWords::default());
+    let h = held.holder.expect("the thread is described");
+    assert_eq!(h.spawned_at.as_ref().and_then(|f| f.line), Some(648));
+    assert_eq!(
+        h.spawned_at.as_ref().map(|f| f.function.as_str()),
+        Some("lib::clone_churn")
+    );
+    assert_eq!(
+        h.name, None,
+        "it never named itself: its creator's name says nothing"
+    );
+    assert!(!h.runs_the_test);
+    assert_eq!(h.state.as_deref(), Some("blocked reading"));
+    assert_eq!(
+        held.root,
+        "a register of a thread spawned at `lib::clone_churn` that never ended, blocked reading"
+    );
+    // libtest's own thread for the test: said so, without libtest's cut of the test's name.
+    let test_thread = describe(&paths[1], exe, &mut symbols, &TaskWords::default());
+    let h = test_thread.holder.expect("the thread is described");
+    assert!(h.runs_the_test);
+    assert_eq!((h.spawned_at, h.name), (None, None));
+    assert_eq!(
+        test_thread.root,
+        "the stack of the test's own thread, running"
+    );
+}
+
+#[test]
+fn a_threads_state_is_said_in_words() {
+    use leakcheck_protocol::paths::ThreadState;
+    let words = |letter: u8, nr: Option<u64>, ms: Option<u64>| {
+        state_words(ThreadState::new(letter, nr, ms, false))
+    };
+    assert_eq!(words(b'R', None, None).as_deref(), Some("running"));
+    assert_eq!(
+        words(b'S', Some(43), None).as_deref(),
+        Some("blocked in accept")
+    );
+    assert_eq!(
+        words(b'S', Some(230), Some(1500)).as_deref(),
+        Some("asleep, until a deadline")
+    );
+    assert_eq!(
+        words(b'S', Some(202), None).as_deref(),
+        Some("waiting on a lock, a channel or a condition variable")
+    );
+    assert_eq!(words(b'S', None, None).as_deref(), Some("asleep"));
+    assert_eq!(state_words(ThreadState(0)), None, "not read");
 }
