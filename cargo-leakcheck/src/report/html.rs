@@ -413,6 +413,56 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     if let Some(held) = &st.retained_by {
         held_block(h, held, root, sources);
     }
+    if let Some(lost) = &st.unreachable {
+        lost_block(h, lost, root);
+    }
+    h.push_str("</div>");
+}
+
+/// How a leaked stack's objects are lost, in words; a reference cycle drawn as its members
+/// in boxes, each arrow labelled with where in its object the pointer is, the last (the
+/// one to make `Weak`) back to the first.
+fn lost_block(h: &mut String, lost: &crate::model::Unreachable, root: &Path) {
+    let text = lost.text(|f| crate::report::human::place_text(f, root));
+    let _ = write!(h, "<div class=\"lost\"><div>{}</div>", esc(&text));
+    if let crate::model::Unreachable::Cycle(c) = lost {
+        h.push_str("<div class=\"cycle\">");
+        for (i, m) in c.members.iter().enumerate() {
+            let place = crate::report::human::place_text(&m.site, root);
+            let site = match source_link(&m.site, root) {
+                Some(href) => format!(
+                    "<a href=\"{}\"><code>{}</code></a>",
+                    esc(&href),
+                    esc(&place)
+                ),
+                None => format!("<code>{}</code>", esc(&place)),
+            };
+            let counts = match (m.strong, m.weak) {
+                (Some(s), Some(w)) => format!(" · strong {s}, weak {w}"),
+                _ => String::new(),
+            };
+            let _ = write!(
+                h,
+                "<span class=\"node\"><b>{}</b><br>{site}<br><small>{} B{counts}</small></span>",
+                esc(&m.what()),
+                m.size
+            );
+            let last = i + 1 == c.members.len();
+            let (class, arrow) = match last {
+                true => (
+                    " weak",
+                    "↩ back to the first: make this one <code>Weak</code>",
+                ),
+                false => ("", "→"),
+            };
+            let _ = write!(
+                h,
+                "<span class=\"edge{class}\">{arrow}<br><small>at +{}</small></span>",
+                m.offset
+            );
+        }
+        h.push_str("</div>");
+    }
     h.push_str("</div>");
 }
 
@@ -861,6 +911,11 @@ summary{cursor:pointer}
 ol.frames{margin:2px 0;padding-left:22px}
 pre.src{margin:0 0 2px;padding:1px 6px;background:#f6f8fa;color:#24292f;font-size:12px;white-space:pre-wrap}
 .held{color:#8250df;margin:4px 0}
+.lost{color:#cf222e;margin:4px 0}
+.cycle{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:6px 0}
+.cycle .node{border:1px solid #8250df;border-radius:6px;padding:4px 8px;color:#1f2328;background:#fbefff}
+.cycle .edge{text-align:center;color:#57606a}
+.cycle .edge.weak{color:#cf222e}
 .task{margin:4px 0;padding:4px 8px;border-left:3px solid #8250df;background:#f6f0ff}
 .task a{color:inherit}
 .message{color:#57606a;white-space:pre-wrap}
