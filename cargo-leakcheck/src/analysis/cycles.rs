@@ -285,25 +285,27 @@ fn allocated_by(frames: &[Frame]) -> (Option<String>, Option<String>) {
         ("alloc::raw_vec", "/raw_vec", "Vec"),
         ("alloc::vec::Vec", "/vec/", "Vec"),
     ];
-    for f in frames {
+    // std's frames before the program's own, outermost last: `Arc::new` calls `Box::new`.
+    let in_std = |f: &&Frame| !f.file.as_deref().is_some_and(crate::analysis::classify::is_own_source);
+    let mut found = (None, None);
+    for f in frames.iter().take_while(in_std) {
         let name = f.function.as_deref().unwrap_or("");
         let file = f.file.as_deref().unwrap_or("");
         let std_file = file.contains("/library/alloc/src");
-        let found = KINDS.iter().find(|(path, source, _)| {
+        let kind = KINDS.iter().find(|(path, source, _)| {
             name.trim_start_matches('<').starts_with(path) || (std_file && file.contains(source))
         });
-        if let Some((path, _, kind)) = found {
+        if let Some((path, _, kind)) = kind {
             let rest = name.trim_start_matches('<');
             let short = name.split('<').next().is_some_and(|head| !head.contains("::"));
             let generic = rest
                 .strip_prefix(path)
                 .and_then(first_generic)
                 .or_else(|| short.then(|| first_generic(name)).flatten());
-            let type_name = generic.filter(|t| *kind != "Vec" || !t.is_empty());
-            return (Some((*kind).to_owned()), type_name);
+            found = (Some((*kind).to_owned()), generic);
         }
     }
-    (None, None)
+    found
 }
 
 /// The first generic argument of `<A, B>…` at the start of `text` (or after a short name:
