@@ -180,20 +180,32 @@ impl ByStack {
             e.0.inside += how.inside;
             e.0.alone += how.alone;
         }
-        for (g, group) in cycles.groups.iter().enumerate() {
-            for m in &group.members {
-                let e = stacks.entry(key(&m.stack)).or_default();
-                if e.1
-                    .is_none_or(|best| cycles.groups[best].count < group.count)
-                {
+        // Groups whose members' stacks key alike are one (the test's own run and its extra
+        // runs call in from different places above the entry point).
+        let mut groups: Vec<Group> = Vec::new();
+        let mut seen: HashMap<Vec<Vec<FrameKey>>, usize> = HashMap::new();
+        for group in cycles.groups {
+            let keys: Vec<Vec<FrameKey>> = group.members.iter().map(|m| key(&m.stack)).collect();
+            let g = match seen.get(&keys) {
+                Some(&g) => {
+                    groups[g].count += group.count;
+                    groups[g].objects += group.objects;
+                    g
+                }
+                None => {
+                    seen.insert(keys.clone(), groups.len());
+                    groups.push(group);
+                    groups.len() - 1
+                }
+            };
+            for k in keys {
+                let e = stacks.entry(k).or_default();
+                if e.1.is_none_or(|best| groups[best].count < groups[g].count) {
                     e.1 = Some(g);
                 }
             }
         }
-        ByStack {
-            groups: cycles.groups,
-            stacks,
-        }
+        ByStack { groups, stacks }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -244,7 +256,7 @@ fn cycle_report(g: &Group, exe: &str, symbols: &mut dyn Symbols) -> CycleReport 
 }
 
 /// The member that owns the cycle: the one allocated first, as far as the program's code
-/// says (the earliest site of the file most members are allocated in; a cache before its
+/// says (the earliest allocation site, by file then line: a cache's cell before its
 /// callback, a parent before its child). The pointer back to it closes the cycle.
 fn owner(members: &[CycleMember]) -> usize {
     (0..members.len())
@@ -286,7 +298,11 @@ fn allocated_by(frames: &[Frame]) -> (Option<String>, Option<String>) {
         ("alloc::vec::Vec", "/vec/", "Vec"),
     ];
     // std's frames before the program's own, outermost last: `Arc::new` calls `Box::new`.
-    let in_std = |f: &&Frame| !f.file.as_deref().is_some_and(crate::analysis::classify::is_own_source);
+    let in_std = |f: &&Frame| {
+        !f.file
+            .as_deref()
+            .is_some_and(crate::analysis::classify::is_own_source)
+    };
     let mut found = (None, None);
     for f in frames.iter().take_while(in_std) {
         let name = f.function.as_deref().unwrap_or("");
@@ -297,7 +313,10 @@ fn allocated_by(frames: &[Frame]) -> (Option<String>, Option<String>) {
         });
         if let Some((path, _, kind)) = kind {
             let rest = name.trim_start_matches('<');
-            let short = name.split('<').next().is_some_and(|head| !head.contains("::"));
+            let short = name
+                .split('<')
+                .next()
+                .is_some_and(|head| !head.contains("::"));
             let generic = rest
                 .strip_prefix(path)
                 .and_then(first_generic)
@@ -312,19 +331,7 @@ fn allocated_by(frames: &[Frame]) -> (Option<String>, Option<String>) {
 /// `new<A>`), unless it is a parameter's name (`T`).
 fn first_generic(text: &str) -> Option<String> {
     let open = text.find('<')?;
-    let args = &text[open + 1..];
-    let mut depth = 0usize;
-    let end = args.char_indices().find(|&(_, c)| {
-        match c {
-            '<' => depth += 1,
-            '>' if depth == 0 => return true,
-            '>' => depth -= 1,
-            ',' if depth == 0 => return true,
-            _ => {}
-        }
-        false
-    })?;
-    let arg = args[..end.0].trim();
+    let arg = crate::analysis::tasks::first_argument(&text[open + 1..]);
     let arg = arg
         .strip_prefix("core::cell::RefCell<")
         .map_or(arg, |inner| inner.strip_suffix('>').unwrap_or(inner));

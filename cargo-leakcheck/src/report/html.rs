@@ -23,6 +23,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
+mod lost;
+
 /// What the page says about the run beyond the report.
 pub struct Page<'a> {
     /// The command, as typed (`cargo leakcheck test --workspace`).
@@ -414,54 +416,7 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
         held_block(h, held, root, sources);
     }
     if let Some(lost) = &st.unreachable {
-        lost_block(h, lost, root);
-    }
-    h.push_str("</div>");
-}
-
-/// How a leaked stack's objects are lost, in words; a reference cycle drawn as its members
-/// in boxes, each arrow labelled with where in its object the pointer is, the last (the
-/// one to make `Weak`) back to the first.
-fn lost_block(h: &mut String, lost: &crate::model::Unreachable, root: &Path) {
-    let text = lost.text(|f| crate::report::human::place_text(f, root));
-    let _ = write!(h, "<div class=\"lost\"><div>{}</div>", esc(&text));
-    if let crate::model::Unreachable::Cycle(c) = lost {
-        h.push_str("<div class=\"cycle\">");
-        for (i, m) in c.members.iter().enumerate() {
-            let place = crate::report::human::place_text(&m.site, root);
-            let site = match source_link(&m.site, root) {
-                Some(href) => format!(
-                    "<a href=\"{}\"><code>{}</code></a>",
-                    esc(&href),
-                    esc(&place)
-                ),
-                None => format!("<code>{}</code>", esc(&place)),
-            };
-            let counts = match (m.strong, m.weak) {
-                (Some(s), Some(w)) => format!(" · strong {s}, weak {w}"),
-                _ => String::new(),
-            };
-            let _ = write!(
-                h,
-                "<span class=\"node\"><b>{}</b><br>{site}<br><small>{} B{counts}</small></span>",
-                esc(&m.what()),
-                m.size
-            );
-            let last = i + 1 == c.members.len();
-            let (class, arrow) = match last {
-                true => (
-                    " weak",
-                    "↩ back to the first: make this one <code>Weak</code>",
-                ),
-                false => ("", "→"),
-            };
-            let _ = write!(
-                h,
-                "<span class=\"edge{class}\">{arrow}<br><small>at +{}</small></span>",
-                m.offset
-            );
-        }
-        h.push_str("</div>");
+        lost::block(h, lost, root);
     }
     h.push_str("</div>");
 }
