@@ -5,7 +5,9 @@
 use crate::exit_code::ExitCode;
 use serde::{Deserialize, Serialize};
 
+mod cycles;
 mod memory;
+pub use cycles::{CycleMember, CycleReport, Unreachable};
 pub use memory::{Memory, MemoryExplained, MemoryPart, MemoryPartFigures, MemoryPoint};
 
 /// The run's HTML page, beside `report.json`.
@@ -412,6 +414,11 @@ pub struct StackReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub retained_by: Option<RetainedBy>,
+    /// For a leak whose objects no root reaches: why nothing frees them, as the scan's
+    /// search for reference cycles among lost objects found (see [`Unreachable`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub unreachable: Option<Unreachable>,
     /// When its objects are async tasks (their cells, allocated inside a spawn call): what
     /// spawned them. Its objects per run are then tasks per run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1001,6 +1008,7 @@ impl StackReport {
             growth_per_run: Vec::new(),
             frames: Vec::new(),
             retained_by: None,
+            unreachable: None,
             task: None,
         }
     }

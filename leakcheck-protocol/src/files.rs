@@ -11,6 +11,9 @@ pub const HEAP: &str = ".heap";
 pub const UNREACHED: &str = ".unreached";
 /// Appended to a dump's name: how the scan found each stack's reachable objects held.
 pub const PATHS: &str = ".paths";
+/// Appended to a dump's name: the reference cycles among the objects of that dump the
+/// scan found unreachable (see [`crate::cycles`]).
+pub const CYCLES: &str = ".cycles";
 /// Appended to a dump's name: where the buffer of each collection of the table (see
 /// [`crate::collections`]) is, and the stack that allocated it.
 pub const COLLECTIONS: &str = ".collections";

@@ -9,6 +9,7 @@
 //! - [`heap_v2`]: the lines of a heap dump, as jemalloc writes them and the runtime's tracker
 //!   does;
 //! - [`paths`]: the retention paths the reachability scan writes beside a dump;
+//! - [`cycles`]: the reference cycles among the objects that scan found lost;
 //! - [`files`]: the suffixes of the files the runtime writes beside a dump;
 //! - [`settling`]: the rule that says whether extra runs settle a test;
 //! - [`timeline`]: when each periodic heap dump was taken;
@@ -24,6 +25,7 @@
 #![no_std]
 
 pub mod collections;
+pub mod cycles;
 pub mod drain;
 pub mod env;
 pub mod files;

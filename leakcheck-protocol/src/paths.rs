@@ -242,18 +242,18 @@ impl Line<'_> {
 
 crate::words::display_by_encode!(Line<'_>);
 
-fn hex(text: &str) -> Option<u64> {
+pub(crate) fn hex(text: &str) -> Option<u64> {
     parse_hex(text.strip_prefix("0x").unwrap_or(text))
 }
 
-fn put_hex(out: &mut impl Sink, v: u64) {
+pub(crate) fn put_hex(out: &mut impl Sink, v: u64) {
     let mut digits = [0u8; 16];
     let at = format_hex(v, &mut digits);
     out.put("0x");
     out.put(core::str::from_utf8(&digits[at..]).unwrap_or("0"));
 }
 
-fn put_dec(out: &mut impl Sink, v: u64) {
+pub(crate) fn put_dec(out: &mut impl Sink, v: u64) {
     let mut digits = [0u8; 20];
     let at = format_u64(v, &mut digits);
     out.put(core::str::from_utf8(&digits[at..]).unwrap_or("0"));

@@ -41,6 +41,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod arenas;
+mod cycles;
 mod drain;
 mod image;
 mod lengths;

@@ -1,6 +1,7 @@
 //! The reachability scan over the tracker's live allocations (see [`crate::reach`]): what
 //! no root reaches, written beside a dump as `<dump>.unreached` (by stack and size), how the
-//! reached ones are held (`<dump>.paths`, see [`crate::paths`]) and what the scan cost
+//! reached ones are held (`<dump>.paths`, see [`crate::paths`]), the reference cycles among
+//! the lost ones (`<dump>.cycles`, see [`crate::cycles`]) and what the scan cost
 //! (`<paths>.scan`).
 
 use crate::sys::{self, FixedPath};
@@ -38,7 +39,7 @@ pub fn dump_unreached(path: &FixedPath, paths: Option<&FixedPath>) -> bool {
             threads::read_states(&held);
             let stop = stop::stop_others(&held);
             reach::add_thread_roots(roots, &held, &stop);
-            write_unreached(out, s, roots, stop, paths)
+            write_unreached(out, s, roots, stop, paths, &cycles_file(path))
         })
     });
     roots_mem.unmap();
@@ -51,6 +52,7 @@ fn write_unreached(
     roots: &reach::Roots,
     stop: stop::Stop,
     paths: Option<&FixedPath>,
+    cycles: &FixedPath,
 ) -> bool {
     let n = s.live.count;
     let obj_words = std::mem::size_of::<reach::Obj>() / 8;
@@ -122,6 +124,10 @@ fn write_unreached(
         ];
         write_scan_cost(p, &cost);
     }
+    // The cycles among the lost objects, while `objs` is still sorted by start.
+    if !cycles.is_empty() {
+        write_dump(cycles, |o| crate::cycles::write(o, objs, arena));
+    }
     // The lost objects, grouped by stack.
     let mut lost = 0;
     for i in 0..objs.len() {
@@ -156,6 +162,21 @@ fn write_unreached(
     objs_mem.unmap();
     work_mem.unmap();
     true
+}
+
+/// `<dump>.cycles` beside `<dump>.unreached` (empty when the name is not that).
+fn cycles_file(unreached: &FixedPath) -> FixedPath {
+    let mut name = FixedPath::new();
+    // SAFETY: the path holds len() initialised bytes before its NUL.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(unreached.as_ptr().cast::<u8>(), unreached.len()) };
+    let suffix = leakcheck_protocol::files::UNREACHED.as_bytes();
+    if let Some(dump) = bytes.strip_suffix(suffix) {
+        if !(name.push(dump) && name.push(leakcheck_protocol::files::CYCLES.as_bytes())) {
+            name.truncate(0);
+        }
+    }
+    name
 }
 
 /// Whether retention paths are written (`LEAKCHECK_PATHS=0`, for the benchmark that

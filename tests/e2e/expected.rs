@@ -277,6 +277,12 @@ const RETENTION: Target = Target {
     package: "retention",
     binary: "retention",
 };
+/// Reference cycles and a `Box::leak`: lost memory, and why nothing frees it.
+const CYCLES: Target = Target {
+    fixture: "tests/fixtures/cycles",
+    package: "cycles",
+    binary: "cycles",
+};
 const SLOW: Target = Target {
     fixture: "tests/fixtures/slow",
     package: "slow",
@@ -896,6 +902,21 @@ pub const EXPECTED: &[Expected] = &[
         "thread-local `retention::tests::HELD` of a thread `tls-holder` spawned at",
         None,
     ),
+    // --- tests/fixtures/cycles: lost in reference cycles, or pointed to by nothing ---
+    leak(
+        CYCLES,
+        "tests::cache_callback_cycle_grows_on_every_run",
+        "cache_callback_cycle_grows_on_every_run",
+    )
+    .runs("completed"),
+    leak(
+        CYCLES,
+        "tests::parent_child_rc_cycle_grows_on_every_run",
+        "parent_child_rc_cycle_grows_on_every_run",
+    )
+    .runs("completed"),
+    leak(CYCLES, "tests::box_leak_per_call", "box_leak_per_call").runs("completed"),
+    clean(CYCLES, "tests::weak_parent_pointers_are_freed"),
     // --- tests/fixtures/many-live: profiled at a few bytes per live allocation ---
     leak(
         MANY_LIVE,

@@ -18,6 +18,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/counting-alloc"
         | "tests/fixtures/many-live"
         | "tests/fixtures/retention"
+        | "tests/fixtures/cycles"
         | "tests/fixtures/slow"
         | "tests/fixtures/tasks"
         | "tests/fixtures/history"
@@ -569,6 +570,84 @@ fn lifetime_fixture_matches_the_table() {
 #[test]
 fn retention_fixture_matches_the_table_and_names_who_holds_what() {
     check_fixture("tests/fixtures/retention");
+}
+
+#[test]
+fn cycles_fixture_matches_the_table_and_names_each_cycle() {
+    check_fixture("tests/fixtures/cycles");
+    let run = run_fixture("tests/fixtures/cycles", &[]);
+    let lost = |test: &str| -> Vec<Value> {
+        run.test("cycles", test)["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["kind"] == "leak")
+            .map(|s| s["unreachable"].clone())
+            .collect()
+    };
+    // The cache's cycle: the cell, the cache and its callback, one cycle per run.
+    let cache = lost("tests::cache_callback_cycle_grows_on_every_run");
+    let cycle = cache
+        .iter()
+        .find(|u| u["kind"] == "cycle")
+        .unwrap_or_else(|| panic!("no cycle named: {cache:#?}"));
+    let (file, line) = leak_site(
+        "tests/fixtures/cycles",
+        "cache_callback_cycle_grows_on_every_run",
+    );
+    let members = cycle["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3, "{cycle:#}");
+    assert!(
+        members.iter().any(|m| m["site"]["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with(&file))
+            && m["site"]["line"].as_u64() == Some(line as u64)
+            && m["container"] == "Arc"),
+        "the cache's Arc is a member: {cycle:#}"
+    );
+    assert!(members.iter().any(|m| m["container"] == "Box"), "{cycle:#}");
+    assert!(
+        cycle["cycles"].as_u64() >= Some(2),
+        "one cycle per run: {cycle:#}"
+    );
+    // The parent/child cycle: the parent's Rc, the children's buffer, the child's Rc.
+    let tree = lost("tests::parent_child_rc_cycle_grows_on_every_run");
+    let cycle = tree
+        .iter()
+        .find(|u| u["kind"] == "cycle")
+        .unwrap_or_else(|| panic!("no cycle named: {tree:#?}"));
+    let containers: Vec<&str> = cycle["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["container"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        containers,
+        ["Rc", "Vec", "Rc"],
+        "the parent first: {cycle:#}"
+    );
+    assert_eq!(cycle["members"][0]["strong"], 1, "{cycle:#}");
+    // A Box::leak: nothing points to it.
+    let leaked = lost("tests::box_leak_per_call");
+    assert!(
+        leaked.iter().any(|u| u["kind"] == "no-cycle"),
+        "{leaked:#?}"
+    );
+    // The summary says it, with the pointer to make Weak.
+    let summary = &run.stderr;
+    assert!(
+        summary.contains("unreachable: a reference cycle of 3 objects — an `Rc` (src/lib.rs:"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("one of these pointers should be `Weak`: likely an `Rc`'s"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("unreachable, no cycle: nothing points to these objects"),
+        "{summary}"
+    );
 }
 
 #[test]

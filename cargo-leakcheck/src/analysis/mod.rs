@@ -9,6 +9,7 @@ pub(crate) mod baseline;
 pub(crate) mod classify;
 pub(crate) mod collections;
 pub(crate) mod counting;
+pub(crate) mod cycles;
 pub(crate) mod diff;
 pub(crate) mod ending;
 pub(crate) mod frames;

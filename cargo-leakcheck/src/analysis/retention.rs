@@ -475,7 +475,7 @@ pub fn lists_task(p: &HeldPath, runtime: &str, symbols: &mut dyn Symbols) -> boo
 
 /// Where an object was allocated: the first frame in the program's own code (not std's,
 /// nor a crate std vendors, nor the registry's), or of the binary, or the first.
-fn allocation_site(frames: &[Frame], exe: &str) -> FrameReport {
+pub(crate) fn allocation_site(frames: &[Frame], exe: &str) -> FrameReport {
     let own_source = |f: &&Frame| f.file.as_deref().is_some_and(classify::is_own_source);
     let user = |f: &&Frame| classify::is_user_frame(f, exe);
     frames

@@ -252,6 +252,7 @@ pub fn judge_stacks(
                     .held
                     .as_ref()
                     .map(|p| retention::describe(p, exe, symbols, &by_words)),
+                unreachable: None,
                 task: m.task.map(|mut t| {
                     if let Some(p) = m.held.as_ref() {
                         t.listed = retention::lists_task(p, &t.runtime, symbols);

@@ -146,7 +146,13 @@ fn constructor_of(frames: &[Frame]) -> Option<(usize, &'static Constructor)> {
 /// the parameters' names (`Cell<T,S>::new`).
 fn future_of(name: &str) -> Option<String> {
     let open = name.find('<')?;
-    let args = &name[open + 1..];
+    let first = first_argument(&name[open + 1..]);
+    (first.contains("::") && !name[..open].contains("::")).then(|| first.to_owned())
+}
+
+/// The first of the generic arguments `args` starts with (the text after the `<`), trimmed:
+/// up to the `,` or `>` at its own depth.
+pub(crate) fn first_argument(args: &str) -> &str {
     let mut depth = 0usize;
     let end = args
         .char_indices()
@@ -161,8 +167,7 @@ fn future_of(name: &str) -> Option<String> {
             false
         })
         .map_or(args.len(), |(i, _)| i);
-    let first = args[..end].trim();
-    (first.contains("::") && !name[..open].contains("::")).then(|| first.to_owned())
+    args[..end].trim()
 }
 
 /// What holds a task that its runtime lists.

@@ -9,19 +9,22 @@
 //! [`crate::model::verdict_exit_code`].
 
 use crate::analysis::collections;
+use crate::analysis::cycles;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
+use crate::analysis::frames::{frame_report, resolve_stack};
 pub use crate::analysis::identity::TestIdentity;
 use crate::analysis::lost::Lost;
 use crate::analysis::profile::{self, Counts};
 use crate::analysis::retention;
 use crate::analysis::settling;
 pub use crate::analysis::stacks::Policy;
-use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability};
+use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability, Retained};
 use crate::analysis::symbols::{CodeSymbols, Symbols};
 use crate::evidence::{Entry, ProcessEnd, ProcessResult};
 use crate::model::{
-    Artifacts, ExtraRuns, Method, Retained as RetainedCounts, StackKind, TestReport, Verdict,
+    Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, StackKind, StackReport,
+    TestReport, Verdict,
 };
 use std::collections::HashMap;
 
@@ -68,6 +71,10 @@ pub struct Dumps {
     pub own_paths: Option<Vec<retention::HeldPath>>,
     /// Retention paths of the last extra run's dump.
     pub last_run_paths: Option<Vec<retention::HeldPath>>,
+    /// The reference cycles among the own run's dump's lost objects.
+    pub own_cycles: Option<cycles::Cycles>,
+    /// The same after the last extra run.
+    pub last_run_cycles: Option<cycles::Cycles>,
     /// The stack that allocated each collection's buffer as the last run left it, by the
     /// collection's index (see [`collections::parse_sites`]).
     pub sites: HashMap<u32, collections::BufferSite>,
@@ -400,6 +407,7 @@ fn judge_retained(
     };
     let retained = with_reachability(retained, lost, bin.baseline_unreached.as_ref());
     let held = held_by(dumps, series.is_some(), evidence.entry, &bin.exe);
+    let lost_how = cycles_by(dumps, series.is_some(), evidence.entry, &bin.exe);
     report.stacks = judge_stacks(
         &retained,
         &bin.exe,
@@ -407,6 +415,14 @@ fn judge_retained(
         policy,
         evidence.entry.map(|e| e.file_range),
         &held,
+    );
+    explain_lost(
+        &mut report.stacks,
+        &retained,
+        &lost_how,
+        &bin.exe,
+        symbols,
+        evidence.entry,
     );
     for s in report.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
@@ -564,6 +580,58 @@ fn held_by(
             settling::cut_at_entry(f, exe, entry.file_range).to_vec()
         }),
         None => retention::by_stack(paths, <[FrameKey]>::to_vec),
+    }
+}
+
+/// The cycles among the lost objects of the same scan [`held_by`] reads, by stack keyed
+/// the same way.
+fn cycles_by(dumps: &Dumps, series: bool, entry: Option<&Entry>, exe: &str) -> cycles::ByStack {
+    let found = match series {
+        true => &dumps.last_run_cycles,
+        false => &dumps.own_cycles,
+    };
+    let Some(found) = found.clone() else {
+        return cycles::ByStack::default();
+    };
+    match entry {
+        Some(entry) => cycles::ByStack::new(found, |f| {
+            settling::cut_at_entry(f, exe, entry.file_range).to_vec()
+        }),
+        None => cycles::ByStack::new(found, <[FrameKey]>::to_vec),
+    }
+}
+
+/// Says, for each leaked stack whose objects the scan found lost, how they are lost (see
+/// [`cycles::ByStack::describe`]): the retained stacks behind each report's frames are
+/// those that symbolize to them.
+fn explain_lost(
+    stacks: &mut [StackReport],
+    retained: &[Retained],
+    lost_how: &cycles::ByStack,
+    exe: &str,
+    symbols: &mut dyn Symbols,
+    entry: Option<&Entry>,
+) {
+    if lost_how.is_empty() {
+        return;
+    }
+    for r in retained {
+        let key = match entry {
+            Some(entry) => settling::cut_at_entry(&r.frames, exe, entry.file_range).to_vec(),
+            None => r.frames.clone(),
+        };
+        let Some(how) = lost_how.describe(&key, exe, symbols) else {
+            continue;
+        };
+        let shown: Vec<FrameReport> = resolve_stack(&r.frames, symbols)
+            .iter()
+            .map(frame_report)
+            .collect();
+        for s in stacks.iter_mut() {
+            if s.kind == StackKind::Leak && s.unreachable.is_none() && s.frames == shown {
+                s.unreachable = Some(how.clone());
+            }
+        }
     }
 }
 

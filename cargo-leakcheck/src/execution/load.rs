@@ -105,6 +105,12 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
             .last()
             .and_then(|d| d.first())
             .and_then(|d| paths(d)),
+        own_cycles: result.preload_dumps.first().and_then(|d| cycles(d)),
+        last_run_cycles: result
+            .run_dumps
+            .last()
+            .and_then(|d| d.first())
+            .and_then(|d| cycles(d)),
         sites: result
             .run_dumps
             .last()
@@ -200,6 +206,13 @@ pub fn held_by_stack(
 /// whole (a process that died while writing it).
 fn paths(dump: &Path) -> Option<Vec<HeldPath>> {
     retention::parse(&std::fs::read_to_string(retention::paths_file(dump)).ok()?)
+}
+
+/// The reference cycles among the lost objects of `dump`; None when there is no such file,
+/// or it is not whole.
+fn cycles(dump: &Path) -> Option<crate::analysis::cycles::Cycles> {
+    use crate::analysis::cycles;
+    cycles::parse(&std::fs::read_to_string(cycles::cycles_file(dump)).ok()?)
 }
 
 /// A bench's or a service's snapshots, each the dumps of one moment (see

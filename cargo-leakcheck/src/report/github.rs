@@ -36,6 +36,8 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
         tests: Vec<String>,
         bytes: u64,
         objects: u64,
+        /// How its objects are lost (a reference cycle, nothing pointing to them).
+        lost: Option<String>,
     }
     let mut sites: Vec<Site> = Vec::new();
     // Under `--fail-on new`, the base run's unchanged leaks are not this change's.
@@ -56,12 +58,16 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
                         tests: Vec::new(),
                         bytes: 0,
                         objects: 0,
+                        lost: None,
                     });
                     sites.last_mut().expect("just pushed")
                 }
             };
             site.bytes = site.bytes.saturating_add(st.bytes);
             site.objects = site.objects.saturating_add(st.objects);
+            if site.lost.is_none() {
+                site.lost = crate::report::human::unreachable_text(st, repo_root);
+            }
             if !site.tests.contains(&test) {
                 site.tests.push(test);
             }
@@ -79,13 +85,18 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
                 1 => s.tests[0].clone(),
                 n => format!("{n} tests: {}", s.tests.join(", ")),
             };
+            let lost = s
+                .lost
+                .as_ref()
+                .map(|l| format!("; {l}"))
+                .unwrap_or_default();
             format!(
                 "::error file={},line={},title={}::{}",
                 property(&s.file),
                 s.line,
                 property(&title),
                 data(&format!(
-                    "{} in {} object(s) allocated here by {by} and never freed (cargo-leakcheck)",
+                    "{} in {} object(s) allocated here by {by} and never freed{lost} (cargo-leakcheck)",
                     human_bytes(s.bytes),
                     s.objects,
                 ))
@@ -423,6 +434,11 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
             let lines = crate::report::human::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
+        }
+        if let Some(lost) =
+            first.and_then(|st| crate::report::human::unreachable_text(st, repo_root))
+        {
+            let _ = write!(site, "<br>{lost}");
         }
         for c in t.collections.iter().filter(|c| c.fails) {
             if !site.is_empty() {

@@ -23,6 +23,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
+mod lost;
+
 /// What the page says about the run beyond the report.
 pub struct Page<'a> {
     /// The command, as typed (`cargo leakcheck test --workspace`).
@@ -412,6 +414,9 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     }
     if let Some(held) = &st.retained_by {
         held_block(h, held, root, sources);
+    }
+    if let Some(lost) = &st.unreachable {
+        lost::block(h, lost, root);
     }
     h.push_str("</div>");
 }
@@ -861,6 +866,11 @@ summary{cursor:pointer}
 ol.frames{margin:2px 0;padding-left:22px}
 pre.src{margin:0 0 2px;padding:1px 6px;background:#f6f8fa;color:#24292f;font-size:12px;white-space:pre-wrap}
 .held{color:#8250df;margin:4px 0}
+.lost{color:#cf222e;margin:4px 0}
+.cycle{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:6px 0}
+.cycle .node{border:1px solid #8250df;border-radius:6px;padding:4px 8px;color:#1f2328;background:#fbefff}
+.cycle .edge{text-align:center;color:#57606a}
+.cycle .edge.weak{color:#cf222e}
 .task{margin:4px 0;padding:4px 8px;border-left:3px solid #8250df;background:#f6f0ff}
 .task a{color:inherit}
 .message{color:#57606a;white-space:pre-wrap}

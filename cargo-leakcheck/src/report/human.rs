@@ -26,6 +26,21 @@ pub(crate) fn frame_text(f: &FrameReport, root: &Path) -> String {
     }
 }
 
+/// Where a frame is, `src/lib.rs:14` (its function when the debug info does not say).
+pub(crate) fn place_text(f: &FrameReport, root: &Path) -> String {
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!("{}:{line}", short_path(file, root)),
+        _ => f.function.clone(),
+    }
+}
+
+/// The line that says how a leaked stack's lost objects are lost (a reference cycle, or
+/// nothing pointing to them), when the scan found that.
+pub(crate) fn unreachable_text(stack: &StackReport, root: &Path) -> Option<String> {
+    let u = stack.unreachable.as_ref()?;
+    Some(u.text(|f| place_text(f, root)))
+}
+
 fn short_path(file: &str, root: &Path) -> String {
     if let Some(rest) = file.strip_prefix("/rustc/") {
         if let Some((_, lib)) = rest.split_once("/library/") {
@@ -653,6 +668,9 @@ fn failing_text(
         }
         if let Some(task) = task_text(stack, workspace_root) {
             let _ = writeln!(s, "             {task}");
+        }
+        if let Some(lost) = unreachable_text(stack, workspace_root) {
+            let _ = writeln!(s, "             {lost}");
         }
         for line in stack
             .retained_by

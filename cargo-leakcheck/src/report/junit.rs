@@ -387,6 +387,9 @@ fn outcome(
                     st.objects
                 );
                 stack_text(&mut text, &st.frames, st.retained_by.as_ref(), root);
+                if let Some(lost) = crate::report::human::unreachable_text(st, root) {
+                    let _ = writeln!(text, "  {lost}");
+                }
             }
             if let Some(svg) = &t.artifacts.flamegraph {
                 let shown = out_dir.join(svg);

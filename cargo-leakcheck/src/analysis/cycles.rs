@@ -1,0 +1,361 @@
+//! Why lost objects are never freed: the reference cycles the runtime's scan found among
+//! them (`<dump>.cycles`, format in `leakcheck_protocol::cycles`), read, matched to the
+//! dump's stacks and named: each member by where it was allocated, what allocated it (`Arc`,
+//! `Rc`, `Box`, a `Vec`'s buffer), its type when the frames give it, its counts when it
+//! looks like an `Rc`/`Arc` allocation, and which pointer should be `Weak`.
+
+use crate::analysis::diff::{self, FrameKey};
+use crate::analysis::frames::resolve_stack;
+use crate::analysis::profile;
+use crate::analysis::retention::allocation_site;
+use crate::analysis::symbols::{Frame, Symbols};
+use crate::model::{CycleMember, CycleReport, Unreachable};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A cycles file, its stacks as frame keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cycles {
+    pub groups: Vec<Group>,
+    /// Per stack with lost objects: how they are lost.
+    pub lost: Vec<(Vec<FrameKey>, How)>,
+    /// Whether the search stopped at its limit (what it wrote covers part of the objects).
+    pub limited: bool,
+}
+
+/// Cycles alike: through the same stacks in the same order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub count: u64,
+    pub objects: u64,
+    pub length: u64,
+    pub members: Vec<Member>,
+}
+
+/// One member of a group's representative cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub stack: Vec<FrameKey>,
+    pub size: u64,
+    /// Where in it the pointer to the next member is.
+    pub offset: u64,
+    /// Its first words, as the scan read them.
+    pub words: Vec<u64>,
+}
+
+/// How a stack's lost objects are lost: in a cycle, pointed to only by other lost objects,
+/// or by nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct How {
+    pub cycle: u64,
+    pub inside: u64,
+    pub alone: u64,
+}
+
+/// Where the runtime writes the cycles among a dump's lost objects.
+pub fn cycles_file(dump: &Path) -> PathBuf {
+    let mut name = dump.as_os_str().to_owned();
+    name.push(leakcheck_protocol::files::CYCLES);
+    PathBuf::from(name)
+}
+
+/// Parses the text of a `.cycles` file; None when it is not whole: cycles are an
+/// explanation, never a verdict.
+pub fn parse(text: &str) -> Option<Cycles> {
+    use leakcheck_protocol::cycles::Line;
+    use leakcheck_protocol::heap_v2::parse_stack;
+    let (body, mappings) = profile::with_mappings(text)?;
+    let mut lines = body.lines();
+    if Line::parse(lines.next()?)? != Line::Header {
+        return None;
+    }
+    /// What a stack line belongs to.
+    enum Last {
+        Member,
+        Lost(How),
+        Nothing,
+    }
+    let mut raw_members: Vec<(usize, u64, u64, Vec<u64>)> = Vec::new();
+    let mut raw_groups: Vec<(u64, u64, u64)> = Vec::new();
+    let mut raw_lost: Vec<How> = Vec::new();
+    let mut stacks: Vec<Vec<u64>> = Vec::new();
+    let mut member_stacks = Vec::new();
+    let mut lost_stacks = Vec::new();
+    let mut last = Last::Nothing;
+    let mut limited = false;
+    for line in lines.filter(|l| !l.is_empty()) {
+        if let Some(addrs) = parse_stack(line) {
+            let addrs: Vec<u64> = addrs.collect::<Result<_, _>>().ok()?;
+            match std::mem::replace(&mut last, Last::Nothing) {
+                Last::Member => member_stacks.push(stacks.len()),
+                Last::Lost(how) => {
+                    raw_lost.push(how);
+                    lost_stacks.push(stacks.len());
+                }
+                Last::Nothing => return None,
+            }
+            stacks.push(addrs);
+            continue;
+        }
+        match Line::parse(line)? {
+            Line::Cycle { count, objects } => raw_groups.push((count, objects, 0)),
+            Line::Member {
+                size,
+                offset,
+                length,
+            } => {
+                let group = raw_groups.len().checked_sub(1)?;
+                raw_groups[group].2 = length;
+                raw_members.push((group, size, offset, Vec::new()));
+                last = Last::Member;
+            }
+            Line::Words { words, n } => raw_members.last_mut()?.3 = words[..n].to_vec(),
+            Line::Unreached {
+                cycle,
+                inside,
+                alone,
+            } => {
+                last = Last::Lost(How {
+                    cycle,
+                    inside,
+                    alone,
+                })
+            }
+            Line::Limit(_) => limited = true,
+            Line::Cost { .. } => {}
+            Line::Header => return None,
+        }
+    }
+    if raw_members.len() != member_stacks.len() {
+        return None;
+    }
+    let mut keys: Vec<Option<Vec<FrameKey>>> = diff::frame_keys(&mappings, &stacks)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut groups: Vec<Group> = raw_groups
+        .into_iter()
+        .map(|(count, objects, length)| Group {
+            count,
+            objects,
+            length,
+            members: Vec::new(),
+        })
+        .collect();
+    for ((group, size, offset, words), at) in raw_members.into_iter().zip(member_stacks) {
+        groups[group].members.push(Member {
+            stack: keys[at].take()?,
+            size,
+            offset,
+            words,
+        });
+    }
+    let lost = raw_lost
+        .into_iter()
+        .zip(lost_stacks)
+        .map(|(how, at)| Some((keys[at].take()?, how)))
+        .collect::<Option<_>>()?;
+    Some(Cycles {
+        groups,
+        lost,
+        limited,
+    })
+}
+
+/// The cycles by the stack whose objects they explain, keyed as `key` turns a stack's
+/// frames (the caller's keys: whole, or cut at the test's entry point).
+#[derive(Clone, Debug, Default)]
+pub struct ByStack {
+    groups: Vec<Group>,
+    /// How each stack's objects are lost, and the group with most cycles it is a member of.
+    stacks: HashMap<Vec<FrameKey>, (How, Option<usize>)>,
+}
+
+impl ByStack {
+    pub fn new(cycles: Cycles, key: impl Fn(&[FrameKey]) -> Vec<FrameKey>) -> ByStack {
+        let mut stacks: HashMap<Vec<FrameKey>, (How, Option<usize>)> = HashMap::new();
+        for (frames, how) in &cycles.lost {
+            let e = stacks.entry(key(frames)).or_default();
+            e.0.cycle += how.cycle;
+            e.0.inside += how.inside;
+            e.0.alone += how.alone;
+        }
+        // Groups whose members' stacks key alike are one (the test's own run and its extra
+        // runs call in from different places above the entry point).
+        let mut groups: Vec<Group> = Vec::new();
+        let mut seen: HashMap<Vec<Vec<FrameKey>>, usize> = HashMap::new();
+        for group in cycles.groups {
+            let keys: Vec<Vec<FrameKey>> = group.members.iter().map(|m| key(&m.stack)).collect();
+            let g = match seen.get(&keys) {
+                Some(&g) => {
+                    groups[g].count += group.count;
+                    groups[g].objects += group.objects;
+                    g
+                }
+                None => {
+                    seen.insert(keys.clone(), groups.len());
+                    groups.push(group);
+                    groups.len() - 1
+                }
+            };
+            for k in keys {
+                let e = stacks.entry(k).or_default();
+                if e.1.is_none_or(|best| groups[best].count < groups[g].count) {
+                    e.1 = Some(g);
+                }
+            }
+        }
+        ByStack { groups, stacks }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stacks.is_empty()
+    }
+
+    /// How the objects of the stack keyed `key` are lost, when the scan found them lost:
+    /// the cycle they are in, else inside a lost structure, else pointed to by nothing.
+    pub fn describe(
+        &self,
+        key: &[FrameKey],
+        exe: &str,
+        symbols: &mut dyn Symbols,
+    ) -> Option<Unreachable> {
+        let (how, group) = self.stacks.get(key)?;
+        if let Some(g) = group.filter(|_| how.cycle > 0) {
+            return Some(Unreachable::Cycle(cycle_report(
+                &self.groups[g],
+                exe,
+                symbols,
+            )));
+        }
+        if how.alone > 0 && how.alone >= how.inside {
+            Some(Unreachable::NoCycle)
+        } else if how.inside > 0 {
+            Some(Unreachable::InsideLost)
+        } else {
+            None
+        }
+    }
+}
+
+/// A group's cycle, named, its owner first (see [`owner`]).
+fn cycle_report(g: &Group, exe: &str, symbols: &mut dyn Symbols) -> CycleReport {
+    let mut members: Vec<CycleMember> = g
+        .members
+        .iter()
+        .map(|m| member(m, &resolve_stack(&m.stack, symbols), exe))
+        .collect();
+    let first = owner(&members);
+    members.rotate_left(first);
+    CycleReport {
+        cycles: g.count,
+        objects: g.objects,
+        length: g.length.max(g.members.len() as u64),
+        members,
+    }
+}
+
+/// The member that owns the cycle: the one allocated first, as far as the program's code
+/// says (the earliest allocation site, by file then line: a cache's cell before its
+/// callback, a parent before its child). The pointer back to it closes the cycle.
+fn owner(members: &[CycleMember]) -> usize {
+    (0..members.len())
+        .min_by_key(|&i| {
+            let s = &members[i].site;
+            (s.file.is_none(), s.file.clone(), s.line.unwrap_or(u32::MAX))
+        })
+        .unwrap_or(0)
+}
+
+fn member(m: &Member, frames: &[Frame], exe: &str) -> CycleMember {
+    let (container, type_name) = allocated_by(frames);
+    let counted = matches!(container.as_deref(), Some("Arc" | "Rc") | None);
+    let looks_counted = |w: u64| (1..=1 << 24).contains(&w);
+    let (strong, weak) = match m.words[..] {
+        [s, w, ..] if counted && looks_counted(s) && looks_counted(w) => (Some(s), Some(w)),
+        _ => (None, None),
+    };
+    CycleMember {
+        site: allocation_site(frames, exe),
+        container,
+        type_name,
+        size: m.size,
+        offset: m.offset,
+        strong,
+        weak,
+    }
+}
+
+/// What allocated an object, from std's frames of its stack (`Arc`, `Rc`, `Box`, `Vec`), and
+/// its type when a frame's name carries the generic argument (`alloc::sync::Arc<app::Cache>::new`,
+/// or an inlined `new<app::Cache>` in `alloc/src/sync.rs`).
+fn allocated_by(frames: &[Frame]) -> (Option<String>, Option<String>) {
+    const KINDS: [(&str, &str, &str); 5] = [
+        ("alloc::sync::Arc", "/sync.rs", "Arc"),
+        ("alloc::rc::Rc", "/rc.rs", "Rc"),
+        ("alloc::boxed::Box", "/boxed.rs", "Box"),
+        ("alloc::raw_vec", "/raw_vec", "Vec"),
+        ("alloc::vec::Vec", "/vec/", "Vec"),
+    ];
+    // std's frames before the program's own, outermost last: `Arc::new` calls `Box::new`.
+    let in_std = |f: &&Frame| {
+        !f.file
+            .as_deref()
+            .is_some_and(crate::analysis::classify::is_own_source)
+    };
+    let mut found = (None, None);
+    for f in frames.iter().take_while(in_std) {
+        let name = f.function.as_deref().unwrap_or("");
+        let file = f.file.as_deref().unwrap_or("");
+        let std_file = file.contains("/library/alloc/src");
+        let kind = KINDS.iter().find(|(path, source, _)| {
+            name.trim_start_matches('<').starts_with(path) || (std_file && file.contains(source))
+        });
+        if let Some((path, _, kind)) = kind {
+            let rest = name.trim_start_matches('<');
+            let short = name
+                .split('<')
+                .next()
+                .is_some_and(|head| !head.contains("::"));
+            let generic = rest
+                .strip_prefix(path)
+                .and_then(first_generic)
+                .or_else(|| short.then(|| first_generic(name)).flatten());
+            found = (Some((*kind).to_owned()), generic);
+        }
+    }
+    found
+}
+
+/// The first generic argument of `<A, B>…` at the start of `text` (or after a short name:
+/// `new<A>`), unless it is a parameter's name (`T`).
+fn first_generic(text: &str) -> Option<String> {
+    let open = text.find('<')?;
+    let arg = crate::analysis::tasks::first_argument(&text[open + 1..]);
+    let arg = arg
+        .strip_prefix("core::cell::RefCell<")
+        .map_or(arg, |inner| inner.strip_suffix('>').unwrap_or(inner));
+    (arg.contains("::") || arg.chars().next().is_some_and(|c| c.is_uppercase()) && arg.len() > 1)
+        .then(|| short_type(arg))
+}
+
+/// A type without the module paths of its parts (`std::sync::once_lock::OnceLock<app::Cache>`
+/// → `OnceLock<Cache>`).
+fn short_type(path: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    for c in path.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' || c == '{' || c == '}' || c == '#' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(&word));
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(word.rsplit("::").next().unwrap_or(&word));
+    out
+}
+
+#[cfg(test)]
+mod tests;

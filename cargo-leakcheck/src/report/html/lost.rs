@@ -1,0 +1,54 @@
+//! A leaked stack's lost objects on the page: how they are lost, and a reference cycle drawn
+//! as boxes and arrows (no script, no external assets).
+
+use crate::model::Unreachable;
+use crate::report::markup::escape as esc;
+use std::fmt::Write;
+use std::path::Path;
+
+/// How a leaked stack's objects are lost, in words; a reference cycle drawn as its members
+/// in boxes, each arrow labelled with where in its object the pointer is, the last (the
+/// one to make `Weak`) back to the first.
+pub(super) fn block(h: &mut String, lost: &Unreachable, root: &Path) {
+    let text = lost.text(|f| crate::report::human::place_text(f, root));
+    let _ = write!(h, "<div class=\"lost\"><div>{}</div>", esc(&text));
+    if let Unreachable::Cycle(c) = lost {
+        h.push_str("<div class=\"cycle\">");
+        for (i, m) in c.members.iter().enumerate() {
+            let place = crate::report::human::place_text(&m.site, root);
+            let site = match super::source_link(&m.site, root) {
+                Some(href) => format!(
+                    "<a href=\"{}\"><code>{}</code></a>",
+                    esc(&href),
+                    esc(&place)
+                ),
+                None => format!("<code>{}</code>", esc(&place)),
+            };
+            let counts = match (m.strong, m.weak) {
+                (Some(s), Some(w)) => format!(" · strong {s}, weak {w}"),
+                _ => String::new(),
+            };
+            let _ = write!(
+                h,
+                "<span class=\"node\"><b>{}</b><br>{site}<br><small>{} B{counts}</small></span>",
+                esc(&m.what()),
+                m.size
+            );
+            let last = i + 1 == c.members.len();
+            let (class, arrow) = match last {
+                true => (
+                    " weak",
+                    "↩ back to the first: make this one <code>Weak</code>",
+                ),
+                false => ("", "→"),
+            };
+            let _ = write!(
+                h,
+                "<span class=\"edge{class}\">{arrow}<br><small>at +{}</small></span>",
+                m.offset
+            );
+        }
+        h.push_str("</div>");
+    }
+    h.push_str("</div>");
+}
