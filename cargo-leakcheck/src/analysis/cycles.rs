@@ -5,11 +5,11 @@
 //! looks like an `Rc`/`Arc` allocation, and which pointer should be `Weak`.
 
 use crate::analysis::diff::{self, FrameKey};
-use crate::analysis::frames::resolve_stack;
+use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::profile;
 use crate::analysis::retention::allocation_site;
 use crate::analysis::symbols::{Frame, Symbols};
-use crate::model::{CycleMember, CycleReport, Unreachable};
+use crate::model::{CycleMember, CycleReport, FrameReport, Unreachable};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -240,11 +240,28 @@ impl ByStack {
 
 /// A group's cycle, named, its owner first (see [`owner`]).
 fn cycle_report(g: &Group, exe: &str, symbols: &mut dyn Symbols) -> CycleReport {
+    let stacks: Vec<Vec<Frame>> = g
+        .members
+        .iter()
+        .map(|m| resolve_stack(&m.stack, symbols))
+        .collect();
     let mut members: Vec<CycleMember> = g
         .members
         .iter()
-        .map(|m| member(m, &resolve_stack(&m.stack, symbols), exe))
+        .zip(&stacks)
+        .map(|(m, frames)| member(m, frames, exe))
         .collect();
+    // Members allocated at the same line (every node of a tree in its constructor) are
+    // told apart by the call further out.
+    for i in 0..members.len() {
+        let shared = members
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && o.site == members[i].site);
+        if shared {
+            members[i].called_at = called_at(&stacks[i], &members[i].site, exe);
+        }
+    }
     let first = owner(&members);
     members.rotate_left(first);
     CycleReport {
@@ -255,6 +272,24 @@ fn cycle_report(g: &Group, exe: &str, symbols: &mut dyn Symbols) -> CycleReport 
     }
 }
 
+/// The first frame of the program's own code further out than `site` on `frames`, at
+/// another line.
+fn called_at(frames: &[Frame], site: &FrameReport, exe: &str) -> Option<FrameReport> {
+    let own = |f: &Frame| {
+        crate::analysis::classify::is_user_frame(f, exe)
+            && f.file
+                .as_deref()
+                .is_some_and(crate::analysis::classify::is_own_source)
+    };
+    let at_site = frames
+        .iter()
+        .position(|f| own(f) && f.file == site.file && f.line == site.line)?;
+    frames[at_site + 1..]
+        .iter()
+        .find(|f| own(f) && (f.file != site.file || f.line != site.line))
+        .map(frame_report)
+}
+
 /// The member that owns the cycle: the one allocated first, as far as the program's code
 /// says (the earliest allocation site, by file then line: a cache's cell before its
 /// callback, a parent before its child). The pointer back to it closes the cycle.
@@ -262,7 +297,14 @@ fn owner(members: &[CycleMember]) -> usize {
     (0..members.len())
         .min_by_key(|&i| {
             let s = &members[i].site;
-            (s.file.is_none(), s.file.clone(), s.line.unwrap_or(u32::MAX))
+            let via = members[i].called_at.as_ref().and_then(|c| c.line);
+            let earliest = |line: Option<u32>| line.unwrap_or(u32::MAX);
+            (
+                s.file.is_none(),
+                s.file.clone(),
+                earliest(s.line),
+                earliest(via),
+            )
         })
         .unwrap_or(0)
 }
@@ -277,6 +319,7 @@ fn member(m: &Member, frames: &[Frame], exe: &str) -> CycleMember {
     };
     CycleMember {
         site: allocation_site(frames, exe),
+        called_at: None,
         container,
         type_name,
         size: m.size,

@@ -48,6 +48,12 @@ impl CycleReport {
 pub struct CycleMember {
     /// Where it was allocated: the first frame in the program's own code.
     pub site: FrameReport,
+    /// When another member was allocated at the same line (a constructor every node goes
+    /// through): the next frame of the program's own code further out, which tells them
+    /// apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub called_at: Option<FrameReport>,
     /// What allocated it, from std's frames: `Arc`, `Rc`, `Box` or `Vec` (a vector's buffer).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
@@ -73,6 +79,15 @@ pub struct CycleMember {
 }
 
 impl CycleMember {
+    /// Where it was allocated, each frame as `site` writes one: `src/tree.rs:23`, or
+    /// `src/tree.rs:23 via src/tree.rs:55` when another member shares that line.
+    pub fn place(&self, site: &impl Fn(&FrameReport) -> String) -> String {
+        match &self.called_at {
+            Some(c) => format!("{} via {}", site(&self.site), site(c)),
+            None => site(&self.site),
+        }
+    }
+
     /// What it is, in words: its type, else what allocated it (`an \`Rc\``).
     pub fn what(&self) -> String {
         match (&self.type_name, self.container.as_deref()) {
@@ -93,7 +108,7 @@ impl Unreachable {
                 let ring: Vec<String> = c
                     .members
                     .iter()
-                    .map(|m| format!("{} ({})", m.what(), site(&m.site)))
+                    .map(|m| format!("{} ({})", m.what(), m.place(&site)))
                     .collect();
                 let more = match c.length as usize > c.members.len() {
                     true => format!(" → … {} more", c.length as usize - c.members.len()),
@@ -107,9 +122,9 @@ impl Unreachable {
                     Some((from, to)) if c.members.len() > 1 => format!(
                         "; one of these pointers should be `Weak`: likely {}'s ({}) back to {} ({})",
                         from.what(),
-                        site(&from.site),
+                        from.place(&site),
                         to.what(),
-                        site(&to.site)
+                        to.place(&site)
                     ),
                     _ => "; it points to itself: that pointer should be `Weak`".to_owned(),
                 };

@@ -656,6 +656,7 @@ fn failing_text(
             crate::report::judged::runs_text(t)
         );
     }
+    let mut said_lost: Vec<String> = Vec::new();
     for stack in t.failing_stacks().take(STACKS_SHOWN) {
         let _ = writeln!(s, "           {}{}", amount_text(stack), growth_text(stack));
         for (i, f) in interesting_frames(&stack.frames, workspace_root)
@@ -669,8 +670,17 @@ fn failing_text(
         if let Some(task) = task_text(stack, workspace_root) {
             let _ = writeln!(s, "             {task}");
         }
+        // Every member stack of a cycle is lost by the same cycle: said once a test.
         if let Some(lost) = unreachable_text(stack, workspace_root) {
-            let _ = writeln!(s, "             {lost}");
+            match said_lost.contains(&lost) {
+                true => {
+                    let _ = writeln!(s, "             unreachable: in the reference cycle above");
+                }
+                false => {
+                    let _ = writeln!(s, "             {lost}");
+                    said_lost.push(lost);
+                }
+            }
         }
         for line in stack
             .retained_by

@@ -186,3 +186,76 @@ fn a_type_is_read_from_a_constructor_s_generic_argument() {
         (None, None)
     );
 }
+
+/// A parent and its child, each an `Rc` made by the same constructor line (`Node::new`,
+/// src/tree.rs:23) from two lines of a test (55: the parent, 56: the child); the parent's
+/// children `Vec` (src/tree.rs:29) holds the child, whose parent field points back.
+const TREE: &str = "leakcheck-cycles/1
+cycle 6 18
+member 96 40 3
+@ 0x55d0a0001010 0x55d0a0008080 0x55d0a0009090
+words 0x1 0x1
+member 96 48 3
+@ 0x55d0a0001010 0x55d0a0008080 0x55d0a000a0a0
+words 0x2 0x1
+member 8 0 3
+@ 0x55d0a0004040 0x55d0a000b0b0
+words 0x55d0a0ff0010
+cost 24 18 96 41
+
+MAPPED_LIBRARIES:
+55d0a0000000-55d0a0100000 r-xp 00001000 08:01 123 /ws/target/debug/deps/app-1
+";
+
+#[test]
+fn members_allocated_at_one_line_are_told_apart_by_the_call_further_out() {
+    let cycles = parse(TREE).expect("a whole cycles file");
+    let tree = |f: &str, line, offset| frame(f, "/ws/src/tree.rs", line, offset);
+    let mut symbols = Replay::new(Captured {
+        code: vec![
+            frame(
+                "alloc::rc::Rc<T>::new",
+                "/rustc/abc/library/alloc/src/rc.rs",
+                1,
+                0x2010,
+            ),
+            tree("app::tree::Node::new", 23, 0x9080),
+            tree("app::tree::tests::paths", 56, 0xa090),
+            tree("app::tree::tests::paths", 55, 0xb0a0),
+            frame(
+                "alloc::raw_vec::RawVec<T>::grow_one",
+                "/rustc/abc/library/alloc/src/raw_vec/mod.rs",
+                1,
+                0x5040,
+            ),
+            tree("app::tree::Node::add_child", 29, 0xc0b0),
+        ],
+        ..Captured::default()
+    });
+    let c = cycle_report(&cycles.groups[0], EXE, &mut symbols);
+    let place_of = |m: &CycleMember| {
+        m.place(&|f: &crate::model::FrameReport| {
+            format!(
+                "{}:{}",
+                f.file.as_deref().unwrap_or("?").trim_start_matches("/ws/"),
+                f.line.unwrap_or(0)
+            )
+        })
+    };
+    let places: Vec<String> = c.members.iter().map(place_of).collect();
+    // The parent (made at line 55) owns the cycle; the child's pointer back to it closes it.
+    assert_eq!(
+        places,
+        [
+            "src/tree.rs:23 via src/tree.rs:55",
+            "src/tree.rs:29",
+            "src/tree.rs:23 via src/tree.rs:56"
+        ]
+    );
+    assert_eq!(c.members[1].called_at, None, "its line is its own");
+    let (from, to) = c.weak_edge().unwrap();
+    assert_eq!(
+        (place_of(from), place_of(to)),
+        (places[2].clone(), places[0].clone())
+    );
+}
