@@ -213,7 +213,8 @@ impl ByStack {
     }
 
     /// How the objects of the stack keyed `key` are lost, when the scan found them lost:
-    /// the cycle they are in, else inside a lost structure, else pointed to by nothing.
+    /// the cycle they are in (or, off the cycle shown, in its group), else inside a lost
+    /// structure, else pointed to by nothing.
     pub fn describe(
         &self,
         key: &[FrameKey],
@@ -227,6 +228,9 @@ impl ByStack {
                 exe,
                 symbols,
             )));
+        }
+        if how.cycle > 0 {
+            return Some(Unreachable::InCycle);
         }
         if how.alone > 0 && how.alone >= how.inside {
             Some(Unreachable::NoCycle)

@@ -11,6 +11,10 @@ pub enum Unreachable {
     /// They are members of reference cycles: each member keeps the next alive (an
     /// `Rc`/`Arc` cycle keeps its counts above zero), so nothing frees any of them.
     Cycle(CycleReport),
+    /// They are in a reference cycle too, among the same lost objects, but not on the one
+    /// cycle the scan shows for their group (a tree's third node: its group holds two
+    /// cycles, one shown).
+    InCycle,
     /// Only other lost objects, in no cycle, point to them: they are inside a lost
     /// structure, whose own stack says how it was lost.
     InsideLost,
@@ -134,6 +138,7 @@ impl Unreachable {
                     ring.join(" → ")
                 )
             }
+            Unreachable::InCycle => "unreachable: in a reference cycle among the same lost objects as a cycle shown for another stack (one cycle of each group is shown)".to_owned(),
             Unreachable::InsideLost => "unreachable: only other lost objects point to these (inside a lost structure)".to_owned(),
             Unreachable::NoCycle => "unreachable, no cycle: nothing points to these objects (a `Box::leak` or `mem::forget` whose result was dropped)".to_owned(),
         }

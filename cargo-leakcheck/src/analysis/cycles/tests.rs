@@ -145,6 +145,16 @@ fn a_cycle_is_named_from_its_owner_with_the_pointer_to_make_weak() {
         .text(place)
         .starts_with("unreachable, no cycle: nothing points"));
     assert_eq!(by.describe(&key(&[0x9999]), EXE, &mut symbols), None);
+    // A stack whose objects are in a cycle of the group, off the one cycle shown.
+    let off = CYCLES.replace(
+        "cost 24",
+        "unreached 6 0 0\n@ 0x55d0a0003030 0x55d0a0008080\ncost 24",
+    );
+    let by = ByStack::new(parse(&off).unwrap(), <[FrameKey]>::to_vec);
+    assert_eq!(
+        by.describe(&key(&[0x4030, 0x9080]), EXE, &mut symbols),
+        Some(Unreachable::InCycle)
+    );
 }
 
 #[test]
