@@ -75,9 +75,9 @@ pub fn judge(
                     StackKind::ProcessLifetime
                 },
                 reason: Some(if every {
-                    format!("its length grew in every one of {runs} extra runs of the test")
+                    format!("its length grew in each of {runs} measured runs")
                 } else {
-                    format!("its length did not grow in every one of {runs} extra runs")
+                    format!("its length did not grow in each of {runs} measured runs")
                 }),
                 fails: false,
                 allowed: None,

@@ -189,7 +189,7 @@ pub fn kind_with_growth(
         (StackKind::Harness, true) if class.thread_cache => (class.kind, class.reason.clone()),
         (_, true) => (
             StackKind::Leak,
-            Some(format!("grew in every one of {n} extra runs of the test")),
+            Some(format!("grew in each of {n} runs with stacks")),
         ),
         (StackKind::Leak, false) => (
             StackKind::ProcessLifetime,
@@ -349,7 +349,7 @@ fn merge_by_kind_and_frames(
                 (
                     StackKind::Leak,
                     Some(format!(
-                        "grew in every one of {} extra runs of the test, with the other stacks that allocate at the same line",
+                        "grew in each of {} runs with stacks, with the other stacks that allocate at the same line",
                         g.len()
                     )),
                 )

@@ -384,60 +384,6 @@ fn kept_bytes(t: &TestReport) -> u64 {
     }
 }
 
-/// How the tests that passed were judged, for the summary: what each way costs and how
-/// sure it is differ, and a user should see which their suite got.
-fn judged_line(report: &Report) -> Option<String> {
-    use crate::report::judged::{self, Way};
-    let ways: Vec<Way> = report.tests.iter().filter_map(judged::way).collect();
-    let parts: Vec<String> = Way::ALL
-        .iter()
-        .map(|w| (ways.iter().filter(|x| *x == w).count(), w.summary_words()))
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(", "))
-}
-
-/// Why tests were judged on one run, one line per reason (the first test with it named):
-/// `2 tests: the 1st extra run panicked: duplicate metric (`registry::a`, …)`.
-fn one_run_lines(report: &Report) -> Vec<String> {
-    use crate::report::judged;
-    const SHOWN: usize = 4;
-    // Grouped by the whole reason: a reason quotes the test's own panic message.
-    let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
-    for t in &report.tests {
-        if !judged::way(t).is_some_and(|w| w.on_one_run()) {
-            continue;
-        }
-        let Some(why) = judged::one_run_reason(t) else {
-            continue;
-        };
-        match by_reason.iter_mut().find(|(r, _)| r == why) {
-            Some((_, names)) => names.push(&t.name),
-            None => by_reason.push((why.to_string(), vec![&t.name])),
-        }
-    }
-    let more = by_reason.len().saturating_sub(SHOWN);
-    let mut lines: Vec<String> = by_reason
-        .iter()
-        .take(SHOWN)
-        .map(|(why, names)| {
-            let which = match names.len() {
-                1 => format!("`{}`", names[0]),
-                n => format!("`{}` and {} more", names[0], n - 1),
-            };
-            format!(
-                "one run: {} ({which}): {why}",
-                plural(names.len() as u64, "test", "tests")
-            )
-        })
-        .collect();
-    if more > 0 {
-        lines.push(format!("one run: {more} other reasons (see report.json)"));
-    }
-    lines
-}
-
 /// What draining freed over the run, when it freed anything: garbage the program had
 /// already scheduled to free, which no test was charged for.
 fn drained_line(report: &Report) -> Option<String> {
@@ -767,10 +713,10 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
             n => format!("; {n} ignored (not run; `-- --include-ignored` runs them)"),
         }
     );
-    if let Some(line) = judged_line(report) {
+    if let Some(line) = crate::report::judged::judged_line(report) {
         let _ = writeln!(s, "  Judged {line}");
     }
-    for line in one_run_lines(report) {
+    for line in crate::report::judged::one_run_lines(report) {
         let _ = writeln!(s, "         {line}");
     }
     if let Some(line) = drained_line(report) {
@@ -1320,7 +1266,7 @@ mod tests {
             tests: vec![panics, kept],
             ..Report::example()
         };
-        let line = judged_line(&report).unwrap();
+        let line = crate::report::judged::judged_line(&report).unwrap();
         assert!(
             line.contains("1 retained nothing")
                 && line.contains("1 by their own run alone")

@@ -2,7 +2,7 @@
 //! `Judged` line, the page's row and JUnit's `system-out` say it the same way, and the
 //! numbers of runs they give are the report's (`extra_runs.made` and `extra_runs.in_all`).
 
-use crate::model::{ExtraRunsStatus as Status, Method, TestReport, Verdict};
+use crate::model::{ExtraRunsStatus as Status, Method, Report, TestReport, Verdict};
 
 /// The ways a test that ran to the end is judged, in the order the summary lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -141,6 +141,58 @@ pub fn sentence(t: &TestReport) -> Option<String> {
         (true, Some(why)) => format!("{words}: {why}"),
         _ => words,
     })
+}
+
+/// How the tests that passed were judged, for the summary: what each way costs and how
+/// sure it is differ, and a user should see which their suite got.
+pub fn judged_line(report: &Report) -> Option<String> {
+    let ways: Vec<Way> = report.tests.iter().filter_map(way).collect();
+    let parts: Vec<String> = Way::ALL
+        .iter()
+        .map(|w| (ways.iter().filter(|x| *x == w).count(), w.summary_words()))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Why tests were judged on one run, one line per reason (the first test with it named):
+/// `2 tests: the 1st extra run panicked: duplicate metric (`registry::a`, …)`.
+pub fn one_run_lines(report: &Report) -> Vec<String> {
+    const SHOWN: usize = 4;
+    // Grouped by the whole reason: a reason quotes the test's own panic message.
+    let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in &report.tests {
+        if !way(t).is_some_and(|w| w.on_one_run()) {
+            continue;
+        }
+        let Some(why) = one_run_reason(t) else {
+            continue;
+        };
+        match by_reason.iter_mut().find(|(r, _)| r == why) {
+            Some((_, names)) => names.push(&t.name),
+            None => by_reason.push((why.to_string(), vec![&t.name])),
+        }
+    }
+    let more = by_reason.len().saturating_sub(SHOWN);
+    let mut lines: Vec<String> = by_reason
+        .iter()
+        .take(SHOWN)
+        .map(|(why, names)| {
+            let which = match names.len() {
+                1 => format!("`{}`", names[0]),
+                n => format!("`{}` and {} more", names[0], n - 1),
+            };
+            format!(
+                "one run: {} ({which}): {why}",
+                crate::model::count_of(names.len() as u64, "test", "tests")
+            )
+        })
+        .collect();
+    if more > 0 {
+        lines.push(format!("one run: {more} other reasons (see report.json)"));
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -14,15 +14,21 @@ pub(super) fn block(h: &mut String, lost: &Unreachable, root: &Path) {
     let _ = write!(h, "<div class=\"lost\"><div>{}</div>", esc(&text));
     if let Unreachable::Cycle(c) = lost {
         h.push_str("<div class=\"cycle\">");
-        for (i, m) in c.members.iter().enumerate() {
-            let place = crate::report::human::place_text(&m.site, root);
-            let site = match super::source_link(&m.site, root) {
+        let link = |f: &crate::model::FrameReport| {
+            let place = crate::report::human::place_text(f, root);
+            match super::source_link(f, root) {
                 Some(href) => format!(
                     "<a href=\"{}\"><code>{}</code></a>",
                     esc(&href),
                     esc(&place)
                 ),
                 None => format!("<code>{}</code>", esc(&place)),
+            }
+        };
+        for (i, m) in c.members.iter().enumerate() {
+            let site = match &m.called_at {
+                Some(via) => format!("{} via {}", link(&m.site), link(via)),
+                None => link(&m.site),
             };
             let counts = match (m.strong, m.weak) {
                 (Some(s), Some(w)) => format!(" · strong {s}, weak {w}"),
@@ -31,7 +37,7 @@ pub(super) fn block(h: &mut String, lost: &Unreachable, root: &Path) {
             let _ = write!(
                 h,
                 "<span class=\"node\"><b>{}</b><br>{site}<br><small>{} B{counts}</small></span>",
-                esc(&m.what()),
+                code_spans(&m.what()),
                 m.size
             );
             let last = i + 1 == c.members.len();
@@ -51,4 +57,27 @@ pub(super) fn block(h: &mut String, lost: &Unreachable, root: &Path) {
         h.push_str("</div>");
     }
     h.push_str("</div>");
+}
+
+/// `text` escaped, its `quoted` parts as code.
+fn code_spans(text: &str) -> String {
+    esc(text)
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| match i % 2 {
+            1 => format!("<code>{part}</code>"),
+            _ => part.to_owned(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quoted_parts_are_code_and_the_rest_is_escaped() {
+        assert_eq!(
+            super::code_spans("a `Vec`'s <buffer>"),
+            "a <code>Vec</code>&apos;s &lt;buffer&gt;"
+        );
+    }
 }
