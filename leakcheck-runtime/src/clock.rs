@@ -35,8 +35,11 @@
 //! run; it is raised only in the grace after the last one, when only the threads the runs
 //! left behind are waited for, and only when every one of them is asleep until a deadline
 //! within the cap. The threads then do what they would have done after the real wait, which
-//! stays the bound: a thread that did not end by then is treated as before. Time never goes
-//! back. The runtime's own timing reads the real clock ([`real_ns`]).
+//! stays the bound: a thread that did not end by then is treated as before. One limit: the
+//! sleepers are woken together, not in the order of their deadlines, so a thread whose
+//! deadline came later but acts first (a pool shut down from a thread due 150 ms after the
+//! run, before its workers' job due 30 s later) can change what the others find. Time
+//! never goes back. The runtime's own timing reads the real clock ([`real_ns`]).
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
