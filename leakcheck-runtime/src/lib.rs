@@ -41,6 +41,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod arenas;
+mod clock;
 mod cycles;
 mod drain;
 mod image;
@@ -406,6 +407,7 @@ fn start_tracking(prefix: Option<&str>) {
 
 /// Runs from `.init_array`, before the test binary's `main`.
 extern "C" fn leakcheck_init() {
+    clock::resolve();
     let prefix = sys::var(env::RUNTIME_PREFIX);
     let track = sys::var(env::TRACK) == Some(env::ON);
     if let Some(prefix) = prefix.filter(|_| !track) {

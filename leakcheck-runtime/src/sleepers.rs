@@ -9,6 +9,12 @@
 //! deadlines, once. A thread waiting with no deadline (for a message that may never come),
 //! or running, cannot be told from one that never ends, and is not waited for; nor is a
 //! thread that wakes and sleeps again (a timer's loop): it is given one deadline only.
+//!
+//! The wait need not be spent: the program's clock is moved past the latest deadline and
+//! the sleepers in a futex wait or a sleep are interrupted (see [`crate::clock`]), so that
+//! those that read the clock again (parking_lot's park loop, std's condvars, `thread::sleep`)
+//! find their deadline passed and end at once. The wait in real time stays the bound, for
+//! the sleepers that do not.
 
 use crate::sys;
 
@@ -69,14 +75,25 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
     // None: no thread of the runs is asleep (all have ended since).
     let mut latest: Option<u64> = None;
+    // The sleepers a signal sends back to the clock (see `crate::clock`).
+    let mut interruptible = Tids {
+        ids: [0; MAX_TIDS],
+        len: 0,
+    };
     for &tid in &now.ids[..now.len] {
         if tid == me || before.contains(tid) {
             continue;
         }
-        match wake_of(tid) {
-            Wake::Within(ms) => latest = Some(latest.unwrap_or(0).max(ms)),
-            Wake::Gone => {}
-            Wake::Never | Wake::Running => return 0,
+        match wait_of(tid) {
+            (Wake::Within(ms), reads_clock) => {
+                latest = Some(latest.unwrap_or(0).max(ms));
+                if reads_clock {
+                    interruptible.ids[interruptible.len] = tid;
+                    interruptible.len += 1;
+                }
+            }
+            (Wake::Gone, _) => {}
+            (Wake::Never | Wake::Running, _) => return 0,
         }
     }
     // A deadline already past (the thread is about to wake) still gets the slack.
@@ -85,6 +102,14 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
     };
     let started = sys::now_ms();
     let until = started + latest + SLACK_MS;
+    // To the program, the whole wait passes at once; the sleepers that read the clock again
+    // end now, the others at their deadline, in real time, as before.
+    if interruptible.len > 0 {
+        crate::clock::advance(latest + SLACK_MS);
+        for &tid in &interruptible.ids[..interruptible.len] {
+            crate::clock::interrupt(tid);
+        }
+    }
     loop {
         let now = sys::now_ms();
         if now >= until {
@@ -116,16 +141,36 @@ pub fn blocked_in(tid: u32) -> (Option<u64>, Option<u64>) {
 }
 
 /// What thread `tid` waits in, from `/proc/self/task/<tid>/syscall`.
+#[cfg(test)]
 fn wake_of(tid: u32) -> Wake {
+    wait_of(tid).0
+}
+
+/// What thread `tid` waits in, and whether an interrupted wait of that kind reads the
+/// clock again (see [`interrupted_reads_clock`]).
+fn wait_of(tid: u32) -> (Wake, bool) {
     let mut buf = [0u8; 256];
     match sys::task_syscall(u64::from(tid), &mut buf) {
         sys::TaskSyscall::Text(text) => match parse_syscall(text) {
-            Some(call) => wake_of_call(&call, read_timespec, clock_ms),
-            None => Wake::Running,
+            Some(call) => (
+                wake_of_call(&call, read_timespec, clock_ms),
+                interrupted_reads_clock(&call),
+            ),
+            None => (Wake::Running, false),
         },
-        sys::TaskSyscall::Gone => Wake::Gone,
-        sys::TaskSyscall::Unreadable => Wake::Running,
+        sys::TaskSyscall::Gone => (Wake::Gone, false),
+        sys::TaskSyscall::Unreadable => (Wake::Running, false),
     }
+}
+
+/// Whether a thread interrupted in `call` (EINTR) goes on as it would once the program's
+/// clock is past its deadline: a futex wait (parking_lot's park loop reads the clock again;
+/// std's waits are made again with their absolute deadline, which `crate::clock` translates;
+/// glibc's own, with a deadline on the real clock, go on until it) or a sleep (the clock
+/// counts the move as slept). Not a poll or an epoll wait: mio hands EINTR to its caller as
+/// an error, which a wait that timed out is not.
+fn interrupted_reads_clock(call: &Call) -> bool {
+    matches!(call.nr, FUTEX | NANOSLEEP | CLOCK_NANOSLEEP)
 }
 
 /// A blocked thread's system call: its number and six arguments.
@@ -225,17 +270,13 @@ fn read_timespec(ptr: u64) -> Option<u64> {
     Some((ts.tv_sec as u64).saturating_mul(1000) + (ts.tv_nsec as u64).div_ceil(1_000_000))
 }
 
-/// Clock `clockid` now, in milliseconds.
+/// Clock `clockid` now, in milliseconds: the kernel's, which a wait's deadline is on (not
+/// the program's, which `crate::clock` may have moved).
 fn clock_ms(clockid: u64) -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills the struct we own.
-    if unsafe { libc::clock_gettime(clockid as libc::clockid_t, &mut ts) } != 0 {
-        return None;
+    match crate::clock::real_ns(clockid as libc::clockid_t) {
+        0 => None,
+        ns => Some(ns / 1_000_000),
     }
-    Some((ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000)
 }
 
 /// The thread ids in `/proc/self/task`, into `out`; how many.
@@ -371,5 +412,92 @@ mod tests {
         assert!(matches!(wake_of(tid), Wake::Within(ms) if ms <= 1500));
         sleeper.join().unwrap();
         assert_eq!(wake_of(tid), Wake::Gone);
+    }
+
+    /// Moves the clock of the process it runs in: run alone, in a process of its own.
+    #[test]
+    fn sleepers_that_read_the_clock_end_once_it_is_moved_past_their_deadline() {
+        use std::sync::atomic::AtomicU32;
+        use std::sync::{Arc, Condvar, Mutex};
+        use std::time::{Duration, Instant};
+        const CHILD: &str = "LEAKCHECK_TEST_CLOCK_CHILD";
+        if std::env::var_os(CHILD).is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "sleepers::tests::sleepers_that_read_the_clock_end_once_it_is_moved_past_their_deadline",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{said}");
+            assert!(said.contains("1 passed"), "{said}");
+            return;
+        }
+        let before = Tids::now();
+        let before_count = sys::thread_count().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let left = move || {
+            deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+        };
+        // parking_lot's park loop: a relative futex wait, the clock read again on waking.
+        let word = Arc::new(AtomicU32::new(1));
+        let parked = std::thread::spawn(move || {
+            while let Some(d) = left() {
+                let ts = libc::timespec {
+                    tv_sec: d.as_secs() as libc::time_t,
+                    tv_nsec: d.subsec_nanos() as libc::c_long,
+                };
+                // SAFETY: a futex wait on a word we own, with a timeout we own.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        word.as_ptr(),
+                        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                        1,
+                        &ts,
+                    )
+                };
+            }
+        });
+        // std's condvar until a deadline (an absolute futex wait), and std's sleep.
+        let waiting = std::thread::spawn(move || {
+            let pair = (Mutex::new(()), Condvar::new());
+            let mut guard = pair.0.lock().unwrap();
+            while let Some(d) = left() {
+                guard = pair.1.wait_timeout(guard, d).unwrap().0;
+            }
+        });
+        let sleeping = std::thread::spawn(|| std::thread::sleep(Duration::from_secs(20)));
+        let give_up = Instant::now() + Duration::from_secs(5);
+        loop {
+            let now = Tids::now();
+            let asleep = now.ids[..now.len]
+                .iter()
+                .filter(|&&t| !before.contains(t) && matches!(wake_of(t), Wake::Within(_)))
+                .count();
+            if asleep == 3 {
+                break;
+            }
+            assert!(
+                Instant::now() < give_up,
+                "the sleepers are never seen asleep"
+            );
+            std::thread::yield_now();
+        }
+        let waited = wait_for_timed(&before, before_count, |_| {});
+        assert!(
+            waited < 10_000,
+            "waited {waited} ms for sleepers due in 20 s"
+        );
+        for t in [parked, waiting, sleeping] {
+            t.join().unwrap();
+        }
+        assert!(left().is_none(), "the program's clock is past the deadline");
     }
 }

@@ -151,15 +151,9 @@ pub fn now_ms() -> u64 {
     now_us() / 1000
 }
 
-/// Microseconds on the monotonic clock.
+/// Microseconds on the monotonic clock (the real one: never moved by [`crate::clock`]).
 pub fn now_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000 + (ts.tv_nsec as u64) / 1000
+    crate::clock::real_ns(libc::CLOCK_MONOTONIC) / 1000
 }
 
 /// Sleeps about one millisecond (used to poll, never to wait for a guessed duration).
