@@ -517,8 +517,12 @@ fn grace(
         return None;
     }
     let started = sys::now_ms();
-    if grace_ms > 0 && !sys::settle_threads(Some(before), grace_ms) {
-        crate::sleepers::wait_for_timed(tids_before, before, |left_ms| {
+    let (settled, early_ms) = match grace_ms {
+        0 => (true, 0),
+        _ => crate::sleepers::settle_or_still(before, grace_ms),
+    };
+    if !settled {
+        crate::sleepers::wait_for_timed(tids_before, before, early_ms, |left_ms| {
             put(
                 fd,
                 Entry::Waiting {

@@ -69,7 +69,16 @@ const HEARTBEAT_MS: u64 = 5_000;
 /// until deadlines within [`CAP_MS`]; how long it waited (0: it did not). `heartbeat` is
 /// told, before the wait and every [`HEARTBEAT_MS`] of it, how much longer it may take
 /// (cargo-leakcheck takes a process that writes nothing for long for one that hangs).
-pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64)) -> u64 {
+///
+/// `early_ms` is how much sooner than its full length the grace ended (see
+/// [`settle_or_still`]): an absolute deadline is reckoned from the full grace's end, as it
+/// would have been, so the cap takes in the same threads.
+pub fn wait_for_timed(
+    before: &Tids,
+    before_count: u64,
+    early_ms: u64,
+    heartbeat: impl Fn(u64),
+) -> u64 {
     let now = Tids::now();
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
@@ -85,15 +94,19 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
             continue;
         }
         match wait_of(tid) {
-            (Wake::Within(ms), reads_clock) => {
+            (Wake::Within(ms), reads_clock, absolute) => {
+                let ms = match absolute {
+                    true => ms.saturating_sub(early_ms),
+                    false => ms,
+                };
                 latest = Some(latest.unwrap_or(0).max(ms));
                 if reads_clock {
                     interruptible.ids[interruptible.len] = tid;
                     interruptible.len += 1;
                 }
             }
-            (Wake::Gone, _) => {}
-            (Wake::Never | Wake::Running, _) => return 0,
+            (Wake::Gone, ..) => {}
+            (Wake::Never | Wake::Running, ..) => return 0,
         }
     }
     // A deadline already past (the thread is about to wake) still gets the slack.
@@ -123,6 +136,140 @@ pub fn wait_for_timed(before: &Tids, before_count: u64, heartbeat: impl Fn(u64))
     sys::now_ms().saturating_sub(started)
 }
 
+/// How often the grace asks whether anything in the process can still act.
+const LOOK_EVERY_MS: u64 = 25;
+
+/// A deadline must be this much later than the grace's end to count as after it (`/proc`'s
+/// thread start times are in clock ticks).
+const MARGIN_MS: u64 = 50;
+
+/// Waits, as the grace does, up to `limit_ms` for the process to have no more threads than
+/// `before_count`; whether it came to that. It stops early, returning what the whole wait
+/// would have, once nothing in the process can act before the wait's end: every thread but
+/// the caller asleep in a wait only this process can end (a private futex: a lock, a
+/// channel, a condition variable) or in a sleep, and none of their deadlines before then.
+/// Then no thread can end before the wait would have ended either, and the time is saved
+/// whatever the machine's speed: the same threads are left, in the same waits.
+///
+/// Returns whether the threads settled, and how much sooner than `limit_ms` it stopped.
+pub fn settle_or_still(before_count: u64, limit_ms: u64) -> (bool, u64) {
+    let started = sys::now_ms();
+    let give_up = started.saturating_add(limit_ms);
+    let mut look_at = started + LOOK_EVERY_MS;
+    loop {
+        match sys::thread_count() {
+            Some(n) if n <= before_count => return (true, 0),
+            None => return (false, 0),
+            Some(_) => {}
+        }
+        let now = sys::now_ms();
+        if now >= give_up {
+            return (false, 0);
+        }
+        if now >= look_at {
+            if still_for(give_up - now) {
+                return (false, give_up - now);
+            }
+            look_at = now + LOOK_EVERY_MS;
+        }
+        sys::pause_briefly();
+    }
+}
+
+/// Whether no thread of the process but the caller can act within `ms` (see
+/// [`settle_or_still`]).
+fn still_for(ms: u64) -> bool {
+    let all = Tids::now();
+    if all.len == MAX_TIDS {
+        return false; // some threads not listed
+    }
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    all.ids[..all.len].iter().filter(|&&t| t != me).all(|&tid| {
+        if sys::task_state(u64::from(tid)) != Some(b'S') {
+            return false;
+        }
+        let mut buf = [0u8; 256];
+        let sys::TaskSyscall::Text(text) = sys::task_syscall(u64::from(tid), &mut buf) else {
+            return false;
+        };
+        let Some(call) = parse_syscall(text) else {
+            return false;
+        };
+        let age = || thread_age_ms(tid);
+        match earliest_wake(&call, age, read_timespec, clock_ms) {
+            Earliest::Never => true,
+            Earliest::After(at_least) => at_least > ms + MARGIN_MS,
+            Earliest::Unknown => false,
+        }
+    })
+}
+
+/// The soonest a blocked thread may act by itself, as far as its system call says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Earliest {
+    /// Not before another thread of this process wakes it (a private futex wait without a
+    /// deadline).
+    Never,
+    /// Not within this many milliseconds.
+    After(u64),
+    /// Any time: a wait something outside the process can end (a read, a poll, a shared
+    /// futex), or one whose deadline cannot be read.
+    Unknown,
+}
+
+/// When thread blocked in `call` may act by itself: a private futex wait or a sleep, by its
+/// deadline (a relative one less the thread's age `age`, since its wait began after the
+/// thread did); anything else may end any time.
+fn earliest_wake(
+    call: &Call,
+    age: impl Fn() -> Option<u64>,
+    read: impl Fn(u64) -> Option<u64>,
+    clock: impl Fn(u64) -> Option<u64>,
+) -> Earliest {
+    let a = call.args;
+    let relative = |ptr: u64| match (read(ptr), age()) {
+        (Some(ms), Some(age)) => Earliest::After(ms.saturating_sub(age)),
+        _ => Earliest::Unknown,
+    };
+    let absolute = |ptr: u64, clockid: u64| match (read(ptr), clock(clockid)) {
+        (Some(at), Some(now)) => Earliest::After(at.saturating_sub(now)),
+        _ => Earliest::Unknown,
+    };
+    const PRIVATE: u64 = 128;
+    match call.nr {
+        NANOSLEEP => relative(a[0]),
+        CLOCK_NANOSLEEP if a[1] & TIMER_ABSTIME != 0 && a[0] == CLOCK_MONOTONIC => {
+            absolute(a[2], a[0])
+        }
+        CLOCK_NANOSLEEP if a[1] & TIMER_ABSTIME == 0 => relative(a[2]),
+        FUTEX if a[1] & PRIVATE == 0 => Earliest::Unknown,
+        FUTEX => match (a[1] & FUTEX_CMD_MASK, a[3]) {
+            (FUTEX_WAIT | FUTEX_WAIT_BITSET, 0) => Earliest::Never,
+            (FUTEX_WAIT, ptr) => relative(ptr),
+            (FUTEX_WAIT_BITSET, ptr) if a[1] & FUTEX_CLOCK_REALTIME == 0 => {
+                absolute(ptr, CLOCK_MONOTONIC)
+            }
+            _ => Earliest::Unknown,
+        },
+        _ => Earliest::Unknown,
+    }
+}
+
+/// How long ago thread `tid` started, in milliseconds (from `/proc/self/task/<tid>/stat`'s
+/// start time, in clock ticks since boot).
+fn thread_age_ms(tid: u32) -> Option<u64> {
+    let ticks = sys::task_start_ticks(u64::from(tid))?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()?
+        .max(1);
+    let started_ms = ticks.saturating_mul(1000) / hz;
+    // Rounded down to a tick: the age is under-counted, never over.
+    let now_ms = clock_ms(libc::CLOCK_BOOTTIME as u64)?;
+    Some(now_ms.saturating_sub(started_ms + 1000 / hz))
+}
+
 /// The system call thread `tid` is blocked in, and in how many milliseconds at most it
 /// ends by itself (None: it does not, or that is not known); `(None, None)` for a thread
 /// running or gone.
@@ -146,20 +293,30 @@ fn wake_of(tid: u32) -> Wake {
     wait_of(tid).0
 }
 
-/// What thread `tid` waits in, and whether an interrupted wait of that kind reads the
-/// clock again (see [`interrupted_reads_clock`]).
-fn wait_of(tid: u32) -> (Wake, bool) {
+/// What thread `tid` waits in, whether an interrupted wait of that kind reads the clock
+/// again (see [`interrupted_reads_clock`]), and whether its deadline is absolute.
+fn wait_of(tid: u32) -> (Wake, bool, bool) {
     let mut buf = [0u8; 256];
     match sys::task_syscall(u64::from(tid), &mut buf) {
         sys::TaskSyscall::Text(text) => match parse_syscall(text) {
             Some(call) => (
                 wake_of_call(&call, read_timespec, clock_ms),
                 interrupted_reads_clock(&call),
+                is_absolute(&call),
             ),
-            None => (Wake::Running, false),
+            None => (Wake::Running, false, false),
         },
-        sys::TaskSyscall::Gone => (Wake::Gone, false),
-        sys::TaskSyscall::Unreadable => (Wake::Running, false),
+        sys::TaskSyscall::Gone => (Wake::Gone, false, false),
+        sys::TaskSyscall::Unreadable => (Wake::Running, false, false),
+    }
+}
+
+/// Whether `call` waits until a time on a clock, not for a length of time.
+fn is_absolute(call: &Call) -> bool {
+    match call.nr {
+        CLOCK_NANOSLEEP => call.args[1] & TIMER_ABSTIME != 0,
+        FUTEX => call.args[1] & FUTEX_CMD_MASK == FUTEX_WAIT_BITSET,
+        _ => false,
     }
 }
 
@@ -389,6 +546,75 @@ mod tests {
     }
 
     #[test]
+    fn the_grace_ends_early_only_when_no_thread_can_act_before_its_end() {
+        let earliest = |c: &Call| {
+            // A thread 2 s old; every pointer reads as 30 s; the clocks read 100 s.
+            earliest_wake(c, || Some(2_000), |_| Some(30_000), |_| Some(100_000))
+        };
+        const PRIVATE: u64 = 128;
+        // A pool's worker in parking_lot's relative wait for a job due 30 s after it
+        // started: at least 28 s more.
+        assert_eq!(
+            earliest(&call(FUTEX, [0x100, FUTEX_WAIT | PRIVATE, 0, 0x10, 0, 0])),
+            Earliest::After(28_000)
+        );
+        // A lock or a channel with no deadline: only another thread ends it.
+        assert_eq!(
+            earliest(&call(FUTEX, [0x100, FUTEX_WAIT | PRIVATE, 0, 0, 0, 0])),
+            Earliest::Never
+        );
+        // A futex another process may wake, a read, a poll: any time.
+        assert_eq!(
+            earliest(&call(FUTEX, [0x100, FUTEX_WAIT, 0, 0, 0, 0])),
+            Earliest::Unknown
+        );
+        assert_eq!(earliest(&call(0, [3, 0x10, 8, 0, 0, 0])), Earliest::Unknown);
+        assert_eq!(
+            earliest(&call(EPOLL_WAIT, [3, 0x10, 8, 100_000, 0, 0])),
+            Earliest::Unknown
+        );
+        // std's condvar, an absolute monotonic deadline 30 s on the clock: 30 s - 100 s
+        // is past, so it may act now.
+        assert_eq!(
+            earliest(&call(
+                FUTEX,
+                [
+                    0x100,
+                    FUTEX_WAIT_BITSET | PRIVATE,
+                    0,
+                    0x10,
+                    0,
+                    u32::MAX as u64
+                ]
+            )),
+            Earliest::After(0)
+        );
+        // Without the thread's age, a relative deadline says nothing.
+        let ageless = earliest_wake(
+            &call(NANOSLEEP, [0x10, 0, 0, 0, 0, 0]),
+            || None,
+            |_| Some(30_000),
+            |_| Some(0),
+        );
+        assert_eq!(ageless, Earliest::Unknown);
+    }
+
+    #[test]
+    fn a_thread_started_now_is_young() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::syscall(libc::SYS_gettid) } as u32)
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        });
+        let tid = rx.recv().unwrap();
+        let age = thread_age_ms(tid).expect("its start time is readable");
+        assert!(age < 5_000, "{age} ms");
+        t.join().unwrap();
+    }
+
+    #[test]
     fn a_sleeping_thread_is_seen_with_its_deadline() {
         let before = Tids::now();
         let sleeper =
@@ -490,7 +716,7 @@ mod tests {
             );
             std::thread::yield_now();
         }
-        let waited = wait_for_timed(&before, before_count, |_| {});
+        let waited = wait_for_timed(&before, before_count, 0, |_| {});
         assert!(
             waited < 10_000,
             "waited {waited} ms for sleepers due in 20 s"

@@ -218,15 +218,15 @@ pub fn task_name(tid: u64, buf: &mut [u8; 64]) -> &str {
     }
 }
 
-/// The state letter of thread `tid` (`R` running, `S` sleeping, `D` in uninterruptible
-/// sleep, …) from `/proc/self/task/<tid>/stat`; None when it cannot be read.
-pub fn task_state(tid: u64) -> Option<u8> {
+/// The fields of `/proc/self/task/<tid>/stat` after the command name (which may hold
+/// spaces and parentheses: fields are counted from the last `)`), read into `buf`: the state
+/// letter first (the 3rd field).
+fn task_stat(tid: u64, buf: &mut [u8; 512]) -> Option<&[u8]> {
     let mut path = FixedPath::new();
     if !(path.push(b"/proc/self/task/") && path.push_u64(tid) && path.push(b"/stat")) {
         return None;
     }
-    let mut buf = [0u8; 512];
-    // SAFETY: open/read/close on a NUL-terminated path into our own buffer.
+    // SAFETY: open/read/close on a NUL-terminated path into the caller's buffer.
     let n = unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
@@ -237,13 +237,28 @@ pub fn task_state(tid: u64) -> Option<u8> {
         n
     };
     let text = &buf[..usize::try_from(n).ok()?];
-    // The command name (field 2) may hold spaces and parentheses: the state follows the
-    // last `)`.
     let close = text.iter().rposition(|&b| b == b')')?;
-    text[close + 1..]
-        .iter()
-        .copied()
-        .find(|b| !b.is_ascii_whitespace())
+    Some(&text[close + 1..])
+}
+
+/// The state letter of thread `tid` (`R` running, `S` sleeping, `D` in uninterruptible
+/// sleep, …); None when it cannot be read.
+pub fn task_state(tid: u64) -> Option<u8> {
+    let mut buf = [0u8; 512];
+    let fields = task_stat(tid, &mut buf)?;
+    fields.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
+/// When thread `tid` started, in clock ticks since boot (the 22nd field); None when it
+/// cannot be read.
+pub fn task_start_ticks(tid: u64) -> Option<u64> {
+    let mut buf = [0u8; 512];
+    let fields = task_stat(tid, &mut buf)?;
+    let field = fields
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(19)?;
+    parse_u64(std::str::from_utf8(field).ok()?)
 }
 
 /// Waits until the process has no more threads than `before` (threads a run or a drain
