@@ -377,7 +377,7 @@ fn interrupt_signal() -> Option<c_int> {
         0 => {}
         sig => return Some(sig as c_int),
     }
-    let stop = crate::stop::signal();
+    let stop = crate::signals::stop();
     for sig in (stop - 6..stop).rev() {
         // SAFETY: zeroed sigactions are valid; the query writes `old` only.
         let installed = unsafe {

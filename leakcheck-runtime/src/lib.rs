@@ -54,6 +54,7 @@ mod probe;
 mod reach;
 mod rerun;
 mod scan;
+mod signals;
 mod sleepers;
 mod spin;
 mod stop;

@@ -36,7 +36,7 @@ pub fn dump_unreached(path: &FixedPath, paths: Option<&FixedPath>) -> bool {
             // Stopped only now: a thread stopped while it held the tracker's lock would
             // stop the scan too.
             // What each thread is doing, read while it still does it.
-            threads::read_states(&held);
+            crate::sleepers::read_states(&held);
             let stop = stop::stop_others(&held);
             reach::add_thread_roots(roots, &held, &stop);
             write_unreached(out, s, roots, stop, paths, &cycles_file(path))

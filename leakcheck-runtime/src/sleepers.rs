@@ -270,6 +270,39 @@ fn thread_age_ms(tid: u32) -> Option<u64> {
     Some(now_ms.saturating_sub(started_ms + 1000 / hz))
 }
 
+/// Reads what each recorded thread is doing now, before a scan stops them (a stopped
+/// thread waits in the stop handler): its state letter, the call it is blocked in and when
+/// that ends, and whether its name is still the one it inherited.
+pub fn read_states(_held: &crate::threads::RegistryGuard) {
+    for e in &crate::threads::REGISTRY {
+        let tid = e.tid.load(std::sync::atomic::Ordering::Acquire);
+        if tid == 0 {
+            continue;
+        }
+        let Some(letter) = crate::sys::task_state(tid as u64) else {
+            continue;
+        };
+        let (syscall, wake_ms) = blocked_in(tid as u32);
+        let mut name = [0u8; 64];
+        let now = crate::sys::task_name(tid as u64, &mut name);
+        let mut inherited = [0u8; 16];
+        inherited[..8].copy_from_slice(
+            &e.inherited[0]
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_ne_bytes(),
+        );
+        inherited[8..].copy_from_slice(
+            &e.inherited[1]
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_ne_bytes(),
+        );
+        let len = inherited.iter().position(|&b| b == 0).unwrap_or(16);
+        let named = now.as_bytes() != &inherited[..len];
+        let state = leakcheck_protocol::paths::ThreadState::new(letter, syscall, wake_ms, named);
+        e.state.store(state.0, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The system call thread `tid` is blocked in, and in how many milliseconds at most it
 /// ends by itself (None: it does not, or that is not known); `(None, None)` for a thread
 /// running or gone.

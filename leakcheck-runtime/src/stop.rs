@@ -83,7 +83,7 @@ const ANSWER_WAIT_MS: u64 = 500;
 /// The signal that stops a thread: a real-time one near the top of the range, which
 /// programs rarely use (glibc keeps the lowest for itself).
 pub fn signal() -> c_int {
-    libc::SIGRTMAX() - 3
+    crate::signals::stop()
 }
 
 /// Which threads a scan stopped (indexed by slot).

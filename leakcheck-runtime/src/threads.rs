@@ -399,31 +399,6 @@ fn own_name() -> [u64; 2] {
     [word(&buf[..8]), word(&buf[8..])]
 }
 
-/// Reads what each recorded thread is doing now, before a scan stops them (a stopped
-/// thread waits in the stop handler): its state letter, the call it is blocked in and when
-/// that ends, and whether its name is still the one it inherited.
-pub fn read_states(_held: &RegistryGuard) {
-    for e in &REGISTRY {
-        let tid = e.tid.load(Ordering::Acquire);
-        if tid == 0 {
-            continue;
-        }
-        let Some(letter) = crate::sys::task_state(tid as u64) else {
-            continue;
-        };
-        let (syscall, wake_ms) = crate::sleepers::blocked_in(tid as u32);
-        let mut name = [0u8; 64];
-        let now = crate::sys::task_name(tid as u64, &mut name);
-        let mut inherited = [0u8; 16];
-        inherited[..8].copy_from_slice(&e.inherited[0].load(Ordering::Relaxed).to_ne_bytes());
-        inherited[8..].copy_from_slice(&e.inherited[1].load(Ordering::Relaxed).to_ne_bytes());
-        let len = inherited.iter().position(|&b| b == 0).unwrap_or(16);
-        let named = now.as_bytes() != &inherited[..len];
-        let state = leakcheck_protocol::paths::ThreadState::new(letter, syscall, wake_ms, named);
-        e.state.store(state.0, Ordering::Relaxed);
-    }
-}
-
 /// The calling thread's stack block, from glibc's own record of it.
 fn own_stack() -> Option<(usize, usize)> {
     // SAFETY: plain pthread calls on an attribute object we own and destroy.
