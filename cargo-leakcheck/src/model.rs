@@ -535,7 +535,7 @@ pub struct HolderThread {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[serde(default)]
     pub runs_the_test: bool,
-    /// What it was doing before the scan stopped it: `running`, `asleep until a deadline`,
+    /// What it was doing before the scan stopped it: `running`, `asleep, waking within 1 h`,
     /// `blocked in accept`, …
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]

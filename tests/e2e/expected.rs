@@ -1108,7 +1108,7 @@ pub const EXPECTED: &[Expected] = &[
     )
     .runs("completed")
     .threads_left()
-    .thread_holder("thread_per_call_sleeps_forever", "asleep, until a deadline"),
+    .thread_holder("thread_per_call_sleeps_forever", "asleep, waking within 1 h"),
     // Started once for the life of the process (behind a OnceLock).
     clean_kept(TASKS, "tests::background_task_started_once").runs("completed"),
     clean(TASKS, "tests::job_spawned_and_awaited"),

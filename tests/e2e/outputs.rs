@@ -223,8 +223,18 @@ fn github_actions_get_annotations_at_the_leak_sites_and_a_job_summary() {
     );
     let (file, line) = leak_site(fixture, "forget_vec");
     assert!(
-        text.contains(&format!("| leak | `leaky tests::forget_vec` | 8.0 KiB | `leaky::tests::forget_vec` ({file}:{line}) |")),
+        text.contains(&format!("| leak | `leaky tests::forget_vec` | 8.0 KiB | `leaky::tests::forget_vec` ({file}:{line})<br>unreachable, no cycle: nothing points to these objects")),
         "{text}"
+    );
+    // A growing collection is named once in its test's row.
+    let registry = text
+        .lines()
+        .find(|l| l.contains("`leaky tests::growing_global_registry`"))
+        .unwrap_or_else(|| panic!("a row for the registry test:\n{text}"));
+    assert_eq!(
+        registry.matches("Vec<String>, +64 entries per run").count(),
+        1,
+        "{registry}"
     );
     // Outside GitHub, none of it; and `--annotations github` asks for it anywhere.
     let run = |extra: &[&str]| {

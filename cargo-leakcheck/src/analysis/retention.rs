@@ -371,6 +371,24 @@ pub fn thread_words(h: &HolderThread, site: Option<&str>) -> String {
     text
 }
 
+/// When a timed wait ends at the latest, in words coarse enough to read the same in every
+/// run (`/proc` gives a relative wait's whole length, an absolute one's time left):
+/// `waking within 10 s`.
+fn waking_within(ms: u64) -> String {
+    const STEPS: [(u64, &str); 6] = [
+        (1_000, "1 s"),
+        (10_000, "10 s"),
+        (60_000, "1 min"),
+        (600_000, "10 min"),
+        (3_600_000, "1 h"),
+        (86_400_000, "a day"),
+    ];
+    match STEPS.iter().find(|(limit, _)| ms <= *limit) {
+        Some((_, within)) => format!("waking within {within}"),
+        None => "waking in more than a day".to_owned(),
+    }
+}
+
 /// What a thread was doing, in words; None when it was not read.
 pub fn state_words(s: leakcheck_protocol::paths::ThreadState) -> Option<String> {
     // x86-64 system call numbers.
@@ -395,7 +413,7 @@ pub fn state_words(s: leakcheck_protocol::paths::ThreadState) -> Option<String> 
         (b'T' | b't', _) => "stopped".to_owned(),
         (b'Z' | b'X', _) => "ending".to_owned(),
         (_, Some(nr)) => match s.wake_ms() {
-            Some(_) => format!("{}, until a deadline", blocked(nr)),
+            Some(ms) => format!("{}, {}", blocked(nr), waking_within(ms)),
             None => blocked(nr),
         },
         (_, None) => "asleep".to_owned(),

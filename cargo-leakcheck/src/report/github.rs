@@ -446,12 +446,6 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             }
             site.push_str(&crate::report::human::collection_text(c, repo_root));
         }
-        for c in t.collections.iter().filter(|c| c.fails) {
-            if !site.is_empty() {
-                site.push_str("<br>");
-            }
-            site.push_str(&crate::report::human::collection_text(c, repo_root));
-        }
         let retained = match (t.verdict, &t.first_run_retained) {
             (Verdict::Leak, _) => human_bytes(t.retained_bytes),
             (Verdict::Unsettled, Some(r)) => human_bytes(r.bytes),

@@ -312,12 +312,25 @@ fn a_threads_state_is_said_in_words() {
     );
     assert_eq!(
         words(b'S', Some(230), Some(1500)).as_deref(),
-        Some("asleep, until a deadline")
+        Some("asleep, waking within 10 s")
     );
     assert_eq!(
         words(b'S', Some(202), None).as_deref(),
         Some("waiting on a lock, a channel or a condition variable")
     );
     assert_eq!(words(b'S', None, None).as_deref(), Some("asleep"));
+    // r2d2's reaper, due 30 s on; an hour's sleep; a week's.
+    assert_eq!(
+        words(b'S', Some(202), Some(30_000)).as_deref(),
+        Some("waiting on a lock, a channel or a condition variable, waking within 1 min")
+    );
+    assert_eq!(
+        words(b'S', Some(35), Some(3_600_000)).as_deref(),
+        Some("asleep, waking within 1 h")
+    );
+    assert_eq!(
+        words(b'S', Some(35), Some(604_800_000)).as_deref(),
+        Some("asleep, waking in more than a day")
+    );
     assert_eq!(state_words(ThreadState(0)), None, "not read");
 }
