@@ -95,28 +95,18 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
             merged(dumps, &[])
         })
         .collect();
+    let own_dump = result.preload_dumps.first();
+    // The scan's files beside the last extra run's dump.
+    let last_run = result.run_dumps.last().and_then(|d| d.first());
     Ok(Dumps {
         own,
         runs,
         own_lost: own_lost(result),
-        own_paths: result.preload_dumps.first().and_then(|d| paths(d)),
-        last_run_paths: result
-            .run_dumps
-            .last()
-            .and_then(|d| d.first())
-            .and_then(|d| paths(d)),
-        own_cycles: result.preload_dumps.first().and_then(|d| cycles(d)),
-        last_run_cycles: result
-            .run_dumps
-            .last()
-            .and_then(|d| d.first())
-            .and_then(|d| cycles(d)),
-        sites: result
-            .run_dumps
-            .last()
-            .and_then(|d| d.first())
-            .and_then(|d| sites(d))
-            .unwrap_or_default(),
+        own_paths: own_dump.and_then(|d| paths(d)),
+        last_run_paths: last_run.and_then(|d| paths(d)),
+        own_cycles: own_dump.and_then(|d| cycles(d)),
+        last_run_cycles: last_run.and_then(|d| cycles(d)),
+        sites: last_run.and_then(|d| sites(d)).unwrap_or_default(),
     })
 }
 
