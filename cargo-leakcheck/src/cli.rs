@@ -1,6 +1,7 @@
 //! Command-line types (clap only; validation happens in the library).
 
 pub use crate::execution::cargo::Selection;
+use crate::report::export;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -134,11 +135,6 @@ pub struct Checking {
     #[arg(long, hide = true)]
     pub full_repetition: bool,
 
-    /// GitHub Actions annotations at each leak's allocating line and a job summary:
-    /// `github` or `none` [default: on when GITHUB_ACTIONS=true].
-    #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
-    pub annotations: Option<String>,
-
     #[command(flatten)]
     pub against: Against,
 }
@@ -172,6 +168,9 @@ pub struct NextestArgs {
     /// Thresholds, timeout, extra runs.
     #[command(flatten)]
     pub checking: Checking,
+
+    #[command(flatten)]
+    pub outputs: OutputArgs,
 
     /// The leakcheck.toml to use [default: at the workspace root].
     #[arg(long = "leakcheck-config", value_name = "PATH")]
@@ -207,32 +206,66 @@ pub struct MergeArgs {
     #[arg(long, value_name = "DIR", default_value = "leakcheck-merged")]
     pub output_dir: PathBuf,
 
-    /// Also write the merged results as JUnit XML to this file (test times are not in
-    /// report.json: 0).
-    #[arg(long, value_name = "PATH")]
-    pub junit: Option<PathBuf>,
-
-    /// GitHub Actions annotations and job summary for the merged report: `github` or
-    /// `none` [default: on when GITHUB_ACTIONS=true].
-    #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
-    pub annotations: Option<String>,
+    #[command(flatten)]
+    pub outputs: OutputArgs,
 
     #[command(flatten)]
     pub against: Against,
 }
 
-/// CI outputs of `bench` and `run`.
-#[derive(Debug, Args, Clone, Default)]
-pub struct CiOutputs {
-    /// Also write the results as JUnit XML to this file (one testcase per bench or service;
-    /// growth is a failure) [default: `[output] junit` in leakcheck.toml, else none].
-    #[arg(long, value_name = "PATH")]
-    pub junit: Option<PathBuf>,
+/// The outputs a run writes besides report.json, the page and the summary: `--NAME FILE`
+/// for each file output the exporters offer (`--junit`, `--sarif`), and `--annotations`.
+/// Shared by every command that reports.
+#[derive(Debug, Clone, Default)]
+pub struct OutputArgs(pub export::Asked);
 
-    /// GitHub Actions annotations at each growing stack's allocating line and a job summary:
-    /// `github` or `none` [default: on when GITHUB_ACTIONS=true].
-    #[arg(long, value_name = "KIND", value_parser = ["github", "none"])]
-    pub annotations: Option<String>,
+impl clap::FromArgMatches for OutputArgs {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = OutputArgs::default();
+        args.update_from_arg_matches(matches)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for e in export::file_exporters() {
+            if let Some(path) = matches.get_one::<PathBuf>(e.name()) {
+                self.0.files.insert(e.name(), path.clone());
+            }
+        }
+        if let Some(kind) = matches.get_one::<String>("annotations") {
+            self.0.annotations = Some(kind.clone());
+        }
+        Ok(())
+    }
+}
+
+impl Args for OutputArgs {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for e in export::file_exporters() {
+            let holds = e.file().unwrap_or_default();
+            cmd = cmd.arg(
+                clap::Arg::new(e.name())
+                    .long(e.name())
+                    .value_name("PATH")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help(format!(
+                        "Also write the results to this file: {holds} [default: `[output] {}` in leakcheck.toml, else none]",
+                        e.name()
+                    )),
+            );
+        }
+        cmd.arg(
+            clap::Arg::new("annotations")
+                .long("annotations")
+                .value_name("KIND")
+                .value_parser(["github", "none"])
+                .help("GitHub Actions annotations at each leak's allocating line and a job summary: `github` or `none` [default: on when GITHUB_ACTIONS=true]"),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// Arguments of `cargo leakcheck bench`.
@@ -273,7 +306,7 @@ pub struct BenchArgs {
     pub quiet: bool,
 
     #[command(flatten)]
-    pub outputs: CiOutputs,
+    pub outputs: OutputArgs,
 
     /// Benchmark-name filters (criterion benches): substrings to match.
     #[arg(last = true, value_name = "FILTERS")]
@@ -375,7 +408,7 @@ pub struct RunArgs {
     pub quiet: bool,
 
     #[command(flatten)]
-    pub outputs: CiOutputs,
+    pub outputs: OutputArgs,
 
     /// Arguments for the service.
     #[arg(last = true, value_name = "ARGS")]
@@ -415,10 +448,8 @@ pub struct TestArgs {
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
-    /// Also write the results as JUnit XML to this file (one testcase per test; leaks are
-    /// failures) [default: `[output] junit` in leakcheck.toml, else none].
-    #[arg(long, value_name = "PATH")]
-    pub junit: Option<PathBuf>,
+    #[command(flatten)]
+    pub outputs: OutputArgs,
 
     /// After the run, append a `[[suppress]]` entry for every failing stack to FILE (with a
     /// placeholder reason), so a legacy codebase can turn the check on today.

@@ -2,12 +2,13 @@
 //! output and the flame graphs are drawn from. Field order and sorting are fixed so the
 //! file is deterministic for the same results.
 
-use crate::exit_code::ExitCode;
 use serde::{Deserialize, Serialize};
 
 mod cycles;
+pub mod gate;
 mod memory;
 pub use cycles::{CycleMember, CycleReport, Unreachable};
+pub use gate::growth_exit_code;
 pub use memory::{Memory, MemoryExplained, MemoryPart, MemoryPartFigures, MemoryPoint};
 
 /// The run's HTML page, beside `report.json`.
@@ -148,15 +149,6 @@ impl Report {
             .iter()
             .find(|c| c.package == t.package && c.binary == t.binary && c.name == t.name)
     }
-
-    /// Whether a leaking test is let through by `--fail-on new` (its leak is the base's).
-    pub fn leak_is_tolerated(&self, t: &TestReport) -> bool {
-        t.verdict == Verdict::Leak
-            && self.baseline.as_ref().is_some_and(|b| b.fail_on_new)
-            && self
-                .change_of(t)
-                .is_some_and(|c| c.change == Change::Unchanged)
-    }
 }
 
 /// Selected tests that were never judged.
@@ -191,51 +183,6 @@ impl Report {
             .filter(|t| t.verdict == Verdict::Leak)
             .map(|t| t.retained_bytes)
             .fold(0, u64::saturating_add)
-    }
-
-    /// The gate: what one test makes of the run's exit code (`Success`: it does not fail the
-    /// run). Its verdict, `unsettled-fails` and `--fail-on new` decide, here only: the exit
-    /// code, the summary, JUnit, the annotations, the page and the nextest runner all ask
-    /// this, so they cannot disagree.
-    pub fn gate(&self, t: &TestReport) -> ExitCode {
-        match self.leak_is_tolerated(t) {
-            true => ExitCode::Success,
-            false => t.exit_code(),
-        }
-    }
-
-    /// Whether one test fails the run (see [`Report::gate`]).
-    pub fn fails(&self, t: &TestReport) -> bool {
-        self.gate(t) != ExitCode::Success
-    }
-
-    /// The documented exit code for a finished run, from its tests and benches. A test
-    /// binary that could not even list its tests ran none of them: as under `cargo test`,
-    /// that fails the run. Selected tests that never ran leave it incomplete, unless
-    /// something worse was found.
-    pub fn exit_code(&self) -> ExitCode {
-        let start = if !self.unlisted.is_empty() || self.runner_failed.is_some() {
-            ExitCode::TestsFailed
-        } else if self.not_run.is_some() {
-            ExitCode::Incomplete
-        } else {
-            ExitCode::Success
-        };
-        let tests = self.tests.iter().map(|t| self.gate(t));
-        let benches = self.benches.iter().map(BenchReport::exit_code);
-        tests.chain(benches).fold(start, ExitCode::worst)
-    }
-}
-
-/// What one verdict alone makes of a run's exit code: the one place verdicts map to exit
-/// codes (the run takes the worst of its tests', [`ExitCode::worst`]).
-pub fn verdict_exit_code(verdict: Verdict) -> ExitCode {
-    match verdict {
-        Verdict::Failed | Verdict::Crashed | Verdict::Timeout => ExitCode::TestsFailed,
-        Verdict::Leak => ExitCode::LeaksFound,
-        Verdict::Error | Verdict::Unanalysable => ExitCode::Incomplete,
-        // Unless `unsettled-fails` says otherwise (see `TestReport::exit_code`).
-        Verdict::Clean | Verdict::Unsettled => ExitCode::Success,
     }
 }
 
@@ -283,7 +230,7 @@ pub enum Method {
 }
 
 /// Run-wide settings that decide what the numbers mean.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReportSettings {
     /// jemalloc's sampling period in bytes: 1 means every allocation was recorded exactly.
     pub sample_period: u64,
@@ -1177,7 +1124,20 @@ pub fn binary_id(package: &str, kind: TargetKind, target: &str) -> String {
     }
 }
 
+/// Identifies a test across the report and the metrics: package, kind, target, name.
+pub type TestKey = (String, TargetKind, String, String);
+
 impl TestReport {
+    /// Its [`TestKey`].
+    pub fn key(&self) -> TestKey {
+        (
+            self.package.clone(),
+            self.kind,
+            self.binary.clone(),
+            self.name.clone(),
+        )
+    }
+
     /// Its binary's id, as nextest writes it (see [`binary_id`]).
     pub fn binary_id(&self) -> String {
         binary_id(&self.package, self.kind, &self.binary)
@@ -1186,20 +1146,6 @@ impl TestReport {
     /// The stacks that make this test fail.
     pub fn failing_stacks(&self) -> impl Iterator<Item = &StackReport> {
         self.stacks.iter().filter(|s| s.fails)
-    }
-
-    /// Whether it could not be judged and `unsettled-fails` makes that fail the run.
-    pub fn unsettled_fails_the_run(&self) -> bool {
-        self.verdict == Verdict::Unsettled && self.unsettled_fails
-    }
-
-    /// What this test alone makes of the run's exit code.
-    pub fn exit_code(&self) -> ExitCode {
-        if self.unsettled_fails_the_run() {
-            ExitCode::Incomplete
-        } else {
-            verdict_exit_code(self.verdict)
-        }
     }
 }
 
@@ -1367,22 +1313,10 @@ impl BenchCollection {
     }
 }
 
-impl BenchReport {
-    /// What this bench alone makes of the run's exit code.
-    pub fn exit_code(&self) -> ExitCode {
-        if self.not_checked {
-            ExitCode::CouldNotRun
-        } else if self.verdict == Verdict::Unsettled && self.unsettled_fails {
-            ExitCode::Incomplete
-        } else {
-            verdict_exit_code(self.verdict)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exit_code::ExitCode;
 
     #[test]
     fn the_exit_code_is_the_worst_of_tests_benches_and_unlisted_binaries() {

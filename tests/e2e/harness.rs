@@ -234,16 +234,23 @@ fn run_command(
         .envs(envs.iter().copied())
         .output()
         .expect("cargo-leakcheck runs");
-    let out_dir = target.join("leakcheck");
-    let report = std::fs::read_to_string(out_dir.join("report.json"))
-        .ok()
-        .map(|s| serde_json::from_str(&s).expect("report.json is valid JSON"));
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        report,
-        out_dir,
+    Run::of(&output, target)
+}
+
+impl Run {
+    /// What a run of the tool with `--target-dir target` printed, exited with and wrote.
+    pub fn of(output: &std::process::Output, target: &Path) -> Run {
+        let out_dir = target.join("leakcheck");
+        let report = std::fs::read_to_string(out_dir.join("report.json"))
+            .ok()
+            .map(|s| serde_json::from_str(&s).expect("report.json is valid JSON"));
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            report,
+            out_dir,
+        }
     }
 }
 

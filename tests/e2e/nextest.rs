@@ -421,3 +421,101 @@ fn nextest_shards_record_their_partition_and_a_merge_names_the_missing() {
     assert_eq!(crate::harness::verdicts_of(&all), whole);
     assert_eq!(output.status.code(), Some(3));
 }
+
+/// Runs `cargo leakcheck nextest` on a copy of leaky of its own (the JUnit file nextest
+/// writes is the copy's) over `tests`, with `own` options; the run, the copy.
+fn nextest_on_own_copy(copy: &str, own: &[&str], tests: &[&str]) -> (Run, std::path::PathBuf) {
+    let project = crate::harness::scratch().join("fixtures").join(copy);
+    crate::harness::copy_tree(
+        &crate::harness::repo_root().join("tests/fixtures/leaky"),
+        &project,
+    );
+    std::fs::create_dir_all(project.join(".config")).unwrap();
+    std::fs::write(
+        project.join(".config/nextest.toml"),
+        "[profile.ci.junit]\npath = \"junit.xml\"\nstore-success-output = true\n",
+    )
+    .unwrap();
+    let target = scratch().join("targets").join(copy);
+    let output = tool()
+        .arg("nextest")
+        .args(own)
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .args(["--profile", "ci", "--lib", "-E"])
+        .arg(
+            tests
+                .iter()
+                .map(|t| format!("test(={t})"))
+                .collect::<Vec<_>>()
+                .join(" | "),
+        )
+        .output()
+        .expect("cargo-leakcheck runs");
+    let run = Run::of(&output, &target);
+    (run, project)
+}
+
+/// The `<testcase>` of `name` in the JUnit file nextest wrote for `project`.
+fn junit_case(project: &std::path::Path, name: &str) -> String {
+    let junit = std::fs::read_to_string(project.join("target/nextest/ci/junit.xml"))
+        .expect("nextest wrote JUnit");
+    junit
+        .split("<testcase ")
+        .find(|c| c.contains(&format!("name=\"{name}\"")))
+        .unwrap_or_else(|| panic!("{name} is in nextest's JUnit:\n{junit}"))
+        .to_string()
+}
+
+#[test]
+fn under_fail_on_new_nextest_fails_only_the_leaks_the_base_run_did_not_have() {
+    let (known, new) = ("tests::forget_vec", "tests::tiny_leak");
+    let (base, _) = nextest_on_own_copy("leaky-fail-on-new-base", &[], &[known]);
+    assert_eq!(
+        base.code, 3,
+        "the base run has the known leak:\n{}",
+        base.stderr
+    );
+    let base_report = base.out_dir.join("report.json");
+    let against = [
+        "--baseline",
+        base_report.to_str().unwrap(),
+        "--fail-on",
+        "new",
+    ];
+
+    // One known and one new leak: nextest shows only the new one failed, and the run fails.
+    let (run, project) = nextest_on_own_copy("leaky-fail-on-new-both", &against, &[known, new]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let verdicts = verdicts(&run);
+    assert_eq!(verdicts[&("leaky".into(), known.into())], "leak");
+    assert_eq!(verdicts[&("leaky".into(), new.into())], "leak");
+    let case = junit_case(&project, new);
+    assert!(
+        case.contains("<failure") && case.contains("cargo-leakcheck: LEAK"),
+        "{case}"
+    );
+    let case = junit_case(&project, known);
+    assert!(
+        !case.contains("<failure"),
+        "the known leak passes under nextest:\n{case}"
+    );
+    // Its output says why it passed.
+    assert!(
+        case.contains(&format!("cargo-leakcheck: KNOWN LEAK (the base run had it; --fail-on new lets it pass): `{known}`")),
+        "{case}"
+    );
+
+    // Only the known leak: everything passes, under nextest and in the run.
+    let (run, project) = nextest_on_own_copy("leaky-fail-on-new-known", &against, &[known]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!junit_case(&project, known).contains("<failure"));
+    assert_eq!(
+        run.report()["baseline"]["unchanged"],
+        1,
+        "{}",
+        run.report()["baseline"]
+    );
+}

@@ -67,6 +67,12 @@ pub fn compare(
             now: now_packages.join(", "),
         });
     }
+    Ok(compare_tests(base, now, path, fail_on_new))
+}
+
+/// Compares the tests of `now` with the same tests of `base`, whatever crates each holds
+/// (the nextest runner has one test of one crate to compare).
+pub fn compare_tests(base: &Report, now: &Report, path: &str, fail_on_new: bool) -> Baseline {
     let before: HashMap<Key, &TestReport> = base.tests.iter().map(|t| (key(t), t)).collect();
     let mut out = Baseline {
         path: path.to_string(),
@@ -102,7 +108,7 @@ pub fn compare(
         .filter(|t| t.verdict == Verdict::Leak && !leaking_now.contains(&key(t)))
         .map(|t| format!("{} {}", t.binary, t.name))
         .collect();
-    Ok(out)
+    out
 }
 
 /// A test against its base run (`was`, when it ran there): None when there is nothing to

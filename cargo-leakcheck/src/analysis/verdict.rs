@@ -6,7 +6,7 @@
 //! The counting pass's own decisions (which tests it settles) are in
 //! [`crate::analysis::counting`]; the rules for a retained stack are in
 //! [`crate::analysis::stacks`]; how a verdict maps to an exit code is in
-//! [`crate::model::verdict_exit_code`].
+//! [`crate::model::gate::verdict_exit_code`].
 
 use crate::analysis::collections;
 use crate::analysis::cycles;

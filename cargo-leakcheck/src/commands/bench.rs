@@ -18,6 +18,7 @@ use crate::execution::protocol::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
 use crate::execution::{capture, load};
 use crate::model::{BenchReport, Report, ReportSettings};
+use crate::report::export::{Outputs, RunFacts};
 use std::time::Duration;
 
 /// Benchmarks are profiled with one sample per 4 KiB allocated on average: growth
@@ -35,12 +36,12 @@ struct Case {
 pub fn run(args: &BenchArgs) -> Result<ExitCode, Error> {
     let growth_cli = check_arguments(args)?;
     let mut session = session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?;
-    session.annotations = args.outputs.annotations.clone();
+    let outputs = session.outputs(&args.outputs);
     let binaries = build(&session, args)?;
     let mut notes = session.notes.clone();
     let cases = list_cases(&binaries, &session.ws, &args.filters, &mut notes);
-    let benches = run_and_judge(&session, args, &binaries, &cases, growth_cli, &mut notes);
-    finish(&session, args, benches, notes)
+    let benches = run_benches(&session, args, &binaries, &cases, growth_cli, &mut notes);
+    finish(&session, &outputs, benches, notes)
 }
 
 /// The growth threshold given on the command line, once the arguments are checked.
@@ -83,9 +84,66 @@ fn build(session: &session::Session, args: &BenchArgs) -> Result<Vec<TestBinary>
     Ok(binaries)
 }
 
-/// Runs every bench in turn and judges it as soon as it ended; stops at an interrupt,
-/// saying how many did not run.
-fn run_and_judge(
+/// What every bench runs under: once, for as long as it is given, judged on its growth
+/// alone (no extra runs, no configuration's test settings).
+struct BenchRuns {
+    filter: TestFilter,
+    settings: crate::config::SettingsLayer,
+    config: crate::config::Config,
+    history: crate::execution::history::History,
+}
+
+impl BenchRuns {
+    fn new(args: &BenchArgs) -> BenchRuns {
+        BenchRuns {
+            filter: TestFilter::default(),
+            settings: crate::config::SettingsLayer {
+                timeout: Some(args.bench_time),
+                extra_runs: Some(0),
+                one_time_fails: Some(false),
+                ..Default::default()
+            },
+            config: crate::config::Config::default(),
+            history: Default::default(),
+        }
+    }
+
+    fn run_config<'a>(&'a self, session: &'a session::Session, args: &BenchArgs) -> RunConfig<'a> {
+        RunConfig {
+            workspace: &session.ws,
+            runtime: &session.runtime,
+            work_dir: &session.work_dir,
+            jobs: 1,
+            timeout: Some(Duration::from_secs(args.bench_time)),
+            settings: crate::config::Layers {
+                config: &self.config,
+                cli: &self.settings,
+            },
+            filter: &self.filter,
+            wrapper: &[],
+            verbose: args.verbose,
+            progress: true,
+            known_layout: None,
+            history: &self.history,
+        }
+    }
+}
+
+/// Each binary's own jemalloc, when its global allocator is tikv-jemallocator: that
+/// jemalloc's `_rjem_mallctl`.
+fn own_allocators(binaries: &[TestBinary]) -> Vec<Option<(u64, String)>> {
+    (binaries.iter())
+        .map(|b| {
+            std::fs::read(&b.path)
+                .ok()
+                .and_then(|data| crate::execution::entry::own_allocator(&data))
+        })
+        .collect()
+}
+
+/// Runs every bench in turn and asks for its verdict as soon as it ended; stops at an
+/// interrupt, saying how many did not run.
+fn run_benches(
     session: &session::Session,
     args: &BenchArgs,
     binaries: &[TestBinary],
@@ -93,56 +151,14 @@ fn run_and_judge(
     growth_cli: Option<u64>,
     notes: &mut Vec<String>,
 ) -> Vec<BenchReport> {
-    let filter = TestFilter::default();
-    // A bench runs once, for as long as it is given, and is judged on its growth alone.
-    let bench_settings = crate::config::SettingsLayer {
-        timeout: Some(args.bench_time),
-        extra_runs: Some(0),
-        one_time_fails: Some(false),
-        ..Default::default()
-    };
-    let no_config = crate::config::Config::default();
-    let history = crate::execution::history::History::default();
-    let run_config = RunConfig {
-        workspace: &session.ws,
-        runtime: &session.runtime,
-        work_dir: &session.work_dir,
-        jobs: 1,
-        timeout: Some(Duration::from_secs(args.bench_time)),
-        settings: crate::config::Layers {
-            config: &no_config,
-            cli: &bench_settings,
-        },
-        filter: &filter,
-        wrapper: &[],
-        verbose: args.verbose,
-        progress: true,
-        known_layout: None,
-        history: &history,
-    };
+    let runs = BenchRuns::new(args);
+    let run_config = runs.run_config(session, args);
     let mut symbolizers: Vec<Option<FromFiles>> = binaries.iter().map(|_| None).collect();
-    // A bench whose global allocator is tikv-jemallocator: that jemalloc's `_rjem_mallctl`.
-    let own_allocators: Vec<Option<(u64, String)>> = binaries
-        .iter()
-        .map(|b| {
-            std::fs::read(&b.path)
-                .ok()
-                .and_then(|data| crate::execution::entry::own_allocator(&data))
-        })
-        .collect();
+    let own_allocators = own_allocators(binaries);
     let mut benches = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let binary = &binaries[case.binary];
-        crate::say!(
-            "{:>12} [{}/{}] {} {} (up to {}s, a snapshot every {} ms)",
-            "Benchmarking",
-            i + 1,
-            cases.len(),
-            binary.target,
-            case.name,
-            args.bench_time,
-            args.snapshot_interval
-        );
+        announce(args, i, cases.len(), binary, case);
         let key = format!("bench{i}");
         let own_allocator = own_allocators[case.binary].as_ref();
         let result = run_one(
@@ -163,7 +179,7 @@ fn run_and_judge(
             break;
         }
         let symbols = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
-        let judged = Judged {
+        let ran = Ran {
             session,
             binary,
             case,
@@ -171,9 +187,22 @@ fn run_and_judge(
             own_allocator: own_allocator.is_some(),
             growth_cli,
         };
-        benches.push(judge_one(&judged, &result, symbols, notes));
+        benches.push(verdict_of_bench(&ran, &result, symbols, notes));
     }
     benches
+}
+
+fn announce(args: &BenchArgs, i: usize, of: usize, binary: &TestBinary, case: &Case) {
+    crate::say!(
+        "{:>12} [{}/{}] {} {} (up to {}s, a snapshot every {} ms)",
+        "Benchmarking",
+        i + 1,
+        of,
+        binary.target,
+        case.name,
+        args.bench_time,
+        args.snapshot_interval
+    );
 }
 
 /// One bench's process, with periodic snapshots.
@@ -225,8 +254,8 @@ fn run_one(
     runner::run_process(binary, key, run_config, &spec)
 }
 
-/// Which bench a result is of, to judge it.
-struct Judged<'a> {
+/// Which bench a result is of.
+struct Ran<'a> {
     session: &'a session::Session,
     binary: &'a TestBinary,
     case: &'a Case,
@@ -236,23 +265,29 @@ struct Judged<'a> {
     growth_cli: Option<u64>,
 }
 
-/// Loads what one bench's process left and judges it (capturing it when asked).
-fn judge_one(
-    j: &Judged,
+/// The bench's heap snapshots: with the bench's own jemalloc's dump of each moment, when
+/// it has one; then a dump without it (the exit dump) would be half the heap, and is left
+/// out.
+fn snapshots(j: &Ran) -> Vec<Vec<std::path::PathBuf>> {
+    let (work_dir, key) = (&j.session.work_dir, j.key);
+    protocol::all_dumps(work_dir, key, protocol::PRELOAD_STEM)
+        .iter()
+        .map(|d| protocol::snapshot_parts(d, key))
+        .filter(|parts| !j.own_allocator || parts.len() > 1)
+        .collect()
+}
+
+/// Loads what one bench's process left and asks for its verdict (recording the case when
+/// the run records cases).
+fn verdict_of_bench(
+    j: &Ran,
     result: &crate::evidence::ProcessResult,
     symbols: &mut FromFiles,
     notes: &mut Vec<String>,
 ) -> BenchReport {
-    let (session, binary, case, key) = (j.session, j.binary, j.case, j.key);
+    let (session, binary, case) = (j.session, j.binary, j.case);
     let (threshold, source) = session.config.growth_threshold(&case.name, j.growth_cli);
-    // With the bench's own jemalloc's dump of each moment, when it has one; then a dump
-    // without it (the exit dump) would be half the heap, and is left out.
-    let dumps: Vec<Vec<std::path::PathBuf>> =
-        protocol::all_dumps(&session.work_dir, key, protocol::PRELOAD_STEM)
-            .iter()
-            .map(|d| protocol::snapshot_parts(d, key))
-            .filter(|parts| !j.own_allocator || parts.len() > 1)
-            .collect();
+    let dumps = snapshots(j);
     let exe = binary
         .path
         .canonicalize()
@@ -265,7 +300,7 @@ fn judge_one(
         criterion: case.criterion,
         whole_program: false,
     };
-    let timeline = protocol::timeline(&session.work_dir, key);
+    let timeline = protocol::timeline(&session.work_dir, j.key);
     let evidence = load::growth(
         &result.stderr,
         &dumps,
@@ -283,37 +318,37 @@ fn judge_one(
         stderr: &result.stderr,
         after: None,
     };
-    let mut report = capture::growth::judge_case(&growth_case, &evidence, symbols, notes);
+    let recorder = &session.recorder;
+    let mut report = capture::growth::verdict_of(&growth_case, &evidence, symbols, notes, recorder);
     report.growth_threshold_source = source;
-    // Where its resident memory went over the run, on the snapshots' time axis.
-    let marks = load::timeline_marks(&timeline);
-    if let Some(t0) = dumps
-        .first()
-        .and_then(|parts| parts.first())
-        .and_then(|d| load::moment_of(&marks, d))
-    {
-        let points = load::memory_points(&timeline, t0, None, None);
-        report.memory = crate::analysis::memory::explain(&points, None);
-    }
-    report.unsettled_fails = session
-        .config
-        .effective(&case.name, &crate::config::SettingsLayer::default())
-        .unsettled_fails;
+    report.memory = explain_memory(&timeline, &dumps);
+    let settings = session.config.effective(&case.name, &Default::default());
+    report.unsettled_fails = settings.unsettled_fails;
     report
 }
 
-/// Writes the benches' artifacts, the report, JUnit and the page; the run's exit code.
+/// Where its resident memory went over the run, on the snapshots' time axis.
+fn explain_memory(
+    timeline: &std::path::Path,
+    dumps: &[Vec<std::path::PathBuf>],
+) -> Option<crate::model::MemoryExplained> {
+    let marks = load::timeline_marks(timeline);
+    let t0 = (dumps.first())
+        .and_then(|parts| parts.first())
+        .and_then(|d| load::moment_of(&marks, d))?;
+    let points = load::memory_points(timeline, t0, None, None);
+    crate::analysis::memory::explain(&points, None)
+}
+
+/// Writes the benches' artifacts and every output; the run's exit code.
 fn finish(
     session: &session::Session,
-    args: &BenchArgs,
+    outputs: &Outputs,
     mut benches: Vec<BenchReport>,
-    mut notes: Vec<String>,
+    notes: Vec<String>,
 ) -> Result<ExitCode, Error> {
     benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));
-    for b in &mut benches {
-        crate::report::bench::write_artifacts(b, &session.out_dir, &session.ws.root, &mut notes);
-    }
-    let report = Report {
+    let mut report = Report {
         benches,
         notes,
         ..Report::new(ReportSettings {
@@ -326,9 +361,9 @@ fn finish(
                 .map(|p| p.display().to_string()),
         })
     };
-    session::write_bench_junit(session, &report, &args.outputs)?;
-    session::finish(session, &report, crate::report::bench::render)?;
-    Ok(report.exit_code())
+    let to = session.destination();
+    session::draw(&mut report, &to);
+    session::finish(&report, &to, RunFacts::default(), outputs)
 }
 
 fn list_cases(

@@ -63,17 +63,15 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode, Error> {
         written.join(", "),
         args.output_dir.display()
     );
-    Ok(match threshold {
-        Some(limit) if growth.total.bytes > limit => {
-            crate::say!(
-                "error: growth of {} is over the threshold of {}",
-                human_bytes(growth.total.bytes),
-                human_bytes(limit)
-            );
-            ExitCode::LeaksFound
-        }
-        _ => ExitCode::Success,
-    })
+    let code = crate::model::growth_exit_code(growth.total.bytes, threshold);
+    if let (ExitCode::LeaksFound, Some(limit)) = (code, threshold) {
+        crate::say!(
+            "error: growth of {} is over the threshold of {}",
+            human_bytes(growth.total.bytes),
+            human_bytes(limit)
+        );
+    }
+    Ok(code)
 }
 
 /// A dump and where it came from.

@@ -9,7 +9,8 @@
 use crate::errors::{Error, ExitCode, MergeError};
 use crate::execution::partition::Partition;
 use crate::model::{Report, Verdict};
-use crate::report::{human, json};
+use crate::report::export::{self, Destination, RunFacts};
+use crate::report::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -383,7 +384,30 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
     let (mut report, copies) = merge(&inputs)?;
     crate::commands::session::compare_with_baseline(&mut report, base.as_ref(), &args.against)?;
     let out = prepare_output(&args.output_dir, &inputs)?;
-    for copy in &copies {
+    copy_artifacts(&mut report, &copies, &out);
+    crate::say!(
+        "      Merged {} report(s) into `{}`",
+        inputs.len(),
+        args.output_dir.display()
+    );
+    let root = std::env::current_dir().unwrap_or_default();
+    let to = Destination {
+        out_dir: out,
+        shown: args.output_dir.clone(),
+        root,
+    };
+    let (outputs, _) = export::choose(&args.outputs.0, &Default::default(), &to.root);
+    let facts = RunFacts {
+        skipped: skipped(&report),
+        ..RunFacts::default()
+    };
+    crate::commands::session::finish(&report, &to, facts, &outputs)
+}
+
+/// Copies the inputs' flame graphs and profiles into the merged report's directory; one
+/// that cannot be copied is a note, and its entry is dropped, not left dangling.
+fn copy_artifacts(report: &mut Report, copies: &[Copy], out: &Path) {
+    for copy in copies {
         let to = out.join(&copy.to);
         let copied = to
             .parent()
@@ -419,50 +443,17 @@ pub fn run(args: &crate::cli::MergeArgs) -> Result<ExitCode, Error> {
             }
         }
     }
-    json::write(&report, &out.join("report.json"))?;
-    let root = std::env::current_dir().unwrap_or_default();
-    crate::commands::session::write_page(&report, &Default::default(), &out, &root);
-    if let Some(path) = &args.junit {
-        // Tests a shard selected and never ran are listed, skipped, with why.
-        let skipped: Vec<crate::report::junit::Skipped> = (report.not_run.iter())
-            .flat_map(|n| n.tests.iter().map(move |t| (t, &n.why)))
-            .filter_map(|(t, why)| {
-                let (id, name) = t.split_once(' ')?;
-                Some((id.to_string(), name.to_string(), why.clone()))
-            })
-            .collect();
-        let xml = crate::report::junit::render(
-            &report,
-            &Default::default(),
-            &skipped,
-            &args.output_dir,
-            &root,
-        );
-        std::fs::write(path, xml)
-            .map_err(|e| Error::io(format!("write `{}`", path.display()), e))?;
-    }
-    let root = std::env::current_dir().unwrap_or_default();
-    crate::say!(
-        "      Merged {} report(s) into `{}`",
-        inputs.len(),
-        args.output_dir.display()
-    );
-    let mut summary = String::new();
-    if !report.tests.is_empty() || report.benches.is_empty() {
-        summary.push_str(&human::render(&report, &root, &args.output_dir));
-    }
-    if !report.benches.is_empty() {
-        summary.push_str(&crate::report::bench::render(
-            &report,
-            &root,
-            &args.output_dir,
-        ));
-    }
-    crate::say_raw!("{summary}");
-    if crate::report::github::enabled(args.annotations.as_deref()) {
-        crate::report::github::emit(&report, &root, &args.output_dir);
-    }
-    Ok(report.exit_code())
+}
+
+/// Tests a shard selected and never ran: listed in JUnit as skipped, with why.
+fn skipped(report: &Report) -> Vec<crate::report::junit::Skipped> {
+    (report.not_run.iter())
+        .flat_map(|n| n.tests.iter().map(move |t| (t, &n.why)))
+        .filter_map(|(t, why)| {
+            let (id, name) = t.split_once(' ')?;
+            Some((id.to_string(), name.to_string(), why.clone()))
+        })
+        .collect()
 }
 
 /// Makes `dir` ready for the merged report: created if new; an earlier merge there is

@@ -16,6 +16,7 @@ use crate::execution::protocol;
 use crate::execution::service::{Micros, Ready, ServiceRun, ServiceSpec, Window};
 use crate::execution::{capture, load};
 use crate::model::{BenchReport, MemoryExplained, Report, ReportSettings, Verdict};
+use crate::report::export::{Outputs, RunFacts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,7 +34,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     let (threshold_cli, ready) = check_arguments(args)?;
     let command = args.command.as_deref().map(split_words).transpose()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", e))?;
-    let session = prepare(args, command.is_some(), &cwd)?;
+    let mut session = prepare(args, command.is_some(), &cwd)?;
+    let outputs = session.outputs(&args.outputs);
     let service = program(&session, args, command)?;
     clear_earlier_run(&session);
     let ran = start_load_and_stop(&session, args, &service, &ready, &cwd);
@@ -56,7 +58,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
         threshold_cli,
         &mut notes,
     );
-    finish(&session, args, judged, notes)
+    finish(&session, &outputs, judged, notes)
 }
 
 /// The work directory's name for the service's files.
@@ -86,7 +88,7 @@ fn prepare(args: &RunArgs, command: bool, cwd: &Path) -> Result<session::Session
     // Any program can be run from anywhere: outside a cargo project, the outputs go to
     // `./target/leakcheck`.
     let bare = command && args.selection.manifest_path.is_none() && !session::in_cargo_project(cwd);
-    let mut session = if bare {
+    let session = if bare {
         session::prepare_bare(
             args.selection.target_dir.as_deref(),
             args.config.as_deref(),
@@ -95,7 +97,6 @@ fn prepare(args: &RunArgs, command: bool, cwd: &Path) -> Result<session::Session
     } else {
         session::prepare(&args.selection, &[], args.config.as_deref(), args.verbose)?
     };
-    session.annotations = args.outputs.annotations.clone();
     Ok(session)
 }
 
@@ -286,7 +287,8 @@ fn judge(
         stderr: &ran.stderr,
         after: after.map(|(dump, parts)| (parts.as_slice(), dump.as_path())),
     };
-    let mut judged = capture::growth::judge_case(&case, &evidence, &mut symbols, notes);
+    let mut judged =
+        capture::growth::verdict_of(&case, &evidence, &mut symbols, notes, &session.recorder);
     judged.growth_threshold_source = source;
     let first = dumps.first().and_then(|p| p.first());
     let t0 = first.and_then(|d| load::moment_of(&marks, d));
@@ -307,23 +309,19 @@ fn judge(
     judged
 }
 
-/// Writes the service's artifacts, the report, JUnit and the page; the run's exit code.
+/// Writes the service's artifacts and every output; the run's exit code.
 fn finish(
     session: &session::Session,
-    args: &RunArgs,
-    mut judged: BenchReport,
-    mut notes: Vec<String>,
+    outputs: &Outputs,
+    judged: BenchReport,
+    notes: Vec<String>,
 ) -> Result<ExitCode, Error> {
-    crate::report::bench::write_artifacts(
-        &mut judged,
-        &session.out_dir,
-        &session.ws.root,
-        &mut notes,
-    );
-    let report = Report {
+    let sample_period = judged.sample_period;
+    let mut report = Report {
         notes,
+        benches: vec![judged],
         ..Report::new(ReportSettings {
-            sample_period: judged.sample_period,
+            sample_period,
             stack_threshold: 0,
             config: session
                 .config
@@ -332,13 +330,9 @@ fn finish(
                 .map(|p| p.display().to_string()),
         })
     };
-    let report = Report {
-        benches: vec![judged],
-        ..report
-    };
-    session::write_bench_junit(session, &report, &args.outputs)?;
-    session::finish(session, &report, crate::report::bench::render)?;
-    Ok(report.exit_code())
+    let to = session.destination();
+    session::draw(&mut report, &to);
+    session::finish(&report, &to, RunFacts::default(), outputs)
 }
 
 /// The one readiness check asked for (at most one), or none: ready once started.

@@ -5,12 +5,18 @@
 use crate::cli::Selection;
 use crate::config::{self, Config};
 use crate::errors::Error;
+use crate::errors::ExitCode;
+use crate::execution::capture::Recorder;
 use crate::execution::cargo::{self, Member, Workspace};
 use crate::execution::history::History;
 use crate::execution::lock::FileLock;
 use crate::execution::runtime;
 use crate::model::Report;
+use crate::model::TestKey;
+use crate::report::artifacts;
+use crate::report::export::{self, Destination, Export, Outputs, RunFacts};
 use crate::report::json;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// What a command works with once set up.
@@ -29,12 +35,10 @@ pub struct Session {
     pub work_dir: PathBuf,
     /// The profiling runtime.
     pub runtime: PathBuf,
-    /// `--annotations`, when given (see [`crate::report::github::enabled`]).
-    pub annotations: Option<String>,
     /// How long each test took in the previous run on this target directory.
     pub history: History,
-    /// How long each test's process ran in this run, for the page (`test`, `nextest`).
-    pub durations: crate::report::junit::Durations,
+    /// Whether judged cases are recorded as golden cases (chosen once, here).
+    pub recorder: Recorder,
     /// Held for the whole command: a second run on the same target directory waits.
     _lock: FileLock,
 }
@@ -46,6 +50,22 @@ impl Session {
             .iter()
             .filter_map(|n| self.ws.members.get(n))
             .collect()
+    }
+
+    /// Where the run's outputs go.
+    pub fn destination(&self) -> Destination {
+        Destination::new(self.out_dir.clone(), self.ws.root.clone())
+    }
+
+    /// The outputs the command line and the configuration ask for; the configuration's
+    /// unknown outputs are warned about and noted.
+    pub fn outputs(&mut self, asked: &crate::cli::OutputArgs) -> Outputs {
+        let (outputs, warnings) = export::choose(&asked.0, &self.config, &self.ws.root);
+        for w in warnings {
+            crate::say!("warning: {w}");
+            self.notes.push(w);
+        }
+        outputs
     }
 }
 
@@ -90,9 +110,8 @@ fn open(
         out_dir,
         work_dir,
         runtime,
-        annotations: None,
         history,
-        durations: Default::default(),
+        recorder: Recorder::from_env(),
         _lock: lock,
     })
 }
@@ -141,80 +160,32 @@ fn prepare_output(target_dir: &Path) -> Result<(PathBuf, PathBuf, FileLock, Hist
     Ok((out_dir, work_dir, lock, history))
 }
 
-/// Writes report.json and prints the summary `render` makes of it, with the output
-/// directory shown relative to the current directory when it is below it.
+/// Draws the flame graphs, profiles and plots of what failed (see
+/// [`crate::report::artifacts`]); seconds spent per test.
+pub fn draw(report: &mut Report, to: &Destination) -> HashMap<TestKey, f64> {
+    artifacts::write(report, &to.out_dir, &to.root)
+}
+
+/// The end every command shares: writes every output the run asks for (report.json first,
+/// the summary last) and returns the exit code the gate gives the report.
 pub fn finish(
-    session: &Session,
     report: &Report,
-    render: impl FnOnce(&Report, &Path, &Path) -> String,
-) -> Result<(), Error> {
-    json::write(report, &session.out_dir.join("report.json"))?;
-    write_page(
-        report,
-        &session.durations,
-        &session.out_dir,
-        &session.ws.root,
-    );
-    let shown = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| {
-            session
-                .out_dir
-                .strip_prefix(cwd)
-                .ok()
-                .map(Path::to_path_buf)
-        })
-        .unwrap_or_else(|| session.out_dir.clone());
-    let text = render(report, &session.ws.root, &shown);
-    // Quiet: the totals only (from the summary line on).
-    let text = match crate::console::level() {
-        crate::console::Level::Quiet => text
-            .find("\n Summary")
-            .map_or(text.as_str(), |i| &text[i + 1..]),
-        _ => text.as_str(),
+    to: &Destination,
+    facts: RunFacts,
+    outputs: &Outputs,
+) -> Result<ExitCode, Error> {
+    let facts = RunFacts {
+        command: command_line(),
+        date: crate::report::html::utc_text(std::time::SystemTime::now()),
+        ..facts
     };
-    crate::say_raw!("{text}");
-    if crate::report::github::enabled(session.annotations.as_deref()) {
-        crate::report::github::emit(report, &session.ws.root, &shown);
-    }
-    Ok(())
-}
-
-/// Writes the JUnit XML of a bench or service report where `--junit` (or `[output] junit` in
-/// leakcheck.toml) asks for it.
-pub fn write_bench_junit(
-    session: &Session,
-    report: &Report,
-    outputs: &crate::cli::CiOutputs,
-) -> Result<(), Error> {
-    let path = outputs.junit.clone().or_else(|| {
-        session
-            .config
-            .junit
-            .as_ref()
-            .map(|p| session.ws.root.join(p))
-    });
-    if let Some(path) = path {
-        let xml = crate::report::junit::render(
-            report,
-            &Default::default(),
-            &[],
-            &session.out_dir,
-            &session.ws.root,
-        );
-        write_file(&path, &xml)?;
-        crate::info!("       Wrote JUnit XML to `{}`", path.display());
-    }
-    Ok(())
-}
-
-/// Writes an output file, creating its directory.
-pub fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("create `{}`", dir.display()), e))?;
-    }
-    std::fs::write(path, text).map_err(|e| Error::io(format!("write `{}`", path.display()), e))
+    let run = Export {
+        report,
+        to,
+        facts: &facts,
+    };
+    export::write_all(&run, outputs)?;
+    Ok(report.exit_code())
 }
 
 /// Checks `--baseline`/`--fail-on` before the long work: a base that is missing, not a
@@ -255,27 +226,6 @@ pub fn compare_with_baseline(
             .map_err(|e| Error::Usage(format!("--baseline `{}`: {e}", path.display())))?;
     report.baseline = Some(compared);
     Ok(())
-}
-
-/// Writes `index.html` beside the report; a page that cannot be written is a warning, never
-/// a lost result (report.json is written already).
-pub fn write_page(
-    report: &Report,
-    durations: &crate::report::junit::Durations,
-    out_dir: &Path,
-    root: &Path,
-) {
-    let page = crate::report::html::Page {
-        command: &command_line(),
-        date: crate::report::html::utc_text(std::time::SystemTime::now()),
-        durations,
-    };
-    if let Err(e) = crate::report::html::write(report, &page, out_dir, root) {
-        crate::say!(
-            "warning: could not write `{}`: {e}",
-            out_dir.join(crate::model::PAGE_FILE).display()
-        );
-    }
 }
 
 /// The command line as typed: `cargo leakcheck …` (cargo passes `leakcheck` first).

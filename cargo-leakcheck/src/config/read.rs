@@ -465,15 +465,19 @@ impl Reader<'_> {
         }
     }
 
-    /// `[output]`: where JUnit goes.
+    /// `[output]`: the files outputs go to, by output name (which names an output exists
+    /// is the exporters' to say, when the outputs are chosen).
     fn output(&mut self, v: &Spanned<DeValue>, config: &mut Config) {
         match v.get_ref().as_table() {
             Some(t) => {
                 for (k, v) in t.iter() {
-                    let key = format!("output.{}", k.get_ref().as_ref());
-                    match k.get_ref().as_ref() {
-                        "junit" => config.junit = self.string(&key, v).map(PathBuf::from),
-                        _ => self.unknown(k.span().start, &key, &["junit"]),
+                    let name = k.get_ref().as_ref();
+                    let key = format!("output.{name}");
+                    if let Some(path) = self.string(&key, v) {
+                        let line = self.line(k.span().start);
+                        config
+                            .outputs
+                            .insert(name.to_string(), (PathBuf::from(path), line));
                     }
                 }
             }

@@ -96,9 +96,9 @@ pub struct Config {
     pub run_rss_growth_budget: Option<u64>,
     /// `[[benches]]`, in file order.
     pub benches: Vec<BenchRule>,
-    /// `[output] junit`: where to write a JUnit XML report (relative paths are relative to
-    /// the workspace root).
-    pub junit: Option<PathBuf>,
+    /// `[output]`: output name (`junit`, `sarif`) -> the file it goes to (relative to the
+    /// workspace root) and the line that says so.
+    pub outputs: std::collections::BTreeMap<String, (PathBuf, usize)>,
 }
 
 /// A `[[benches]]` entry.

@@ -10,8 +10,8 @@
 //! and services are captured the same way by `cargo leakcheck bench` and `run` ([`growth`]).
 
 use crate::analysis::identity::TestIdentity;
-use crate::analysis::symbols::{Captured, Recording, Symbols};
-use crate::analysis::verdict::{self, Policy};
+use crate::analysis::symbols::Captured;
+
 use crate::config::SettingsLayer;
 use crate::evidence::{ProcessEnd, ProcessResult};
 use crate::execution::passes::TestOutcome;
@@ -20,6 +20,23 @@ use std::path::{Path, PathBuf};
 
 /// The environment variable that asks a run to capture every judged test.
 pub const CAPTURE_VAR: &str = "LEAKCHECK_CAPTURE";
+
+/// Whether a run records the cases it judges, and where: chosen once, when a command
+/// starts, from [`CAPTURE_VAR`].
+#[derive(Clone, Debug, Default)]
+pub struct Recorder(Option<PathBuf>);
+
+impl Recorder {
+    /// The recorder the environment asks for (off unless [`CAPTURE_VAR`] names a directory).
+    pub fn from_env() -> Recorder {
+        Recorder(std::env::var_os(CAPTURE_VAR).map(PathBuf::from))
+    }
+
+    /// Where cases go, when recording.
+    pub fn root(&self) -> Option<&Path> {
+        self.0.as_deref()
+    }
+}
 
 /// A case's description, `case.json`; file names are relative to its directory.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -218,20 +235,6 @@ fn copy_process(r: &ProcessResult, dir: &Path, prefix: &str) -> std::io::Result<
             })
             .collect::<Result<_, _>>()?,
     })
-}
-
-/// Judges one test of a run, recording what it asks of `symbols`, and writes its case under
-/// `root` when capturing; the report either way.
-pub fn judge_recorded(
-    id: &TestIdentity,
-    evidence: &verdict::TestEvidence,
-    bin: &verdict::BinaryEvidence,
-    symbols: &mut dyn Symbols,
-    policy: &Policy,
-) -> (TestReport, Captured) {
-    let mut recording = Recording::new(symbols);
-    let report = verdict::judge(id, evidence, bin, &mut recording, policy);
-    (report, recording.captured())
 }
 
 #[cfg(test)]

@@ -38,3 +38,4 @@ pub(crate) mod runtime;
 pub(crate) mod service;
 pub(crate) mod slots;
 pub(crate) mod symbolize;
+pub(crate) mod verdicts;

@@ -445,6 +445,7 @@ fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
     s.push('\n');
 }
 
+#[cfg(test)]
 pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String {
     render_with_cost(report, workspace_root, out_dir, None)
 }

@@ -1,8 +1,11 @@
-//! Writers of the run's results: the JSON report, JUnit XML, flame graphs, and the human
-//! summary.
+//! Renderers of the run's report and the exporters that write them ([`export`]): the
+//! JSON report, the page, JUnit XML, GitHub's annotations, flame graphs and pprof profiles
+//! ([`artifacts`]), and the summary.
 
+pub mod artifacts;
 pub mod bench;
 pub mod cost;
+pub mod export;
 pub mod flamegraph;
 pub mod github;
 pub mod html;
@@ -11,6 +14,7 @@ pub mod json;
 pub mod judged;
 pub mod junit;
 pub mod markup;
+pub mod metrics;
 pub mod plot;
 pub mod pprof;
 #[cfg(test)]

@@ -26,6 +26,10 @@ pub struct RunnerSession {
     pub stacks_for_all: bool,
     /// The user's own target runner, program first (empty: none).
     pub wrapper: Vec<String>,
+    /// `--baseline`'s report.json and whether only new and grown leaks fail (`--fail-on
+    /// new`): a runner asks the gate with it, so nextest shows a known leak passing.
+    #[serde(default)]
+    pub baseline: Option<(PathBuf, bool)>,
 }
 
 /// Which test a verdict file is about (also written before the test runs, so a process

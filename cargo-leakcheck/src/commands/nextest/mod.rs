@@ -19,12 +19,11 @@ mod runner;
 
 use crate::cli::{NextestArgs, Selection};
 use crate::commands::session;
-use crate::commands::test as test_command;
 use crate::errors::{Error, ExitCode};
 use crate::execution::cargo;
 use crate::execution::nextest_list;
 use crate::model::{NotRun, Report, ReportSettings, TestReport};
-use crate::report::human;
+use crate::report::export::RunFacts;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,7 +37,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let exe_text = own_path()?;
     check_nextest_installed()?;
     let mut session = session::prepare(&selection(args), &[], args.config.as_deref(), false)?;
-    session.annotations = args.checking.annotations.clone();
+    let outputs = session.outputs(&args.outputs);
     let base = session::read_baseline(&args.checking.against)?;
     let host = cargo::host_triple()?;
     let runner_var = format!(
@@ -60,7 +59,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let mut notes = session.notes.clone();
     notes.push("doc-tests are not checked (nextest does not run them)".into());
     let interrupted = crate::execution::interrupt::requested().is_some();
-    let mut tests = gather(&dir, &mut notes, !interrupted);
+    let tests = gather(&dir, &mut notes, !interrupted);
     // nextest's own failures: 100 means tests failed (ours among them), 4 that no test
     // ran; anything else with nothing judged means nothing ran (a build failure).
     let code = ran.status.code();
@@ -90,8 +89,6 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             &mut notes,
         )
     };
-    let mut timings = test_command::Timings::default();
-    test_command::write_flamegraphs(&mut tests, &session.out_dir, &mut notes, &mut timings);
     let mut report = Report {
         tests,
         ignored: selection.ignored,
@@ -109,6 +106,7 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
                 .map(|p| p.display().to_string()),
         })
     };
+    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
     // nextest saw a failure no verdict here explains (a runner that could not judge): the
     // run fails as nextest's did.
     if code == Some(100) && report.exit_code() < ExitCode::LeaksFound {
@@ -116,7 +114,6 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         report.notes.push(why.into());
         report.runner_failed = Some(why.into());
     }
-    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
     // `test`'s timings, read from the file this replaces, stay for its next run.
     let metrics = serde_json::json!({
         "nextest_seconds": ran.seconds,
@@ -124,8 +121,9 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         "history": session.history.carried_over(&Default::default()),
     });
     let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
-    session::finish(&session, &report, human::render)?;
-    Ok(report.exit_code())
+    let to = session.destination();
+    session::draw(&mut report, &to);
+    session::finish(&report, &to, RunFacts::default(), &outputs)
 }
 
 /// The path of this executable, as cargo's runner setting will name it.
@@ -175,6 +173,10 @@ fn write_runner_session(
         cli: cli.clone(),
         stacks_for_all: args.checking.stacks_for_all,
         wrapper: wrapper.to_vec(),
+        baseline: (args.checking.against.baseline.clone()).map(|path| {
+            let fail_on_new = args.checking.against.fail_on == Some(crate::cli::FailOn::New);
+            (std::path::absolute(&path).unwrap_or(path), fail_on_new)
+        }),
     };
     std::fs::create_dir_all(dir.join("tests"))
         .and_then(|()| std::fs::create_dir_all(dir.join("started")))

@@ -193,6 +193,7 @@ fn run_and_judge(
         progress: false,
         known_layout: shared_layout(session, exe),
         history: &History::default(),
+        recorder: &crate::execution::capture::Recorder::from_env(),
     };
     let mut notes = Vec::new();
     let checked = test_command::check(&mut binaries, &setup, &mut notes)?;
@@ -215,8 +216,10 @@ fn run_and_judge(
         forward(&outcome.result.stdout, &mut std::io::stdout());
         forward(&outcome.result.stderr, &mut std::io::stderr());
     }
+    let gate = gate(session, &report);
     if report.verdict == Verdict::Leak {
-        crate::say!("{}", leak_summary(&report, &session.root));
+        let known = gate == ExitCode::Success;
+        crate::say!("{}", leak_summary(&report, &session.root, known));
     }
     let verdict = RunnerVerdict {
         attempt,
@@ -226,7 +229,32 @@ fn run_and_judge(
     write_verdict(session, &stem, &verdict)?;
     let _ = std::fs::remove_dir_all(&work_dir);
     // Last: a crashed test's process ends by its signal, here.
-    Ok(exit_code_for(&verdict.report, &checked.results, name))
+    Ok(exit_code_for(gate, &verdict.report, &checked.results))
+}
+
+/// What the test makes of the run's exit code: the gate `cargo leakcheck nextest` asks of
+/// the whole report, asked of this one test with the base run, so that nextest's own
+/// output and JUnit fail exactly the tests that fail the run. A base that cannot be read
+/// here (the command checked it before nextest started) leaves the test judged alone.
+fn gate(session: &RunnerSession, report: &TestReport) -> ExitCode {
+    let mut one = crate::model::Report {
+        tests: vec![report.clone()],
+        ..crate::model::Report::new(Default::default())
+    };
+    if let Some((path, fail_on_new)) = &session.baseline {
+        if report.verdict == Verdict::Leak {
+            if let Ok((_, base)) = crate::report::json::read(path) {
+                let label = path.display().to_string();
+                one.baseline = Some(crate::analysis::baseline::compare_tests(
+                    &base,
+                    &one,
+                    &label,
+                    *fail_on_new,
+                ));
+            }
+        }
+    }
+    one.gate(&one.tests[0])
 }
 
 /// Where runners share the layout of libtest's table that one of them proved.
@@ -341,11 +369,12 @@ fn forward(path: &Path, out: &mut dyn std::io::Write) {
 
 /// How the test process ends: as the test did when it failed; 3 when it leaked; 0 else.
 fn exit_code_for(
+    gate: ExitCode,
     report: &TestReport,
     results: &crate::execution::passes::Outcome,
-    name: &str,
 ) -> i32 {
-    match report.exit_code() {
+    let name = report.name.as_str();
+    match gate {
         ExitCode::LeaksFound => LEAK_EXIT,
         ExitCode::TestsFailed => {
             let end = results
@@ -374,11 +403,16 @@ fn exit_code_for(
     }
 }
 
-/// A few lines on stderr for nextest's output and JUnit: what leaked and where.
-fn leak_summary(report: &TestReport, root: &Path) -> String {
+/// A few lines on stderr for nextest's output and JUnit: what leaked and where, and
+/// whether the base run had it already (`known`: it does not fail the run).
+fn leak_summary(report: &TestReport, root: &Path, known: bool) -> String {
     let failing: Vec<_> = report.failing_stacks().collect();
+    let what = match known {
+        true => "KNOWN LEAK (the base run had it; --fail-on new lets it pass)",
+        false => "LEAK",
+    };
     let mut s = format!(
-        "cargo-leakcheck: LEAK: `{}` retained {} in {} object(s), {} stack(s) over the threshold of {} B",
+        "cargo-leakcheck: {what}: `{}` retained {} in {} object(s), {} stack(s) over the threshold of {} B",
         report.name,
         human::human_bytes(report.retained_bytes),
         report.retained_objects,

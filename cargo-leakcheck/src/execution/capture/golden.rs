@@ -4,6 +4,7 @@
 use super::*;
 use crate::analysis::settling::Outcome;
 use crate::analysis::symbols::Replay;
+use crate::analysis::verdict::{self, Policy};
 use crate::config;
 use crate::evidence::{Entry, Record};
 use crate::execution::load;

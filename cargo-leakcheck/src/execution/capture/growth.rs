@@ -61,17 +61,18 @@ pub struct Case<'a> {
     pub after: Option<(&'a [PathBuf], &'a Path)>,
 }
 
-/// Judges a case from its loaded `evidence`; when the run is capturing
-/// ([`super::CAPTURE_VAR`]), also writes it, with the symbols its verdict asked for, under
-/// that directory (a case that cannot be written is a note, never a lost result).
-pub fn judge_case(
+/// A case's verdict from its loaded `evidence`; when the run records cases (`recorder`),
+/// the case is also written, with the symbols its verdict asked for, under its directory
+/// (a case that cannot be written is a note, never a lost result).
+pub fn verdict_of(
     case: &Case,
     evidence: &growth::GrowthEvidence,
     symbols: &mut dyn Symbols,
     notes: &mut Vec<String>,
+    recorder: &super::Recorder,
 ) -> BenchReport {
-    let Some(root) = std::env::var_os(super::CAPTURE_VAR).map(PathBuf::from) else {
-        return judge(
+    let Some(root) = recorder.root() else {
+        return verdict(
             case.id,
             &case.ran,
             evidence,
@@ -81,7 +82,7 @@ pub fn judge_case(
         );
     };
     let mut recording = Recording::new(symbols);
-    let report = judge(
+    let report = verdict(
         case.id,
         &case.ran,
         evidence,
@@ -90,7 +91,7 @@ pub fn judge_case(
         case.period,
     );
     let table = &evidence.collections;
-    if let Err(e) = write(&root, case, recording.captured(), table, &report) {
+    if let Err(e) = write(root, case, recording.captured(), table, &report) {
         notes.push(format!(
             "could not capture `{}` under {}: {e}",
             case.id.name,
@@ -159,8 +160,8 @@ fn write(
     Ok(dir)
 }
 
-/// Judges a bench or a service from what it left, as a run does.
-fn judge(
+/// A bench's or a service's verdict from what it left, as a run asks for it.
+fn verdict(
     id: &BenchIdentity,
     ran: &Ran,
     evidence: &growth::GrowthEvidence,
@@ -223,7 +224,7 @@ pub fn replay_with(
         whole_program: case.whole_program,
     };
     let mut symbols = crate::analysis::symbols::Replay::new(case.symbols);
-    Ok(judge(
+    Ok(verdict(
         &id,
         &case.ran,
         &evidence,
