@@ -261,7 +261,11 @@ fn broken_links(
     text: &str,
     read: &dyn Fn(&Path) -> Option<String>,
 ) -> Vec<String> {
-    let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
     let mut out = Vec::new();
     for (number, line) in prose_lines(text) {
         for target in link_targets(line) {
@@ -322,7 +326,12 @@ fn every_relative_link_in_the_docs_resolves() {
     let root = repo_root();
     let mut files = Vec::new();
     markdown_files(&root, &mut files);
-    for expected in ["README.md", "ARCHITECTURE.md", "CHANGELOG.md", "docs/SUMMARY.md"] {
+    for expected in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "CHANGELOG.md",
+        "docs/SUMMARY.md",
+    ] {
         assert!(
             files.contains(&root.join(expected)),
             "{expected} is among the files checked: {files:?}"
@@ -387,7 +396,10 @@ fn headings_get_githubs_anchors() {
         slug("`report.json` schema (version 1)"),
         "reportjson-schema-version-1"
     );
-    assert_eq!(slug("Why not [LeakSanitizer](x.md)"), "why-not-leaksanitizer");
+    assert_eq!(
+        slug("Why not [LeakSanitizer](x.md)"),
+        "why-not-leaksanitizer"
+    );
     assert_eq!(slug("snake_case and-dash"), "snake_case-and-dash");
     let repeated = anchors("# A\n## A\n```\n# A\n```\n### A ##\n");
     let expected: HashSet<String> = ["a", "a-1", "a-2"].map(String::from).into();
