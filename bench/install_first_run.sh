@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures what issue 13 promises: the time of `cargo install --locked --path cargo-leakcheck`
+# Measures the cost of installing: the time of `cargo install --locked --path cargo-leakcheck`
 # from an empty target directory (jemalloc and the runtime are built here), then the README's
 # example run with an empty runtime cache, split into the example's own build and the rest.
 # Usage: bash bench/install_first_run.sh [SCRATCH_DIR]   (the crates registry must be warm)

@@ -208,7 +208,8 @@ words += [f"failed {t['name']} (fails under nextest too)" for t in bad
 words += [f"missing leak {m}" for m in missing]
 words += [f"unsettled {t['name']}" for t in unsettled]
 words += [f"UNEXPECTED {t['verdict']} {t['name']}" for t in unexpected]
-# What judging cost: clean tests that needed more than one extra run (issue 39 asks for none).
+# What judging cost: clean tests that needed more than one extra run (ideally none: a clean
+# test that makes a second extra run pays its whole run again).
 several = [t for t in tests if t["verdict"] == "clean" and t.get("extra_runs", {}).get("made", 0) > 1]
 if several:
     words.append(f"{len(several)} clean with >1 extra run: " + ", ".join(

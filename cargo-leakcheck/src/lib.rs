@@ -16,18 +16,17 @@
 //!   exact counting pass first and profiles stacks where `analysis::counting` says they
 //!   are needed, `listing` lists the tests, `runner` runs every test in its own process
 //!   (`process`) with the runtime preloaded (`slots` decides how many run at once, `history`
-//!   which start first, `progress` reports, `interrupt` stops them all on Ctrl-C), and `rerun`
-//!   sets how long the runtime waits for a run's threads (the rules that read the runs are
-//!   `analysis::settling`'s).
+//!   which start first, `progress` reports, `interrupt` stops them all on Ctrl-C),
+//!   `extra_runs` sets how long the runtime waits for a run's threads (the rules that read
+//!   the runs are `analysis::settling`'s), and `symbolize` names frames.
 //! - `evidence`: what a test process leaves (how it ended, the runtime's record, its
 //!   output, its entry point), read by `analysis`, collected by `execution`.
 //! - `analysis`, pure so it can be tested on captured dumps: `settling` reads the extra
 //!   runs (why there were as many, whether counting settles a test, what they may cost),
-//!   `profile` parses a dump,
-//!   `diff` subtracts the harness-only baseline, `symbolize` names frames, `classify` tells
-//!   leaks from one-time initialisation and harness memory, `analyze` puts a verdict
-//!   together (one path from a raw stack to report frames, used by both commands), `growth`
-//!   is the bench rule.
+//!   `profile` parses a dump, `diff` subtracts the harness-only baseline, `classify` tells
+//!   leaks from one-time initialisation and harness memory, `frames` is the one path from a
+//!   raw stack to report frames, `verdict` puts a test's verdict together, `growth` is the
+//!   bench rule.
 //! - `model` is the typed report and `report` writes it: `report.json`, flame graphs,
 //!   plots and the human summary. `errors` maps what stops a run to exit codes.
 

@@ -211,7 +211,7 @@ impl Reader<'_> {
                 "timeout" => s.timeout = self.seconds(&key, v),
                 "extra-runs" => s.extra_runs = self.extra_runs(&key, v),
                 "unsettled-fails" => s.unsettled_fails = self.boolean(&key, v),
-                // Extra runs are no longer cut by their cost, so there is nothing to lift.
+                // Extra runs are not cut by their cost, so there is nothing to lift.
                 "full-repetition" => {
                     let line = self.line(k.span().start);
                     self.warnings.push(Diagnostic {

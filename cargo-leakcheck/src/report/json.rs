@@ -1,4 +1,4 @@
-//! `report.json`: the machine-readable report (schema in `model` and the README).
+//! `report.json`: the machine-readable report (schema in `model` and in docs/reading-reports.md).
 
 use crate::errors::{Error, MergeError};
 use crate::model::{Report, REPORT_VERSION};
