@@ -16,9 +16,11 @@ use crate::report::{github, html, human, json, junit};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod sarif;
+
 /// The exporters, in the order they write: what a later one fails to write never costs an
 /// earlier one's file (report.json first), and the summary comes last on the terminal.
-pub const EXPORTERS: &[&dyn Exporter] = &[&Json, &Page, &JUnit, &Github, &Summary];
+pub const EXPORTERS: &[&dyn Exporter] = &[&Json, &Page, &JUnit, &sarif::Sarif, &Github, &Summary];
 
 /// One output of a run.
 pub trait Exporter: Sync {
