@@ -196,9 +196,9 @@ fn size_and_first(nodes: Nodes, comp: &[u32], n_comps: usize, size: &mut [u32], 
 
 /// Turns the kind of each of the `m` nodes in a cyclic group into 2.
 fn mark_cyclic(g: &Graph, groups: &Groups, kind: &mut [u32], m: usize) {
-    for v in 0..m {
-        if groups.cyclic(g, groups.comp[v] as usize) {
-            kind[v] = 2;
+    for (k, &c) in kind[..m].iter_mut().zip(&groups.comp[..m]) {
+        if groups.cyclic(g, c as usize) {
+            *k = 2;
         }
     }
 }
