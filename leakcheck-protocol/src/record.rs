@@ -231,30 +231,16 @@ impl<'a> Entry<'a> {
     /// Writes the entry as one line, without the line break.
     pub fn encode(&self, out: &mut impl Sink) {
         match *self {
-            Entry::Arena(n) => {
-                out.put(ARENA);
-                put_num(out, n);
-            }
+            Entry::Arena(n) => head_and_nums(out, ARENA, &[n]),
             Entry::Allocator { reaches_malloc } => {
-                out.put(ALLOCATOR);
-                out.put(" ");
-                out.put(if reaches_malloc { MALLOC } else { OWN });
+                head_and_word(out, ALLOCATOR, if reaches_malloc { MALLOC } else { OWN });
             }
             Entry::First {
                 status,
                 live,
                 threads,
-            } => {
-                out.put(FIRST);
-                for n in [status, live.objects, live.bytes, threads] {
-                    put_num(out, n);
-                }
-            }
-            Entry::Cost { cpu_ms, wall_ms } => {
-                out.put(COST);
-                put_num(out, cpu_ms);
-                put_num(out, wall_ms);
-            }
+            } => head_and_nums(out, FIRST, &[status, live.objects, live.bytes, threads]),
+            Entry::Cost { cpu_ms, wall_ms } => head_and_nums(out, COST, &[cpu_ms, wall_ms]),
             Entry::RunStart { run } => run_head(out, run, START),
             Entry::RunOk {
                 run,
@@ -263,9 +249,10 @@ impl<'a> Entry<'a> {
                 settled,
             } => {
                 run_head(out, run, OK);
-                for n in [live.objects, live.bytes, threads, i64::from(settled)] {
-                    put_num(out, n);
-                }
+                put_nums(
+                    out,
+                    &[live.objects, live.bytes, threads, i64::from(settled)],
+                );
             }
             Entry::RunFailed { run, message } => {
                 run_head(out, run, FAILED);
@@ -276,28 +263,13 @@ impl<'a> Entry<'a> {
                 waited_ms,
                 threads,
                 live,
-            } => {
-                out.put(GRACE);
-                for n in [waited_ms, threads, live.objects, live.bytes] {
-                    put_num(out, n);
-                }
-            }
+            } => head_and_nums(out, GRACE, &[waited_ms, threads, live.objects, live.bytes]),
             Entry::Left { run, live } => {
-                out.put(LEFT);
-                for n in [i64::from(run), live.objects, live.bytes] {
-                    put_num(out, n);
-                }
+                head_and_nums(out, LEFT, &[i64::from(run), live.objects, live.bytes]);
             }
-            Entry::Draining { run } => {
-                out.put(DRAINING);
-                put_num(out, i64::from(run));
-            }
-            Entry::Waiting { for_ms } => {
-                out.put(WAITING);
-                put_num(out, for_ms);
-            }
+            Entry::Draining { run } => head_and_nums(out, DRAINING, &[i64::from(run)]),
+            Entry::Waiting { for_ms } => head_and_nums(out, WAITING, &[for_ms]),
             Entry::Drained { run, freed, kept } => {
-                out.put(DRAINED);
                 let n = [
                     i64::from(run),
                     freed.objects,
@@ -305,31 +277,14 @@ impl<'a> Entry<'a> {
                     kept.objects,
                     kept.bytes,
                 ];
-                for v in n {
-                    put_num(out, v);
-                }
+                head_and_nums(out, DRAINED, &n);
             }
             Entry::Length {
                 run,
                 index,
                 reading,
-            } => {
-                out.put(LEN);
-                match run {
-                    Some(k) => put_num(out, i64::from(k)),
-                    None => {
-                        out.put(" ");
-                        out.put(AFTER_GRACE);
-                    }
-                }
-                put_num(out, i64::from(index));
-                put_num(out, reading);
-            }
-            Entry::End(why) => {
-                out.put(END);
-                out.put(" ");
-                out.put(why.word());
-            }
+            } => encode_length(out, run, index, reading),
+            Entry::End(why) => head_and_word(out, END, why.word()),
         }
     }
 
@@ -358,31 +313,7 @@ impl<'a> Entry<'a> {
                 let [cpu_ms, wall_ms] = nums(&mut w)?;
                 Entry::Cost { cpu_ms, wall_ms }
             }
-            RUN => {
-                let run = u32::try_from(parse_num(w.next()?)?).ok()?;
-                match next_word(&mut w)? {
-                    START => Entry::RunStart { run },
-                    OK => {
-                        let [objects, bytes, threads, settled] = nums(&mut w)?;
-                        Entry::RunOk {
-                            run,
-                            live: Counts { objects, bytes },
-                            threads,
-                            settled: settled == 1,
-                        }
-                    }
-                    FAILED => {
-                        // The message is the rest of the line, spaces and all.
-                        let at = line.find(FAILED)? + FAILED.len();
-                        return Some(Entry::RunFailed {
-                            run,
-                            message: line[at..].trim(),
-                        });
-                    }
-                    TIMEOUT => Entry::RunTimeout { run },
-                    _ => return None,
-                }
-            }
+            RUN => decode_run(line, &mut w)?,
             GRACE => {
                 let [waited_ms, threads, objects, bytes] = nums(&mut w)?;
                 Entry::Grace {
@@ -408,33 +339,100 @@ impl<'a> Entry<'a> {
                 let [for_ms] = nums(&mut w)?;
                 Entry::Waiting { for_ms }
             }
-            DRAINED => {
-                let [run, objects, bytes, kept_objects, kept_bytes] = nums(&mut w)?;
-                Entry::Drained {
-                    run: u32::try_from(run).ok()?,
-                    freed: Counts { objects, bytes },
-                    kept: Counts {
-                        objects: kept_objects,
-                        bytes: kept_bytes,
-                    },
-                }
-            }
+            DRAINED => decode_drained(&mut w)?,
             END => Entry::End(End::from_word(next_word(&mut w)?)?),
-            LEN => {
-                let run = match w.next()? {
-                    b"grace" => None,
-                    k => Some(u32::try_from(parse_num(k)?).ok()?),
-                };
-                let [index, reading] = nums(&mut w)?;
-                Entry::Length {
-                    run,
-                    index: u32::try_from(index).ok()?,
-                    reading,
-                }
-            }
+            LEN => decode_length(&mut w)?,
             _ => return None,
         };
         Some(entry)
+    }
+}
+
+/// The `run <k> …` entries, from the words after `run`; `line` is the whole line, whose rest
+/// after `failed` is the message.
+fn decode_run<'a>(line: &'a str, w: &mut impl Iterator<Item = &'a [u8]>) -> Option<Entry<'a>> {
+    let run = u32::try_from(parse_num(w.next()?)?).ok()?;
+    Some(match next_word(w)? {
+        START => Entry::RunStart { run },
+        OK => {
+            let [objects, bytes, threads, settled] = nums(w)?;
+            Entry::RunOk {
+                run,
+                live: Counts { objects, bytes },
+                threads,
+                settled: settled == 1,
+            }
+        }
+        FAILED => {
+            // The message is the rest of the line, spaces and all.
+            let at = line.find(FAILED)? + FAILED.len();
+            Entry::RunFailed {
+                run,
+                message: line[at..].trim(),
+            }
+        }
+        TIMEOUT => Entry::RunTimeout { run },
+        _ => return None,
+    })
+}
+
+/// The `drained` entry, from the words after `drained`.
+fn decode_drained<'a>(w: &mut impl Iterator<Item = &'a [u8]>) -> Option<Entry<'a>> {
+    let [run, objects, bytes, kept_objects, kept_bytes] = nums(w)?;
+    Some(Entry::Drained {
+        run: u32::try_from(run).ok()?,
+        freed: Counts { objects, bytes },
+        kept: Counts {
+            objects: kept_objects,
+            bytes: kept_bytes,
+        },
+    })
+}
+
+/// The `len` entry, from the words after `len`.
+fn decode_length<'a>(w: &mut impl Iterator<Item = &'a [u8]>) -> Option<Entry<'a>> {
+    let run = match w.next()? {
+        b"grace" => None,
+        k => Some(u32::try_from(parse_num(k)?).ok()?),
+    };
+    let [index, reading] = nums(w)?;
+    Some(Entry::Length {
+        run,
+        index: u32::try_from(index).ok()?,
+        reading,
+    })
+}
+
+/// `len <k>|grace <index> <reading>`.
+fn encode_length(out: &mut impl Sink, run: Option<u32>, index: u32, reading: i64) {
+    out.put(LEN);
+    match run {
+        Some(k) => put_num(out, i64::from(k)),
+        None => {
+            out.put(" ");
+            out.put(AFTER_GRACE);
+        }
+    }
+    put_nums(out, &[i64::from(index), reading]);
+}
+
+/// `<head> <n>…`.
+fn head_and_nums(out: &mut impl Sink, head: &str, nums: &[i64]) {
+    out.put(head);
+    put_nums(out, nums);
+}
+
+/// `<head> <word>`.
+fn head_and_word(out: &mut impl Sink, head: &str, word: &str) {
+    out.put(head);
+    out.put(" ");
+    out.put(word);
+}
+
+/// ` <n>` for each of `nums`.
+fn put_nums(out: &mut impl Sink, nums: &[i64]) {
+    for &n in nums {
+        put_num(out, n);
     }
 }
 

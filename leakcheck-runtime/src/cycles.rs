@@ -82,17 +82,14 @@ pub fn write(out: &mut Out, objs: &[Obj], arena: &[u64]) -> bool {
     };
     let mut t = [t0, t1, t2, t3, t4, t5, t6, t7];
     let [lost, off, index, low, next, stk, call, comp] = t.each_mut().map(|t| t.get());
-    let mut k = 0;
-    for (i, o) in objs.iter().enumerate() {
-        if !o.marked {
-            lost[k] = i as u32;
-            k += 1;
-        }
-    }
-    let lost = &lost[..m];
+    list_lost(objs, lost);
+    let nodes = Nodes {
+        objs,
+        lost: &lost[..m],
+    };
     // `index` doubles as "pointed to by another lost object" until the search numbers nodes.
     let pointed = &mut *index;
-    let (n_edges, read, limited) = find_edges(objs, lost, off, &mut edges_mem, pointed);
+    let (n_edges, read, limited) = find_edges(objs, nodes.lost, off, &mut edges_mem, pointed);
     // SAFETY: the first `n_edges` words of the mapping were written by `find_edges`.
     let edges = unsafe { std::slice::from_raw_parts(edges_mem.ptr, n_edges) };
     let g = Graph { off, edges };
@@ -103,32 +100,14 @@ pub fn write(out: &mut Out, objs: &[Obj], arena: &[u64]) -> bool {
     let n_comps = components(&g, m, index, low, next, call, comp);
     // Per group: its size (in `low`), and its first member by (stack, address) (`next`).
     let (size, first) = (&mut *low, &mut *next);
-    size[..n_comps].fill(0);
-    first[..n_comps].fill(NONE);
-    let key = |v: u32| (objs[lost[v as usize] as usize].id, v);
-    for (v, &c) in comp[..m].iter().enumerate() {
-        let c = c as usize;
-        size[c] += 1;
-        if first[c] == NONE || key(v as u32) < key(first[c]) {
-            first[c] = v as u32;
-        }
-    }
-    let cyclic = |c: usize, size: &[u32], first: &[u32]| {
-        size[c] > 1
-            || g.out(first[c] as usize)
-                .any(|(w, _)| w == first[c] as usize)
-    };
-    for v in 0..m {
-        if cyclic(comp[v] as usize, size, first) {
-            kind[v] = 2;
-        }
-    }
+    size_and_first(nodes, comp, n_comps, size, first);
+    let groups = Groups { comp, size, first };
+    mark_cyclic(&g, &groups, kind, m);
     let Some(mut groups_mem) = Region::map(MAX_GROUPS * GROUP_WORDS) else {
         edges_mem.unmap();
         return false;
     };
-    let groups = groups_mem.words();
-    let mut n_groups = 0;
+    let table = groups_mem.words();
     // Breadth-first tables: `parent` (in `index`, reset to NONE), the queue (`call`), and
     // the offset of the pointer each node was reached by (`off` is still needed: `lost` is
     // not, once each node's object index is copied into the members).
@@ -140,52 +119,208 @@ pub fn write(out: &mut Out, objs: &[Obj], arena: &[u64]) -> bool {
         groups_mem.unmap();
         return false;
     };
-    for v in 0..m {
-        let c = comp[v] as usize;
-        if first[c] != v as u32 || !cyclic(c, size, first) {
+    let n_groups = tally_cycles(&g, nodes, &groups, parent, queue, via, table);
+    write_shapes(out, objs, arena, &table[..n_groups * GROUP_WORDS]);
+    groups_mem.unmap();
+    write_lost_by_kind(out, nodes, kind, &mut *queue, arena);
+    edges_mem.unmap();
+    line(
+        out,
+        Line::Cost {
+            objects: m as u64,
+            pointers: n_edges as u64,
+            words: read as u64,
+            micros: crate::sys::now_us() - started,
+        },
+    );
+    if limited {
+        line(out, Line::Limit(read as u64));
+    }
+    true
+}
+
+/// The lost objects as the nodes of the graph: node `k` is `objs[lost[k]]`.
+#[derive(Clone, Copy)]
+struct Nodes<'a> {
+    objs: &'a [Obj],
+    lost: &'a [u32],
+}
+
+impl Nodes<'_> {
+    /// Node `k`'s allocation stack.
+    fn id(&self, k: u32) -> u32 {
+        self.objs[self.lost[k as usize] as usize].id
+    }
+}
+
+/// The strongly connected groups: node `v`'s is `comp[v]`; group `c` has `size[c]` nodes,
+/// the first of them by (stack, address) `first[c]`.
+struct Groups<'a> {
+    comp: &'a [u32],
+    size: &'a [u32],
+    first: &'a [u32],
+}
+
+impl Groups<'_> {
+    /// Whether group `c` has a cycle: more than one node, or one that points to itself.
+    fn cyclic(&self, g: &Graph, c: usize) -> bool {
+        let first = self.first[c] as usize;
+        self.size[c] > 1 || g.out(first).any(|(w, _)| w == first)
+    }
+}
+
+/// `lost[k]`: the index in `objs` of the `k`th unmarked object.
+fn list_lost(objs: &[Obj], lost: &mut [u32]) {
+    let mut k = 0;
+    for (i, o) in objs.iter().enumerate() {
+        if !o.marked {
+            lost[k] = i as u32;
+            k += 1;
+        }
+    }
+}
+
+/// Each of the `n_comps` groups' size, and its first member by (stack, address).
+fn size_and_first(nodes: Nodes, comp: &[u32], n_comps: usize, size: &mut [u32], first: &mut [u32]) {
+    size[..n_comps].fill(0);
+    first[..n_comps].fill(NONE);
+    let key = |v: u32| (nodes.id(v), v);
+    for (v, &c) in comp[..nodes.lost.len()].iter().enumerate() {
+        let c = c as usize;
+        size[c] += 1;
+        if first[c] == NONE || key(v as u32) < key(first[c]) {
+            first[c] = v as u32;
+        }
+    }
+}
+
+/// Turns the kind of each of the `m` nodes in a cyclic group into 2.
+fn mark_cyclic(g: &Graph, groups: &Groups, kind: &mut [u32], m: usize) {
+    for (k, &c) in kind[..m].iter_mut().zip(&groups.comp[..m]) {
+        if groups.cyclic(g, c as usize) {
+            *k = 2;
+        }
+    }
+}
+
+/// One shortest cycle of a group, from its least rotation on: its length, and its first
+/// [`MAX_MEMBERS`] members with the offset in each of the pointer to the next.
+struct Cycle {
+    len: usize,
+    members: [u32; MAX_MEMBERS],
+    offsets: [u32; MAX_MEMBERS],
+}
+
+impl Cycle {
+    /// How many of its members are kept.
+    fn shown(&self) -> usize {
+        self.len.min(MAX_MEMBERS)
+    }
+
+    /// Its length and its members' stacks, hashed (FNV-1a).
+    fn hash(&self, nodes: Nodes) -> u64 {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ self.len as u64;
+        for &k in &self.members[..self.shown()] {
+            hash = (hash ^ u64::from(nodes.id(k))).wrapping_mul(0x0100_0000_01b3);
+        }
+        hash
+    }
+}
+
+/// For each cyclic group, one shortest cycle through its first member, counted in `table`
+/// by its shape (its length and its members' stacks; see [`GROUP_WORDS`]) together with the
+/// group's objects. `parent`, `queue` and `via` are [`shortest_cycle`]'s. Returns how many
+/// shapes the table holds.
+fn tally_cycles(
+    g: &Graph,
+    nodes: Nodes,
+    groups: &Groups,
+    parent: &mut [u32],
+    queue: &mut [u32],
+    via: &mut [u32],
+    table: &mut [u64],
+) -> usize {
+    let mut n_groups = 0;
+    for v in 0..nodes.lost.len() {
+        let c = groups.comp[v] as usize;
+        if groups.first[c] != v as u32 || !groups.cyclic(g, c) {
             continue;
         }
-        let mut members = [0u32; MAX_MEMBERS];
-        let mut offsets = [0u32; MAX_MEMBERS];
-        let len = shortest_cycle(&g, v, comp, parent, queue, via, &mut members, &mut offsets);
-        let shown = len.min(MAX_MEMBERS);
-        let id = |k: u32| objs[lost[k as usize] as usize].id;
-        let turn = if len <= MAX_MEMBERS {
-            least_rotation(&members[..shown], |a, b| id(a).cmp(&id(b)))
-        } else {
-            0
+        let mut cycle = Cycle {
+            len: 0,
+            members: [0u32; MAX_MEMBERS],
+            offsets: [0u32; MAX_MEMBERS],
         };
-        members[..shown].rotate_left(turn);
-        offsets[..shown].rotate_left(turn);
-        let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ len as u64;
-        for &k in &members[..shown] {
-            hash = (hash ^ u64::from(id(k))).wrapping_mul(0x0100_0000_01b3);
-        }
-        let same = |g: &[u64]| {
-            g[0] == hash
-                && g[3] == len as u64
-                && (0..shown).all(|i| objs[g[4 + i] as usize].id == id(members[i]))
+        cycle.len = shortest_cycle(
+            g,
+            v,
+            groups.comp,
+            parent,
+            queue,
+            via,
+            &mut cycle.members,
+            &mut cycle.offsets,
+        );
+        rotate_to_least(&mut cycle, nodes);
+        let Some(at) = shape_slot(table, &mut n_groups, nodes, &cycle) else {
+            continue;
         };
-        let found = (0..n_groups).find(|&i| same(&groups[i * GROUP_WORDS..]));
-        let at = match found {
-            Some(i) => i,
-            None if n_groups < MAX_GROUPS => {
-                let g = &mut groups[n_groups * GROUP_WORDS..(n_groups + 1) * GROUP_WORDS];
-                g[0] = hash;
-                g[3] = len as u64;
-                for i in 0..shown {
-                    g[4 + i] = u64::from(lost[members[i] as usize]);
-                    g[4 + MAX_MEMBERS + i] = u64::from(offsets[i]);
-                }
-                n_groups += 1;
-                n_groups - 1
-            }
-            None => continue,
-        };
-        groups[at * GROUP_WORDS + 1] += 1;
-        groups[at * GROUP_WORDS + 2] += u64::from(size[c]);
+        table[at * GROUP_WORDS + 1] += 1;
+        table[at * GROUP_WORDS + 2] += u64::from(groups.size[c]);
     }
-    for g in groups[..n_groups * GROUP_WORDS].chunks_exact(GROUP_WORDS) {
+    n_groups
+}
+
+/// Rotates the cycle, when all its members are kept, to start from its least rotation by
+/// stack.
+fn rotate_to_least(cycle: &mut Cycle, nodes: Nodes) {
+    let shown = cycle.shown();
+    let turn = if cycle.len <= MAX_MEMBERS {
+        least_rotation(&cycle.members[..shown], |a, b| {
+            nodes.id(a).cmp(&nodes.id(b))
+        })
+    } else {
+        0
+    };
+    cycle.members[..shown].rotate_left(turn);
+    cycle.offsets[..shown].rotate_left(turn);
+}
+
+/// Where in `table` (`n_groups` shapes so far) the cycle's shape is counted: the same shape
+/// already there, or a new one while there is room (`None` once there is not).
+fn shape_slot(
+    table: &mut [u64],
+    n_groups: &mut usize,
+    nodes: Nodes,
+    cycle: &Cycle,
+) -> Option<usize> {
+    let (len, shown, hash) = (cycle.len, cycle.shown(), cycle.hash(nodes));
+    let same = |g: &[u64]| {
+        g[0] == hash
+            && g[3] == len as u64
+            && (0..shown).all(|i| nodes.objs[g[4 + i] as usize].id == nodes.id(cycle.members[i]))
+    };
+    if let Some(i) = (0..*n_groups).find(|&i| same(&table[i * GROUP_WORDS..])) {
+        return Some(i);
+    }
+    if *n_groups == MAX_GROUPS {
+        return None;
+    }
+    let g = &mut table[*n_groups * GROUP_WORDS..(*n_groups + 1) * GROUP_WORDS];
+    g[0] = hash;
+    g[3] = len as u64;
+    for i in 0..shown {
+        g[4 + i] = u64::from(nodes.lost[cycle.members[i] as usize]);
+        g[4 + MAX_MEMBERS + i] = u64::from(cycle.offsets[i]);
+    }
+    *n_groups += 1;
+    Some(*n_groups - 1)
+}
+
+/// Writes each shape of cycle in `table`: how many groups have it and their objects, then
+/// each kept member's size, offset, stack and first words.
+fn write_shapes(out: &mut Out, objs: &[Obj], arena: &[u64], table: &[u64]) {
+    for g in table.chunks_exact(GROUP_WORDS) {
         line(
             out,
             Line::Cycle {
@@ -207,18 +342,19 @@ pub fn write(out: &mut Out, objs: &[Obj], arena: &[u64]) -> bool {
             line(out, first_words(o));
         }
     }
-    groups_mem.unmap();
-    // The lost objects by stack, by how each is lost.
-    let order = &mut *queue;
+}
+
+/// The lost objects by stack, by how each is lost (`kind`); `order` is scratch of a node
+/// each.
+fn write_lost_by_kind(out: &mut Out, nodes: Nodes, kind: &[u32], order: &mut [u32], arena: &[u64]) {
+    let m = nodes.lost.len();
     for (k, o) in order[..m].iter_mut().enumerate() {
         *o = k as u32;
     }
     let order = &mut order[..m];
-    order.sort_unstable_by_key(|&k| objs[lost[k as usize] as usize].id);
-    for same in order
-        .chunk_by(|&a, &b| objs[lost[a as usize] as usize].id == objs[lost[b as usize] as usize].id)
-    {
-        let id = objs[lost[same[0] as usize] as usize].id as usize;
+    order.sort_unstable_by_key(|&k| nodes.id(k));
+    for same in order.chunk_by(|&a, &b| nodes.id(a) == nodes.id(b)) {
+        let id = nodes.id(same[0]) as usize;
         if !is_written(arena, id) {
             continue;
         }
@@ -237,20 +373,6 @@ pub fn write(out: &mut Out, objs: &[Obj], arena: &[u64]) -> bool {
         );
         write_stack(out, arena, id);
     }
-    edges_mem.unmap();
-    line(
-        out,
-        Line::Cost {
-            objects: m as u64,
-            pointers: n_edges as u64,
-            words: read as u64,
-            micros: crate::sys::now_us() - started,
-        },
-    );
-    if limited {
-        line(out, Line::Limit(read as u64));
-    }
-    true
 }
 
 /// Reads every word of the lost objects `lost` (indices into `objs`, in address order) and

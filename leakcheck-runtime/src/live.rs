@@ -63,8 +63,8 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
         return;
     };
     // A stack deeper than the record: the last frame recorded does not reach the top, so
-    // it is judged with everything above it, whole.
-    let judged = if n == MAX_FRAMES { n - 1 } else { n };
+    // it is scanned with everything above it, whole.
+    let examined = if n == MAX_FRAMES { n - 1 } else { n };
     // The unwinder gives each return address with the CFA of the frame it returns from:
     // the stack pointer of the frame it returns into, at its call. So frame j (the code
     // at `ip_j`) spans from `cfa_j` to the next entry's `cfa`.
@@ -83,7 +83,7 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
     // Below the innermost frame the table describes are the frames of the call of `exit`
     // itself (std's `process::exit`, the C library's exit path, this handler), which hold
     // nothing of the test's, only stale words of calls made earlier: they are left out.
-    let Some(first) = (0..judged).find(|&j| {
+    let Some(first) = (0..examined).find(|&j| {
         let (pc, sp, top) = frame(j);
         sp >= from && sp < top && function_at(table, pc).is_some()
     }) else {
@@ -91,7 +91,7 @@ pub fn stack_ranges(from: usize, to: usize, bias: usize, mut push: impl FnMut(us
         return;
     };
     let mut low = frame(first).1;
-    for j in first..judged {
+    for j in first..examined {
         let (pc, sp, top) = frame(j);
         if sp < low || sp >= top {
             continue;

@@ -428,14 +428,45 @@ pub fn tls_name(block: u16) -> *const c_char {
 /// (theirs is not on a stack the scan reads).
 #[inline(never)]
 pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop: &Stop) {
-    use std::sync::atomic::Ordering;
     let me = threads::gettid();
-    let exit_frame = EXIT_FRAME.load(Ordering::Relaxed);
     // Thread-local storage first: a word there is named by its variable, though a thread's
     // stack range covers it as well.
-    let mut stacks: [(usize, usize, u16); threads::MAX_THREADS + 1] =
-        [(0, 0, 0); threads::MAX_THREADS + 1];
-    let mut n_stacks = 0;
+    let mut stacks = StackRanges {
+        ranges: [(0, 0, 0); threads::MAX_THREADS + 1],
+        n: 0,
+    };
+    let exiting = add_registered_threads(roots, stop, me, &mut stacks);
+    add_main_thread(roots, stop, me, &mut stacks);
+    add_stopped_registers(roots);
+    add_stacks(roots, &stacks, exiting);
+}
+
+/// The stack ranges found while the threads are added, each with its thread's index: they
+/// are added last, after every thread's thread-local storage.
+struct StackRanges {
+    ranges: [(usize, usize, u16); threads::MAX_THREADS + 1],
+    n: usize,
+}
+
+impl StackRanges {
+    fn push(&mut self, from: usize, to: usize, thread: u16) {
+        self.ranges[self.n] = (from, to, thread);
+        self.n += 1;
+    }
+}
+
+/// Adds each registered thread and its thread-local storage (and, for the calling thread
+/// scanned from its exit frame, its registers as the handler started); its stack range, if
+/// it has one to scan, goes to `stacks`. Returns the calling thread's index when its stack
+/// is scanned from the exit frame.
+fn add_registered_threads(
+    roots: &mut Roots,
+    stop: &Stop,
+    me: usize,
+    stacks: &mut StackRanges,
+) -> Option<u16> {
+    use std::sync::atomic::Ordering;
+    let exit_frame = EXIT_FRAME.load(Ordering::Relaxed);
     // The thread that called `exit` and runs this scan: its frames are reduced to their
     // live slots (see `crate::live`).
     let mut exiting: Option<u16> = None;
@@ -451,36 +482,14 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
             state: e.state.load(Ordering::Relaxed),
             ..ThreadRoot::default()
         };
-        let range = if tid == me {
-            (lo..hi).contains(&exit_frame).then(|| {
-                t.sp = exit_frame;
-                (exit_frame, hi)
-            })
-        } else if stop.stopped(slot) {
-            let sp = stop::SLOTS[slot].regs[stop::SP].load(Ordering::Relaxed);
-            t.sp = sp;
-            t.pc = stop::SLOTS[slot].regs[stop::PC].load(Ordering::Relaxed);
-            t.stopped = true;
-            t.slot = slot;
-            Some((sp.saturating_sub(RED_ZONE).max(lo), hi))
-        } else {
-            match waiting_stack_pointer(tid) {
-                Some(Waiting::At(sp)) if (lo..hi).contains(&sp) => {
-                    t.sp = sp;
-                    Some((sp, hi))
-                }
-                Some(Waiting::Gone) => None,
-                _ => Some((lo, hi)),
-            }
-        };
+        let range = registered_stack(&mut t, slot, (lo, hi), me, exit_frame, stop);
         let Some(index) = roots.thread(t) else { break };
         if tid == me && range.is_some() {
             exiting = Some(index);
         }
         add_tls(roots, e.tp.load(Ordering::Relaxed), index);
         if let Some((from, to)) = range {
-            stacks[n_stacks] = (from, to, index);
-            n_stacks += 1;
+            stacks.push(from, to, index);
         }
         if tid == me && t.sp != 0 {
             let saved = std::ptr::addr_of!(SAVED) as usize;
@@ -491,37 +500,91 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
             );
         }
     }
-    if let Some((main, top)) = threads::main_thread() {
-        let mut t = ThreadRoot {
-            tid: main,
-            ..ThreadRoot::default()
-        };
-        let mut range = None;
-        if main != me {
-            let sp = if stop.stopped(stop::MAIN_SLOT) {
-                t.pc = stop::SLOTS[stop::MAIN_SLOT].regs[stop::PC].load(Ordering::Relaxed);
-                t.stopped = true;
-                t.slot = stop::MAIN_SLOT;
-                Some(stop::SLOTS[stop::MAIN_SLOT].regs[stop::SP].load(Ordering::Relaxed))
-            } else if let Some(Waiting::At(sp)) = waiting_stack_pointer(main) {
-                Some(sp)
-            } else {
-                None
-            };
-            // A main thread's stack is at most its rlimit deep; anything else is not its.
-            if let Some(sp) = sp.filter(|&sp| sp < top && top - sp < MAIN_STACK_MAX) {
+    exiting
+}
+
+/// The part of registered thread `t`'s stack (`lo..hi`, registry slot `slot`) to scan, if
+/// any, noting in `t` where it stands: the caller's from its exit frame, a stopped thread's
+/// from its stack pointer less the red zone, a waiting one's from where it waits, any other
+/// whole.
+fn registered_stack(
+    t: &mut ThreadRoot,
+    slot: usize,
+    (lo, hi): (usize, usize),
+    me: usize,
+    exit_frame: usize,
+    stop: &Stop,
+) -> Option<(usize, usize)> {
+    use std::sync::atomic::Ordering;
+    if t.tid == me {
+        (lo..hi).contains(&exit_frame).then(|| {
+            t.sp = exit_frame;
+            (exit_frame, hi)
+        })
+    } else if stop.stopped(slot) {
+        let sp = stop::SLOTS[slot].regs[stop::SP].load(Ordering::Relaxed);
+        t.sp = sp;
+        t.pc = stop::SLOTS[slot].regs[stop::PC].load(Ordering::Relaxed);
+        t.stopped = true;
+        t.slot = slot;
+        Some((sp.saturating_sub(RED_ZONE).max(lo), hi))
+    } else {
+        match waiting_stack_pointer(t.tid) {
+            Some(Waiting::At(sp)) if (lo..hi).contains(&sp) => {
                 t.sp = sp;
-                range = Some((sp.saturating_sub(RED_ZONE), top));
+                Some((sp, hi))
             }
-        }
-        if let Some(index) = roots.thread(t) {
-            add_tls(roots, threads::main_thread_pointer(), index);
-            if let Some((from, to)) = range {
-                stacks[n_stacks] = (from, to, index);
-                n_stacks += 1;
-            }
+            Some(Waiting::Gone) => None,
+            _ => Some((lo, hi)),
         }
     }
+}
+
+/// Adds the main thread and its thread-local storage; its stack range, when it is not the
+/// caller and its stack pointer is known, goes to `stacks`.
+fn add_main_thread(roots: &mut Roots, stop: &Stop, me: usize, stacks: &mut StackRanges) {
+    let Some((main, top)) = threads::main_thread() else {
+        return;
+    };
+    let mut t = ThreadRoot {
+        tid: main,
+        ..ThreadRoot::default()
+    };
+    let range = if main != me {
+        main_stack(&mut t, top, stop)
+    } else {
+        None
+    };
+    if let Some(index) = roots.thread(t) {
+        add_tls(roots, threads::main_thread_pointer(), index);
+        if let Some((from, to)) = range {
+            stacks.push(from, to, index);
+        }
+    }
+}
+
+/// The part of the main thread `t`'s stack (whose top is `top`) to scan: from its stack
+/// pointer, stopped or waiting, less the red zone; noting in `t` where it stands.
+fn main_stack(t: &mut ThreadRoot, top: usize, stop: &Stop) -> Option<(usize, usize)> {
+    use std::sync::atomic::Ordering;
+    let sp = if stop.stopped(stop::MAIN_SLOT) {
+        t.pc = stop::SLOTS[stop::MAIN_SLOT].regs[stop::PC].load(Ordering::Relaxed);
+        t.stopped = true;
+        t.slot = stop::MAIN_SLOT;
+        Some(stop::SLOTS[stop::MAIN_SLOT].regs[stop::SP].load(Ordering::Relaxed))
+    } else if let Some(Waiting::At(sp)) = waiting_stack_pointer(t.tid) {
+        Some(sp)
+    } else {
+        None
+    };
+    // A main thread's stack is at most its rlimit deep; anything else is not its.
+    let sp = sp.filter(|&sp| sp < top && top - sp < MAIN_STACK_MAX)?;
+    t.sp = sp;
+    Some((sp.saturating_sub(RED_ZONE), top))
+}
+
+/// The saved registers of every stopped thread.
+fn add_stopped_registers(roots: &mut Roots) {
     for i in 0..roots.n_threads {
         let t = roots.threads[i];
         if t.stopped {
@@ -530,13 +593,17 @@ pub fn add_thread_roots(roots: &mut Roots, _held: &threads::RegistryGuard, stop:
             roots.push(regs, regs + words, Root::Registers { thread: i as u16 });
         }
     }
+}
+
+/// The stacks, the `exiting` thread's reduced to the live slots of its frames.
+fn add_stacks(roots: &mut Roots, stacks: &StackRanges, exiting: Option<u16>) {
     // The program's load bias, for the table of live slots (link-time addresses).
     let bias = (roots.n_modules > 0)
         .then(|| roots.modules[0])
         // SAFETY: the loader's names are NUL-terminated strings that outlive the scan.
         .filter(|m| !m.name.is_null() && unsafe { *m.name } == 0)
         .map_or(0, |m| m.base);
-    for &(from, to, thread) in &stacks[..n_stacks] {
+    for &(from, to, thread) in &stacks.ranges[..stacks.n] {
         if exiting == Some(thread) {
             crate::live::stack_ranges(from, to, bias, |lo, hi| {
                 roots.push(lo, hi, Root::Stack { thread })

@@ -159,7 +159,7 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
         // A test thread called `exit`: none of its frames runs again (see `crate::live`).
         crate::live::prepare();
     }
-    judge_and_rerun(status, arg);
+    record_then_rerun(status, arg);
     // The exit dump, named as jemalloc names its own (`<prefix>.<pid>.<seq>.f.heap`), last
     // thing in the handler (jemalloc writes its own, when profiling, from a handler that
     // runs after this one).
@@ -189,7 +189,9 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
     }
 }
 
-fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
+/// Writes the record: what the test's own run left, then, unless something rules it out,
+/// the extra runs, until the series settles or ends (see the module's documentation).
+fn record_then_rerun(status: c_int, _arg: *mut c_void) {
     let s = settings();
     HANDLER_STARTED_MS.store(sys::now_ms(), std::sync::atomic::Ordering::Relaxed);
     let fd = sys::create_file(&s.record);
@@ -198,24 +200,48 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     }
     wind_down();
     crate::maps::set_run(crate::maps::BETWEEN);
-    let mut own_allocator = false;
-    if s.counting {
-        arenas::exact_from_now();
-        let arena = arenas::main_arena().map_or(-1, i64::from);
-        put(fd, Entry::Arena(arena));
-        if let Some((alloc, dealloc)) = s.alloc_probe {
-            let reaches_malloc = crate::probe::reaches_malloc(alloc, dealloc, s.build_id);
-            put(fd, Entry::Allocator { reaches_malloc });
-            own_allocator = !reaches_malloc;
-        }
-    }
-    let live_now = || {
-        if s.counting {
-            arenas::live_outside_main_arena()
-        } else {
-            Live::default()
-        }
+    let own_allocator = s.counting && start_counting(fd, s);
+    let first = record_first_run(fd, status, own_allocator);
+    let address = match entry_to_rerun(status, own_allocator, first) {
+        Ok(address) => address,
+        Err(why) => return end(fd, why),
     };
+    if !s.counting {
+        dump(0, true, true);
+    }
+    let _exit_guard = s.exit_guard.and_then(|g| ExitGuard::clear(g, s.build_id));
+    let why = rerun(fd, status, address, first);
+    end(fd, why);
+}
+
+/// Counting mode: counts exactly from now on, writes the main thread's arena and, for a
+/// program with a global allocator of its own, whether it reaches this runtime's `malloc`.
+/// Returns whether the program has one that does not.
+fn start_counting(fd: c_int, s: &Settings) -> bool {
+    arenas::exact_from_now();
+    let arena = arenas::main_arena().map_or(-1, i64::from);
+    put(fd, Entry::Arena(arena));
+    let Some((alloc, dealloc)) = s.alloc_probe else {
+        return false;
+    };
+    let reaches_malloc = crate::probe::reaches_malloc(alloc, dealloc, s.build_id);
+    put(fd, Entry::Allocator { reaches_malloc });
+    !reaches_malloc
+}
+
+/// What is live off the main thread's arena (counting mode; nothing otherwise).
+fn live_now(counting: bool) -> Live {
+    if counting {
+        arenas::live_outside_main_arena()
+    } else {
+        Live::default()
+    }
+}
+
+/// Writes what the test's own run left (drained first where that is allowed), what it cost
+/// and the program's collections after it; returns what it left.
+fn record_first_run(fd: c_int, status: c_int, own_allocator: bool) -> Live {
+    let s = settings();
     // What the test's run let go of but a reclaimer still holds is freed before anything
     // is measured; never after a failure, when the program's state is not to be trusted.
     // A drain runs the program's deferred destructors, and one of them may panic (which
@@ -226,13 +252,13 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             fd,
             Entry::First {
                 status: 0,
-                live: live_now(),
+                live: live_now(s.counting),
                 threads: threads(),
             },
         );
         drain_before_measuring(fd, 0);
     }
-    let first = live_now();
+    let first = live_now(s.counting);
     put(
         fd,
         Entry::First {
@@ -250,106 +276,75 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
     );
     // The program's own collections after the test's own run (see `crate::lengths`).
     crate::lengths::read(fd, Some(0));
+    first
+}
+
+/// The address of the test's entry point, to run it again; or why it is not run again.
+fn entry_to_rerun(status: c_int, own_allocator: bool, first: Live) -> Result<usize, End> {
+    let s = settings();
     if status != 0 {
-        return end(fd, End::TestFailed);
+        return Err(End::TestFailed);
     }
     if own_allocator {
         // The counts see none of the program's own allocations: extra runs counted here
         // could only look settled.
-        return end(fd, End::OwnAllocator);
+        return Err(End::OwnAllocator);
     }
     if !on_main_thread() {
         // The test called `exit` itself (libtest's `main` returns on the main thread):
         // libtest is still waiting for it, and running it again from here would call
         // `exit` inside `exit`.
-        return end(fd, End::ExitedEarly);
+        return Err(End::ExitedEarly);
     }
     // A collection that holds entries while the test's run left nothing allocated was
     // filled without an allocation of the run's (its capacity came from elsewhere): only
     // extra runs can show whether it grows on every run.
     if s.counting && first == Live::default() && !crate::lengths::any_entries() {
-        return end(fd, End::NothingRetained);
+        return Err(End::NothingRetained);
     }
     let Some(entry) = s.entry else {
-        return end(fd, End::NoEntry);
+        return Err(End::NoEntry);
     };
-    let address = match image::resolve(entry as usize, s.build_id) {
-        Ok(a) => a,
-        Err(image::Refusal::NoImage) => return end(fd, End::NoImage),
-        Err(image::Refusal::NotCode | image::Refusal::NotData) => return end(fd, End::NotCode),
-        Err(image::Refusal::BuildId) => return end(fd, End::BuildId),
+    image::resolve(entry as usize, s.build_id).map_err(|refusal| match refusal {
+        image::Refusal::NoImage => End::NoImage,
+        image::Refusal::NotCode | image::Refusal::NotData => End::NotCode,
+        image::Refusal::BuildId => End::BuildId,
+    })
+}
+
+/// The threads before the extra runs, for their grace.
+struct BeforeRuns {
+    threads: Option<u64>,
+    tids: crate::sleepers::Tids,
+}
+
+/// Makes the extra runs of the entry at `address`, each written to the record, until the
+/// series settles (counting mode), something stops it or the maximum is reached; returns
+/// why the series ended.
+fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
+    let s = settings();
+    let mut runs = Runs {
+        series: leakcheck_protocol::settling::Series::new(first),
+        arenas: [0u32; MAX_RUNS],
+        left: [Live::default(); MAX_RUNS],
+        grew: [false; MAX_RUNS],
+        before: BeforeRuns {
+            threads: sys::thread_count(),
+            tids: crate::sleepers::Tids::now(),
+        },
     };
-    if !s.counting {
-        dump(0, true, true);
-    }
-    let _exit_guard = s.exit_guard.and_then(|g| ExitGuard::clear(g, s.build_id));
-    let mut series = leakcheck_protocol::settling::Series::new(first);
-    let mut run_arenas = [0u32; MAX_RUNS];
-    let mut left = [Live::default(); MAX_RUNS];
-    let mut grew = [false; MAX_RUNS];
     let max_runs = s.max_runs.min(MAX_RUNS as u32);
     // Once a run's threads have not all ended within the settle time, they are most likely
     // threads that never end (started on every run: a leak, which the counts show anyway);
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
-    let threads_before_runs = sys::thread_count();
-    let tids_before_runs = crate::sleepers::Tids::now();
     for k in 1..=max_runs {
         let i = (k - 1) as usize;
-        let route = if s.counting {
-            match arenas::create() {
-                Some(a) => Some(a),
-                None => return end(fd, End::NoArena),
-            }
-        } else {
-            None
+        let (route, live, settled) = match run_extra(fd, status, address, k, &mut settle_ms) {
+            Ok(run) => run,
+            Err(why) => return why,
         };
-        put(fd, Entry::RunStart { run: k });
-        let before = sys::thread_count();
-        let mut message = Message {
-            bytes: [0; 400],
-            len: 0,
-        };
-        match run_once(address, s, &mut message, route, k) {
-            Outcome::Passed => {}
-            Outcome::SpawnFailed => return end(fd, End::SpawnFailed),
-            Outcome::Failed => {
-                arenas::route_to(None);
-                crate::maps::set_run(crate::maps::BETWEEN);
-                let text = std::str::from_utf8(&message.bytes[..message.len]).unwrap_or("");
-                put(
-                    fd,
-                    Entry::RunFailed {
-                        run: k,
-                        message: text,
-                    },
-                );
-                return end(fd, End::Failed);
-            }
-            Outcome::TimedOut => {
-                put(fd, Entry::RunTimeout { run: k });
-                end(fd, End::Timeout);
-                // The run is still going on its thread and cannot be stopped; the first
-                // run's record is complete, so leave now, with the test's own status.
-                // SAFETY: _exit ends the process without running further handlers.
-                unsafe { libc::_exit(status) }
-            }
-        }
-        // What the run's threads free or allocate on their way out is still the run's.
-        let settled = sys::settle_threads(before, settle_ms);
-        if !settled {
-            settle_ms = settle_ms.min(SETTLE_AFTER_UNSETTLED_MS);
-        }
-        arenas::route_to(None);
-        crate::maps::set_run(crate::maps::BETWEEN);
-        drain_before_measuring(fd, k);
-        let live = if s.counting {
-            arenas::live_outside_main_arena()
-        } else {
-            dump(k, false, true);
-            Live::default()
-        };
-        grew[i] = crate::lengths::read(fd, Some(k));
+        runs.grew[i] = crate::lengths::read(fd, Some(k));
         put(
             fd,
             Entry::RunOk {
@@ -360,59 +355,176 @@ fn judge_and_rerun(status: c_int, _arg: *mut c_void) {
             },
         );
         if let Some(a) = route {
-            run_arenas[i] = a;
-            series.run_with_threads(live, settled, grew[i]);
-            left_by_runs(&run_arenas[..=i], &mut left[..=i]);
-            if series.settled(nothing_left(&left[..=i], &grew[..=i])) {
-                write_left(fd, &left[..=i]);
-                return end(fd, End::Settled);
-            }
-            let threads_left = series.leaves_threads();
-            if k == max_runs || threads_left {
-                if let Some(live) =
-                    grace(fd, threads_before_runs, &tids_before_runs, s.grace_ms, true)
-                {
-                    left_by_runs(&run_arenas[..=i], &mut left[..=i]);
-                    write_left(fd, &left[..=i]);
-                    series.grace(live, crate::lengths::read(fd, None));
-                    if series.settled(nothing_left(&left[..=i], &grew[..=i])) {
-                        return end(fd, End::Settled);
-                    }
-                } else {
-                    write_left(fd, &left[..=i]);
-                }
-                return end(
-                    fd,
-                    if threads_left {
-                        End::ThreadsLeft
-                    } else {
-                        End::Kept
-                    },
-                );
+            if let Some(why) = runs.add(fd, k, a, live, settled, k == max_runs) {
+                return why;
             }
         }
     }
-    // Stacks mode: the last dump is taken again once the runs' threads had their grace, and
-    // scanned once, whether it was retaken or not.
     if !s.counting && max_runs > 0 {
-        let retake = grace(
-            fd,
-            threads_before_runs,
-            &tids_before_runs,
-            s.grace_ms,
-            false,
-        )
-        .is_some();
-        dump(max_runs, true, retake);
-        if retake {
-            crate::lengths::read(fd, None);
+        retake_last_dump(fd, max_runs, &runs.before);
+    }
+    End::Done
+}
+
+/// Extra run `k`, on a thread of its own (its allocations routed to an arena of its own in
+/// counting mode), until its threads are gone or the settle time passed; then drained and
+/// measured (counting mode) or dumped. Returns its arena, what is live and whether its
+/// threads were gone in time; or why the series stops. A run that outlives its deadline
+/// ends the process.
+fn run_extra(
+    fd: c_int,
+    status: c_int,
+    address: usize,
+    k: u32,
+    settle_ms: &mut u64,
+) -> Result<(Option<u32>, Live, bool), End> {
+    let s = settings();
+    let route = if s.counting {
+        match arenas::create() {
+            Some(a) => Some(a),
+            None => return Err(End::NoArena),
         }
-        let mut last = FixedPath::new();
-        if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, max_runs) {
-            crate::lengths::write_sites(&last);
+    } else {
+        None
+    };
+    put(fd, Entry::RunStart { run: k });
+    let before = sys::thread_count();
+    let mut message = Message {
+        bytes: [0; 400],
+        len: 0,
+    };
+    let outcome = run_once(address, s, &mut message, route, k);
+    stop_unless_passed(fd, status, k, outcome, &message)?;
+    // What the run's threads free or allocate on their way out is still the run's.
+    let settled = sys::settle_threads(before, *settle_ms);
+    if !settled {
+        *settle_ms = (*settle_ms).min(SETTLE_AFTER_UNSETTLED_MS);
+    }
+    arenas::route_to(None);
+    crate::maps::set_run(crate::maps::BETWEEN);
+    drain_before_measuring(fd, k);
+    let live = if s.counting {
+        arenas::live_outside_main_arena()
+    } else {
+        dump(k, false, true);
+        Live::default()
+    };
+    Ok((route, live, settled))
+}
+
+/// Why the series stops after extra run `k` did not pass (written to the record with the
+/// run's message or timeout). A run that timed out ends the process here.
+fn stop_unless_passed(
+    fd: c_int,
+    status: c_int,
+    k: u32,
+    outcome: Outcome,
+    message: &Message,
+) -> Result<(), End> {
+    match outcome {
+        Outcome::Passed => Ok(()),
+        Outcome::SpawnFailed => Err(End::SpawnFailed),
+        Outcome::Failed => {
+            arenas::route_to(None);
+            crate::maps::set_run(crate::maps::BETWEEN);
+            let text = std::str::from_utf8(&message.bytes[..message.len]).unwrap_or("");
+            put(
+                fd,
+                Entry::RunFailed {
+                    run: k,
+                    message: text,
+                },
+            );
+            Err(End::Failed)
+        }
+        Outcome::TimedOut => {
+            put(fd, Entry::RunTimeout { run: k });
+            end(fd, End::Timeout);
+            // The run is still going on its thread and cannot be stopped; the first
+            // run's record is complete, so leave now, with the test's own status.
+            // SAFETY: _exit ends the process without running further handlers.
+            unsafe { libc::_exit(status) }
         }
     }
-    end(fd, End::Done)
+}
+
+/// The extra runs so far: in counting mode their series, each run's arena, what each left
+/// and whether it grew a collection; the threads before them, for their grace.
+struct Runs {
+    series: leakcheck_protocol::settling::Series,
+    arenas: [u32; MAX_RUNS],
+    left: [Live; MAX_RUNS],
+    grew: [bool; MAX_RUNS],
+    before: BeforeRuns,
+}
+
+impl Runs {
+    /// Adds extra run `k` (its arena `arena`, what is live after it, whether its threads
+    /// were gone in time) to the series; returns why the series ends, if it does: settled,
+    /// or, after the last run or once every run left threads, after the runs' threads had
+    /// their grace.
+    fn add(
+        &mut self,
+        fd: c_int,
+        k: u32,
+        arena: u32,
+        live: Live,
+        settled: bool,
+        last: bool,
+    ) -> Option<End> {
+        let i = (k - 1) as usize;
+        self.arenas[i] = arena;
+        self.series.run_with_threads(live, settled, self.grew[i]);
+        left_by_runs(&self.arenas[..=i], &mut self.left[..=i]);
+        if self.settled(i) {
+            write_left(fd, &self.left[..=i]);
+            return Some(End::Settled);
+        }
+        let threads_left = self.series.leaves_threads();
+        (last || threads_left).then(|| self.end_after_grace(fd, i, threads_left))
+    }
+
+    /// Whether the series of the first `i + 1` runs settled.
+    fn settled(&self, i: usize) -> bool {
+        self.series
+            .settled(nothing_left(&self.left[..=i], &self.grew[..=i]))
+    }
+
+    /// Gives the runs' threads their grace, writes what each of the first `i + 1` runs left
+    /// and returns why the series ends.
+    fn end_after_grace(&mut self, fd: c_int, i: usize, threads_left: bool) -> End {
+        let s = settings();
+        if let Some(live) = grace(fd, self.before.threads, &self.before.tids, s.grace_ms, true) {
+            left_by_runs(&self.arenas[..=i], &mut self.left[..=i]);
+            write_left(fd, &self.left[..=i]);
+            self.series.grace(live, crate::lengths::read(fd, None));
+            if self.settled(i) {
+                return End::Settled;
+            }
+        } else {
+            write_left(fd, &self.left[..=i]);
+        }
+        if threads_left {
+            End::ThreadsLeft
+        } else {
+            End::Kept
+        }
+    }
+}
+
+/// Stacks mode, after the last extra run `max_runs`: the last dump is taken again once the
+/// runs' threads had their grace, and scanned once, whether it was retaken or not.
+fn retake_last_dump(fd: c_int, max_runs: u32, before: &BeforeRuns) {
+    let s = settings();
+    let retake = grace(fd, before.threads, &before.tids, s.grace_ms, false).is_some();
+    dump(max_runs, true, retake);
+    if retake {
+        crate::lengths::read(fd, None);
+    }
+    let mut last = FixedPath::new();
+    if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, max_runs) {
+        crate::lengths::write_sites(&last);
+    }
 }
 
 /// What each extra run (the `i`th of `run_arenas`: run i + 1) left behind: in its arena, and
@@ -532,11 +644,7 @@ fn grace(
         });
     }
     let waited = sys::now_ms().saturating_sub(started);
-    let live = if counting {
-        arenas::live_outside_main_arena()
-    } else {
-        Live::default()
-    };
+    let live = live_now(counting);
     put(
         fd,
         Entry::Grace {

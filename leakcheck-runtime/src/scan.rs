@@ -46,6 +46,9 @@ pub fn dump_unreached(path: &FixedPath, paths: Option<&FixedPath>) -> bool {
     written
 }
 
+/// Marks what the roots reach among the live allocations (resuming the stopped threads as
+/// soon as that is done), then writes how the reached ones are held, the scan's cost, the
+/// cycles among the lost ones, and the lost ones by stack to `out`.
 fn write_unreached(
     out: &mut Out,
     s: &mut State,
@@ -71,6 +74,46 @@ fn write_unreached(
             std::slice::from_raw_parts_mut(work_mem.ptr.cast::<u32>(), n),
         )
     };
+    let k = collect_live(s, objs);
+    let objs = &mut objs[..k];
+    let started = sys::now_us();
+    objs.sort_unstable_by_key(|o| o.start);
+    // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
+    // end meanwhile (registry held); the objects are live (the lock keeps them from being
+    // freed: `forget` takes it before the allocator gets an object back).
+    let reached = unsafe { reach::mark(objs, roots.ranges(), &|r| roots.lasting(r), work) };
+    stop::resume(stop);
+    let marked = sys::now_us();
+    let arena: &[u64] = s.stacks.arena.words();
+    let path_words = match paths.filter(|_| paths_wanted()) {
+        Some(paths) => write_paths(paths, objs, &work[..reached], roots, arena, s.stacks.used),
+        None => 0,
+    };
+    if let Some(p) = paths {
+        let scan_words = (k * obj_words + n / 2 + 1) as u64;
+        let cost = [
+            k as u64,
+            reached as u64,
+            marked - started,
+            sys::now_us() - marked,
+            8 * scan_words,
+            8 * path_words as u64,
+        ];
+        write_scan_cost(p, &cost);
+    }
+    // The cycles among the lost objects, while `objs` is still sorted by start.
+    if !cycles.is_empty() {
+        write_dump(cycles, |o| crate::cycles::write(o, objs, arena));
+    }
+    write_lost_by_stack(out, objs, arena);
+    objs_mem.unmap();
+    work_mem.unmap();
+    true
+}
+
+/// Fills `objs` (at most its length) with the tracker's live allocations; returns how many.
+fn collect_live(s: &mut State, objs: &mut [reach::Obj]) -> usize {
+    let n = objs.len();
     let mut k = 0;
     for pair in s.live.table.words().chunks_exact(2) {
         if pair[0] == 0 || k == n {
@@ -88,47 +131,37 @@ fn write_unreached(
         };
         k += 1;
     }
-    let objs = &mut objs[..k];
-    let started = sys::now_us();
-    objs.sort_unstable_by_key(|o| o.start);
-    // SAFETY: the roots are mapped writable segments and the stacks of threads that cannot
-    // end meanwhile (registry held); the objects are live (the lock keeps them from being
-    // freed: `forget` takes it before the allocator gets an object back).
-    let reached = unsafe { reach::mark(objs, roots.ranges(), &|r| roots.lasting(r), work) };
-    stop::resume(stop);
-    let marked = sys::now_us();
-    let arena: &[u64] = s.stacks.arena.words();
-    let mut path_words = 0;
-    if let Some(paths) = paths.filter(|_| paths_wanted()) {
-        let words = s.stacks.used.next_multiple_of(2).max(2);
-        if let Some(mut votes_mem) = Region::map(words) {
-            path_words = words;
-            // SAFETY: a fresh zeroed mapping of that many words.
-            let votes = unsafe { std::slice::from_raw_parts_mut(votes_mem.ptr, words) };
-            write_dump(paths, |o| {
-                crate::paths::write(o, objs, &work[..reached], roots, arena, votes);
-                true
-            });
-            votes_mem.unmap();
-        }
-    }
-    if let Some(p) = paths {
-        let scan_words = (k * obj_words + n / 2 + 1) as u64;
-        let cost = [
-            k as u64,
-            reached as u64,
-            marked - started,
-            sys::now_us() - marked,
-            8 * scan_words,
-            8 * path_words as u64,
-        ];
-        write_scan_cost(p, &cost);
-    }
-    // The cycles among the lost objects, while `objs` is still sorted by start.
-    if !cycles.is_empty() {
-        write_dump(cycles, |o| crate::cycles::write(o, objs, arena));
-    }
-    // The lost objects, grouped by stack.
+    k
+}
+
+/// Writes `paths` (how each stack's reached objects are held, see [`crate::paths`]) with a
+/// table of votes mapped for it, `stacks_used` words of stacks; returns that table's words
+/// (0 when it could not be mapped, and nothing was written).
+fn write_paths(
+    paths: &FixedPath,
+    objs: &[reach::Obj],
+    reached: &[u32],
+    roots: &reach::Roots,
+    arena: &[u64],
+    stacks_used: usize,
+) -> usize {
+    let words = stacks_used.next_multiple_of(2).max(2);
+    let Some(mut votes_mem) = Region::map(words) else {
+        return 0;
+    };
+    // SAFETY: a fresh zeroed mapping of that many words.
+    let votes = unsafe { std::slice::from_raw_parts_mut(votes_mem.ptr, words) };
+    write_dump(paths, |o| {
+        crate::paths::write(o, objs, reached, roots, arena, votes);
+        true
+    });
+    votes_mem.unmap();
+    words
+}
+
+/// Writes the lost objects of `objs` (the unmarked ones whose stacks are written), one
+/// record per stack and object size, in the format of the dump. Reorders `objs`.
+fn write_lost_by_stack(out: &mut Out, objs: &mut [reach::Obj], arena: &[u64]) {
     let mut lost = 0;
     for i in 0..objs.len() {
         if !objs[i].marked {
@@ -159,9 +192,6 @@ fn write_unreached(
         let objects = group.len() as u64;
         out.counts(objects, bytes, objects, bytes);
     }
-    objs_mem.unmap();
-    work_mem.unmap();
-    true
 }
 
 /// `<dump>.cycles` beside `<dump>.unreached` (empty when the name is not that).

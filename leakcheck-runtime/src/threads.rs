@@ -182,7 +182,7 @@ pub unsafe extern "C" fn pthread_create(
 // get past its destructor, and its stack stays mapped, meanwhile.
 
 /// Most threads recorded at once; threads beyond are not scanned (their memory then only
-/// looks unreachable, which is what every stack was judged as before this scan existed).
+/// looks unreachable, which is how every stack was treated before this scan existed).
 pub const MAX_THREADS: usize = 2048;
 
 /// One live thread: kernel id (0: free slot), its stack block `[lo, hi)` and its thread
