@@ -479,6 +479,14 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
     );
 }
 
+/// The [`annotations`] as written to stdout: one workflow command a line.
+pub fn annotations_text(report: &Report, repo_root: &Path) -> String {
+    annotations(report, repo_root)
+        .into_iter()
+        .map(|line| line + "\n")
+        .collect()
+}
+
 /// The step outputs a workflow can use after the run: where the report and its artifacts are
 /// (`steps.<id>.outputs.report-dir`, for an artifact upload), as absolute paths.
 pub fn step_outputs(out_dir: &Path) -> String {
@@ -501,10 +509,10 @@ pub fn emit(report: &Report, workspace_root: &Path, out_dir: &Path) {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| workspace_root.to_path_buf());
     let repo_root = repo_root.canonicalize().unwrap_or(repo_root);
-    let mut out = std::io::stdout().lock();
-    for line in annotations(report, &repo_root) {
-        let _ = std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes());
-    }
+    let _ = std::io::Write::write_all(
+        &mut std::io::stdout().lock(),
+        annotations_text(report, &repo_root).as_bytes(),
+    );
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") {
         append(
             &path,

@@ -57,7 +57,6 @@ fn rank(v: Verdict) -> u8 {
 /// Renders the page of `report`; `root` is the workspace root (paths are shown relative to
 /// it, and source lines read from under it).
 pub fn render(report: &Report, page: &Page, root: &Path) -> String {
-    let mut sources = Sources::new(root);
     let mut h = String::with_capacity(64 * 1024 + report.tests.len() * 512);
     let crates: Vec<&str> = {
         let mut c: Vec<&str> = report
@@ -78,12 +77,23 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
     );
     let _ = write!(
         h,
-        "<header>\n<h1>{}</h1>\n<p id=\"meta\"><code>{}</code> · {} · cargo-leakcheck {}</p>\n</header>\n<main>\n",
+        "<header>\n<h1>{}</h1>\n<p id=\"meta\"><code>{}</code> · {} · cargo-leakcheck {}</p>\n</header>\n",
         esc(&title),
         esc(page.command),
         esc(&page.date),
         env!("CARGO_PKG_VERSION")
     );
+    h.push_str(&main_element(report, page, root));
+    let _ = write!(h, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    h
+}
+
+/// The page's `<main>` element: everything it says about the run's results (without the
+/// style, the script and the header with the command and the date).
+pub fn main_element(report: &Report, page: &Page, root: &Path) -> String {
+    let mut sources = Sources::new(root);
+    let mut h = String::with_capacity(32 * 1024 + report.tests.len() * 512);
+    h.push_str("<main>\n");
     // The gate's answer (`Report::exit_code`), as the exit code, JUnit and the annotations
     // give it.
     let code = report.exit_code();
@@ -121,7 +131,7 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
         }
         h.push_str("</ul>\n</section>\n");
     }
-    let _ = write!(h, "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    h.push_str("</main>\n");
     h
 }
 
