@@ -9,37 +9,37 @@ use std::path::{Path, PathBuf};
 /// How many stacks its plot draws.
 const STACKS_PLOTTED: usize = 5;
 
+/// Where a bench's artifacts go: `<dir>/<stem>.<ext>` under the output directory.
+struct Files {
+    dir: String,
+    stem: String,
+}
+
+impl Files {
+    fn of(b: &BenchReport) -> Files {
+        Files {
+            dir: flamegraph::file_stem(&format!("{}-bench-{}", b.package, b.binary)),
+            stem: flamegraph::file_stem(&b.name),
+        }
+    }
+
+    /// The artifact with extension `ext`, relative to the output directory.
+    fn rel(&self, ext: &str) -> PathBuf {
+        PathBuf::from(&self.dir).join(format!("{}.{ext}", self.stem))
+    }
+}
+
+/// Writes a bench's or service's artifacts under `out_dir` and names them in its report: a
+/// service's memory plot, whatever its verdict, and the growth's folded stacks, plot, flame
+/// graph and pprof profile when it grew. What cannot be written is a note.
 pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut Vec<String>) {
-    let dir_name = flamegraph::file_stem(&format!("{}-bench-{}", b.package, b.binary));
-    let stem = flamegraph::file_stem(&b.name);
-    let rel = |ext: &str| PathBuf::from(&dir_name).join(format!("{stem}.{ext}"));
+    let files = Files::of(b);
     // A service's memory, whatever its verdict: a flat line is an answer too.
     if !b.rss.is_empty() {
-        let series = [
-            ("resident set size (RSS)".to_string(), b.rss.clone()),
-            ("live heap, all stacks".to_string(), b.heap.clone()),
-        ];
-        let title = format!("{}: the process's memory over time", b.name);
-        // Where it went, stacked under the lines, when the allocator's figures were read.
-        let svg = match b.memory.as_ref().filter(|m| m.series.len() >= 2) {
-            Some(m) => {
-                let at: Vec<f64> = m.series.iter().map(|p| p.seconds).collect();
-                let stacked: Vec<(String, Vec<u64>)> = crate::model::MemoryPart::ALL
-                    .iter()
-                    .enumerate()
-                    .map(|(i, part)| {
-                        let values = m.series.iter().map(|p| p.parts[i]).collect();
-                        (part.label().to_string(), values)
-                    })
-                    .collect();
-                plot::stacked_chart(&title, &at, &stacked, &series)
-            }
-            None => plot::line_chart(&title, &series),
-        };
-        let written = std::fs::create_dir_all(out_dir.join(&dir_name))
-            .and_then(|_| std::fs::write(out_dir.join(rel("memory.svg")), svg));
+        let written = std::fs::create_dir_all(out_dir.join(&files.dir))
+            .and_then(|_| std::fs::write(out_dir.join(files.rel("memory.svg")), memory_chart(b)));
         match written {
-            Ok(()) => b.artifacts.memory_plot = Some(rel("memory.svg").display().to_string()),
+            Ok(()) => b.artifacts.memory_plot = Some(files.rel("memory.svg").display().to_string()),
             Err(e) => notes.push(format!(
                 "could not write the memory plot of `{}`: {e}",
                 b.name
@@ -49,6 +49,56 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
     if b.verdict != Verdict::Leak {
         return;
     }
+    match write_growth(b, out_dir, &files, root) {
+        Ok(()) => {
+            b.artifacts = BenchArtifacts {
+                flamegraph: Some(files.rel("svg").display().to_string()),
+                folded: Some(files.rel("folded").display().to_string()),
+                plot: Some(files.rel("plot.svg").display().to_string()),
+                pprof: Some(files.rel("pb.gz").display().to_string()),
+                memory_plot: b.artifacts.memory_plot.take(),
+            };
+        }
+        Err(e) => notes.push(format!(
+            "could not write the artifacts of bench `{}`: {e}",
+            b.name
+        )),
+    }
+}
+
+/// A service's resident set size and live heap over time, with where the memory went
+/// stacked under the lines when the allocator's figures were read.
+fn memory_chart(b: &BenchReport) -> String {
+    let series = [
+        ("resident set size (RSS)".to_string(), b.rss.clone()),
+        ("live heap, all stacks".to_string(), b.heap.clone()),
+    ];
+    let title = format!("{}: the process's memory over time", b.name);
+    match b.memory.as_ref().filter(|m| m.series.len() >= 2) {
+        Some(m) => {
+            let at: Vec<f64> = m.series.iter().map(|p| p.seconds).collect();
+            let stacked: Vec<(String, Vec<u64>)> = crate::model::MemoryPart::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, part)| {
+                    let values = m.series.iter().map(|p| p.parts[i]).collect();
+                    (part.label().to_string(), values)
+                })
+                .collect();
+            plot::stacked_chart(&title, &at, &stacked, &series)
+        }
+        None => plot::line_chart(&title, &series),
+    }
+}
+
+/// The collections that grew.
+fn growing_collections(b: &BenchReport) -> Vec<&crate::model::BenchCollection> {
+    b.collections.iter().filter(|c| c.flagged).collect()
+}
+
+/// The growth's folded stacks, sorted: each growing stack (its memory's label as its root
+/// frame when not the heap's), and each growing collection as one frame.
+fn folded_growth(b: &BenchReport) -> Vec<String> {
     let mut folded: Vec<String> = b
         .stacks
         .iter()
@@ -62,9 +112,7 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
             }
         })
         .collect();
-    let growing: Vec<&crate::model::BenchCollection> =
-        b.collections.iter().filter(|c| c.flagged).collect();
-    folded.extend(growing.iter().map(|c| {
+    folded.extend(growing_collections(b).iter().map(|c| {
         let what = &c.collection;
         let frame = FrameReport::named(&format!(
             "[collection {}: {}]",
@@ -74,13 +122,19 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
         flamegraph::folded_line(&[frame], what.bytes_of(c.growth))
     }));
     folded.sort();
+    folded
+}
+
+/// The plot's lines: the first stacks' retained bytes over time, then the growing
+/// collections' (their entries times an entry's size).
+fn plotted_series(b: &BenchReport, root: &Path) -> Vec<(String, Vec<(f64, u64)>)> {
     let mut series: Vec<(String, Vec<(f64, u64)>)> = b
         .stacks
         .iter()
         .take(STACKS_PLOTTED)
         .map(|s| (stack_label(&s.frames, s.flagged, root), s.series.clone()))
         .collect();
-    series.extend(growing.iter().take(STACKS_PLOTTED).map(|c| {
+    series.extend(growing_collections(b).iter().take(STACKS_PLOTTED).map(|c| {
         let label = format!(
             "GROWS: {} {} (its entries times {} B)",
             c.collection.root,
@@ -95,58 +149,51 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
                 .collect(),
         )
     }));
+    series
+}
+
+/// The growth, as a pprof profile: objects are not counted per snapshot, so 0.
+fn growth_profile(b: &BenchReport) -> Vec<u8> {
+    let samples: Vec<pprof::Sample> = b
+        .stacks
+        .iter()
+        .filter(|s| s.flagged && s.growth_bytes > 0)
+        .map(|s| pprof::Sample {
+            frames: &s.frames,
+            objects: 0,
+            bytes: s.growth_bytes as u64,
+        })
+        .collect();
+    pprof::encode(
+        &samples,
+        &b.binary,
+        &format!("memory {} kept growing by (cargo-leakcheck bench)", b.name),
+    )
+}
+
+/// Writes a growing bench's folded stacks, plot, flame graph and pprof profile.
+fn write_growth(
+    b: &BenchReport,
+    out_dir: &Path,
+    files: &Files,
+    root: &Path,
+) -> std::io::Result<()> {
+    let folded = folded_growth(b);
     let title = format!("{} {}: retained bytes over time", b.binary, b.name);
-    let result = std::fs::create_dir_all(out_dir.join(&dir_name))
-        .and_then(|_| std::fs::write(out_dir.join(rel("folded")), folded.join("\n") + "\n"))
-        .and_then(|_| {
-            std::fs::write(
-                out_dir.join(rel("plot.svg")),
-                plot::line_chart(&title, &series),
-            )
-        })
-        .and_then(|_| {
-            let file = std::fs::File::create(out_dir.join(rel("svg")))?;
-            flamegraph::svg_titled(
-                &format!("{} {}: growth", b.binary, b.name),
-                "memory that kept growing over the later half of the run, by allocation stack",
-                &folded,
-                std::io::BufWriter::new(file),
-            )
-        })
-        .and_then(|_| {
-            // The growth, as a profile: objects are not counted per snapshot, so 0.
-            let samples: Vec<pprof::Sample> = b
-                .stacks
-                .iter()
-                .filter(|s| s.flagged && s.growth_bytes > 0)
-                .map(|s| pprof::Sample {
-                    frames: &s.frames,
-                    objects: 0,
-                    bytes: s.growth_bytes as u64,
-                })
-                .collect();
-            let profile = pprof::encode(
-                &samples,
-                &b.binary,
-                &format!("memory {} kept growing by (cargo-leakcheck bench)", b.name),
-            );
-            pprof::write_gz(&out_dir.join(rel("pb.gz")), &profile)
-        });
-    match result {
-        Ok(()) => {
-            b.artifacts = BenchArtifacts {
-                flamegraph: Some(rel("svg").display().to_string()),
-                folded: Some(rel("folded").display().to_string()),
-                plot: Some(rel("plot.svg").display().to_string()),
-                pprof: Some(rel("pb.gz").display().to_string()),
-                memory_plot: b.artifacts.memory_plot.take(),
-            };
-        }
-        Err(e) => notes.push(format!(
-            "could not write the artifacts of bench `{}`: {e}",
-            b.name
-        )),
-    }
+    let at = |ext: &str| out_dir.join(files.rel(ext));
+    std::fs::create_dir_all(out_dir.join(&files.dir))?;
+    std::fs::write(at("folded"), folded.join("\n") + "\n")?;
+    std::fs::write(
+        at("plot.svg"),
+        plot::line_chart(&title, &plotted_series(b, root)),
+    )?;
+    flamegraph::svg_titled(
+        &format!("{} {}: growth", b.binary, b.name),
+        "memory that kept growing over the later half of the run, by allocation stack",
+        &folded,
+        std::io::BufWriter::new(std::fs::File::create(at("svg"))?),
+    )?;
+    pprof::write_gz(&at("pb.gz"), &growth_profile(b))
 }
 
 /// A stack's legend label: its first frame outside std (with file:line when known), and
@@ -223,84 +270,7 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
     let mut s = String::new();
     for b in &report.benches {
         match b.verdict {
-            Verdict::Leak => {
-                let flagged: Vec<&BenchStack> = b.stacks.iter().filter(|st| st.flagged).collect();
-                let growth: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
-                let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
-                let growing = b.collections.iter().filter(|c| c.flagged).count();
-                let collections = match growing {
-                    0 => String::new(),
-                    n => format!(
-                        "{} {}",
-                        if flagged.is_empty() { ":" } else { "; and" },
-                        crate::model::count_of(n as u64, "collection longer", "collections longer")
-                    ),
-                };
-                let _ = write!(s, "   GROWS {} {}", b.binary, b.name);
-                if !flagged.is_empty() {
-                    let _ = write!(
-                        s,
-                        ": +{} ({}/s) over the later half of {:.1}s, in {} stack(s)",
-                        human_bytes(growth.max(0) as u64),
-                        human_bytes(rate.max(0.0) as u64),
-                        b.duration_seconds,
-                        flagged.len()
-                    );
-                }
-                let _ = writeln!(s, "{collections}");
-                for c in b.collections.iter().filter(|c| c.flagged).take(3) {
-                    let mut shown = c.clone();
-                    shown.collection.file = c.collection.file.as_deref().map(|f| {
-                        let p = Path::new(f);
-                        p.strip_prefix(root).unwrap_or(p).display().to_string()
-                    });
-                    let _ = writeln!(s, "           {}", shown.describe());
-                }
-                for st in flagged.iter().take(3) {
-                    if let Some(f) = crate::analysis::frames::identifying_frame(&st.frames, root) {
-                        let at = match (&f.file, f.line) {
-                            (Some(file), Some(line)) => {
-                                let p = Path::new(file);
-                                format!(" ({}:{line})", p.strip_prefix(root).unwrap_or(p).display())
-                            }
-                            _ => String::new(),
-                        };
-                        let what = st
-                            .memory
-                            .label()
-                            .map(|l| format!(" of {l}"))
-                            .unwrap_or_default();
-                        let _ = writeln!(
-                            s,
-                            "           +{}{what} at {}{at}",
-                            human_bytes(st.growth_bytes.max(0) as u64),
-                            f.function
-                        );
-                        if let Some(task) = &st.task {
-                            let _ = writeln!(
-                                s,
-                                "             {}",
-                                crate::report::human::live_tasks_text(task, st.objects, root)
-                            );
-                        }
-                        for line in st
-                            .retained_by
-                            .iter()
-                            .flat_map(|h| crate::report::human::held_text(h, root))
-                        {
-                            let _ = writeln!(s, "             {line}");
-                        }
-                    }
-                }
-                if let (Some(p), Some(f)) = (&b.artifacts.plot, &b.artifacts.flamegraph) {
-                    let _ = writeln!(
-                        s,
-                        "           plot: {}\n           flame graph: {}",
-                        out_dir.join(p).display(),
-                        out_dir.join(f).display()
-                    );
-                }
-            }
+            Verdict::Leak => growing_text(&mut s, b, root, out_dir),
             Verdict::Clean => {}
             other => {
                 let _ = writeln!(
@@ -319,21 +289,121 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
         }
     }
     for b in &report.benches {
-        if let Some(plot) = &b.artifacts.memory_plot {
-            let peak = |series: &[(f64, u64)]| series.iter().map(|p| p.1).max().unwrap_or(0);
-            let _ = writeln!(
-                s,
-                "  Memory {}: RSS peaked at {}, live heap at {}; plot: {}",
-                b.name,
-                human_bytes(peak(&b.rss)),
-                human_bytes(peak(&b.heap)),
-                out_dir.join(plot).display()
-            );
-        }
-        if let Some(m) = &b.memory {
-            s.push_str(&memory_text(m));
-        }
+        memory_lines(&mut s, b, out_dir);
     }
+    totals_line(&mut s, report);
+    crate::report::human::notes_and_outputs(&mut s, &report.notes, out_dir);
+    s
+}
+
+/// A growing bench or service: by how much, how fast and in what, its first growing
+/// collections and stacks, and its plot and flame graph.
+fn growing_text(s: &mut String, b: &BenchReport, root: &Path, out_dir: &Path) {
+    let flagged: Vec<&BenchStack> = b.stacks.iter().filter(|st| st.flagged).collect();
+    let growth: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
+    let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
+    let growing = b.collections.iter().filter(|c| c.flagged).count();
+    let collections = match growing {
+        0 => String::new(),
+        n => format!(
+            "{} {}",
+            if flagged.is_empty() { ":" } else { "; and" },
+            crate::model::count_of(n as u64, "collection longer", "collections longer")
+        ),
+    };
+    let _ = write!(s, "   GROWS {} {}", b.binary, b.name);
+    if !flagged.is_empty() {
+        let _ = write!(
+            s,
+            ": +{} ({}/s) over the later half of {:.1}s, in {} stack(s)",
+            human_bytes(growth.max(0) as u64),
+            human_bytes(rate.max(0.0) as u64),
+            b.duration_seconds,
+            flagged.len()
+        );
+    }
+    let _ = writeln!(s, "{collections}");
+    for c in b.collections.iter().filter(|c| c.flagged).take(3) {
+        let mut shown = c.clone();
+        shown.collection.file = c.collection.file.as_deref().map(|f| {
+            let p = Path::new(f);
+            p.strip_prefix(root).unwrap_or(p).display().to_string()
+        });
+        let _ = writeln!(s, "           {}", shown.describe());
+    }
+    for st in flagged.iter().take(3) {
+        growing_stack_text(s, st, root);
+    }
+    if let (Some(p), Some(f)) = (&b.artifacts.plot, &b.artifacts.flamegraph) {
+        let _ = writeln!(
+            s,
+            "           plot: {}\n           flame graph: {}",
+            out_dir.join(p).display(),
+            out_dir.join(f).display()
+        );
+    }
+}
+
+/// A growing stack: by how much, at its first frame of the program's own code, with the
+/// task and the root that hold it.
+fn growing_stack_text(s: &mut String, st: &BenchStack, root: &Path) {
+    let Some(f) = crate::analysis::frames::identifying_frame(&st.frames, root) else {
+        return;
+    };
+    let at = match (&f.file, f.line) {
+        (Some(file), Some(line)) => {
+            let p = Path::new(file);
+            format!(" ({}:{line})", p.strip_prefix(root).unwrap_or(p).display())
+        }
+        _ => String::new(),
+    };
+    let what = st
+        .memory
+        .label()
+        .map(|l| format!(" of {l}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "           +{}{what} at {}{at}",
+        human_bytes(st.growth_bytes.max(0) as u64),
+        f.function
+    );
+    if let Some(task) = &st.task {
+        let _ = writeln!(
+            s,
+            "             {}",
+            crate::report::human::live_tasks_text(task, st.objects, root)
+        );
+    }
+    for line in st
+        .retained_by
+        .iter()
+        .flat_map(|h| crate::report::human::held_text(h, root))
+    {
+        let _ = writeln!(s, "             {line}");
+    }
+}
+
+/// A service's memory: its peaks and plot, and where its resident memory went.
+fn memory_lines(s: &mut String, b: &BenchReport, out_dir: &Path) {
+    if let Some(plot) = &b.artifacts.memory_plot {
+        let peak = |series: &[(f64, u64)]| series.iter().map(|p| p.1).max().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "  Memory {}: RSS peaked at {}, live heap at {}; plot: {}",
+            b.name,
+            human_bytes(peak(&b.rss)),
+            human_bytes(peak(&b.heap)),
+            out_dir.join(plot).display()
+        );
+    }
+    if let Some(m) = &b.memory {
+        s.push_str(&memory_text(m));
+    }
+}
+
+/// The counts by verdict, and how the heap was sampled.
+fn totals_line(s: &mut String, report: &Report) {
     let count = |v: Verdict| report.benches.iter().filter(|b| b.verdict == v).count();
     let sampling = match report.settings.sample_period {
         1 => "every allocation recorded".to_string(),
@@ -361,8 +431,6 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
             - count(Verdict::Leak)
             - count(Verdict::Unsettled),
     );
-    crate::report::human::notes_and_outputs(&mut s, &report.notes, out_dir);
-    s
 }
 
 #[cfg(test)]

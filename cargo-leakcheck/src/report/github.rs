@@ -24,21 +24,47 @@ pub fn enabled(flag: Option<&str>) -> bool {
     }
 }
 
+/// An allocating line of the repository that failing stacks start from.
+struct Site {
+    file: String,
+    line: u32,
+    /// The tests that leaked there (`binary name`), in the order met.
+    tests: Vec<String>,
+    bytes: u64,
+    objects: u64,
+    /// How its objects are lost (a reference cycle, nothing pointing to them).
+    lost: Option<String>,
+}
+
 /// The workflow commands: one `::error` per allocating line in the repository (`repo_root`;
 /// paths are relative to it) that failing stacks of leaking tests start from, naming every
 /// test that leaked there and the total, at most [`MAX_ANNOTATIONS`], then a `::notice` with
 /// how many were left out. One per line, because GitHub shows only ten per step and a line
 /// several tests or stacks leak through is one place to fix.
 pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
-    struct Site {
-        file: String,
-        line: u32,
-        tests: Vec<String>,
-        bytes: u64,
-        objects: u64,
-        /// How its objects are lost (a reference cycle, nothing pointing to them).
-        lost: Option<String>,
+    let mut all: Vec<String> = leak_sites(report, repo_root)
+        .iter()
+        .map(site_annotation)
+        .collect();
+    all.extend(collection_annotations(report, repo_root));
+    all.extend(bench_annotations(report, repo_root));
+    all.extend(unsettled_annotations(report));
+    let left_out = all.len().saturating_sub(MAX_ANNOTATIONS);
+    all.truncate(MAX_ANNOTATIONS);
+    if left_out > 0 {
+        all.push(format!(
+            "::notice title=cargo-leakcheck::{}",
+            data(&format!(
+                "{left_out} more leaking allocation site(s) or unjudged tests are not annotated (GitHub shows {MAX_ANNOTATIONS}); see the job summary and report.json"
+            ))
+        ));
     }
+    all
+}
+
+/// The repository's lines that the failing stacks of tests whose leak fails the run start
+/// from, in the order met, each with every test and stack through it.
+fn leak_sites(report: &Report, repo_root: &Path) -> Vec<Site> {
     let mut sites: Vec<Site> = Vec::new();
     // Under `--fail-on new`, the base run's unchanged leaks are not this change's.
     let failing = |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && report.fails(t);
@@ -73,66 +99,57 @@ pub fn annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             }
         }
     }
-    let mut all: Vec<String> = sites
-        .iter()
-        .map(|s| {
-            let first = s.tests[0].split_once(' ').map_or("", |(_, name)| name);
-            let title = match s.tests.len() {
-                1 => format!("leak in {first}"),
-                n => format!("leak in {first} and {} more", n - 1),
-            };
-            let by = match s.tests.len() {
-                1 => s.tests[0].clone(),
-                n => format!("{n} tests: {}", s.tests.join(", ")),
-            };
-            let lost = s
-                .lost
-                .as_ref()
-                .map(|l| format!("; {l}"))
-                .unwrap_or_default();
-            format!(
-                "::error file={},line={},title={}::{}",
-                property(&s.file),
-                s.line,
-                property(&title),
-                data(&format!(
-                    "{} in {} object(s) allocated here by {by} and never freed{lost} (cargo-leakcheck)",
-                    human_bytes(s.bytes),
-                    s.objects,
-                ))
-            )
-        })
-        .collect();
-    all.extend(collection_annotations(report, repo_root));
-    all.extend(bench_annotations(report, repo_root));
-    // A test that could not be judged has no line to point at; when the configuration
-    // makes that fail the run, the run's page must still say which test and why.
-    for t in report
+    sites
+}
+
+/// A leaking line's `::error`: what was allocated there by which tests, and how it is lost.
+fn site_annotation(s: &Site) -> String {
+    let first = s.tests[0].split_once(' ').map_or("", |(_, name)| name);
+    let title = match s.tests.len() {
+        1 => format!("leak in {first}"),
+        n => format!("leak in {first} and {} more", n - 1),
+    };
+    let by = match s.tests.len() {
+        1 => s.tests[0].clone(),
+        n => format!("{n} tests: {}", s.tests.join(", ")),
+    };
+    let lost = s
+        .lost
+        .as_ref()
+        .map(|l| format!("; {l}"))
+        .unwrap_or_default();
+    format!(
+        "::error file={},line={},title={}::{}",
+        property(&s.file),
+        s.line,
+        property(&title),
+        data(&format!(
+            "{} in {} object(s) allocated here by {by} and never freed{lost} (cargo-leakcheck)",
+            human_bytes(s.bytes),
+            s.objects,
+        ))
+    )
+}
+
+/// A test that could not be judged has no line to point at; when the configuration makes
+/// that fail the run, the run's page must still say which test and why.
+fn unsettled_annotations(report: &Report) -> Vec<String> {
+    report
         .tests
         .iter()
         .filter(|t| t.verdict == Verdict::Unsettled && report.fails(t))
-    {
-        let why = t.message.as_deref().unwrap_or("it could not be judged");
-        all.push(format!(
-            "::error title={}::{}",
-            property(&format!("unsettled: {}", t.name)),
-            data(&format!(
-                "{} {} was not judged: {why}; `unsettled-fails` in leakcheck.toml makes that fail the run (cargo-leakcheck)",
-                t.binary, t.name
-            ))
-        ));
-    }
-    let left_out = all.len().saturating_sub(MAX_ANNOTATIONS);
-    all.truncate(MAX_ANNOTATIONS);
-    if left_out > 0 {
-        all.push(format!(
-            "::notice title=cargo-leakcheck::{}",
-            data(&format!(
-                "{left_out} more leaking allocation site(s) or unjudged tests are not annotated (GitHub shows {MAX_ANNOTATIONS}); see the job summary and report.json"
-            ))
-        ));
-    }
-    all
+        .map(|t| {
+            let why = t.message.as_deref().unwrap_or("it could not be judged");
+            format!(
+                "::error title={}::{}",
+                property(&format!("unsettled: {}", t.name)),
+                data(&format!(
+                    "{} {} was not judged: {why}; `unsettled-fails` in leakcheck.toml makes that fail the run (cargo-leakcheck)",
+                    t.binary, t.name
+                ))
+            )
+        })
+        .collect()
 }
 
 /// Where a stack starts in the repository's code, the file relative to it: GitHub can show
@@ -479,6 +496,14 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
     );
 }
 
+/// The [`annotations`] as written to stdout: one workflow command a line.
+pub fn annotations_text(report: &Report, repo_root: &Path) -> String {
+    annotations(report, repo_root)
+        .into_iter()
+        .map(|line| line + "\n")
+        .collect()
+}
+
 /// The step outputs a workflow can use after the run: where the report and its artifacts are
 /// (`steps.<id>.outputs.report-dir`, for an artifact upload), as absolute paths.
 pub fn step_outputs(out_dir: &Path) -> String {
@@ -501,10 +526,10 @@ pub fn emit(report: &Report, workspace_root: &Path, out_dir: &Path) {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| workspace_root.to_path_buf());
     let repo_root = repo_root.canonicalize().unwrap_or(repo_root);
-    let mut out = std::io::stdout().lock();
-    for line in annotations(report, &repo_root) {
-        let _ = std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes());
-    }
+    let _ = std::io::Write::write_all(
+        &mut std::io::stdout().lock(),
+        annotations_text(report, &repo_root).as_bytes(),
+    );
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") {
         append(
             &path,

@@ -57,7 +57,6 @@ fn rank(v: Verdict) -> u8 {
 /// Renders the page of `report`; `root` is the workspace root (paths are shown relative to
 /// it, and source lines read from under it).
 pub fn render(report: &Report, page: &Page, root: &Path) -> String {
-    let mut sources = Sources::new(root);
     let mut h = String::with_capacity(64 * 1024 + report.tests.len() * 512);
     let crates: Vec<&str> = {
         let mut c: Vec<&str> = report
@@ -78,12 +77,23 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
     );
     let _ = write!(
         h,
-        "<header>\n<h1>{}</h1>\n<p id=\"meta\"><code>{}</code> · {} · cargo-leakcheck {}</p>\n</header>\n<main>\n",
+        "<header>\n<h1>{}</h1>\n<p id=\"meta\"><code>{}</code> · {} · cargo-leakcheck {}</p>\n</header>\n",
         esc(&title),
         esc(page.command),
         esc(&page.date),
         env!("CARGO_PKG_VERSION")
     );
+    h.push_str(&main_element(report, page, root));
+    let _ = write!(h, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    h
+}
+
+/// The page's `<main>` element: everything it says about the run's results (without the
+/// style, the script and the header with the command and the date).
+pub fn main_element(report: &Report, page: &Page, root: &Path) -> String {
+    let mut sources = Sources::new(root);
+    let mut h = String::with_capacity(32 * 1024 + report.tests.len() * 512);
+    h.push_str("<main>\n");
     // The gate's answer (`Report::exit_code`), as the exit code, JUnit and the annotations
     // give it.
     let code = report.exit_code();
@@ -121,7 +131,7 @@ pub fn render(report: &Report, page: &Page, root: &Path) -> String {
         }
         h.push_str("</ul>\n</section>\n");
     }
-    let _ = write!(h, "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    h.push_str("</main>\n");
     h
 }
 
@@ -226,7 +236,6 @@ fn test_row(
     root: &Path,
     sources: &mut Sources,
 ) {
-    let change = report.change_of(t);
     let v = t.verdict.as_str();
     let full = format!("{} {}", t.binary, t.name);
     let _ = write!(
@@ -234,21 +243,7 @@ fn test_row(
         "<tr class=\"test\" data-verdict=\"{v}\" data-name=\"{}\"><td><span class=\"badge v-{v}\">{v}</span>",
         esc(&full)
     );
-    // Where the verdict alone does not say whether it fails the run, the gate does.
-    let fails = report.fails(t);
-    if t.verdict == Verdict::Unsettled && fails {
-        h.push_str(" <span class=\"gate\" title=\"unsettled-fails\">fails the run</span>");
-    } else if t.verdict == Verdict::Leak && !fails {
-        h.push_str(" <span class=\"gate\" title=\"--fail-on new\">does not fail the run</span>");
-    }
-    if let Some(c) = change {
-        let _ = write!(
-            h,
-            " <span class=\"change c-{0}\" title=\"{1}\">{0}</span>",
-            c.change.as_str(),
-            esc(&c.detail)
-        );
-    }
+    gate_and_change(h, t, report);
     h.push_str("</td><td>");
     let expands = t.verdict != Verdict::Clean;
     if expands {
@@ -273,19 +268,62 @@ fn test_row(
         (_, Some(r)) if r.bytes > 0 => format!("({} own run)", human_bytes(r.bytes)),
         _ => String::new(),
     };
-    let mut growth = per_run_growth(t)
+    let time = page
+        .durations
+        .get(&(t.package.clone(), t.binary.clone(), t.name.clone()))
+        .map(|s| format!("{s:.2} s"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        h,
+        "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num time\">{}</td></tr>",
+        esc(&retained),
+        esc(&growth_cell(t)),
+        esc(&judged_cell(t)),
+        esc(&time)
+    );
+}
+
+/// Beside a test's verdict: whether it fails the run where the verdict alone does not say,
+/// and how it changed against the base run.
+fn gate_and_change(h: &mut String, t: &TestReport, report: &Report) {
+    // Where the verdict alone does not say whether it fails the run, the gate does.
+    let fails = report.fails(t);
+    if t.verdict == Verdict::Unsettled && fails {
+        h.push_str(" <span class=\"gate\" title=\"unsettled-fails\">fails the run</span>");
+    } else if t.verdict == Verdict::Leak && !fails {
+        h.push_str(" <span class=\"gate\" title=\"--fail-on new\">does not fail the run</span>");
+    }
+    if let Some(c) = report.change_of(t) {
+        let _ = write!(
+            h,
+            " <span class=\"change c-{0}\" title=\"{1}\">{0}</span>",
+            c.change.as_str(),
+            esc(&c.detail)
+        );
+    }
+}
+
+/// A test's growth per run: its failing stacks' bytes, and its first failing collection's
+/// entries.
+fn growth_cell(t: &TestReport) -> String {
+    let growth = per_run_growth(t)
         .map(|g| format!("+{}", human_bytes(g)))
         .unwrap_or_default();
-    if let Some(c) = t.collections.iter().find(|c| c.fails) {
-        let entries = c
-            .collection
-            .unit
-            .count(c.growth_per_run.last().copied().unwrap_or(0));
-        growth = match growth.is_empty() {
-            true => format!("+{entries}"),
-            false => format!("{growth}, +{entries}"),
-        };
+    let Some(c) = t.collections.iter().find(|c| c.fails) else {
+        return growth;
+    };
+    let entries = c
+        .collection
+        .unit
+        .count(c.growth_per_run.last().copied().unwrap_or(0));
+    match growth.is_empty() {
+        true => format!("+{entries}"),
+        false => format!("{growth}, +{entries}"),
     }
+}
+
+/// How a test was judged: the method, its extra runs, why on one run, what was drained.
+fn judged_cell(t: &TestReport) -> String {
     let method = method_name(t.method);
     let runs = |n: u32| crate::model::count_of(u64::from(n), "extra run", "extra runs");
     let judged = match (t.extra_runs.in_all, t.extra_runs.made) {
@@ -302,27 +340,14 @@ fn test_row(
         Some(why) => format!("{judged}; one run: {why}"),
         None => judged,
     };
-    let judged = match &t.drained {
+    match &t.drained {
         Some(d) => format!(
             "{judged}; drained {} of {} garbage first",
             crate::model::count_of(d.objects, "object", "objects"),
             d.runtime
         ),
         None => judged,
-    };
-    let time = page
-        .durations
-        .get(&(t.package.clone(), t.binary.clone(), t.name.clone()))
-        .map(|s| format!("{s:.2} s"))
-        .unwrap_or_default();
-    let _ = writeln!(
-        h,
-        "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num time\">{}</td></tr>",
-        esc(&retained),
-        esc(&growth),
-        esc(&judged),
-        esc(&time)
-    );
+    }
 }
 
 /// What the failing stacks grew by on the last extra run, in all.

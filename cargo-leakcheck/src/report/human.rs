@@ -556,6 +556,58 @@ fn failing_text(
     workspace_root: &Path,
     out_dir: &Path,
 ) {
+    failing_headline(s, report, t);
+    if let Some(m) = &t.message {
+        for line in m.lines().take(20) {
+            let _ = writeln!(s, "           | {line}");
+        }
+    }
+    if let Some(why) = crate::report::judged::one_run_reason(t) {
+        let _ = writeln!(s, "           judged on its own run: {why}");
+    } else if t.extra_runs.in_all > 0 {
+        let _ = writeln!(
+            s,
+            "           runs: {}",
+            crate::report::judged::runs_text(t)
+        );
+    }
+    let mut said_lost: Vec<String> = Vec::new();
+    for stack in t.failing_stacks().take(STACKS_SHOWN) {
+        failing_stack_text(s, stack, workspace_root, &mut said_lost);
+    }
+    for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
+        let _ = writeln!(s, "           {}", collection_text(c, workspace_root));
+        frame_lines(s, &c.allocated_at, workspace_root, "grown at");
+    }
+    let failing = t.failing_stacks().count();
+    if failing > STACKS_SHOWN {
+        let _ = writeln!(
+            s,
+            "           … and {} more stacks (see report.json)",
+            failing - STACKS_SHOWN
+        );
+    }
+    if let Some(svg) = &t.artifacts.flamegraph {
+        let _ = writeln!(s, "           flame graph: {}", out_dir.join(svg).display());
+    }
+}
+
+/// The frames shown of a stack, one a line, the first led by `lead` (`at`, `grown at`).
+fn frame_lines(s: &mut String, frames: &[FrameReport], workspace_root: &Path, lead: &str) {
+    let indent = " ".repeat(lead.len());
+    for (i, f) in interesting_frames(frames, workspace_root)
+        .iter()
+        .take(FRAMES_SHOWN)
+        .enumerate()
+    {
+        let lead = if i == 0 { lead } else { &indent };
+        let _ = writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
+    }
+}
+
+/// A failing test's first line: its label, its change against the base run, what it
+/// retained in how many stacks, and how many of its collections grew.
+fn failing_headline(s: &mut String, report: &Report, t: &TestReport) {
     let label = if t.verdict == Verdict::Leak {
         "LEAK"
     } else {
@@ -589,74 +641,40 @@ fn failing_text(
         );
     }
     s.push('\n');
-    if let Some(m) = &t.message {
-        for line in m.lines().take(20) {
-            let _ = writeln!(s, "           | {line}");
-        }
+}
+
+/// A failing stack: what it retained and grew by, its frames from your code, the task that
+/// allocated it, how its objects are lost (a cycle once a test: `said_lost` holds those
+/// said) and who holds them.
+fn failing_stack_text(
+    s: &mut String,
+    stack: &StackReport,
+    workspace_root: &Path,
+    said_lost: &mut Vec<String>,
+) {
+    let _ = writeln!(s, "           {}{}", amount_text(stack), growth_text(stack));
+    frame_lines(s, &stack.frames, workspace_root, "at");
+    if let Some(task) = task_text(stack, workspace_root) {
+        let _ = writeln!(s, "             {task}");
     }
-    if let Some(why) = crate::report::judged::one_run_reason(t) {
-        let _ = writeln!(s, "           judged on its own run: {why}");
-    } else if t.extra_runs.in_all > 0 {
-        let _ = writeln!(
-            s,
-            "           runs: {}",
-            crate::report::judged::runs_text(t)
-        );
-    }
-    let mut said_lost: Vec<String> = Vec::new();
-    for stack in t.failing_stacks().take(STACKS_SHOWN) {
-        let _ = writeln!(s, "           {}{}", amount_text(stack), growth_text(stack));
-        for (i, f) in interesting_frames(&stack.frames, workspace_root)
-            .iter()
-            .take(FRAMES_SHOWN)
-            .enumerate()
-        {
-            let lead = if i == 0 { "at" } else { "  " };
-            let _ = writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
-        }
-        if let Some(task) = task_text(stack, workspace_root) {
-            let _ = writeln!(s, "             {task}");
-        }
-        // Every member stack of a cycle is lost by the same cycle: said once a test.
-        if let Some(lost) = unreachable_text(stack, workspace_root) {
-            match said_lost.contains(&lost) {
-                true => {
-                    let _ = writeln!(s, "             unreachable: in the reference cycle above");
-                }
-                false => {
-                    let _ = writeln!(s, "             {lost}");
-                    said_lost.push(lost);
-                }
+    // Every member stack of a cycle is lost by the same cycle: said once a test.
+    if let Some(lost) = unreachable_text(stack, workspace_root) {
+        match said_lost.contains(&lost) {
+            true => {
+                let _ = writeln!(s, "             unreachable: in the reference cycle above");
+            }
+            false => {
+                let _ = writeln!(s, "             {lost}");
+                said_lost.push(lost);
             }
         }
-        for line in stack
-            .retained_by
-            .iter()
-            .flat_map(|h| held_text(h, workspace_root))
-        {
-            let _ = writeln!(s, "             {line}");
-        }
     }
-    for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
-        let _ = writeln!(s, "           {}", collection_text(c, workspace_root));
-        for (i, f) in interesting_frames(&c.allocated_at, workspace_root)
-            .iter()
-            .take(FRAMES_SHOWN)
-            .enumerate()
-        {
-            let lead = if i == 0 { "grown at" } else { "        " };
-            let _ = writeln!(s, "             {lead} {}", frame_text(f, workspace_root));
-        }
-    }
-    if failing > STACKS_SHOWN {
-        let _ = writeln!(
-            s,
-            "           … and {} more stacks (see report.json)",
-            failing - STACKS_SHOWN
-        );
-    }
-    if let Some(svg) = &t.artifacts.flamegraph {
-        let _ = writeln!(s, "           flame graph: {}", out_dir.join(svg).display());
+    for line in stack
+        .retained_by
+        .iter()
+        .flat_map(|h| held_text(h, workspace_root))
+    {
+        let _ = writeln!(s, "             {line}");
     }
 }
 

@@ -19,4 +19,6 @@ pub mod plot;
 pub mod pprof;
 #[cfg(test)]
 pub mod snapshot;
+#[cfg(test)]
+mod snapshots;
 pub mod suppressions;

@@ -60,25 +60,63 @@ pub fn stacked_chart(
     chart(title, &areas, series)
 }
 
+/// The plotting area and its scales: seconds across, bytes up.
+struct Scale {
+    max_t: f64,
+    max_b: f64,
+    plot_w: f64,
+    plot_h: f64,
+}
+
+impl Scale {
+    /// Scales that fit every point of `areas` and `series`.
+    fn fitting(areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> Scale {
+        let max_t = series
+            .iter()
+            .flat_map(|(_, p)| p.iter().map(|q| q.0))
+            .chain(areas.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)))
+            .fold(0.0f64, f64::max)
+            .max(1e-9);
+        let max_b = series
+            .iter()
+            .flat_map(|(_, p)| p.iter().map(|q| q.1))
+            .chain(areas.iter().flat_map(|(_, p)| p.iter().map(|q| q.2)))
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        Scale {
+            max_t,
+            max_b,
+            plot_w: WIDTH - LEFT - RIGHT,
+            plot_h: HEIGHT - TOP - BOTTOM,
+        }
+    }
+
+    fn x(&self, t: f64) -> f64 {
+        LEFT + t / self.max_t * self.plot_w
+    }
+
+    fn y(&self, b: f64) -> f64 {
+        TOP + self.plot_h - b / self.max_b * self.plot_h
+    }
+
+    /// A point as SVG coordinates, `x,y`.
+    fn point(&self, t: f64, b: u64) -> String {
+        format!("{:.1},{:.1}", self.x(t), self.y(b as f64))
+    }
+
+    /// The baseline of the legend's `i`th entry when it has two columns.
+    fn legend_at(&self, i: usize) -> (f64, f64) {
+        (
+            LEFT + (i % 2) as f64 * (self.plot_w / 2.0),
+            TOP + self.plot_h + 56.0 + (i / 2) as f64 * 16.0,
+        )
+    }
+}
+
 /// Areas (label, points of (seconds, bottom, top)) first, then lines.
 fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> String {
-    let max_t = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.0))
-        .chain(areas.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)))
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let max_b = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.1))
-        .chain(areas.iter().flat_map(|(_, p)| p.iter().map(|q| q.2)))
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let x = |t: f64| LEFT + t / max_t * plot_w;
-    let y = |b: f64| TOP + plot_h - b / max_b * plot_h;
+    let scale = Scale::fitting(areas, series);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -89,10 +127,49 @@ fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> S
         WIDTH / 2.0,
         escape(title)
     );
-    // Axes and grid: five steps each way.
+    axes(&mut svg, &scale);
+    for (i, (label, points)) in areas.iter().enumerate() {
+        let color = AREA_COLORS[i % AREA_COLORS.len()];
+        let top = points.iter().map(|&(t, _, b)| scale.point(t, b));
+        let bottom = points.iter().rev().map(|&(t, b, _)| scale.point(t, b));
+        let outline: Vec<String> = top.chain(bottom).collect();
+        let _ = writeln!(
+            svg,
+            r#"<polygon fill="{color}" stroke="none" points="{}"><title>{}</title></polygon>"#,
+            outline.join(" "),
+            escape(label)
+        );
+    }
+    for (i, (label, _)) in areas.iter().enumerate() {
+        let color = AREA_COLORS[i % AREA_COLORS.len()];
+        legend_entry(&mut svg, scale.legend_at(i + series.len()), color, label);
+    }
+    for (i, (label, points)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let path: Vec<String> = points.iter().map(|&(t, b)| scale.point(t, b)).collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        // One column of lines alone; two when areas share the legend.
+        let at = if areas.is_empty() {
+            (LEFT, TOP + scale.plot_h + 56.0 + i as f64 * 16.0)
+        } else {
+            scale.legend_at(i)
+        };
+        legend_entry(&mut svg, at, color, label);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Axes and grid, five steps each way, with their units, and the frame around the plot.
+fn axes(svg: &mut String, scale: &Scale) {
+    let (plot_w, plot_h) = (scale.plot_w, scale.plot_h);
     for i in 0..=4 {
         let f = i as f64 / 4.0;
-        let (gx, gy) = (x(f * max_t), y(f * max_b));
+        let (gx, gy) = (scale.x(f * scale.max_t), scale.y(f * scale.max_b));
         let _ = writeln!(
             svg,
             r##"<line x1="{LEFT}" y1="{gy:.1}" x2="{:.1}" y2="{gy:.1}" stroke="#ddd"/>"##,
@@ -103,7 +180,7 @@ fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> S
             r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
             LEFT - 6.0,
             gy + 4.0,
-            human_bytes((f * max_b) as u64)
+            human_bytes((f * scale.max_b) as u64)
         );
         let _ = writeln!(
             svg,
@@ -114,7 +191,7 @@ fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> S
             svg,
             r#"<text x="{gx:.1}" y="{:.1}" text-anchor="middle">{:.1} s</text>"#,
             TOP + plot_h + 16.0,
-            f * max_t
+            f * scale.max_t
         );
     }
     let _ = writeln!(
@@ -127,51 +204,6 @@ fn chart(title: &str, areas: &[Area], series: &[(String, Vec<(f64, u64)>)]) -> S
         LEFT + plot_w / 2.0,
         TOP + plot_h + 34.0
     );
-    for (i, (label, points)) in areas.iter().enumerate() {
-        let color = AREA_COLORS[i % AREA_COLORS.len()];
-        let top = points
-            .iter()
-            .map(|&(t, _, b)| format!("{:.1},{:.1}", x(t), y(b as f64)));
-        let bottom = points
-            .iter()
-            .rev()
-            .map(|&(t, b, _)| format!("{:.1},{:.1}", x(t), y(b as f64)));
-        let outline: Vec<String> = top.chain(bottom).collect();
-        let _ = writeln!(
-            svg,
-            r#"<polygon fill="{color}" stroke="none" points="{}"><title>{}</title></polygon>"#,
-            outline.join(" "),
-            escape(label)
-        );
-    }
-    let legend_row = |i: usize| TOP + plot_h + 56.0 + (i / 2) as f64 * 16.0;
-    let legend_x = |i: usize| LEFT + (i % 2) as f64 * (plot_w / 2.0);
-    for (i, (label, _)) in areas.iter().enumerate() {
-        let color = AREA_COLORS[i % AREA_COLORS.len()];
-        let at = (legend_x(i + series.len()), legend_row(i + series.len()));
-        legend_entry(&mut svg, at, color, label);
-    }
-    for (i, (label, points)) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let path: Vec<String> = points
-            .iter()
-            .map(|&(t, b)| format!("{:.1},{:.1}", x(t), y(b as f64)))
-            .collect();
-        let _ = writeln!(
-            svg,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            path.join(" ")
-        );
-        // One column of lines alone; two when areas share the legend.
-        let at = if areas.is_empty() {
-            (LEFT, TOP + plot_h + 56.0 + i as f64 * 16.0)
-        } else {
-            (legend_x(i), legend_row(i))
-        };
-        legend_entry(&mut svg, at, color, label);
-    }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 /// One entry of the legend: a swatch of `color` and `label`, its baseline at `(x, y)`.

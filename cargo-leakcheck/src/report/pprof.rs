@@ -97,88 +97,89 @@ impl Strings {
     }
 }
 
-/// The encoded (not yet compressed) profile of `samples`; `binary` names its one mapping,
-/// `comment` says what it shows.
-pub fn encode(samples: &[Sample], binary: &str, comment: &str) -> Vec<u8> {
-    let mut strings = Strings::default();
-    strings.id("");
-    let mut functions: HashMap<(String, String), u64> = HashMap::new();
-    let mut function_msgs: Vec<Message> = Vec::new();
-    let mut locations: HashMap<Vec<(u64, i64)>, u64> = HashMap::new();
-    let mut location_msgs: Vec<Message> = Vec::new();
-    let mut profile = Message::default();
+/// A profile's functions and locations, each written once and numbered from 1 in the order
+/// first met, and the strings they name.
+#[derive(Default)]
+struct Tables {
+    strings: Strings,
+    functions: HashMap<(String, String), u64>,
+    function_msgs: Vec<Message>,
+    locations: HashMap<Vec<(u64, i64)>, u64>,
+    location_msgs: Vec<Message>,
+}
 
-    let value_type = |strings: &mut Strings, kind: &str, unit: &str| {
+impl Tables {
+    /// The id of a frame's function (by name and file), written when first met.
+    fn function(&mut self, frame: &FrameReport) -> u64 {
+        let file = frame.file.clone().unwrap_or_default();
+        let key = (frame.function.clone(), file.clone());
+        if let Some(&id) = self.functions.get(&key) {
+            return id;
+        }
+        let id = self.function_msgs.len() as u64 + 1;
         let mut m = Message::default();
-        m.uint(1, strings.id(kind));
-        m.uint(2, strings.id(unit));
-        m.0
-    };
-    profile.bytes(
-        PROFILE_SAMPLE_TYPE,
-        &value_type(&mut strings, "inuse_objects", "count"),
-    );
-    profile.bytes(
-        PROFILE_SAMPLE_TYPE,
-        &value_type(&mut strings, "inuse_space", "bytes"),
-    );
+        m.uint(1, id);
+        m.uint(2, self.strings.id(&frame.function));
+        // No system_name: the name is demangled already, and pprof demangles (and strips
+        // `<…>` from) every name equal to its system_name, which turns
+        // `alloc::slice::<impl [T]>::to_vec` into `alloc::slice::::to_vec`.
+        m.uint(4, self.strings.id(&file));
+        self.function_msgs.push(m);
+        self.functions.insert(key, id);
+        id
+    }
 
-    for sample in samples {
+    /// The id of the location of `lines` ((function, line), innermost first), written when
+    /// first met.
+    fn location(&mut self, lines: Vec<(u64, i64)>) -> u64 {
+        if let Some(&id) = self.locations.get(&lines) {
+            return id;
+        }
+        let id = self.location_msgs.len() as u64 + 1;
+        let mut m = Message::default();
+        m.uint(1, id);
+        m.uint(2, 1);
+        // Distinct addresses, so no tool takes two locations for one.
+        m.uint(3, id);
+        for &(function, line) in &lines {
+            let mut l = Message::default();
+            l.uint(1, function);
+            l.uint(2, line as u64);
+            m.bytes(4, &l.0);
+        }
+        self.location_msgs.push(m);
+        self.locations.insert(lines, id);
+        id
+    }
+
+    /// A stack's location ids: a location per frame that is not inlined, holding the frames
+    /// inlined into it.
+    fn stack(&mut self, frames: &[FrameReport]) -> Vec<u64> {
         let mut ids = Vec::new();
-        // A location per frame that is not inlined, holding the frames inlined into it.
         let mut group: Vec<(u64, i64)> = Vec::new();
-        for frame in sample.frames {
-            let file = frame.file.clone().unwrap_or_default();
-            let key = (frame.function.clone(), file.clone());
-            let function = match functions.get(&key) {
-                Some(&id) => id,
-                None => {
-                    let id = function_msgs.len() as u64 + 1;
-                    let mut m = Message::default();
-                    m.uint(1, id);
-                    m.uint(2, strings.id(&frame.function));
-                    // No system_name: the name is demangled already, and pprof demangles
-                    // (and strips `<…>` from) every name equal to its system_name, which
-                    // turns `alloc::slice::<impl [T]>::to_vec` into `alloc::slice::::to_vec`.
-                    m.uint(4, strings.id(&file));
-                    function_msgs.push(m);
-                    functions.insert(key, id);
-                    id
-                }
-            };
+        for frame in frames {
+            let function = self.function(frame);
             group.push((function, i64::from(frame.line.unwrap_or(0))));
             if frame.inlined {
                 continue;
             }
-            let lines = std::mem::take(&mut group);
-            let id = match locations.get(&lines) {
-                Some(&id) => id,
-                None => {
-                    let id = location_msgs.len() as u64 + 1;
-                    let mut m = Message::default();
-                    m.uint(1, id);
-                    m.uint(2, 1);
-                    // Distinct addresses, so no tool takes two locations for one.
-                    m.uint(3, id);
-                    for &(function, line) in &lines {
-                        let mut l = Message::default();
-                        l.uint(1, function);
-                        l.uint(2, line as u64);
-                        m.bytes(4, &l.0);
-                    }
-                    location_msgs.push(m);
-                    locations.insert(lines, id);
-                    id
-                }
-            };
-            ids.push(id);
+            ids.push(self.location(std::mem::take(&mut group)));
         }
-        let mut s = Message::default();
-        s.packed(1, &ids);
-        s.packed(2, &[sample.objects, sample.bytes]);
-        profile.bytes(PROFILE_SAMPLE, &s.0);
+        ids
     }
+}
 
+/// A `ValueType` message: a kind of value and its unit.
+fn value_type(strings: &mut Strings, kind: &str, unit: &str) -> Vec<u8> {
+    let mut m = Message::default();
+    m.uint(1, strings.id(kind));
+    m.uint(2, strings.id(unit));
+    m.0
+}
+
+/// The profile's one mapping, named `binary`, that has every frame's function, file, line
+/// and inlining.
+fn mapping(strings: &mut Strings, binary: &str) -> Message {
     let mut mapping = Message::default();
     mapping.uint(1, 1);
     mapping.uint(3, u64::MAX);
@@ -187,11 +188,33 @@ pub fn encode(samples: &[Sample], binary: &str, comment: &str) -> Vec<u8> {
         // has_functions, has_filenames, has_line_numbers, has_inline_frames
         mapping.uint(has, 1);
     }
-    profile.bytes(PROFILE_MAPPING, &mapping.0);
-    for m in &location_msgs {
+    mapping
+}
+
+/// The encoded (not yet compressed) profile of `samples`; `binary` names its one mapping,
+/// `comment` says what it shows.
+pub fn encode(samples: &[Sample], binary: &str, comment: &str) -> Vec<u8> {
+    let mut tables = Tables::default();
+    tables.strings.id("");
+    let mut profile = Message::default();
+    for (kind, unit) in [("inuse_objects", "count"), ("inuse_space", "bytes")] {
+        profile.bytes(
+            PROFILE_SAMPLE_TYPE,
+            &value_type(&mut tables.strings, kind, unit),
+        );
+    }
+    for sample in samples {
+        let mut s = Message::default();
+        s.packed(1, &tables.stack(sample.frames));
+        s.packed(2, &[sample.objects, sample.bytes]);
+        profile.bytes(PROFILE_SAMPLE, &s.0);
+    }
+    let mut strings = tables.strings;
+    profile.bytes(PROFILE_MAPPING, &mapping(&mut strings, binary).0);
+    for m in &tables.location_msgs {
         profile.bytes(PROFILE_LOCATION, &m.0);
     }
-    for m in &function_msgs {
+    for m in &tables.function_msgs {
         profile.bytes(PROFILE_FUNCTION, &m.0);
     }
     let period_type = value_type(&mut strings, "space", "bytes");
