@@ -6,7 +6,7 @@
 //! A new renderer is one more row of [`renderers`].
 
 use crate::model::{BenchReport, Report, TestReport};
-use crate::report::{bench, github, html, human, junit, snapshot};
+use crate::report::{bench, export, github, html, human, snapshot};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -25,18 +25,46 @@ const CAPTURED_AT: &[(&str, &str)] = &[
 ];
 
 /// A renderer of the whole report as text, from the workspace root.
-type Render = fn(&Report, &Path) -> String;
+type Render = Box<dyn Fn(&Report, &Path) -> String>;
 
 /// Every text renderer: its name (the snapshots' directory), its snapshots' extension, and
-/// the renderer.
+/// the renderer. The outputs written to a file the user names (JUnit, SARIF) are rendered
+/// by their exporters, every one of them, so a new format is covered by being registered.
 fn renderers() -> Vec<(&'static str, &'static str, Render)> {
-    vec![
-        ("summary", "txt", summary),
-        ("junit", "xml", junit_xml),
-        ("github-annotations", "txt", github::annotations_text),
-        ("github-summary", "md", step_summary),
-        ("page-main", "html", page_main),
-    ]
+    let mut all: Vec<(&'static str, &'static str, Render)> = vec![
+        ("summary", "txt", Box::new(summary)),
+        (
+            "github-annotations",
+            "txt",
+            Box::new(github::annotations_text),
+        ),
+        ("github-summary", "md", Box::new(step_summary)),
+        ("page-main", "html", Box::new(page_main)),
+    ];
+    for e in export::file_exporters() {
+        let ext = match e.name() {
+            "junit" => "xml",
+            _ => "json",
+        };
+        all.push((e.name(), ext, Box::new(move |r, root| exported(e, r, root))));
+    }
+    all
+}
+
+/// What a file exporter writes for the report, nothing skipped, no durations.
+fn exported(e: &dyn export::Exporter, report: &Report, root: &Path) -> String {
+    let to = export::Destination {
+        out_dir: PathBuf::from(OUT_DIR),
+        shown: PathBuf::from(OUT_DIR),
+        root: root.to_path_buf(),
+    };
+    let facts = export::RunFacts::default();
+    let run = export::Export {
+        report,
+        to: &to,
+        facts: &facts,
+    };
+    e.render(&run).unwrap_or_default()
 }
 
 /// The summary printed at the end of a run: the benches' and services' one when the report
@@ -46,11 +74,6 @@ fn summary(report: &Report, root: &Path) -> String {
         true => human::render(report, root, Path::new(OUT_DIR)),
         false => bench::render(report, root, Path::new(OUT_DIR)),
     }
-}
-
-/// JUnit XML, nothing skipped, no durations.
-fn junit_xml(report: &Report, root: &Path) -> String {
-    junit::render(report, &HashMap::new(), &[], Path::new(OUT_DIR), root)
 }
 
 /// The job summary appended to `$GITHUB_STEP_SUMMARY`.

@@ -117,7 +117,10 @@ fn test_results(t: &TestReport, root: &Path, out: &mut Vec<Value>) {
             per_run(st),
             holder(st, root)
         );
-        out.push(result("leak", &text, place(&st.frames, root), &test));
+        // Two stacks can start at one line: the fingerprint tells them apart by their frames.
+        let stack: Vec<&str> = st.frames.iter().map(|f| f.function.as_str()).collect();
+        let subject = format!("{test}\n{}", stack.join("\n"));
+        out.push(result("leak", &text, place(&st.frames, root), &subject));
     }
     for c in t.collections.iter().filter(|c| c.fails) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
@@ -184,7 +187,8 @@ fn relative(file: &str, root: &Path) -> Option<String> {
     Some(relative.display().to_string())
 }
 
-/// One result of `rule`, at `at` when the place is in the repository.
+/// One result of `rule`, at `at` when the place is in the repository; `subject` (the test
+/// or service, and what grew there) and the place make its fingerprint.
 fn result(rule: &str, text: &str, at: Option<(String, u32)>, subject: &str) -> Value {
     let index = RULES.iter().position(|(id, ..)| *id == rule).unwrap_or(0);
     let line = at.as_ref().map_or(0, |(_, line)| *line);
