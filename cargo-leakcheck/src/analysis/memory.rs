@@ -140,6 +140,22 @@ fn findings(e: &MemoryExplained) -> Vec<String> {
     out
 }
 
+/// A service's resident memory, explained, decides with its heap: memory over the budget
+/// (`[run] rss-growth-budget`) fails a service its heap did not, with the finding as why.
+pub fn with_memory(
+    mut service: crate::model::BenchReport,
+    memory: Option<MemoryExplained>,
+) -> crate::model::BenchReport {
+    if let Some(m) = memory.as_ref().filter(|m| m.over_budget) {
+        if service.verdict == crate::model::Verdict::Clean {
+            service.verdict = crate::model::Verdict::Leak;
+            service.message = m.findings.last().cloned();
+        }
+    }
+    service.memory = memory;
+    service
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use crate::execution::cargo::{self, Program};
 use crate::execution::protocol;
 use crate::execution::service::{Micros, Ready, ServiceRun, ServiceSpec, Window};
 use crate::execution::{capture, load};
-use crate::model::{BenchReport, MemoryExplained, Report, ReportSettings, Verdict};
+use crate::model::{BenchReport, MemoryExplained, Report, ReportSettings};
 use crate::report::export::{Outputs, RunFacts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,7 +49,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     for n in &notes {
         crate::info!("note: {n}");
     }
-    let judged = judge(
+    let judged = verdict_of_service(
         &session,
         args,
         &service,
@@ -224,9 +224,39 @@ fn start_load_and_stop(
     crate::execution::service::run(&spec)
 }
 
-/// Loads the snapshots of the window under load and the one after it, and judges them
-/// (capturing them when asked).
-fn judge(
+/// The snapshots a service's verdict is drawn from: those of the window under load (at
+/// most [`MAX_SNAPSHOTS`], evenly), and the one after it (the scanned one, when the scan
+/// ran).
+struct Snapshots {
+    timeline: PathBuf,
+    marks: load::Marks,
+    dumps: Vec<Vec<PathBuf>>,
+    after: Option<(PathBuf, Vec<PathBuf>)>,
+}
+
+fn snapshots(session: &session::Session, ran: &ServiceRun) -> Snapshots {
+    let timeline = protocol::timeline(&session.work_dir, KEY);
+    let marks = load::timeline_marks(&timeline);
+    let (dumps, after) = split_at_window(&ran.dumps, ran.window, &marks);
+    let after = ran.scanned.clone().or(after);
+    let dumps = (evenly(dumps, MAX_SNAPSHOTS).iter())
+        .map(|d| protocol::snapshot_parts(d, KEY))
+        .collect();
+    let after = after.map(|dump| {
+        let parts = protocol::snapshot_parts(&dump, KEY);
+        (dump, parts)
+    });
+    Snapshots {
+        timeline,
+        marks,
+        dumps,
+        after,
+    }
+}
+
+/// Loads the service's snapshots and asks for its verdict (recording the case when the run
+/// records cases), with its resident memory explained beside.
+fn verdict_of_service(
     session: &session::Session,
     args: &RunArgs,
     service: &Service,
@@ -237,20 +267,9 @@ fn judge(
 ) -> BenchReport {
     // Exact, every allocation's stack is in the snapshots.
     let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
-    let timeline = protocol::timeline(&session.work_dir, KEY);
-    let marks = load::timeline_marks(&timeline);
-    let (dumps, after) = split_at_window(&ran.dumps, ran.window, &marks);
-    // The scanned snapshot is the one after the load, when the scan ran.
-    let after = ran.scanned.clone().or(after);
-    let dumps: Vec<Vec<PathBuf>> = evenly(dumps, MAX_SNAPSHOTS)
-        .iter()
-        .map(|d| protocol::snapshot_parts(d, KEY))
-        .collect();
+    let shots = snapshots(session, ran);
     let (threshold, source) = session.config.service_growth_threshold(threshold_cli);
-    let exe = service
-        .program
-        .canonicalize()
-        .unwrap_or_else(|_| service.program.clone());
+    let exe = (service.program.canonicalize()).unwrap_or_else(|_| service.program.clone());
     let id = BenchIdentity {
         package: &service.package,
         binary: &service.name,
@@ -260,18 +279,15 @@ fn judge(
         whole_program: true,
     };
     if service.own_allocator.is_some() {
-        notes.push(own_allocator_note(&dumps));
+        notes.push(own_allocator_note(&shots.dumps));
     }
     let mut symbols = FromFiles::default();
-    let after_parts = after
-        .as_ref()
-        .map(|dump| protocol::snapshot_parts(dump, KEY));
-    let after = after.as_ref().zip(after_parts.as_ref());
+    let after = shots.after.as_ref();
     let evidence = load::growth(
         &ran.stderr,
-        &dumps,
-        &timeline,
-        after.map(|(dump, parts)| load::growth_after(parts, dump, &timeline)),
+        &shots.dumps,
+        &shots.timeline,
+        after.map(|(dump, parts)| load::growth_after(parts, dump, &shots.timeline)),
         service.collections.clone(),
     );
     let case = capture::growth::Case {
@@ -282,31 +298,31 @@ fn judge(
         },
         threshold,
         period,
-        dumps: &dumps,
-        timeline: &timeline,
+        dumps: &shots.dumps,
+        timeline: &shots.timeline,
         stderr: &ran.stderr,
         after: after.map(|(dump, parts)| (parts.as_slice(), dump.as_path())),
     };
-    let mut judged =
-        capture::growth::verdict_of(&case, &evidence, &mut symbols, notes, &session.recorder);
+    let recorder = &session.recorder;
+    let mut judged = capture::growth::verdict_of(&case, &evidence, &mut symbols, notes, recorder);
     judged.growth_threshold_source = source;
-    let first = dumps.first().and_then(|p| p.first());
-    let t0 = first.and_then(|d| load::moment_of(&marks, d));
-    judged.rss = rss_series(&ran.rss, t0, ran.window);
-    judged.memory = explain_memory(
-        &timeline,
-        t0,
-        ran.window,
-        session.config.run_rss_growth_budget,
-    );
-    if let Some(m) = judged.memory.as_ref().filter(|m| m.over_budget) {
-        if judged.verdict == Verdict::Clean {
-            judged.verdict = Verdict::Leak;
-            judged.message = m.findings.last().cloned();
-        }
-    }
     notes.extend(symbols.code.warnings());
-    judged
+    with_resident_memory(session, ran, &shots, judged)
+}
+
+/// The service's RSS over the run and where it went, on the snapshots' time axis.
+fn with_resident_memory(
+    session: &session::Session,
+    ran: &ServiceRun,
+    shots: &Snapshots,
+    mut judged: BenchReport,
+) -> BenchReport {
+    let first = shots.dumps.first().and_then(|p| p.first());
+    let t0 = first.and_then(|d| load::moment_of(&shots.marks, d));
+    judged.rss = rss_series(&ran.rss, t0, ran.window);
+    let budget = session.config.run_rss_growth_budget;
+    let memory = explain_memory(&shots.timeline, t0, ran.window, budget);
+    crate::analysis::memory::with_memory(judged, memory)
 }
 
 /// Writes the service's artifacts and every output; the run's exit code.

@@ -32,7 +32,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     let mut binaries = build(&session, args)?;
     let mut notes = session.notes.clone();
     note_doctests(&session, args, &mut notes);
-    let mut checked = run_and_judge(&session, args, &cli, &mut binaries, &mut notes)?;
+    let mut checked = run_tests(&session, args, &cli, &mut binaries, &mut notes)?;
     warn_stale_suppressions(&session, args, &checked.tests, &mut notes);
     let mut report = assemble(&session, args, &cli, &binaries, &mut checked, notes);
     let to = session.destination();
@@ -156,8 +156,8 @@ fn note_doctests(session: &session::Session, args: &TestArgs, notes: &mut Vec<St
     }
 }
 
-/// Runs the passes over every selected test and judges each.
-fn run_and_judge(
+/// Runs the passes over every selected test and has each judged.
+fn run_tests(
     session: &session::Session,
     args: &TestArgs,
     cli: &config::SettingsLayer,

@@ -39,6 +39,34 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let mut session = session::prepare(&selection(args), &[], args.config.as_deref(), false)?;
     let outputs = session.outputs(&args.outputs);
     let base = session::read_baseline(&args.checking.against)?;
+    let launch = launch(&session, args, &cli, &exe_text)?;
+    let ran = run_nextest(&launch.nextest_args, &launch.envs)?;
+    let mut notes = session.notes.clone();
+    notes.push("doc-tests are not checked (nextest does not run them)".into());
+    let (tests, selection) = gather_verdicts(&launch, &ran, &mut notes)?;
+    let mut report = assemble(&session, &cli, tests, selection, notes);
+    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
+    fail_as_nextest_did(&mut report, ran.status.code());
+    write_metrics(&session, &ran);
+    let to = session.destination();
+    session::draw(&mut report, &to);
+    session::finish(&report, &to, RunFacts::default(), &outputs)
+}
+
+/// How nextest is started: the session its runners read, its arguments, and the
+/// environment that makes this tool the target runner.
+struct Launch {
+    dir: PathBuf,
+    nextest_args: Vec<String>,
+    envs: [(String, String); 2],
+}
+
+fn launch(
+    session: &session::Session,
+    args: &NextestArgs,
+    cli: &crate::config::SettingsLayer,
+    exe_text: &str,
+) -> Result<Launch, Error> {
     let host = cargo::host_triple()?;
     let runner_var = format!(
         "CARGO_TARGET_{}_RUNNER",
@@ -46,26 +74,32 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     );
     let wrapper = user_runner(&runner_var, &host, &session.ws.root);
     let dir = session.out_dir.join("nextest");
-    let session_path = write_runner_session(&session, args, &cli, &dir, &wrapper)?;
-    let nextest_args = nextest_arguments(&session, args);
+    let session_path = write_runner_session(session, args, cli, &dir, &wrapper)?;
     let envs = [
-        (
-            runner_var.clone(),
-            format!("{exe_text} leakcheck __nextest-runner"),
-        ),
+        (runner_var, format!("{exe_text} leakcheck __nextest-runner")),
         (SESSION_ENV.to_string(), session_path.display().to_string()),
     ];
-    let ran = run_nextest(&nextest_args, &envs)?;
-    let mut notes = session.notes.clone();
-    notes.push("doc-tests are not checked (nextest does not run them)".into());
+    Ok(Launch {
+        dir,
+        nextest_args: nextest_arguments(session, args),
+        envs,
+    })
+}
+
+/// The verdicts the runners wrote, and what nextest selected beside them. nextest's own
+/// failures: 100 means tests failed (ours among them), 4 that no test ran; anything else
+/// with nothing judged means nothing ran (a build failure).
+fn gather_verdicts(
+    launch: &Launch,
+    ran: &NextestRun,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<TestReport>, Selected), Error> {
     let interrupted = crate::execution::interrupt::requested().is_some();
-    let tests = gather(&dir, &mut notes, !interrupted);
-    // nextest's own failures: 100 means tests failed (ours among them), 4 that no test
-    // ran; anything else with nothing judged means nothing ran (a build failure).
+    let tests = gather(&launch.dir, notes, !interrupted);
     let code = ran.status.code();
     if tests.is_empty() && !matches!(code, Some(0 | 4 | 100)) {
         return Err(Error::Nextest {
-            command: ran.command_text,
+            command: ran.command_text.clone(),
             status: ran.status.to_string(),
             code,
         });
@@ -76,20 +110,24 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
             ran.status
         ));
     }
-    let selection = if interrupted {
-        Selected::default()
-    } else {
-        let program = cargo::cargo_program();
-        selected(
-            &program,
-            &nextest_args,
-            &envs,
-            &tests,
-            &ran.status,
-            &mut notes,
-        )
-    };
-    let mut report = Report {
+    if interrupted {
+        return Ok((tests, Selected::default()));
+    }
+    let program = cargo::cargo_program();
+    let (args, envs) = (&launch.nextest_args, &launch.envs);
+    let selection = selected(&program, args, envs, &tests, &ran.status, notes);
+    Ok((tests, selection))
+}
+
+/// The run's report: the verdicts and what nextest selected and did not run.
+fn assemble(
+    session: &session::Session,
+    cli: &crate::config::SettingsLayer,
+    tests: Vec<TestReport>,
+    selection: Selected,
+    notes: Vec<String>,
+) -> Report {
+    Report {
         tests,
         ignored: selection.ignored,
         partition: selection.partition,
@@ -98,32 +136,31 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
         notes,
         ..Report::new(ReportSettings {
             sample_period: 1,
-            stack_threshold: session.config.global(&cli).stack_threshold,
-            config: session
-                .config
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string()),
+            stack_threshold: session.config.global(cli).stack_threshold,
+            config: (session.config.path.as_ref()).map(|p| p.display().to_string()),
         })
-    };
-    session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
-    // nextest saw a failure no verdict here explains (a runner that could not judge): the
-    // run fails as nextest's did.
-    if code == Some(100) && report.exit_code() < ExitCode::LeaksFound {
+    }
+}
+
+/// nextest saw a failure no verdict here explains (a runner that could not judge): the
+/// run fails as nextest's did.
+fn fail_as_nextest_did(report: &mut Report, nextest_code: Option<i32>) {
+    if nextest_code == Some(100) && report.exit_code() < ExitCode::LeaksFound {
         let why = "`cargo nextest run` reported a failing test that no verdict here explains (its output says which)";
         report.notes.push(why.into());
         report.runner_failed = Some(why.into());
     }
-    // `test`'s timings, read from the file this replaces, stay for its next run.
+}
+
+/// metrics.json: nextest's time and exit; `test`'s timings, read from the file this
+/// replaces, stay for its next run.
+fn write_metrics(session: &session::Session, ran: &NextestRun) {
     let metrics = serde_json::json!({
         "nextest_seconds": ran.seconds,
-        "nextest_exit": code,
+        "nextest_exit": ran.status.code(),
         "history": session.history.carried_over(&Default::default()),
     });
     let _ = std::fs::write(session.out_dir.join("metrics.json"), metrics.to_string());
-    let to = session.destination();
-    session::draw(&mut report, &to);
-    session::finish(&report, &to, RunFacts::default(), &outputs)
 }
 
 /// The path of this executable, as cargo's runner setting will name it.

@@ -53,7 +53,7 @@ pub fn run_as_runner(args: &RunnerArgs) -> i32 {
     let (Some(name), false) = (name, listing) else {
         return pass_through(&session.wrapper, binary, rest);
     };
-    match run_and_judge(&session, Path::new(binary), name, &words) {
+    match check_test(&session, Path::new(binary), name, &words) {
         Ok(code) => code,
         // nextest stopped the test (a slow-timeout, Ctrl-C): end as asked, not run it again.
         Err(_) if crate::execution::interrupt::requested().is_some() => {
@@ -139,46 +139,20 @@ fn write_verdict(
     .map_err(|e| Error::io(format!("write `{}`", path.display()), e))
 }
 
-/// Runs one test under the tool (its passes, in this process's stead) and judges it; the
-/// exit code nextest is to see.
-fn run_and_judge(
+/// Runs one test under the tool (its passes, in this process's stead) and has it judged;
+/// the exit code nextest is to see.
+fn check_test(
     session: &RunnerSession,
     exe: &Path,
     name: &str,
     args: &[String],
 ) -> Result<i32, Error> {
     let (id, stem, attempt) = identity(exe, name);
-    let (package, kind, target) = (id.package.clone(), id.kind, id.binary.clone());
-    let started = session.dir.join("started").join(format!("{stem}.json"));
-    std::fs::write(&started, serde_json::to_string(&id).expect("ids serialize"))
-        .map_err(|e| Error::io(format!("write `{}`", started.display()), e))?;
-    let work_dir = session.dir.join("work").join(format!("{stem}~{attempt}"));
-    let _ = std::fs::remove_dir_all(&work_dir);
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
-
+    let work_dir = start(session, &id, &stem, attempt)?;
     let (config, _warnings) = config::load(session.config.as_deref(), &session.root)?;
-    // nextest has set the test's directory and environment already: nothing to add.
-    let ws = Workspace {
-        root: session.root.clone(),
-        target_dir: session.dir.clone(),
-        members: BTreeMap::new(),
-        toolchain_libdir: None,
-    };
-    let filter = TestFilter {
-        list_args: vec!["--exact".into(), name.to_string()],
-        ignored_only: args.iter().any(|a| a == "--ignored"),
-        include_ignored: args.iter().any(|a| a == "--include-ignored"),
-        partition: None,
-    };
-    let mut binaries = vec![TestBinary {
-        package,
-        target,
-        kind,
-        path: exe.to_path_buf(),
-        harness: true,
-        facts: BinaryFacts::default(),
-    }];
+    let ws = workspace(session);
+    let filter = filter(name, args);
+    let mut binaries = vec![binary(&id, exe)];
     let setup = CheckSetup {
         ws: &ws,
         runtime: &session.runtime,
@@ -197,25 +171,16 @@ fn run_and_judge(
     };
     let mut notes = Vec::new();
     let checked = test_command::check(&mut binaries, &setup, &mut notes)?;
-    if let Some(layout) = binaries[0]
+    let proven = binaries[0]
         .facts
         .tests
         .as_ref()
-        .and_then(|t| t.proven_layout)
-    {
+        .and_then(|t| t.proven_layout);
+    if let Some(layout) = proven {
         share_layout(session, layout);
     }
-    let Some(report) = checked.tests.into_iter().find(|t| t.name == name) else {
-        return Err(Error::Usage(format!(
-            "`{name}` is not among the tests `{}` lists{}",
-            exe.display(),
-            notes.first().map(|n| format!(" ({n})")).unwrap_or_default()
-        )));
-    };
-    if let Some(outcome) = checked.results.tests.iter().find(|t| t.case.name == name) {
-        forward(&outcome.result.stdout, &mut std::io::stdout());
-        forward(&outcome.result.stderr, &mut std::io::stderr());
-    }
+    let report = the_test(checked.tests, name, exe, &notes)?;
+    forward_output(&checked.results, name);
     let gate = gate(session, &report);
     if report.verdict == Verdict::Leak {
         let known = gate == ExitCode::Success;
@@ -230,6 +195,76 @@ fn run_and_judge(
     let _ = std::fs::remove_dir_all(&work_dir);
     // Last: a crashed test's process ends by its signal, here.
     Ok(exit_code_for(gate, &verdict.report, &checked.results))
+}
+
+/// Says the test started (so a process nextest kills is still accounted for) and makes
+/// its attempt's empty work directory.
+fn start(session: &RunnerSession, id: &TestId, stem: &str, attempt: u32) -> Result<PathBuf, Error> {
+    let started = session.dir.join("started").join(format!("{stem}.json"));
+    std::fs::write(&started, serde_json::to_string(id).expect("ids serialize"))
+        .map_err(|e| Error::io(format!("write `{}`", started.display()), e))?;
+    let work_dir = session.dir.join("work").join(format!("{stem}~{attempt}"));
+    let _ = std::fs::remove_dir_all(&work_dir);
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| Error::io(format!("create `{}`", work_dir.display()), e))?;
+    Ok(work_dir)
+}
+
+/// The workspace as the runner sees it: nextest has set the test's directory and
+/// environment already, nothing to add.
+fn workspace(session: &RunnerSession) -> Workspace {
+    Workspace {
+        root: session.root.clone(),
+        target_dir: session.dir.clone(),
+        members: BTreeMap::new(),
+        toolchain_libdir: None,
+    }
+}
+
+/// The one test nextest asked for, with libtest's options for ignored tests.
+fn filter(name: &str, args: &[String]) -> TestFilter {
+    TestFilter {
+        list_args: vec!["--exact".into(), name.to_string()],
+        ignored_only: args.iter().any(|a| a == "--ignored"),
+        include_ignored: args.iter().any(|a| a == "--include-ignored"),
+        partition: None,
+    }
+}
+
+/// The test binary nextest runs, as `test` would have built it.
+fn binary(id: &TestId, exe: &Path) -> TestBinary {
+    TestBinary {
+        package: id.package.clone(),
+        target: id.binary.clone(),
+        kind: id.kind,
+        path: exe.to_path_buf(),
+        harness: true,
+        facts: BinaryFacts::default(),
+    }
+}
+
+/// The report of the test named `name`; a binary that does not list it is an error.
+fn the_test(
+    tests: Vec<TestReport>,
+    name: &str,
+    exe: &Path,
+    notes: &[String],
+) -> Result<TestReport, Error> {
+    tests.into_iter().find(|t| t.name == name).ok_or_else(|| {
+        Error::Usage(format!(
+            "`{name}` is not among the tests `{}` lists{}",
+            exe.display(),
+            notes.first().map(|n| format!(" ({n})")).unwrap_or_default()
+        ))
+    })
+}
+
+/// The test's own output, for nextest to show and keep.
+fn forward_output(results: &crate::execution::passes::Outcome, name: &str) {
+    if let Some(outcome) = results.tests.iter().find(|t| t.case.name == name) {
+        forward(&outcome.result.stdout, &mut std::io::stdout());
+        forward(&outcome.result.stderr, &mut std::io::stderr());
+    }
 }
 
 /// What the test makes of the run's exit code: the gate `cargo leakcheck nextest` asks of
@@ -286,9 +321,22 @@ fn shared_layout(session: &RunnerSession, exe: &Path) -> Option<Layout> {
     {
         return Some(layout);
     }
-    let dir = exe.parent()?;
-    let mut siblings: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
-        .ok()?
+    for path in siblings(exe).into_iter().take(6) {
+        if let Some(layout) = prove_layout(session, &path) {
+            share_layout(session, layout);
+            return Some(layout);
+        }
+    }
+    None
+}
+
+/// The other test executables of `exe`'s directory (cargo names them `<crate>-<hash>`),
+/// newest first.
+fn siblings(exe: &Path) -> Vec<PathBuf> {
+    let Some(entries) = exe.parent().and_then(|dir| std::fs::read_dir(dir).ok()) else {
+        return Vec::new();
+    };
+    let mut siblings: Vec<(std::time::SystemTime, PathBuf)> = entries
         .flatten()
         .filter_map(|e| {
             let path = e.path();
@@ -305,49 +353,44 @@ fn shared_layout(session: &RunnerSession, exe: &Path) -> Option<Layout> {
         })
         .collect();
     siblings.sort_by_key(|s| std::cmp::Reverse(s.0));
-    for (_, path) in siblings.into_iter().take(6) {
-        let Ok(data) = std::fs::read(&path) else {
-            continue;
-        };
-        // Only a libtest harness is asked to list its tests.
-        if !links_libtest(&data) {
-            continue;
-        }
-        let mut cmd = match session.wrapper.as_slice() {
-            [] => Command::new(&path),
-            [program, rest @ ..] => {
-                let mut cmd = Command::new(program);
-                cmd.args(rest).arg(&path);
-                cmd
-            }
-        };
-        cmd.args(["--list", "--format", "terse"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let Ok(out) = crate::execution::interrupt::output(&mut cmd) else {
-            continue;
-        };
-        let listed = String::from_utf8_lossy(&out.stdout);
-        let names: Vec<&str> = listed
-            .lines()
-            .filter_map(|l| l.strip_suffix(": test"))
-            .collect();
-        if names.len() < 2 {
-            continue;
-        }
-        // cargo names a test executable `<crate>-<hash>`.
-        let krate = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.rsplit_once('-'))
-            .map_or("", |(name, _)| name);
-        if let Some(layout) = crate::execution::entry::inspect(&data, &names, krate).proven_layout {
-            share_layout(session, layout);
-            return Some(layout);
-        }
+    siblings.into_iter().map(|(_, path)| path).collect()
+}
+
+/// libtest's layout as a libtest harness with at least two tests proves it.
+fn prove_layout(session: &RunnerSession, path: &Path) -> Option<Layout> {
+    let data = std::fs::read(path).ok()?;
+    // Only a libtest harness is asked to list its tests.
+    if !links_libtest(&data) {
+        return None;
     }
-    None
+    let mut cmd = match session.wrapper.as_slice() {
+        [] => Command::new(path),
+        [program, rest @ ..] => {
+            let mut cmd = Command::new(program);
+            cmd.args(rest).arg(path);
+            cmd
+        }
+    };
+    cmd.args(["--list", "--format", "terse"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = crate::execution::interrupt::output(&mut cmd).ok()?;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .collect();
+    if names.len() < 2 {
+        return None;
+    }
+    // cargo names a test executable `<crate>-<hash>`.
+    let krate = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.rsplit_once('-'))
+        .map_or("", |(name, _)| name);
+    crate::execution::entry::inspect(&data, &names, krate).proven_layout
 }
 
 /// Whether an executable contains libtest's entry point (a test harness).
