@@ -12,13 +12,14 @@ use crate::analysis::classify;
 use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
+use crate::analysis::profile::ProfileError;
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One heap snapshot and when it was taken, in seconds since the first.
 pub struct Snapshot {
@@ -171,11 +172,27 @@ const STACKS_LISTED: usize = 10;
 /// a settle pause passed), and how the reachability scan then found each stack held.
 pub struct After {
     /// The snapshot, or why it could not be read.
-    pub profile: Result<NormalizedProfile, String>,
+    pub profile: Result<NormalizedProfile, ProfileError>,
     /// Retention paths by the held stack's frames (empty without a scan).
     pub held: HashMap<Vec<FrameKey>, HeldPath>,
     /// The program's own collections' lengths then, when the timeline gives them.
     pub lengths: Option<BTreeMap<u32, i64>>,
+}
+
+/// Why a run's snapshots could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotsError {
+    /// The runtime's timeline of the dumps could not be read.
+    #[error("{}: {source}", path.display())]
+    Timeline {
+        /// The timeline.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A dump (not the last) could not be read; the error names the file.
+    #[error(transparent)]
+    Dump(#[from] ProfileError),
 }
 
 /// What a bench's or a service's run left, loaded (`execution::load`): its snapshots on the
@@ -184,7 +201,7 @@ pub struct GrowthEvidence {
     /// The tail of its stderr, for a message ([`crate::evidence::stderr_tail`]).
     pub stderr_tail: String,
     /// Oldest first, or why they could not be read.
-    pub snapshots: Result<Vec<Snapshot>, String>,
+    pub snapshots: Result<Vec<Snapshot>, SnapshotsError>,
     pub after: Option<After>,
     /// The program's collections, in the order of its table.
     pub collections: std::sync::Arc<crate::evidence::CollectionTable>,
@@ -281,7 +298,7 @@ pub fn judge_growth(
         Ok(s) => s,
         Err(e) => {
             report.verdict = Verdict::Error;
-            report.message = Some(e.clone());
+            report.message = Some(e.to_string());
             return;
         }
     };

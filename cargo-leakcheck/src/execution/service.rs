@@ -133,7 +133,7 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
     let mut child = match start(spec, &stdout, &stderr) {
         Ok(c) => c,
         Err(why) => {
-            out.stage = ServiceStage::NotStarted(why);
+            out.stage = ServiceStage::NotStarted(why.to_string());
             return out;
         }
     };
@@ -226,7 +226,28 @@ fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
     }
 }
 
-fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
+/// Why the service could not be started.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// Its stdout or stderr file could not be created in the work directory.
+    #[error("cannot create output files in `{}`: {source}", dir.display())]
+    Output {
+        /// The work directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program could not be spawned.
+    #[error("`{}`: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, StartError> {
     // The configuration of the program's own jemalloc, if it has one (the runtime's own
     // profiler is off while it tracks): sampled even when exact, since jemalloc gives every
     // sampled object a page of its own.
@@ -236,11 +257,9 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
     };
     let files = std::fs::File::create(stdout)
         .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
-        .map_err(|e| {
-            format!(
-                "cannot create output files in `{}`: {e}",
-                spec.work_dir.display()
-            )
+        .map_err(|source| StartError::Output {
+            dir: spec.work_dir.to_path_buf(),
+            source,
         })?;
     let mut preload = spec.runtime.as_os_str().to_owned();
     if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {
@@ -286,8 +305,10 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
     if spec.verbose {
         crate::say!("     Running `{:?}`", cmd);
     }
-    cmd.spawn()
-        .map_err(|e| format!("`{}`: {e}", spec.program.display()))
+    cmd.spawn().map_err(|source| StartError::Spawn {
+        program: spec.program.to_path_buf(),
+        source,
+    })
 }
 
 /// Waits for readiness, runs the load, settles; returns how far it got.
