@@ -67,7 +67,7 @@ pub struct TestOutcome {
     /// Its counting run, when it had one.
     pub counted: Option<ProcessResult>,
     /// The extra runs of the process its verdict is drawn from.
-    pub reruns: extra_runs::Outcome,
+    pub reruns: extra_runs::Reruns,
     /// The entry point its extra runs called, when found.
     pub entry: Option<Entry>,
     /// Whether its processes wanted every core (None: too short to tell); see
@@ -149,7 +149,7 @@ fn conclude(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
-) -> extra_runs::Outcome {
+) -> extra_runs::Reruns {
     // libtest's line for the test comes first on stdout; a panic of an extra run last on
     // stderr.
     let stdout = runner::capture_head(&result.stdout, runner::CAPTURE_READ_LIMIT);
@@ -168,7 +168,9 @@ fn conclude(
     outcome
 }
 
-fn judge_count(
+/// Reads a counting process's extra runs (see [`conclude`]) and what counting settles of
+/// its test ([`counting::after_counting`]).
+fn conclude_counting(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
@@ -541,7 +543,7 @@ fn stacks_after_counting(
     result: &ProcessResult,
 ) -> Option<Job> {
     let mut counted = result.clone();
-    let settled = judge_count(
+    let settled = conclude_counting(
         &mut counted,
         &tests[t],
         plan.requests[t].as_ref().err(),
@@ -620,7 +622,7 @@ fn settle_by_counting(
         .map(|t| {
             let c = counted[t].as_mut()?;
             let lifetime_fails = tests[t].settings.one_time_fails;
-            Some(judge_count(
+            Some(conclude_counting(
                 c,
                 &tests[t],
                 plan.requests[t].as_ref().err(),
@@ -837,7 +839,7 @@ mod tests {
             settings: crate::config::Config::default()
                 .effective("tests::slow", &crate::config::SettingsLayer::default()),
         };
-        match judge_count(&mut r, &test, None, false) {
+        match conclude_counting(&mut r, &test, None, false) {
             Counted::Stacks { rerun, outcome } => {
                 assert!(rerun, "its stacks, with extra runs");
                 assert_eq!((outcome.made, outcome.status), (3, Status::Completed));
