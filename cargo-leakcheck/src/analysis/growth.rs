@@ -304,22 +304,7 @@ pub fn judge_growth(
     };
     report.snapshots = snapshots.len();
     report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
-    // The heap's line leaves out the program's own mappings, which the dumps carry too.
-    let mut mapping: HashMap<&[FrameKey], bool> = HashMap::new();
-    let mut heap = Vec::with_capacity(snapshots.len());
-    for s in snapshots {
-        let mut bytes = 0;
-        for (keys, c) in &s.profile.stacks {
-            let mapped = *mapping
-                .entry(keys.as_slice())
-                .or_insert_with(|| !memory_of(keys, symbols).is_heap());
-            if !mapped {
-                bytes += c.bytes;
-            }
-        }
-        heap.push((s.seconds, bytes));
-    }
-    report.heap = heap;
+    report.heap = heap_line(snapshots, symbols);
     let mut stacks = match analyze(snapshots, threshold) {
         Ok(s) => s,
         Err(too_short) => {
@@ -345,7 +330,14 @@ pub fn judge_growth(
         Some(a) => retention::TaskWords::of(a.held.values(), &exe, symbols),
         None => retention::TaskWords::default(),
     };
-    let last_snapshot = snapshots.last().map(|s| &s.profile.stacks);
+    let listing = Listing {
+        exe: &exe,
+        whole_program: id.whole_program,
+        after: evidence.after.as_ref(),
+        last_snapshot: snapshots.last().map(|s| &s.profile.stacks),
+        by_words: &by_words,
+        period,
+    };
     // A global allocator's own extents are its heap, not the program's mappings.
     let mut own = Vec::with_capacity(stacks.len());
     for g in stacks {
@@ -354,41 +346,7 @@ pub fn judge_growth(
         }
     }
     for g in own.into_iter().take(STACKS_LISTED) {
-        let trimmed = resolve_stack(&g.frames, symbols);
-        let class = classify::classify_test(&trimmed, &exe, None);
-        let kind = match class.kind {
-            StackKind::Harness if id.whole_program && !class.thread_cache => StackKind::Leak,
-            kind => kind,
-        };
-        let last = g.series.last().map(|p| p.1).unwrap_or(0);
-        // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
-        // growth must stand three of those clear of it.
-        let noise = 3.0 * ((last as f64) * period as f64).sqrt();
-        let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
-        report.stacks.push(BenchStack {
-            memory: memory_of(&g.frames, symbols),
-            bytes: last,
-            growth_bytes: g.growth,
-            growth_bytes_per_second: g.bytes_per_second,
-            flagged,
-            kind,
-            objects: last_snapshot
-                .and_then(|stacks| stacks.get(&g.frames))
-                .map_or(0, |c| c.objects),
-            task: tasks::task_of(&trimmed, &exe).map(|mut t| {
-                let held = evidence.after.as_ref().and_then(|a| a.held.get(&g.frames));
-                tasks::read_state(&mut t, held.and_then(retention::held_first_word));
-                t
-            }),
-            frames: trimmed.iter().map(frame_report).collect(),
-            retained_by: evidence
-                .after
-                .as_ref()
-                .and_then(|a| a.held.get(&g.frames))
-                .filter(|_| flagged)
-                .map(|p| retention::describe(p, &exe, symbols, &by_words)),
-            series: g.series,
-        });
+        report.stacks.push(listing.stack(g, symbols));
     }
     report.collections = collections_over_time(
         &evidence.collections,
@@ -400,6 +358,80 @@ pub fn judge_growth(
         report.stacks.iter().any(|s| s.flagged) || report.collections.iter().any(|c| c.flagged);
     if report.verdict == Verdict::Clean && grows {
         report.verdict = Verdict::Leak;
+    }
+}
+
+/// The heap's bytes at each snapshot: the program's own mappings, which the dumps carry
+/// too, left out.
+fn heap_line(snapshots: &[Snapshot], symbols: &mut dyn Symbols) -> Vec<(f64, u64)> {
+    let mut mapping: HashMap<&[FrameKey], bool> = HashMap::new();
+    let mut heap = Vec::with_capacity(snapshots.len());
+    for s in snapshots {
+        let mut bytes = 0;
+        for (keys, c) in &s.profile.stacks {
+            let mapped = *mapping
+                .entry(keys.as_slice())
+                .or_insert_with(|| !memory_of(keys, symbols).is_heap());
+            if !mapped {
+                bytes += c.bytes;
+            }
+        }
+        heap.push((s.seconds, bytes));
+    }
+    heap
+}
+
+/// What a listed stack's report entry is drawn from besides its growth.
+struct Listing<'a> {
+    /// The executable, as classification and retention name it.
+    exe: &'a str,
+    /// See [`BenchIdentity::whole_program`].
+    whole_program: bool,
+    after: Option<&'a After>,
+    /// The stacks of the last snapshot (their object counts).
+    last_snapshot: Option<&'a HashMap<Vec<FrameKey>, crate::analysis::profile::Counts>>,
+    by_words: &'a retention::TaskWords,
+    /// The sample period of the dumps.
+    period: u64,
+}
+
+impl Listing<'_> {
+    /// A growing stack's report entry: classified, flagged when it is a leak whose growth
+    /// stands clear of sampling noise, with who holds it after the load.
+    fn stack(&self, g: StackGrowth, symbols: &mut dyn Symbols) -> BenchStack {
+        let exe = self.exe;
+        let trimmed = resolve_stack(&g.frames, symbols);
+        let class = classify::classify_test(&trimmed, exe, None);
+        let kind = match class.kind {
+            StackKind::Harness if self.whole_program && !class.thread_cache => StackKind::Leak,
+            kind => kind,
+        };
+        let last = g.series.last().map(|p| p.1).unwrap_or(0);
+        // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
+        // growth must stand three of those clear of it.
+        let noise = 3.0 * ((last as f64) * self.period as f64).sqrt();
+        let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
+        let held = self.after.and_then(|a| a.held.get(&g.frames));
+        BenchStack {
+            memory: memory_of(&g.frames, symbols),
+            bytes: last,
+            growth_bytes: g.growth,
+            growth_bytes_per_second: g.bytes_per_second,
+            flagged,
+            kind,
+            objects: (self.last_snapshot)
+                .and_then(|stacks| stacks.get(&g.frames))
+                .map_or(0, |c| c.objects),
+            task: tasks::task_of(&trimmed, exe).map(|mut t| {
+                tasks::read_state(&mut t, held.and_then(retention::held_first_word));
+                t
+            }),
+            frames: trimmed.iter().map(frame_report).collect(),
+            retained_by: held
+                .filter(|_| flagged)
+                .map(|p| retention::describe(p, exe, symbols, self.by_words)),
+            series: g.series,
+        }
     }
 }
 
