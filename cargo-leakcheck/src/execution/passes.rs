@@ -436,44 +436,60 @@ fn count_pass(
     let (done, followed) =
         runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow)?;
     let adopted = adopted.into_inner().expect("no panic while held");
-    for (((job, role), r), w) in jobs
-        .iter()
-        .zip(&roles)
-        .zip(done.results)
-        .zip(done.wanted_every_core)
-    {
-        match *role {
-            Role::Count(t) => {
-                ran.counted[t] = Some(r);
-                ran.wanted[t] = either_wanted(ran.wanted[t], w);
-            }
-            // Two processes of one test side by side may collide where one alone would
-            // not (a fixed port, a fixed file): a stacks process whose test did not end as
-            // its counting process's did is not used, and the stacks pass runs it again,
-            // alone.
-            Role::Ahead(t) => {
-                let same_end = ran.counted[t]
-                    .as_ref()
-                    .is_some_and(|c| first_run_end(c) == first_run_end(&r));
-                ran.ahead[t] = Some(match (adopted[t], same_end) {
-                    (true, true) => Ahead::Kept,
-                    (true, false) => Ahead::NotUsed,
-                    (false, _) => Ahead::CalledOff,
-                });
-                if ran.ahead[t] == Some(Ahead::Kept) {
-                    ran.profile(t, job, r, w);
-                }
-            }
-            Role::Baseline(b) => ran.baselines[b] = Some(r),
-        }
-    }
-    for (job, r, w) in followed {
-        match job.test {
-            None => ran.baselines[job.binary] = Some(r),
-            Some(t) => ran.profile(t, &job, r, w),
-        }
-    }
+    ran.take_counting(&jobs, &roles, done, followed, &adopted);
     Ok(ran)
+}
+
+impl Ran {
+    /// Takes what the counting pass's `jobs` (each of its role) and the jobs they handed on
+    /// came to; a stacks process started ahead is kept when its test `adopted` it and ended
+    /// as its counting process did.
+    fn take_counting(
+        &mut self,
+        jobs: &[Job],
+        roles: &[Role],
+        done: runner::Ran,
+        followed: Vec<runner::FollowedUp>,
+        adopted: &[bool],
+    ) {
+        for (((job, role), r), w) in jobs
+            .iter()
+            .zip(roles)
+            .zip(done.results)
+            .zip(done.wanted_every_core)
+        {
+            match *role {
+                Role::Count(t) => {
+                    self.counted[t] = Some(r);
+                    self.wanted[t] = either_wanted(self.wanted[t], w);
+                }
+                // Two processes of one test side by side may collide where one alone would
+                // not (a fixed port, a fixed file): a stacks process whose test did not end as
+                // its counting process's did is not used, and the stacks pass runs it again,
+                // alone.
+                Role::Ahead(t) => {
+                    let same_end = self.counted[t]
+                        .as_ref()
+                        .is_some_and(|c| first_run_end(c) == first_run_end(&r));
+                    self.ahead[t] = Some(match (adopted[t], same_end) {
+                        (true, true) => Ahead::Kept,
+                        (true, false) => Ahead::NotUsed,
+                        (false, _) => Ahead::CalledOff,
+                    });
+                    if self.ahead[t] == Some(Ahead::Kept) {
+                        self.profile(t, job, r, w);
+                    }
+                }
+                Role::Baseline(b) => self.baselines[b] = Some(r),
+            }
+        }
+        for (job, r, w) in followed {
+            match job.test {
+                None => self.baselines[job.binary] = Some(r),
+                Some(t) => self.profile(t, &job, r, w),
+            }
+        }
+    }
 }
 
 /// What a job of the counting pass is.
