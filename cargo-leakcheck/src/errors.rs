@@ -1,7 +1,7 @@
 //! User-facing errors and the exit codes they map to.
 //!
-//! Leaks and failing tests are findings, not errors: they are decided in `analyze` and
-//! mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen;
+//! Leaks and failing tests are findings, not errors: they are decided in `analysis` (a
+//! test's verdict in `analysis::verdict`) and mapped to exit codes in [`ExitCode`]. An [`Error`] is a reason the run could not happen;
 //! it wraps the typed errors of the stages below (configuration, runtime, locks).
 
 pub use crate::exit_code::ExitCode;

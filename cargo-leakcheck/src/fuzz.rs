@@ -147,9 +147,23 @@ fn mutate(rng: &mut Rng, input: &[u8], donors: &[(String, Vec<u8>)]) -> Vec<u8> 
     out
 }
 
+/// What went wrong with an input, short of a panic.
+#[derive(Debug, thiserror::Error)]
+enum Problem {
+    /// A parser refused it with an empty message.
+    #[error("an error without a message")]
+    Silent,
+    /// The symbolizer gave no frame, not even an unknown one.
+    #[error("no frame at all for offset {0:#x}")]
+    NoFrame(u64),
+    /// The input could not be written for a reader that takes a file.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
 /// Runs `check` on `cases` mutations of each corpus file of `kind`; a panic fails the test
 /// after saving the input.
-fn fuzz(kind: &str, base_cases: usize, mut check: impl FnMut(&[u8]) -> Result<(), String>) {
+fn fuzz(kind: &str, base_cases: usize, mut check: impl FnMut(&[u8]) -> Result<(), Problem>) {
     let files = corpus(kind);
     let mut rng = Rng(seed() ^ kind.bytes().fold(0, |h, b| h * 31 + u64::from(b)));
     let mut failures = Vec::new();
@@ -182,9 +196,9 @@ fn fuzz(kind: &str, base_cases: usize, mut check: impl FnMut(&[u8]) -> Result<()
 }
 
 /// An error must say something.
-fn clear(message: String) -> Result<(), String> {
+fn clear(message: String) -> Result<(), Problem> {
     if message.trim().is_empty() {
-        Err("an error without a message".into())
+        Err(Problem::Silent)
     } else {
         Ok(())
     }
@@ -283,14 +297,14 @@ fn symbolizer_and_entry_finder_survive_damaged_executables() {
         let _ = found.problem;
         let _ = crate::execution::inspect::BinarySymbols::of(input);
         // ...the symbolizer from a file.
-        std::fs::write(&path, input).map_err(|e| e.to_string())?;
+        std::fs::write(&path, input)?;
         let mut s = symbolize::Symbolizer::new();
         let object = path.to_str().unwrap();
         for _ in 0..4 {
             let offset = rng.next() % (input.len() as u64 + 64);
             let frames = s.symbolize(object, offset);
             if frames.is_empty() {
-                return Err(format!("no frame at all for offset {offset:#x}"));
+                return Err(Problem::NoFrame(offset));
             }
         }
         let _ = s.warnings();

@@ -6,29 +6,38 @@
 //! that collects evidence (with `errors`, which wraps the typed errors below), `report`
 //! renderers, then `commands`.
 //!
-//! - `commands`: `test` and `bench`, each a short sequence of named steps over shared
-//!   stages; `session` sets a command up (workspace and selection, the `config`, the
-//!   output directory under a lock, the runtime) and finishes it (report.json, summary).
-//!   `nextest` runs the suite on cargo-nextest with each test process checked by the step
-//!   `test` uses; `merge` combines the reports of shards (`execution::partition`).
+//! - `commands`: `test`, `bench`, `run`, `diff`, each a short list of named steps over
+//!   shared stages; `session` sets a command up (workspace and selection, the `config`, the
+//!   output directory under a lock, the runtime, the golden-case recorder) and finishes it
+//!   (every output, the exit code). `nextest` runs the suite on cargo-nextest with each test
+//!   process checked by the step `test` uses; `merge` combines the reports of shards
+//!   (`execution::partition`).
 //! - `execution`: `cargo` builds the executables, `inspect` reads each once (custom
-//!   allocator, criterion, each test's entry point in libtest's table), `passes` runs an
-//!   exact counting pass first and profiles stacks where `analysis::counting` says they
-//!   are needed, `listing` lists the tests, `runner` runs every test in its own process
+//!   allocator, criterion, each test's entry point in libtest's table: `entry`), `passes`
+//!   runs an exact counting pass first and profiles stacks where `analysis::counting` says
+//!   they are needed, `listing` lists the tests, `runner` runs every test in its own process
 //!   (`process`) with the runtime preloaded (`slots` decides how many run at once, `history`
 //!   which start first, `progress` reports, `interrupt` stops them all on Ctrl-C),
 //!   `extra_runs` sets how long the runtime waits for a run's threads (the rules that read
-//!   the runs are `analysis::settling`'s), and `symbolize` names frames.
+//!   the runs are `analysis::settling`'s), `load` reads what a process left on disk into
+//!   evidence, `symbolize` names the frames of a binary, and `service` runs a program under
+//!   load for `run`.
 //! - `evidence`: what a test process leaves (how it ended, the runtime's record, its
 //!   output, its entry point), read by `analysis`, collected by `execution`.
 //! - `analysis`, pure so it can be tested on captured dumps: `settling` reads the extra
 //!   runs (why there were as many, whether counting settles a test, what they may cost),
-//!   `profile` parses a dump, `diff` subtracts the harness-only baseline, `classify` tells
-//!   leaks from one-time initialisation and harness memory, `frames` is the one path from a
-//!   raw stack to report frames, `verdict` puts a test's verdict together, `growth` is the
-//!   bench rule.
-//! - `model` is the typed report and `report` writes it: `report.json`, flame graphs,
-//!   plots and the human summary. `errors` maps what stops a run to exit codes.
+//!   `profile` parses a dump, `diff` subtracts the harness-only baseline, `symbols` is what
+//!   the rules ask of a binary's symbols, `classify` tells leaks from one-time
+//!   initialisation and harness memory, `stacks`, `collections` and `retention` judge and
+//!   explain a test's retained stacks, its collections and who holds them, `verdict` puts a
+//!   test's verdict together (one path from a raw stack to report frames, used by both
+//!   commands), `growth` is the bench rule and `service` the rule for `run`.
+//! - `execution::verdicts` hands every test's loaded evidence to `analysis::verdict`.
+//! - `model` is the typed report, with the gate (`model::gate`), the one place results map
+//!   to exit codes; `report` writes it through the exporters of `report::export`
+//!   (`report.json`, the page, JUnit, SARIF, GitHub's annotations, the summary), after the
+//!   flame graphs, profiles and plots (`report::artifacts`). `errors` maps what stops a run
+//!   to exit codes.
 
 pub(crate) mod analysis;
 pub(crate) mod cli;

@@ -16,7 +16,7 @@ use crate::analysis::lengths::{identity, readings};
 use crate::analysis::profile;
 use crate::analysis::stacks::{allowance, Allowed, Policy};
 use crate::analysis::symbols::Symbols;
-use crate::evidence::{CollectionTable, Length};
+use crate::evidence::{Collection, CollectionTable, Length};
 use crate::model::{CollectionReport, FrameReport, StackKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT, INCONSISTENT, UNREADABLE};
 use std::collections::HashMap;
@@ -41,57 +41,87 @@ pub fn judge(
         let Some(c) = table.collections.get(index as usize) else {
             continue;
         };
-        let points = r.judged();
-        let problem = problem_of(&points);
-        let growth: Vec<i64> = points
-            .windows(2)
-            .map(|w| match (w[0], w[1]) {
-                (a, b) if a >= ABSENT && b >= 0 => b - a.max(0),
-                _ => 0,
-            })
-            .collect();
-        let every = points.windows(2).all(|w| rose(w[0], w[1]));
-        if !growth.iter().any(|&g| g > 0) && problem.is_none() {
-            continue;
+        if let Some(report) = grown(c, r.judged(), runs, sites.get(&index), symbols) {
+            found.push((index, report));
         }
-        let allocated_at = sites
-            .get(&index)
-            .map(|site| {
-                resolve_stack(&site.frames, symbols)
-                    .iter()
-                    .map(frame_report)
-                    .collect()
-            })
-            .unwrap_or_default();
-        found.push((
-            index,
-            CollectionReport {
-                collection: identity(c),
-                lengths: points,
-                growth_per_run: growth,
-                kind: if every {
-                    StackKind::Leak
-                } else {
-                    StackKind::ProcessLifetime
-                },
-                reason: Some(if every {
-                    format!("its length grew in each of {runs} measured runs")
-                } else {
-                    format!("its length did not grow in each of {runs} measured runs")
-                }),
-                fails: false,
-                allowed: None,
-                suppression: None,
-                allocated_at,
-                problem,
-                also_held_by: Vec::new(),
-            },
-        ));
     }
     found.sort_by(|(_, a), (_, b)| {
         let (a, b) = (&a.collection, &b.collection);
         (&a.root, &a.field).cmp(&(&b.root, &b.field))
     });
+    let mut out: Vec<CollectionReport> = one_per_buffer(found, sites)
+        .into_iter()
+        .map(|(report, roots)| against_policy(report, roots, policy))
+        .collect();
+    out.sort_by(|a, b| {
+        b.fails.cmp(&a.fails).then_with(|| {
+            let (a, b) = (&a.collection, &b.collection);
+            (&a.root, &a.field).cmp(&(&b.root, &b.field))
+        })
+    });
+    out
+}
+
+/// The report of collection `c` whose lengths over the runs are `points`: None when it
+/// neither grew nor failed to be read. A leak when it grew on every run; not yet held
+/// against the policy.
+fn grown(
+    c: &Collection,
+    points: Vec<Reading>,
+    runs: usize,
+    site: Option<&BufferSite>,
+    symbols: &mut dyn Symbols,
+) -> Option<CollectionReport> {
+    let problem = problem_of(&points);
+    let growth: Vec<i64> = points
+        .windows(2)
+        .map(|w| match (w[0], w[1]) {
+            (a, b) if a >= ABSENT && b >= 0 => b - a.max(0),
+            _ => 0,
+        })
+        .collect();
+    let every = points.windows(2).all(|w| rose(w[0], w[1]));
+    if !growth.iter().any(|&g| g > 0) && problem.is_none() {
+        return None;
+    }
+    let allocated_at = site
+        .map(|site| {
+            resolve_stack(&site.frames, symbols)
+                .iter()
+                .map(frame_report)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(CollectionReport {
+        collection: identity(c),
+        lengths: points,
+        growth_per_run: growth,
+        kind: if every {
+            StackKind::Leak
+        } else {
+            StackKind::ProcessLifetime
+        },
+        reason: Some(if every {
+            format!("its length grew in each of {runs} measured runs")
+        } else {
+            format!("its length did not grow in each of {runs} measured runs")
+        }),
+        fails: false,
+        allowed: None,
+        suppression: None,
+        allocated_at,
+        problem,
+        also_held_by: Vec::new(),
+    })
+}
+
+/// Collections of one buffer (at least [`MIN_BUFFER`]) with the same lengths are one
+/// collection held from several roots: the first report stands, the others' collections
+/// are where it is also held. Each report comes with its roots.
+fn one_per_buffer(
+    found: Vec<(u32, CollectionReport)>,
+    sites: &HashMap<u32, BufferSite>,
+) -> Vec<(CollectionReport, Vec<FrameReport>)> {
     let mut out: Vec<CollectionReport> = Vec::new();
     let mut roots: Vec<Vec<FrameReport>> = Vec::new();
     let mut buffers: Vec<Option<u64>> = Vec::new();
@@ -116,18 +146,7 @@ pub fn judge(
             }
         }
     }
-    let mut out: Vec<CollectionReport> = out
-        .into_iter()
-        .zip(roots)
-        .map(|(report, roots)| against_policy(report, roots, policy))
-        .collect();
-    out.sort_by(|a, b| {
-        b.fails.cmp(&a.fails).then_with(|| {
-            let (a, b) = (&a.collection, &b.collection);
-            (&a.root, &a.field).cmp(&(&b.root, &b.field))
-        })
-    });
-    out
+    out.into_iter().zip(roots).collect()
 }
 
 /// Below this a buffer address is no allocation's (a zero-sized type's dangling pointer):

@@ -1,7 +1,7 @@
 //! The counting pass's rule: which tests its exact counts settle (clean, or process-lifetime
 //! state its extra runs showed), and which go on to the stacks pass.
 
-use crate::analysis::settling::{self, Outcome};
+use crate::analysis::settling::{self, Reruns};
 use crate::evidence::{ProcessEnd, ProcessResult};
 
 /// Whether a counting run leaves the test's verdict open.
@@ -22,17 +22,17 @@ pub fn needs_stacks(result: &ProcessResult) -> bool {
 /// What the counting pass settled about one test.
 pub enum Counted {
     /// Nothing retained, or nothing extra runs add to.
-    Clean(Outcome),
+    Clean(Reruns),
     /// Stacks needed; extra runs with them when the counting pass could make some.
-    Stacks { rerun: bool, outcome: Outcome },
+    Stacks { rerun: bool, outcome: Reruns },
     /// Crashed or timed out while counting.
-    Over(Outcome),
+    Over(Reruns),
 }
 
 /// What the counting pass settles about a test, from its counting run (its record read and
 /// its end set to its own run's, see `ProcessResult::first_run_end`) and what its extra runs
 /// showed.
-pub fn after_counting(result: &ProcessResult, outcome: Outcome, lifetime_fails: bool) -> Counted {
+pub fn after_counting(result: &ProcessResult, outcome: Reruns, lifetime_fails: bool) -> Counted {
     let ended_normally = matches!(result.first_run_end(), ProcessEnd::Exited(_));
     if !ended_normally {
         return Counted::Over(outcome);
@@ -148,7 +148,7 @@ pub(crate) mod tests {
             "arena 3\nallocator own\nfirst 0 0 0 1\ncost 1 1\nend own-allocator\n",
         ));
         assert!(needs_stacks(&own), "a zero count of it is no proof");
-        let outcome = settling::Outcome::none(settling::Status::Completed);
+        let outcome = settling::Reruns::none(settling::Status::Completed);
         match after_counting(&own, outcome, false) {
             Counted::Stacks { rerun, .. } => assert!(rerun, "its stacks, with extra runs"),
             _ => panic!("judged by its stacks"),

@@ -12,13 +12,14 @@ use crate::analysis::classify;
 use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
+use crate::analysis::profile::ProfileError;
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One heap snapshot and when it was taken, in seconds since the first.
 pub struct Snapshot {
@@ -171,11 +172,27 @@ const STACKS_LISTED: usize = 10;
 /// a settle pause passed), and how the reachability scan then found each stack held.
 pub struct After {
     /// The snapshot, or why it could not be read.
-    pub profile: Result<NormalizedProfile, String>,
+    pub profile: Result<NormalizedProfile, ProfileError>,
     /// Retention paths by the held stack's frames (empty without a scan).
     pub held: HashMap<Vec<FrameKey>, HeldPath>,
     /// The program's own collections' lengths then, when the timeline gives them.
     pub lengths: Option<BTreeMap<u32, i64>>,
+}
+
+/// Why a run's snapshots could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotsError {
+    /// The runtime's timeline of the dumps could not be read.
+    #[error("{}: {source}", path.display())]
+    Timeline {
+        /// The timeline.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A dump (not the last) could not be read; the error names the file.
+    #[error(transparent)]
+    Dump(#[from] ProfileError),
 }
 
 /// What a bench's or a service's run left, loaded (`execution::load`): its snapshots on the
@@ -184,7 +201,7 @@ pub struct GrowthEvidence {
     /// The tail of its stderr, for a message ([`crate::evidence::stderr_tail`]).
     pub stderr_tail: String,
     /// Oldest first, or why they could not be read.
-    pub snapshots: Result<Vec<Snapshot>, String>,
+    pub snapshots: Result<Vec<Snapshot>, SnapshotsError>,
     pub after: Option<After>,
     /// The program's collections, in the order of its table.
     pub collections: std::sync::Arc<crate::evidence::CollectionTable>,
@@ -281,28 +298,13 @@ pub fn judge_growth(
         Ok(s) => s,
         Err(e) => {
             report.verdict = Verdict::Error;
-            report.message = Some(e.clone());
+            report.message = Some(e.to_string());
             return;
         }
     };
     report.snapshots = snapshots.len();
     report.duration_seconds = snapshots.last().map(|s| s.seconds).unwrap_or(0.0);
-    // The heap's line leaves out the program's own mappings, which the dumps carry too.
-    let mut mapping: HashMap<&[FrameKey], bool> = HashMap::new();
-    let mut heap = Vec::with_capacity(snapshots.len());
-    for s in snapshots {
-        let mut bytes = 0;
-        for (keys, c) in &s.profile.stacks {
-            let mapped = *mapping
-                .entry(keys.as_slice())
-                .or_insert_with(|| !memory_of(keys, symbols).is_heap());
-            if !mapped {
-                bytes += c.bytes;
-            }
-        }
-        heap.push((s.seconds, bytes));
-    }
-    report.heap = heap;
+    report.heap = heap_line(snapshots, symbols);
     let mut stacks = match analyze(snapshots, threshold) {
         Ok(s) => s,
         Err(too_short) => {
@@ -328,7 +330,14 @@ pub fn judge_growth(
         Some(a) => retention::TaskWords::of(a.held.values(), &exe, symbols),
         None => retention::TaskWords::default(),
     };
-    let last_snapshot = snapshots.last().map(|s| &s.profile.stacks);
+    let listing = Listing {
+        exe: &exe,
+        whole_program: id.whole_program,
+        after: evidence.after.as_ref(),
+        last_snapshot: snapshots.last().map(|s| &s.profile.stacks),
+        by_words: &by_words,
+        period,
+    };
     // A global allocator's own extents are its heap, not the program's mappings.
     let mut own = Vec::with_capacity(stacks.len());
     for g in stacks {
@@ -337,41 +346,7 @@ pub fn judge_growth(
         }
     }
     for g in own.into_iter().take(STACKS_LISTED) {
-        let trimmed = resolve_stack(&g.frames, symbols);
-        let class = classify::classify_test(&trimmed, &exe, None);
-        let kind = match class.kind {
-            StackKind::Harness if id.whole_program && !class.thread_cache => StackKind::Leak,
-            kind => kind,
-        };
-        let last = g.series.last().map(|p| p.1).unwrap_or(0);
-        // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
-        // growth must stand three of those clear of it.
-        let noise = 3.0 * ((last as f64) * period as f64).sqrt();
-        let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
-        report.stacks.push(BenchStack {
-            memory: memory_of(&g.frames, symbols),
-            bytes: last,
-            growth_bytes: g.growth,
-            growth_bytes_per_second: g.bytes_per_second,
-            flagged,
-            kind,
-            objects: last_snapshot
-                .and_then(|stacks| stacks.get(&g.frames))
-                .map_or(0, |c| c.objects),
-            task: tasks::task_of(&trimmed, &exe).map(|mut t| {
-                let held = evidence.after.as_ref().and_then(|a| a.held.get(&g.frames));
-                tasks::read_state(&mut t, held.and_then(retention::held_first_word));
-                t
-            }),
-            frames: trimmed.iter().map(frame_report).collect(),
-            retained_by: evidence
-                .after
-                .as_ref()
-                .and_then(|a| a.held.get(&g.frames))
-                .filter(|_| flagged)
-                .map(|p| retention::describe(p, &exe, symbols, &by_words)),
-            series: g.series,
-        });
+        report.stacks.push(listing.stack(g, symbols));
     }
     report.collections = collections_over_time(
         &evidence.collections,
@@ -383,6 +358,80 @@ pub fn judge_growth(
         report.stacks.iter().any(|s| s.flagged) || report.collections.iter().any(|c| c.flagged);
     if report.verdict == Verdict::Clean && grows {
         report.verdict = Verdict::Leak;
+    }
+}
+
+/// The heap's bytes at each snapshot: the program's own mappings, which the dumps carry
+/// too, left out.
+fn heap_line(snapshots: &[Snapshot], symbols: &mut dyn Symbols) -> Vec<(f64, u64)> {
+    let mut mapping: HashMap<&[FrameKey], bool> = HashMap::new();
+    let mut heap = Vec::with_capacity(snapshots.len());
+    for s in snapshots {
+        let mut bytes = 0;
+        for (keys, c) in &s.profile.stacks {
+            let mapped = *mapping
+                .entry(keys.as_slice())
+                .or_insert_with(|| !memory_of(keys, symbols).is_heap());
+            if !mapped {
+                bytes += c.bytes;
+            }
+        }
+        heap.push((s.seconds, bytes));
+    }
+    heap
+}
+
+/// What a listed stack's report entry is drawn from besides its growth.
+struct Listing<'a> {
+    /// The executable, as classification and retention name it.
+    exe: &'a str,
+    /// See [`BenchIdentity::whole_program`].
+    whole_program: bool,
+    after: Option<&'a After>,
+    /// The stacks of the last snapshot (their object counts).
+    last_snapshot: Option<&'a HashMap<Vec<FrameKey>, crate::analysis::profile::Counts>>,
+    by_words: &'a retention::TaskWords,
+    /// The sample period of the dumps.
+    period: u64,
+}
+
+impl Listing<'_> {
+    /// A growing stack's report entry: classified, flagged when it is a leak whose growth
+    /// stands clear of sampling noise, with who holds it after the load.
+    fn stack(&self, g: StackGrowth, symbols: &mut dyn Symbols) -> BenchStack {
+        let exe = self.exe;
+        let trimmed = resolve_stack(&g.frames, symbols);
+        let class = classify::classify_test(&trimmed, exe, None);
+        let kind = match class.kind {
+            StackKind::Harness if self.whole_program && !class.thread_cache => StackKind::Leak,
+            kind => kind,
+        };
+        let last = g.series.last().map(|p| p.1).unwrap_or(0);
+        // Sampling noise: an estimate of B bytes at period P varies by about sqrt(B * P);
+        // growth must stand three of those clear of it.
+        let noise = 3.0 * ((last as f64) * self.period as f64).sqrt();
+        let flagged = g.flagged && kind == StackKind::Leak && (g.growth as f64) > noise;
+        let held = self.after.and_then(|a| a.held.get(&g.frames));
+        BenchStack {
+            memory: memory_of(&g.frames, symbols),
+            bytes: last,
+            growth_bytes: g.growth,
+            growth_bytes_per_second: g.bytes_per_second,
+            flagged,
+            kind,
+            objects: (self.last_snapshot)
+                .and_then(|stacks| stacks.get(&g.frames))
+                .map_or(0, |c| c.objects),
+            task: tasks::task_of(&trimmed, exe).map(|mut t| {
+                tasks::read_state(&mut t, held.and_then(retention::held_first_word));
+                t
+            }),
+            frames: trimmed.iter().map(frame_report).collect(),
+            retained_by: held
+                .filter(|_| flagged)
+                .map(|p| retention::describe(p, exe, symbols, self.by_words)),
+            series: g.series,
+        }
     }
 }
 

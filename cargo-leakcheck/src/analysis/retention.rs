@@ -11,6 +11,7 @@ use crate::analysis::symbols::Frame;
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::model::{FrameReport, HolderThread, HoldingTask, RetainedBy, RootKind, TaskReport};
+use leakcheck_protocol::paths::Root;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -67,23 +68,45 @@ pub fn paths_file(dump: &Path) -> PathBuf {
 /// Parses the text of a `.paths` file; None when it is not whole (a process that died while
 /// writing it): retention paths are an explanation, never a verdict.
 pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
-    use leakcheck_protocol::heap_v2::parse_stack;
-    use leakcheck_protocol::paths::{Line, Root};
+    use leakcheck_protocol::paths::Line;
     let (body, mappings) = profile::with_mappings(text)?;
     let mut lines = body.lines();
     if Line::parse(lines.next()?)? != Line::Header {
         return None;
     }
-    struct Raw<'a> {
-        root: Root<'a>,
-        thread: Option<(u64, String)>,
-        state: Option<leakcheck_protocol::paths::ThreadState>,
-        spawned: Option<Vec<u64>>,
-        chain: Vec<Vec<u64>>,
-        words: Vec<Vec<u64>>,
-        skipped: u64,
+    let raws = raw_paths(lines)?;
+    let mut stacks: Vec<Vec<u64>> = Vec::new();
+    for r in &raws {
+        stacks.extend(r.chain.iter().cloned());
+        if let Root::Stack { frame } = r.root {
+            stacks.push(vec![frame]);
+        }
+        stacks.extend(r.spawned.iter().cloned());
     }
-    let mut raws: Vec<Raw> = Vec::new();
+    let mut keys = diff::frame_keys(&mappings, &stacks).into_iter();
+    let words: Vec<Vec<u64>> = raws.iter().flat_map(|r| r.words.iter().cloned()).collect();
+    let mut word_keys = diff::frame_keys(&mappings, &words).into_iter();
+    raws.into_iter()
+        .map(|r| r.keyed(&mut keys, &mut word_keys))
+        .collect()
+}
+
+/// One path as the file spells it, its stacks as addresses.
+struct RawPath<'a> {
+    root: Root<'a>,
+    thread: Option<(u64, String)>,
+    state: Option<leakcheck_protocol::paths::ThreadState>,
+    spawned: Option<Vec<u64>>,
+    chain: Vec<Vec<u64>>,
+    words: Vec<Vec<u64>>,
+    skipped: u64,
+}
+
+/// The paths of a `.paths` file's lines after its header; None when one does not read.
+fn raw_paths<'a>(lines: impl Iterator<Item = &'a str>) -> Option<Vec<RawPath<'a>>> {
+    use leakcheck_protocol::heap_v2::parse_stack;
+    use leakcheck_protocol::paths::Line;
+    let mut raws: Vec<RawPath> = Vec::new();
     // After `spawned`, the next stack line is the thread's, not an object's.
     let mut spawn_next = false;
     for line in lines.filter(|l| !l.is_empty()) {
@@ -99,7 +122,7 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
             continue;
         }
         match Line::parse(line)? {
-            Line::Path => raws.push(Raw {
+            Line::Path => raws.push(RawPath {
                 root: Root::Unknown,
                 thread: None,
                 state: None,
@@ -119,66 +142,64 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
             Line::Header => return None,
         }
     }
-    let mut stacks: Vec<Vec<u64>> = Vec::new();
-    for r in &raws {
-        stacks.extend(r.chain.iter().cloned());
-        if let Root::Stack { frame } = r.root {
-            stacks.push(vec![frame]);
-        }
-        stacks.extend(r.spawned.iter().cloned());
-    }
-    let mut keys = diff::frame_keys(&mappings, &stacks).into_iter();
-    let words: Vec<Vec<u64>> = raws.iter().flat_map(|r| r.words.iter().cloned()).collect();
-    let mut word_keys = diff::frame_keys(&mappings, &words).into_iter();
-    raws.into_iter()
-        .map(|r| {
-            let chain: Vec<Vec<FrameKey>> = keys.by_ref().take(r.chain.len()).collect();
-            let first_words = r.words.iter().map(|w| w.first().copied()).collect();
-            let words: Vec<Vec<(u8, FrameKey)>> = word_keys
-                .by_ref()
-                .take(r.words.len())
-                .map(|ws| {
-                    ws.into_iter()
-                        .enumerate()
-                        .filter(|(_, k)| in_a_file(k))
-                        .map(|(i, k)| (i as u8, k))
-                        .collect()
-                })
-                .collect();
-            let root = match r.root {
-                Root::Static { vaddr, object } => RawRoot::Static {
-                    vaddr,
-                    object: object.to_owned(),
-                },
-                Root::Tls { offset, object } => RawRoot::Tls {
-                    offset,
-                    object: object.to_owned(),
-                },
-                Root::Stack { frame } => {
-                    let key = keys.next()?.pop();
-                    RawRoot::Stack {
-                        frame: key.filter(|_| frame != 0),
-                    }
-                }
-                Root::Register(name) => RawRoot::Register(name.to_owned()),
-                Root::Unknown => RawRoot::Unknown,
-            };
-            let spawned = match r.spawned {
-                Some(_) => Some(keys.next()?),
-                None => None,
-            };
-            (!chain.is_empty()).then_some(HeldPath {
-                root,
-                thread: r.thread,
-                thread_state: r.state,
-                spawned,
-                chain,
-                skipped: r.skipped,
-                words,
-                first_words,
+    Some(raws)
+}
+
+impl RawPath<'_> {
+    /// The path with its stacks as frame keys, taken in order from `keys` (its chain, its
+    /// stack root's frame, its spawning stack) and `word_keys` (its objects' words); None
+    /// when they run out or the path has no chain (the file is not whole).
+    fn keyed(
+        self,
+        keys: &mut impl Iterator<Item = Vec<FrameKey>>,
+        word_keys: &mut impl Iterator<Item = Vec<FrameKey>>,
+    ) -> Option<HeldPath> {
+        let chain: Vec<Vec<FrameKey>> = keys.by_ref().take(self.chain.len()).collect();
+        let first_words = self.words.iter().map(|w| w.first().copied()).collect();
+        let words: Vec<Vec<(u8, FrameKey)>> = word_keys
+            .by_ref()
+            .take(self.words.len())
+            .map(|ws| {
+                ws.into_iter()
+                    .enumerate()
+                    .filter(|(_, k)| in_a_file(k))
+                    .map(|(i, k)| (i as u8, k))
+                    .collect()
             })
+            .collect();
+        let root = match self.root {
+            Root::Static { vaddr, object } => RawRoot::Static {
+                vaddr,
+                object: object.to_owned(),
+            },
+            Root::Tls { offset, object } => RawRoot::Tls {
+                offset,
+                object: object.to_owned(),
+            },
+            Root::Stack { frame } => {
+                let key = keys.next()?.pop();
+                RawRoot::Stack {
+                    frame: key.filter(|_| frame != 0),
+                }
+            }
+            Root::Register(name) => RawRoot::Register(name.to_owned()),
+            Root::Unknown => RawRoot::Unknown,
+        };
+        let spawned = match self.spawned {
+            Some(_) => Some(keys.next()?),
+            None => None,
+        };
+        (!chain.is_empty()).then_some(HeldPath {
+            root,
+            thread: self.thread,
+            thread_state: self.state,
+            spawned,
+            chain,
+            skipped: self.skipped,
+            words,
+            first_words,
         })
-        .collect()
+    }
 }
 
 /// The paths by the stack they hold, keyed as `key` turns the held stack's frames (the
@@ -216,64 +237,7 @@ pub fn describe(
         .thread
         .as_ref()
         .map(|(_, name)| holder_thread(p, name, exe, symbols));
-    let of_thread = |what: String| match (&p.thread, &holder) {
-        (Some(_), Some(h)) => {
-            let site = h.spawned_at.as_ref().map(|f| format!("`{}`", f.function));
-            format!("{what} of {}", thread_words(h, site.as_deref()))
-        }
-        _ => what,
-    };
-    let object = |o: &str| {
-        if o == "-" {
-            exe.to_owned()
-        } else {
-            o.to_owned()
-        }
-    };
-    let (mut frame, mut definition) = (None, None);
-    let (root_kind, symbol, root) = match &p.root {
-        RawRoot::Static { vaddr, object: o } => {
-            let symbol = symbols.data(&object(o), *vaddr, false);
-            definition = symbols
-                .definition(&object(o), *vaddr)
-                .map(|(file, line)| FrameReport {
-                    function: symbol.clone().unwrap_or_default(),
-                    file: Some(file),
-                    line: Some(line),
-                    inlined: false,
-                });
-            let root = match &symbol {
-                Some(s) => format!("static `{s}`"),
-                None => format!("static data of `{}` at {vaddr:#x}", file_name(&object(o))),
-            };
-            (RootKind::Static, symbol, root)
-        }
-        RawRoot::Tls { offset, object: o } => {
-            let symbol = symbols
-                .data(&object(o), *offset, true)
-                .map(|s| tls_name(&s));
-            let root = match &symbol {
-                Some(s) => of_thread(format!("thread-local `{s}`")),
-                None => of_thread("thread-local storage".to_owned()),
-            };
-            (RootKind::ThreadLocal, symbol, root)
-        }
-        RawRoot::Stack { frame: at } => {
-            let f = at
-                .as_ref()
-                .and_then(|k| symbols.code(&k.object, k.file_offset).first().cloned());
-            let symbol = f.as_ref().and_then(|f| f.function.clone());
-            frame = f.filter(|f| f.function.is_some()).map(|f| frame_report(&f));
-            (RootKind::Stack, symbol, of_thread("the stack".to_owned()))
-        }
-        // A register's name means nothing to the program's author.
-        RawRoot::Register(name) => (
-            RootKind::Register,
-            Some(name.clone()),
-            of_thread("a register".to_owned()),
-        ),
-        RawRoot::Unknown => (RootKind::Unknown, None, "an unknown root".to_owned()),
-    };
+    let root = NamedRoot::of(p, holder.as_ref(), exe, symbols);
     let on_the_way: Vec<Vec<Frame>> = p.chain[..p.chain.len() - 1]
         .iter()
         .map(|keys| resolve_stack(keys, symbols))
@@ -286,6 +250,121 @@ pub fn describe(
             false => allocation_site(frames, exe),
         })
         .collect();
+    RetainedBy {
+        root_kind: root.kind,
+        root: root.words,
+        symbol: root.symbol,
+        thread,
+        frame: root.frame,
+        definition: root.definition,
+        via,
+        skipped: p.skipped,
+        task: holding_task(p, &on_the_way, exe, tasks_by_words),
+        holder,
+    }
+}
+
+/// A path's root, named.
+struct NamedRoot {
+    kind: RootKind,
+    /// The symbol it is, or the function whose frame it is in.
+    symbol: Option<String>,
+    /// The root in words (see [`RetainedBy::root`]).
+    words: String,
+    /// A stack root's frame.
+    frame: Option<FrameReport>,
+    /// Where a static is defined.
+    definition: Option<FrameReport>,
+}
+
+impl NamedRoot {
+    fn of(
+        p: &HeldPath,
+        holder: Option<&HolderThread>,
+        exe: &str,
+        symbols: &mut dyn Symbols,
+    ) -> NamedRoot {
+        let of_thread = |what: &str| match (&p.thread, holder) {
+            (Some(_), Some(h)) => {
+                let site = h.spawned_at.as_ref().map(|f| format!("`{}`", f.function));
+                format!("{what} of {}", thread_words(h, site.as_deref()))
+            }
+            _ => what.to_owned(),
+        };
+        let object = |o: &str| match o {
+            "-" => exe.to_owned(),
+            o => o.to_owned(),
+        };
+        let named = |kind, symbol, words| NamedRoot {
+            kind,
+            symbol,
+            words,
+            frame: None,
+            definition: None,
+        };
+        match &p.root {
+            RawRoot::Static { vaddr, object: o } => Self::of_static(&object(o), *vaddr, symbols),
+            RawRoot::Tls { offset, object: o } => {
+                let symbol = (symbols.data(&object(o), *offset, true)).map(|s| tls_name(&s));
+                let words = match &symbol {
+                    Some(s) => of_thread(&format!("thread-local `{s}`")),
+                    None => of_thread("thread-local storage"),
+                };
+                named(RootKind::ThreadLocal, symbol, words)
+            }
+            RawRoot::Stack { frame: at } => {
+                let f = at
+                    .as_ref()
+                    .and_then(|k| symbols.code(&k.object, k.file_offset).first().cloned());
+                let symbol = f.as_ref().and_then(|f| f.function.clone());
+                NamedRoot {
+                    frame: f.filter(|f| f.function.is_some()).map(|f| frame_report(&f)),
+                    ..named(RootKind::Stack, symbol, of_thread("the stack"))
+                }
+            }
+            // A register's name means nothing to the program's author.
+            RawRoot::Register(name) => named(
+                RootKind::Register,
+                Some(name.clone()),
+                of_thread("a register"),
+            ),
+            RawRoot::Unknown => named(RootKind::Unknown, None, "an unknown root".to_owned()),
+        }
+    }
+
+    /// A static of `object` at `vaddr`: by its symbol and where it is defined, when known.
+    fn of_static(object: &str, vaddr: u64, symbols: &mut dyn Symbols) -> NamedRoot {
+        let symbol = symbols.data(object, vaddr, false);
+        let definition = symbols
+            .definition(object, vaddr)
+            .map(|(file, line)| FrameReport {
+                function: symbol.clone().unwrap_or_default(),
+                file: Some(file),
+                line: Some(line),
+                inlined: false,
+            });
+        let words = match &symbol {
+            Some(s) => format!("static `{s}`"),
+            None => format!("static data of `{}` at {vaddr:#x}", file_name(object)),
+        };
+        NamedRoot {
+            kind: RootKind::Static,
+            symbol,
+            words,
+            frame: None,
+            definition,
+        }
+    }
+}
+
+/// The task among the objects on a path's way (`on_the_way`, their stacks resolved) that
+/// holds it, with what keeps that task.
+fn holding_task(
+    p: &HeldPath,
+    on_the_way: &[Vec<Frame>],
+    exe: &str,
+    tasks_by_words: &TaskWords,
+) -> Option<HoldingTask> {
     // An object whose stack was not sampled may still show what it is by its words.
     let known: Vec<Option<TaskReport>> = (0..on_the_way.len())
         .map(|i| match p.chain[i].is_empty() {
@@ -293,32 +372,19 @@ pub fn describe(
             false => None,
         })
         .collect();
-    let task = tasks::holding_task(&on_the_way, &known, exe).map(|(via_index, mut task)| {
-        tasks::read_state(&mut task, p.first_words.get(via_index).copied().flatten());
-        // The object right before it says best; failing that (a container of a crate of its
-        // own, such as `slab`), the runtime's structures further back do.
-        let kept_by = via_index
-            .checked_sub(1)
-            .and_then(|before| tasks::kept_by(&on_the_way[before], &task.runtime))
-            .or_else(|| task.listed.then(|| tasks::RUNTIME_STRUCTURES.to_owned()));
-        HoldingTask {
-            task,
-            via_index,
-            kept_by,
-        }
-    });
-    RetainedBy {
-        root_kind,
-        root,
-        symbol,
-        thread,
-        frame,
-        definition,
-        via,
-        skipped: p.skipped,
+    let (via_index, mut task) = tasks::holding_task(on_the_way, &known, exe)?;
+    tasks::read_state(&mut task, p.first_words.get(via_index).copied().flatten());
+    // The object right before it says best; failing that (a container of a crate of its
+    // own, such as `slab`), the runtime's structures further back do.
+    let kept_by = via_index
+        .checked_sub(1)
+        .and_then(|before| tasks::kept_by(&on_the_way[before], &task.runtime))
+        .or_else(|| task.listed.then(|| tasks::RUNTIME_STRUCTURES.to_owned()));
+    Some(HoldingTask {
         task,
-        holder,
-    }
+        via_index,
+        kept_by,
+    })
 }
 
 /// The thread a path starts in: the first frame of the program's own code that started it,

@@ -52,17 +52,21 @@ fn ordinal(n: u32) -> String {
 
 /// What the extra runs of one process came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
+pub struct Reruns {
     /// Extra runs that returned normally (each measured).
     pub made: u32,
     /// Why no more.
     pub status: Status,
 }
 
-impl Outcome {
+/// The former name of [`Reruns`], kept while `execution::capture::golden` still spells it.
+#[cfg(test)]
+pub type Outcome = Reruns;
+
+impl Reruns {
     /// No extra runs, for this reason.
-    pub fn none(status: Status) -> Outcome {
-        Outcome { made: 0, status }
+    pub fn none(status: Status) -> Reruns {
+        Reruns { made: 0, status }
     }
 
     /// Whether every extra run asked for was made, so the measurements can be judged.
@@ -95,24 +99,24 @@ pub fn interpret(
     record: Option<&Record>,
     not_asked: Option<&Status>,
     evidence: &Evidence,
-) -> Outcome {
+) -> Reruns {
     let Some(record) = record else {
-        return Outcome::none(Status::TestFailed);
+        return Reruns::none(Status::TestFailed);
     };
     let Some(first) = record.first else {
-        return Outcome::none(Status::TestFailed);
+        return Reruns::none(Status::TestFailed);
     };
     if first.status != 0 {
-        return Outcome::none(Status::TestFailed);
+        return Reruns::none(Status::TestFailed);
     }
     if record.end == Some(End::ExitedEarly) {
-        return Outcome::none(Status::ExitedEarly);
+        return Reruns::none(Status::ExitedEarly);
     }
     if is_should_panic(evidence.stdout, evidence.test) {
-        return Outcome::none(Status::ShouldPanic);
+        return Reruns::none(Status::ShouldPanic);
     }
     if record.end == Some(End::NothingRetained) {
-        return Outcome::none(Status::NotNeeded);
+        return Reruns::none(Status::NotNeeded);
     }
     let made = record.runs.len() as u32;
     let status = if let Some(why) = not_asked {
@@ -156,7 +160,7 @@ pub fn interpret(
             None => died_during_run(evidence),
         }
     };
-    Outcome { made, status }
+    Reruns { made, status }
 }
 
 /// The process ended in the drain after run `run` (0: the test's own): in a destructor the
@@ -520,7 +524,7 @@ mod tests {
         let own = Record::parse("arena 1\nfirst 0 3 48 1\ndraining 0\n");
         assert_eq!(
             interpret(Some(&own), None, &evidence(&abort, "", panic)),
-            Outcome {
+            Reruns {
                 made: 0,
                 status: Status::DrainFailed(
                     "after the test's own run: a deferred destructor panicked: boom in a deferred drop"
@@ -562,7 +566,7 @@ mod tests {
         let done = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 1 8 1 1\nrun 2 start\nrun 2 ok 1 8 1 1\nleft 1 0 0\nleft 2 0 0\nend settled\n");
         assert_eq!(
             interpret(Some(&done), None, &evidence(&ok, "", "")),
-            Outcome {
+            Reruns {
                 made: 2,
                 status: Status::Completed
             }
@@ -602,7 +606,7 @@ mod tests {
         };
         assert_eq!(
             aborted_by(ProcessEnd::Signaled(6), stderr),
-            Outcome {
+            Reruns {
                 made: 1,
                 status: Status::Panicked("second run".into())
             }

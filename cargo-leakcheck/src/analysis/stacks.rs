@@ -333,29 +333,7 @@ fn merge_by_kind_and_frames(
         if allocator {
             continue;
         }
-        let (kind, reason) = match r.reach {
-            Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
-            _ => kind_with_growth(classified, r.growth.as_deref()),
-        };
-        // One line that allocates by different paths inside std from run to run (whether
-        // `format!` grows a string once or twice depends on what it formats): no single
-        // stack grows every time, the line does.
-        let (kind, reason) = match (kind, r.growth.as_deref(), site_of(shown)) {
-            (StackKind::ProcessLifetime, Some(g), Some(site))
-                if classified.kind == StackKind::Leak
-                    && g.iter().map(|g| g.bytes).sum::<i64>() > 0
-                    && growing.contains(site) =>
-            {
-                (
-                    StackKind::Leak,
-                    Some(format!(
-                        "grew in each of {} runs with stacks, with the other stacks that allocate at the same line",
-                        g.len()
-                    )),
-                )
-            }
-            _ => (kind, reason),
-        };
+        let (kind, reason) = kind_of(r, classified, shown, &growing);
         // A stack the test's own run did not retain, that grew in some extra runs only, is
         // shown only as part of a line that grew on every run.
         if r.live.bytes == 0 && r.growth.is_some() && kind != StackKind::Leak {
@@ -382,14 +360,54 @@ fn merge_by_kind_and_frames(
             }
             .cloned();
         }
-        e.bytes = e.bytes.saturating_add(r.live.bytes);
-        e.objects = e.objects.saturating_add(r.live.objects);
-        for (sum, g) in e.growth.iter_mut().zip(r.growth.iter().flatten()) {
+        e.add(r);
+    }
+    merged
+}
+
+/// A retained stack's kind and why (`classified`: its frames' class; `shown`: its frames
+/// as reported; `growing`: the lines that grew on every run, all their stacks together).
+fn kind_of(
+    r: &Retained,
+    classified: &classify::Classified,
+    shown: &[FrameReport],
+    growing: &std::collections::HashSet<&[FrameReport]>,
+) -> (StackKind, Option<String>) {
+    let (kind, reason) = match r.reach {
+        Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
+        _ => kind_with_growth(classified, r.growth.as_deref()),
+    };
+    // One line that allocates by different paths inside std from run to run (whether
+    // `format!` grows a string once or twice depends on what it formats): no single
+    // stack grows every time, the line does.
+    match (kind, r.growth.as_deref(), site_of(shown)) {
+        (StackKind::ProcessLifetime, Some(g), Some(site))
+            if classified.kind == StackKind::Leak
+                && g.iter().map(|g| g.bytes).sum::<i64>() > 0
+                && growing.contains(site) =>
+        {
+            (
+                StackKind::Leak,
+                Some(format!(
+                    "grew in each of {} runs with stacks, with the other stacks that allocate at the same line",
+                    g.len()
+                )),
+            )
+        }
+        _ => (kind, reason),
+    }
+}
+
+impl Merged {
+    /// Adds a retained stack's bytes, objects and growth per run.
+    fn add(&mut self, r: &Retained) {
+        self.bytes = self.bytes.saturating_add(r.live.bytes);
+        self.objects = self.objects.saturating_add(r.live.objects);
+        for (sum, g) in self.growth.iter_mut().zip(r.growth.iter().flatten()) {
             sum.objects = sum.objects.saturating_add(g.objects);
             sum.bytes = sum.bytes.saturating_add(g.bytes);
         }
     }
-    merged
 }
 
 /// A stack against the thresholds and suppressions: a leak (or, when configured to fail,

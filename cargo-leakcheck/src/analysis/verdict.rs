@@ -87,7 +87,7 @@ pub struct TestEvidence<'a> {
     /// How the verdict is reached.
     pub method: Method,
     /// How its extra runs went.
-    pub reruns: &'a settling::Outcome,
+    pub reruns: &'a settling::Reruns,
     /// The entry point its extra runs called, when found.
     pub entry: Option<&'a Entry>,
     /// Its counting-pass process, when it had one apart from `result`.
@@ -178,7 +178,7 @@ pub fn allocator_reaches_malloc<S: CodeSymbols + ?Sized>(
 }
 
 /// The report's view of how a test's extra runs went.
-pub fn extra_runs_of(outcome: &settling::Outcome) -> ExtraRuns {
+pub fn extra_runs_of(outcome: &settling::Reruns) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
         in_all: outcome.made,
@@ -212,7 +212,7 @@ fn clean_report(
     result: &ProcessResult,
     policy: &Policy,
     method: Method,
-    reruns: &settling::Outcome,
+    reruns: &settling::Reruns,
 ) -> TestReport {
     let first_run_retained =
         result
@@ -387,7 +387,7 @@ fn judge_retained(
         Some(entry) if evidence.reruns.usable() && code == 0 => match &dumps.runs {
             Ok(runs) => Some(series_of(&dumps.own, runs, &bin.exe, entry)),
             Err(e) => {
-                let unusable = settling::Outcome {
+                let unusable = settling::Reruns {
                     made: evidence.reruns.made,
                     status: settling::Status::Unavailable(e.to_string()),
                 };
@@ -770,7 +770,7 @@ mod tests {
         probe: &mut Probe,
         policy: &Policy,
     ) -> TestReport {
-        let none = settling::Outcome::none(settling::Status::Off);
+        let none = settling::Reruns::none(settling::Status::Off);
         let evidence = TestEvidence {
             result,
             method: Method::Stacks,

@@ -206,7 +206,7 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     let image = match image_of(&file, data) {
         Ok(image) => image,
         Err(e) => {
-            inspection.problem = Some(e);
+            inspection.problem = Some(e.to_string());
             return inspection;
         }
     };
@@ -226,7 +226,7 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     );
     match collectors {
         Ok(c) => inspection.epoch = c,
-        Err(why) => inspection.epoch_problem = Some(why),
+        Err(why) => inspection.epoch_problem = Some(why.to_string()),
     }
     let by_table = find_entries(&image, names);
     let complete = by_table
@@ -309,7 +309,13 @@ impl Inspection {
     }
 }
 
-fn image_of<'a>(file: &ElfFile64<'a, LE>, data: &'a [u8]) -> Result<Image<'a>, String> {
+/// An executable whose pointers cannot be read: neither relative relocations nor (at a fixed
+/// address) a writable word pointing into its image.
+#[derive(Debug, thiserror::Error)]
+#[error("the executable has no pointer table to read (no relative relocations)")]
+struct NoPointerTable;
+
+fn image_of<'a>(file: &ElfFile64<'a, LE>, data: &'a [u8]) -> Result<Image<'a>, NoPointerTable> {
     let endian = file.endian();
     let header = file.elf_header();
     let segments: Vec<Segment> = file
@@ -391,7 +397,7 @@ fn image_of<'a>(file: &ElfFile64<'a, LE>, data: &'a [u8]) -> Result<Image<'a>, S
         }
     }
     if image.pointers.is_empty() {
-        return Err("the executable has no pointer table to read (no relative relocations)".into());
+        return Err(NoPointerTable);
     }
     for s in file.symbols().chain(file.dynamic_symbols()) {
         if s.kind() == SymbolKind::Text && s.size() > 0 {

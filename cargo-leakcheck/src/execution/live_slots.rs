@@ -40,16 +40,27 @@ pub struct Function {
     pub vars: Vec<(u64, u64, i64, u64)>,
 }
 
+/// Why an executable's functions cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveSlotsError {
+    /// Not an object file at all.
+    #[error("not an executable: {0}")]
+    NotExecutable(object::Error),
+    /// Its debug information cannot be loaded.
+    #[error("{0}")]
+    Dwarf(gimli::Error),
+}
+
 /// The functions an executable describes well enough.
-pub fn read(data: &[u8]) -> Result<Vec<Function>, String> {
-    let file = object::File::parse(data).map_err(|e| format!("not an executable: {e}"))?;
+pub fn read(data: &[u8]) -> Result<Vec<Function>, LiveSlotsError> {
+    let file = object::File::parse(data).map_err(LiveSlotsError::NotExecutable)?;
     let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
         Ok(file
             .section_by_name(id.name())
             .and_then(|s| s.uncompressed_data().ok())
             .unwrap_or(Cow::Borrowed(&[])))
     };
-    let sections = gimli::DwarfSections::load(load).map_err(|e| e.to_string())?;
+    let sections = gimli::DwarfSections::load(load).map_err(LiveSlotsError::Dwarf)?;
     let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
     let saved = register_saves(&file);
     let mut out = Vec::new();

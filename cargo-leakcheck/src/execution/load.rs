@@ -4,7 +4,7 @@
 //! is carried as such, for the verdict to say what that means.
 
 use crate::analysis::diff::{self, NormalizedProfile};
-use crate::analysis::growth::{After, GrowthEvidence, Snapshot};
+use crate::analysis::growth::{After, GrowthEvidence, Snapshot, SnapshotsError};
 use crate::analysis::lost::{self, Lost};
 use crate::analysis::profile;
 use crate::analysis::retention::{self, HeldPath};
@@ -210,11 +210,19 @@ fn cycles(dump: &Path) -> Option<crate::analysis::cycles::Cycles> {
 /// timeline: seconds since the first. A dump the timeline does not name is left out (a kill
 /// cut its line short), and so is a last dump that cannot be read (cut short by the kill at
 /// the time cap); any other unreadable dump is an error.
-pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<Snapshot>, String> {
+pub fn growth_snapshots(
+    dumps: &[Vec<PathBuf>],
+    timeline: &Path,
+) -> Result<Vec<Snapshot>, SnapshotsError> {
     let text = match std::fs::read_to_string(timeline) {
         Ok(t) => t,
         Err(_) if dumps.is_empty() => String::new(),
-        Err(e) => return Err(format!("{}: {e}", timeline.display())),
+        Err(source) => {
+            return Err(SnapshotsError::Timeline {
+                path: timeline.to_path_buf(),
+                source,
+            })
+        }
     };
     let when = marks_of(&text);
     let lengths = lengths_of(&text);
@@ -227,7 +235,7 @@ pub fn growth_snapshots(dumps: &[Vec<PathBuf>], timeline: &Path) -> Result<Vec<S
         let profile = match snapshot(parts) {
             Ok(p) => p,
             Err(_) if i + 1 == dumps.len() => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let t0 = *first.get_or_insert(micros);
         snapshots.push(Snapshot {
@@ -334,7 +342,7 @@ pub fn growth_after(parts: &[PathBuf], scanned: &Path, timeline: &Path) -> After
         .ok()
         .map(|text| lengths_of(&text));
     After {
-        profile: snapshot(parts).map_err(|e| e.to_string()),
+        profile: snapshot(parts),
         held: held_by_stack(scanned),
         lengths: parts
             .first()

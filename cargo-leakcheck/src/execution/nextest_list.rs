@@ -85,14 +85,45 @@ pub fn list_args(run_args: &[String]) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// Why the tests nextest selected are not known.
+#[derive(Debug, thiserror::Error)]
+pub enum NextestListError {
+    /// `cargo nextest list` could not be started.
+    #[error("could not run `cargo nextest list`: {0}")]
+    Spawn(std::io::Error),
+    /// It ran and failed; the last line it printed on stderr says why, if it printed any.
+    #[error("`cargo nextest list` failed ({status}){}", last.as_ref().map(|l| format!(": {l}")).unwrap_or_default())]
+    Failed {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// Its last non-blank line of stderr, trimmed.
+        last: Option<String>,
+    },
+    /// Its output is not JSON.
+    #[error("not the JSON nextest lists: {0}")]
+    NotJson(serde_json::Error),
+    /// Its JSON has no suites.
+    #[error("no `rust-suites` in nextest's listing")]
+    NoSuites,
+    /// The caller did not list at all, for the reason given (the run picked its tests from
+    /// a recording, say).
+    #[error("{0}")]
+    NotListed(&'static str),
+}
+
+impl From<&'static str> for NextestListError {
+    fn from(reason: &'static str) -> Self {
+        NextestListError::NotListed(reason)
+    }
+}
+
 /// Reads the JSON `cargo nextest list --message-format json` prints.
-pub fn parse(json: &str) -> Result<Listing, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("not the JSON nextest lists: {e}"))?;
+pub fn parse(json: &str) -> Result<Listing, NextestListError> {
+    let value: serde_json::Value = serde_json::from_str(json).map_err(NextestListError::NotJson)?;
     let suites = value
         .get("rust-suites")
         .and_then(|s| s.as_object())
-        .ok_or("no `rust-suites` in nextest's listing")?;
+        .ok_or(NextestListError::NoSuites)?;
     let mut listing = Listing::default();
     for (key, suite) in suites {
         let id = suite
@@ -118,22 +149,25 @@ pub fn parse(json: &str) -> Result<Listing, String> {
 }
 
 /// Runs `cargo nextest list` with `args` (see [`list_args`]) and `envs`, as the run did.
-pub fn list(program: &Path, args: &[String], envs: &[(String, String)]) -> Result<Listing, String> {
+pub fn list(
+    program: &Path,
+    args: &[String],
+    envs: &[(String, String)],
+) -> Result<Listing, NextestListError> {
     let out = Command::new(program)
         .args(["nextest", "list", "--message-format", "json"])
         .args(args)
         .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("could not run `cargo nextest list`: {e}"))?;
+        .map_err(NextestListError::Spawn)?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-        return Err(format!(
-            "`cargo nextest list` failed ({}){}",
-            out.status,
-            last.map(|l| format!(": {}", l.trim())).unwrap_or_default()
-        ));
+        return Err(NextestListError::Failed {
+            status: out.status,
+            last: last.map(|l| l.trim().to_string()),
+        });
     }
     parse(&String::from_utf8_lossy(&out.stdout))
 }
@@ -215,7 +249,10 @@ mod tests {
                 .collect()
         );
         assert_eq!((listing.ignored, listing.other_shards), (1, 1));
-        assert!(parse("{}").unwrap_err().contains("rust-suites"));
-        assert!(parse("Finished").unwrap_err().contains("not the JSON"));
+        assert!(parse("{}").unwrap_err().to_string().contains("rust-suites"));
+        assert!(parse("Finished")
+            .unwrap_err()
+            .to_string()
+            .contains("not the JSON"));
     }
 }

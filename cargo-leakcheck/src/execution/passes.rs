@@ -67,7 +67,7 @@ pub struct TestOutcome {
     /// Its counting run, when it had one.
     pub counted: Option<ProcessResult>,
     /// The extra runs of the process its verdict is drawn from.
-    pub reruns: extra_runs::Outcome,
+    pub reruns: extra_runs::Reruns,
     /// The entry point its extra runs called, when found.
     pub entry: Option<Entry>,
     /// Whether its processes wanted every core (None: too short to tell); see
@@ -149,7 +149,7 @@ fn conclude(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
-) -> extra_runs::Outcome {
+) -> extra_runs::Reruns {
     // libtest's line for the test comes first on stdout; a panic of an extra run last on
     // stderr.
     let stdout = runner::capture_head(&result.stdout, runner::CAPTURE_READ_LIMIT);
@@ -168,7 +168,9 @@ fn conclude(
     outcome
 }
 
-fn judge_count(
+/// Reads a counting process's extra runs (see [`conclude`]) and what counting settles of
+/// its test ([`counting::after_counting`]).
+fn conclude_counting(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
@@ -434,44 +436,60 @@ fn count_pass(
     let (done, followed) =
         runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow)?;
     let adopted = adopted.into_inner().expect("no panic while held");
-    for (((job, role), r), w) in jobs
-        .iter()
-        .zip(&roles)
-        .zip(done.results)
-        .zip(done.wanted_every_core)
-    {
-        match *role {
-            Role::Count(t) => {
-                ran.counted[t] = Some(r);
-                ran.wanted[t] = either_wanted(ran.wanted[t], w);
-            }
-            // Two processes of one test side by side may collide where one alone would
-            // not (a fixed port, a fixed file): a stacks process whose test did not end as
-            // its counting process's did is not used, and the stacks pass runs it again,
-            // alone.
-            Role::Ahead(t) => {
-                let same_end = ran.counted[t]
-                    .as_ref()
-                    .is_some_and(|c| first_run_end(c) == first_run_end(&r));
-                ran.ahead[t] = Some(match (adopted[t], same_end) {
-                    (true, true) => Ahead::Kept,
-                    (true, false) => Ahead::NotUsed,
-                    (false, _) => Ahead::CalledOff,
-                });
-                if ran.ahead[t] == Some(Ahead::Kept) {
-                    ran.profile(t, job, r, w);
-                }
-            }
-            Role::Baseline(b) => ran.baselines[b] = Some(r),
-        }
-    }
-    for (job, r, w) in followed {
-        match job.test {
-            None => ran.baselines[job.binary] = Some(r),
-            Some(t) => ran.profile(t, &job, r, w),
-        }
-    }
+    ran.take_counting(&jobs, &roles, done, followed, &adopted);
     Ok(ran)
+}
+
+impl Ran {
+    /// Takes what the counting pass's `jobs` (each of its role) and the jobs they handed on
+    /// came to; a stacks process started ahead is kept when its test `adopted` it and ended
+    /// as its counting process did.
+    fn take_counting(
+        &mut self,
+        jobs: &[Job],
+        roles: &[Role],
+        done: runner::Ran,
+        followed: Vec<runner::FollowedUp>,
+        adopted: &[bool],
+    ) {
+        for (((job, role), r), w) in jobs
+            .iter()
+            .zip(roles)
+            .zip(done.results)
+            .zip(done.wanted_every_core)
+        {
+            match *role {
+                Role::Count(t) => {
+                    self.counted[t] = Some(r);
+                    self.wanted[t] = either_wanted(self.wanted[t], w);
+                }
+                // Two processes of one test side by side may collide where one alone would
+                // not (a fixed port, a fixed file): a stacks process whose test did not end as
+                // its counting process's did is not used, and the stacks pass runs it again,
+                // alone.
+                Role::Ahead(t) => {
+                    let same_end = self.counted[t]
+                        .as_ref()
+                        .is_some_and(|c| first_run_end(c) == first_run_end(&r));
+                    self.ahead[t] = Some(match (adopted[t], same_end) {
+                        (true, true) => Ahead::Kept,
+                        (true, false) => Ahead::NotUsed,
+                        (false, _) => Ahead::CalledOff,
+                    });
+                    if self.ahead[t] == Some(Ahead::Kept) {
+                        self.profile(t, job, r, w);
+                    }
+                }
+                Role::Baseline(b) => self.baselines[b] = Some(r),
+            }
+        }
+        for (job, r, w) in followed {
+            match job.test {
+                None => self.baselines[job.binary] = Some(r),
+                Some(t) => self.profile(t, &job, r, w),
+            }
+        }
+    }
 }
 
 /// What a job of the counting pass is.
@@ -541,7 +559,7 @@ fn stacks_after_counting(
     result: &ProcessResult,
 ) -> Option<Job> {
     let mut counted = result.clone();
-    let settled = judge_count(
+    let settled = conclude_counting(
         &mut counted,
         &tests[t],
         plan.requests[t].as_ref().err(),
@@ -620,7 +638,7 @@ fn settle_by_counting(
         .map(|t| {
             let c = counted[t].as_mut()?;
             let lifetime_fails = tests[t].settings.one_time_fails;
-            Some(judge_count(
+            Some(conclude_counting(
                 c,
                 &tests[t],
                 plan.requests[t].as_ref().err(),
@@ -837,7 +855,7 @@ mod tests {
             settings: crate::config::Config::default()
                 .effective("tests::slow", &crate::config::SettingsLayer::default()),
         };
-        match judge_count(&mut r, &test, None, false) {
+        match conclude_counting(&mut r, &test, None, false) {
             Counted::Stacks { rerun, outcome } => {
                 assert!(rerun, "its stacks, with extra runs");
                 assert_eq!((outcome.made, outcome.status), (3, Status::Completed));

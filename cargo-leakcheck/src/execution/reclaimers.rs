@@ -50,11 +50,35 @@ fn v0_crate(raw: &str) -> Option<&str> {
     raw.starts_with("_R").then_some(&raw[start..at])
 }
 
+/// Why crossbeam-epoch's collectors in a binary cannot be drained.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EpochError {
+    /// As many versions of `pin` as of `Guard`'s drop are needed.
+    #[error("{pins} versions of crossbeam_epoch::default::pin but {unpins} of Guard's drop")]
+    Unmatched {
+        /// Versions of `pin`.
+        pins: usize,
+        /// Versions of `Guard`'s drop.
+        unpins: usize,
+    },
+    /// More versions than the runtime drains.
+    #[error("{0} crossbeam-epoch versions (at most {MAX_COLLECTORS} are drained)")]
+    TooMany(usize),
+    /// Several versions under the legacy mangling.
+    #[error(
+        "{0} crossbeam-epoch versions, whose functions the legacy mangling does not tell apart"
+    )]
+    Indistinct(usize),
+    /// A `pin` without a partner of its own.
+    #[error("crossbeam-epoch's pin and Guard's drop could not be paired by version")]
+    Unpaired,
+}
+
 /// crossbeam-epoch's collectors in a binary with these function symbols: an empty list
 /// when it links none, an error saying why when its functions cannot be paired.
 pub fn epoch_collectors<'a>(
     symbols: impl IntoIterator<Item = Symbol<'a>>,
-) -> Result<Vec<Collector>, String> {
+) -> Result<Vec<Collector>, EpochError> {
     // Each distinct name is one version's function; its copies' addresses.
     let mut pins: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut unpins: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -69,17 +93,13 @@ pub fn epoch_collectors<'a>(
         return Ok(Vec::new());
     }
     if pins.len() != unpins.len() {
-        return Err(format!(
-            "{} versions of crossbeam_epoch::default::pin but {} of Guard's drop",
-            pins.len(),
-            unpins.len()
-        ));
+        return Err(EpochError::Unmatched {
+            pins: pins.len(),
+            unpins: unpins.len(),
+        });
     }
     if pins.len() > MAX_COLLECTORS {
-        return Err(format!(
-            "{} crossbeam-epoch versions (at most {MAX_COLLECTORS} are drained)",
-            pins.len()
-        ));
+        return Err(EpochError::TooMany(pins.len()));
     }
     let mut out = Vec::new();
     let mut taken: Vec<&str> = Vec::new();
@@ -87,17 +107,10 @@ pub fn epoch_collectors<'a>(
         let partner = match v0_crate(pin_name) {
             Some(krate) => unpins.keys().find(|u| v0_crate(u) == Some(krate)).copied(),
             None if pins.len() == 1 => unpins.keys().next().copied(),
-            None => {
-                return Err(format!(
-                    "{} crossbeam-epoch versions, whose functions the legacy mangling does not tell apart",
-                    pins.len()
-                ))
-            }
+            None => return Err(EpochError::Indistinct(pins.len())),
         };
         let Some(unpin_name) = partner.filter(|u| !taken.contains(u)) else {
-            return Err(
-                "crossbeam-epoch's pin and Guard's drop could not be paired by version".into(),
-            );
+            return Err(EpochError::Unpaired);
         };
         taken.push(unpin_name);
         out.push(Collector {
@@ -160,7 +173,10 @@ mod tests {
             sym(DROP_B, 0x7c00),
         ])
         .unwrap_err();
-        assert!(err.contains("2 crossbeam-epoch versions"), "{err}");
+        assert!(
+            err.to_string().contains("2 crossbeam-epoch versions"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -197,11 +213,11 @@ mod tests {
             sym(&dc, 0x9000),
         ])
         .unwrap_err();
-        assert!(err.contains("could not be paired"), "{err}");
+        assert!(err.to_string().contains("could not be paired"), "{err}");
         // A pin without its drop (the drop was inlined everywhere).
         let err = epoch_collectors([sym(PIN_A, 0x1000), sym(PIN_B, 0x2000), sym(DROP_A, 0x1050)])
             .unwrap_err();
-        assert!(err.contains("2 versions"), "{err}");
+        assert!(err.to_string().contains("2 versions"), "{err}");
     }
 
     #[test]

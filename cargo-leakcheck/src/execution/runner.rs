@@ -110,125 +110,176 @@ pub fn run_jobs_then(
 ) -> Result<(Ran, Vec<FollowedUp>), Error> {
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
-    let total = jobs
-        .iter()
-        .filter(|j| j.test.is_some() && j.ahead.is_none())
-        .count();
-    // Tests that run alone go first, while nothing else runs that they would wait for
-    // (each is short once alone); then the longest first.
-    let mut order = crate::execution::history::longest_first(
-        &jobs.iter().map(|j| j.expected).collect::<Vec<_>>(),
-    );
-    order.sort_by_key(|&j| !jobs[j].alone);
-    let queue = Mutex::new(Queue {
-        waiting: order.into_iter().map(Next::Listed).collect(),
-        followed: Vec::new(),
-        in_flight: 0,
-    });
-    let changed = Condvar::new();
-    let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<ProcessResult>>> = Mutex::new(vec![None; jobs.len()]);
-    let wanted: Mutex<Vec<Option<bool>>> = Mutex::new(vec![None; jobs.len()]);
-    let followed_up: Mutex<Vec<FollowedUp>> = Mutex::new(Vec::new());
-    let progress = Progress::new(total, label, config.progress);
-    let places = Slots::new(config.jobs);
-    // Handed out first (see `order`), so each is asked for before any other test starts.
-    places.reserve_alone(jobs.iter().filter(|j| j.alone).count());
-    let workers = places.most().min(jobs.len().max(1));
+    let pass = Pass::new(binaries, tests, jobs, config, label, then);
+    let workers = pass.places.most().min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            scope.spawn(|| {
-                while let Some(next) = take_next(&queue, &changed) {
-                    let job = match &next {
-                        Next::Listed(j) => jobs[*j].clone(),
-                        Next::Followed(j) => queue
-                            .lock()
-                            .expect("no worker panics while holding the lock")
-                            .followed[*j]
-                            .clone(),
-                    };
-                    let binary = &binaries[job.binary];
-                    let test = job.test.map(|t| &tests[t]);
-                    let called_off = || job.ahead.as_ref().is_some_and(|c| c.called_off());
-                    if called_off() {
-                        finish_called_off(&queue, &changed, &results, next);
-                        continue;
-                    }
-                    let place = match job.alone {
-                        true => places.acquire_alone(),
-                        false => places.acquire(),
-                    };
-                    if called_off() {
-                        drop(place);
-                        finish_called_off(&queue, &changed, &results, next);
-                        continue;
-                    }
-                    let mode = match job.settings.mode {
-                        protocol::Mode::Count => "count",
-                        protocol::Mode::Stacks => "stacks",
-                        protocol::Mode::Periodic => "periodic",
-                    };
-                    let key = match job.test {
-                        Some(t) => format!("b{}-t{t}-{mode}", job.binary),
-                        None => format!("b{}-baseline-{mode}", job.binary),
-                    };
-                    let result = run_one(binary, test, &key, config, &job, &place);
-                    let wanted_every_core = place.wanted_every_core();
-                    drop(place);
-                    let more = then(&job, &result);
-                    match next {
-                        Next::Listed(j) => {
-                            if let (Some(t), None) = (test, &job.ahead) {
-                                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                                progress.finished(n, binary, &t.name, &result, job.first);
-                            }
-                            wanted
-                                .lock()
-                                .expect("no worker panics while holding the lock")[j] =
-                                wanted_every_core;
-                            results
-                                .lock()
-                                .expect("no worker panics while holding the lock")[j] =
-                                Some(result);
-                        }
-                        Next::Followed(_) => followed_up
-                            .lock()
-                            .expect("no worker panics while holding the lock")
-                            .push((job, result, wanted_every_core)),
-                    }
-                    let mut q = queue
-                        .lock()
-                        .expect("no worker panics while holding the lock");
-                    for job in more {
-                        q.followed.push(job);
-                        let j = q.followed.len() - 1;
-                        q.waiting.push_front(Next::Followed(j));
-                    }
-                    q.in_flight -= 1;
-                    changed.notify_all();
-                }
-            });
+            scope.spawn(|| pass.work());
         }
     });
-    progress.clear();
-    let results = results
-        .into_inner()
-        .expect("workers ended")
-        .into_iter()
-        .map(|r| {
-            // Only an interruption leaves a job unstarted.
-            r.unwrap_or_else(|| {
-                failed_result(ProcessEnd::Interrupted, PathBuf::new(), PathBuf::new())
+    pass.progress.clear();
+    Ok(pass.into_ran())
+}
+
+/// Locks what the workers share (none of them panics while holding it).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().expect("no worker panics while holding the lock")
+}
+
+/// A pass under way: its jobs and what its workers share.
+struct Pass<'a> {
+    binaries: &'a [TestBinary],
+    tests: &'a [TestCase],
+    jobs: &'a [Job],
+    config: &'a RunConfig<'a>,
+    then: &'a (dyn Fn(&Job, &ProcessResult) -> Vec<Job> + Sync),
+    queue: Mutex<Queue>,
+    changed: Condvar,
+    /// Listed tests finished, for the progress count.
+    done: AtomicUsize,
+    results: Mutex<Vec<Option<ProcessResult>>>,
+    wanted: Mutex<Vec<Option<bool>>>,
+    followed_up: Mutex<Vec<FollowedUp>>,
+    progress: Progress,
+    places: Slots,
+}
+
+impl<'a> Pass<'a> {
+    fn new(
+        binaries: &'a [TestBinary],
+        tests: &'a [TestCase],
+        jobs: &'a [Job],
+        config: &'a RunConfig<'a>,
+        label: &str,
+        then: &'a (dyn Fn(&Job, &ProcessResult) -> Vec<Job> + Sync),
+    ) -> Self {
+        let total = jobs
+            .iter()
+            .filter(|j| j.test.is_some() && j.ahead.is_none())
+            .count();
+        // Tests that run alone go first, while nothing else runs that they would wait for
+        // (each is short once alone); then the longest first.
+        let mut order = crate::execution::history::longest_first(
+            &jobs.iter().map(|j| j.expected).collect::<Vec<_>>(),
+        );
+        order.sort_by_key(|&j| !jobs[j].alone);
+        let places = Slots::new(config.jobs);
+        // Handed out first (see `order`), so each is asked for before any other test starts.
+        places.reserve_alone(jobs.iter().filter(|j| j.alone).count());
+        Pass {
+            binaries,
+            tests,
+            jobs,
+            config,
+            then,
+            queue: Mutex::new(Queue {
+                waiting: order.into_iter().map(Next::Listed).collect(),
+                followed: Vec::new(),
+                in_flight: 0,
+            }),
+            changed: Condvar::new(),
+            done: AtomicUsize::new(0),
+            results: Mutex::new(vec![None; jobs.len()]),
+            wanted: Mutex::new(vec![None; jobs.len()]),
+            followed_up: Mutex::new(Vec::new()),
+            progress: Progress::new(total, label, config.progress),
+            places,
+        }
+    }
+
+    /// One worker: takes the next job until none is left, runs it in a place of its own,
+    /// records what it came to and queues what it hands on.
+    fn work(&self) {
+        while let Some(next) = take_next(&self.queue, &self.changed) {
+            let job = match next {
+                Next::Listed(j) => self.jobs[j].clone(),
+                Next::Followed(j) => lock(&self.queue).followed[j].clone(),
+            };
+            let called_off = || job.ahead.as_ref().is_some_and(|c| c.called_off());
+            if called_off() {
+                finish_called_off(&self.queue, &self.changed, &self.results, next);
+                continue;
+            }
+            let place = match job.alone {
+                true => self.places.acquire_alone(),
+                false => self.places.acquire(),
+            };
+            if called_off() {
+                drop(place);
+                finish_called_off(&self.queue, &self.changed, &self.results, next);
+                continue;
+            }
+            let binary = &self.binaries[job.binary];
+            let test = job.test.map(|t| &self.tests[t]);
+            let result = run_one(binary, test, &job_key(&job), self.config, &job, &place);
+            let wanted_every_core = place.wanted_every_core();
+            drop(place);
+            let more = (self.then)(&job, &result);
+            self.record(next, job, result, wanted_every_core);
+            self.hand_on(more);
+        }
+    }
+
+    /// Keeps what a job came to: a listed job's in its place (and counted in the
+    /// progress), a followed one's with the others.
+    fn record(&self, next: Next, job: Job, result: ProcessResult, wanted_every_core: Option<bool>) {
+        match next {
+            Next::Listed(j) => {
+                if let (Some(t), None) = (job.test, &job.ahead) {
+                    let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+                    let binary = &self.binaries[job.binary];
+                    (self.progress).finished(n, binary, &self.tests[t].name, &result, job.first);
+                }
+                lock(&self.wanted)[j] = wanted_every_core;
+                lock(&self.results)[j] = Some(result);
+            }
+            Next::Followed(_) => lock(&self.followed_up).push((job, result, wanted_every_core)),
+        }
+    }
+
+    /// Queues the jobs a finished job hands on ahead of the rest, and frees its turn.
+    fn hand_on(&self, more: Vec<Job>) {
+        let mut q = lock(&self.queue);
+        for job in more {
+            q.followed.push(job);
+            let j = q.followed.len() - 1;
+            q.waiting.push_front(Next::Followed(j));
+        }
+        q.in_flight -= 1;
+        self.changed.notify_all();
+    }
+
+    /// What the pass came to, once every worker ended.
+    fn into_ran(self) -> (Ran, Vec<FollowedUp>) {
+        let results = (self.results.into_inner())
+            .expect("workers ended")
+            .into_iter()
+            .map(|r| {
+                // Only an interruption leaves a job unstarted.
+                r.unwrap_or_else(|| {
+                    failed_result(ProcessEnd::Interrupted, PathBuf::new(), PathBuf::new())
+                })
             })
-        })
-        .collect();
-    Ok((
-        Ran {
+            .collect();
+        let ran = Ran {
             results,
-            wanted_every_core: wanted.into_inner().expect("workers ended"),
-        },
-        followed_up.into_inner().expect("workers ended"),
-    ))
+            wanted_every_core: self.wanted.into_inner().expect("workers ended"),
+        };
+        (ran, self.followed_up.into_inner().expect("workers ended"))
+    }
+}
+
+/// The name of a job's files in the work directory.
+fn job_key(job: &Job) -> String {
+    let mode = match job.settings.mode {
+        protocol::Mode::Count => "count",
+        protocol::Mode::Stacks => "stacks",
+        protocol::Mode::Periodic => "periodic",
+    };
+    match job.test {
+        Some(t) => format!("b{}-t{t}-{mode}", job.binary),
+        None => format!("b{}-baseline-{mode}", job.binary),
+    }
 }
 
 /// Records a job called off before it started (its result is never read) and frees its

@@ -133,7 +133,7 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
     let mut child = match start(spec, &stdout, &stderr) {
         Ok(c) => c,
         Err(why) => {
-            out.stage = ServiceStage::NotStarted(why);
+            out.stage = ServiceStage::NotStarted(why.to_string());
             return out;
         }
     };
@@ -226,7 +226,28 @@ fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
     }
 }
 
-fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, String> {
+/// Why the service could not be started.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// Its stdout or stderr file could not be created in the work directory.
+    #[error("cannot create output files in `{}`: {source}", dir.display())]
+    Output {
+        /// The work directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program could not be spawned.
+    #[error("`{}`: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, StartError> {
     // The configuration of the program's own jemalloc, if it has one (the runtime's own
     // profiler is off while it tracks): sampled even when exact, since jemalloc gives every
     // sampled object a page of its own.
@@ -236,11 +257,9 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
     };
     let files = std::fs::File::create(stdout)
         .and_then(|o| Ok((o, std::fs::File::create(stderr)?)))
-        .map_err(|e| {
-            format!(
-                "cannot create output files in `{}`: {e}",
-                spec.work_dir.display()
-            )
+        .map_err(|source| StartError::Output {
+            dir: spec.work_dir.to_path_buf(),
+            source,
         })?;
     let mut preload = spec.runtime.as_os_str().to_owned();
     if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {
@@ -286,30 +305,58 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Stri
     if spec.verbose {
         crate::say!("     Running `{:?}`", cmd);
     }
-    cmd.spawn()
-        .map_err(|e| format!("`{}`: {e}", spec.program.display()))
+    cmd.spawn().map_err(|source| StartError::Spawn {
+        program: spec.program.to_path_buf(),
+        source,
+    })
 }
 
 /// Waits for readiness, runs the load, settles; returns how far it got.
 fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> ServiceStage {
+    if let Err(stage) = wait_until_ready(spec, service, out) {
+        return stage;
+    }
+    let ready_at = now_micros();
+    let result = put_under_load(spec, service);
+    if result != ServiceStage::Completed(ProcessEnd::Exited(0)) {
+        return result;
+    }
+    match settle(spec, service, out, ready_at) {
+        Ok(()) => result,
+        Err(stage) => stage,
+    }
+}
+
+/// Waits until the service is ready (and records after how long), or the stage it stopped
+/// at before.
+fn wait_until_ready(
+    spec: &ServiceSpec,
+    service: &mut Running,
+    out: &mut ServiceRun,
+) -> Result<(), ServiceStage> {
     let started = Instant::now();
     loop {
         if crate::execution::interrupt::requested().is_some() {
-            return ServiceStage::Interrupted;
+            return Err(ServiceStage::Interrupted);
         }
         if let Some(end) = service.ended() {
-            return ServiceStage::EndedBeforeReady(end);
+            return Err(ServiceStage::EndedBeforeReady(end));
         }
         if is_ready(&spec.ready, &out.stdout, &out.stderr) {
             break;
         }
         if started.elapsed() > spec.ready_timeout {
-            return ServiceStage::NeverReady;
+            return Err(ServiceStage::NeverReady);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     out.ready_after = Some(started.elapsed());
-    let ready_at = now_micros();
+    Ok(())
+}
+
+/// Runs the load command (or waits the duration without one) until it ends, the service
+/// ends or the run is interrupted; the load's process group does not outlive it.
+fn put_under_load(spec: &ServiceSpec, service: &mut Running) -> ServiceStage {
     let loaded = Instant::now();
     let mut load = match spec.load {
         Some(command) => match shell(command).spawn() {
@@ -321,45 +368,7 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
     let load_registration = load
         .as_ref()
         .and_then(|c| crate::execution::interrupt::register(c.id() as libc::pid_t, libc::SIGTERM));
-    let mut last_report = Instant::now();
-    let mut last_prune = Instant::now();
-    let mut keep_every = 1;
-    let result = loop {
-        if crate::execution::interrupt::requested().is_some() {
-            break ServiceStage::Interrupted;
-        }
-        if let Some(end) = service.ended() {
-            break ServiceStage::EndedUnderLoad(end);
-        }
-        match &mut load {
-            Some(c) => match c.try_wait() {
-                Ok(Some(status)) if status.success() => {
-                    break ServiceStage::Completed(ProcessEnd::Exited(0))
-                }
-                Ok(Some(status)) => break ServiceStage::LoadFailed(Some(status.to_string())),
-                Ok(None) if loaded.elapsed() > spec.load_timeout => {
-                    break ServiceStage::LoadFailed(None)
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    break ServiceStage::LoadFailed(Some(format!("waiting for it failed: {e}")))
-                }
-            },
-            None if loaded.elapsed() >= spec.duration => {
-                break ServiceStage::Completed(ProcessEnd::Exited(0))
-            }
-            None => {}
-        }
-        if last_report.elapsed() >= Duration::from_secs(5) {
-            progress(spec, service, loaded.elapsed());
-            last_report = Instant::now();
-        }
-        if last_prune.elapsed() >= Duration::from_secs(1) {
-            prune(spec.work_dir, spec.key, &mut keep_every);
-            last_prune = Instant::now();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let result = watch_load(spec, service, &mut load, loaded);
     if let Some(mut c) = load {
         // The load's own process group: whatever it started goes with it.
         if c.try_wait().ok().flatten().is_none() {
@@ -371,16 +380,85 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         let _ = c.wait();
     }
     drop(load_registration);
-    if result != ServiceStage::Completed(ProcessEnd::Exited(0)) {
-        return result;
+    result
+}
+
+/// Polls the service and its load (started at `loaded`) until one of them ends, reporting
+/// progress and pruning old snapshots meanwhile.
+fn watch_load(
+    spec: &ServiceSpec,
+    service: &mut Running,
+    load: &mut Option<Child>,
+    loaded: Instant,
+) -> ServiceStage {
+    let mut last_report = Instant::now();
+    let mut last_prune = Instant::now();
+    let mut keep_every = 1;
+    loop {
+        if crate::execution::interrupt::requested().is_some() {
+            return ServiceStage::Interrupted;
+        }
+        if let Some(end) = service.ended() {
+            return ServiceStage::EndedUnderLoad(end);
+        }
+        if let Some(stage) = load_ended(spec, load, loaded) {
+            return stage;
+        }
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            progress(spec, service, loaded.elapsed());
+            last_report = Instant::now();
+        }
+        if last_prune.elapsed() >= Duration::from_secs(1) {
+            prune(spec.work_dir, spec.key, &mut keep_every);
+            last_prune = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// How the load (started at `loaded`) ended, once it has: the command's exit, its timeout,
+/// or, without a command, the duration passing.
+fn load_ended(
+    spec: &ServiceSpec,
+    load: &mut Option<Child>,
+    loaded: Instant,
+) -> Option<ServiceStage> {
+    match load {
+        Some(c) => match c.try_wait() {
+            Ok(Some(status)) if status.success() => {
+                Some(ServiceStage::Completed(ProcessEnd::Exited(0)))
+            }
+            Ok(Some(status)) => Some(ServiceStage::LoadFailed(Some(status.to_string()))),
+            Ok(None) if loaded.elapsed() > spec.load_timeout => {
+                Some(ServiceStage::LoadFailed(None))
+            }
+            Ok(None) => None,
+            Err(e) => Some(ServiceStage::LoadFailed(Some(format!(
+                "waiting for it failed: {e}"
+            )))),
+        },
+        None if loaded.elapsed() >= spec.duration => {
+            Some(ServiceStage::Completed(ProcessEnd::Exited(0)))
+        }
+        None => None,
+    }
+}
+
+/// Waits the settle pause (and a snapshot after it), records the window (from `ready_at`)
+/// and has the runtime scan; Err with the stage when the service ended meanwhile.
+fn settle(
+    spec: &ServiceSpec,
+    service: &mut Running,
+    out: &mut ServiceRun,
+    ready_at: u64,
+) -> Result<(), ServiceStage> {
     let loaded_at = now_micros();
     let settled_at = loaded_at + spec.settle.as_micros() as u64;
     // One snapshot at least after the settle pause.
     let settle_until = Instant::now() + spec.settle + spec.snapshot_interval * 2;
     while Instant::now() < settle_until {
         if let Some(end) = service.ended() {
-            return ServiceStage::EndedUnderLoad(end);
+            return Err(ServiceStage::EndedUnderLoad(end));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -389,11 +467,8 @@ fn drive(spec: &ServiceSpec, service: &mut Running, out: &mut ServiceRun) -> Ser
         loaded: loaded_at,
         settled: settled_at,
     });
-    match scan(spec, service) {
-        Ok(scanned) => out.scanned = scanned,
-        Err(end) => return ServiceStage::EndedUnderLoad(end),
-    }
-    result
+    out.scanned = scan(spec, service).map_err(ServiceStage::EndedUnderLoad)?;
+    Ok(())
 }
 
 /// The log2 of the mean bytes between sampled stacks: 0 when every stack is taken.

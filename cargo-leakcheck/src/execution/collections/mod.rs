@@ -204,71 +204,23 @@ fn roots<'a>(
                 }
                 continue;
             }
-            let mut attrs = Attrs::default();
-            let mut ok = true;
-            for spec in abbrev.attributes() {
-                let Ok(attr) = raw.read_attribute(*spec) else {
-                    ok = false;
-                    break;
-                };
-                match attr.name() {
-                    gimli::DW_AT_name => attrs.name = Some(attr.value()),
-                    gimli::DW_AT_location => attrs.location = Some(attr.value()),
-                    gimli::DW_AT_type => attrs.ty = Some(attr.value()),
-                    _ => {}
-                }
-            }
-            if !ok {
+            let Some(attrs) = Attrs::read(&mut raw, abbrev) else {
                 break;
-            }
+            };
             if tag == gimli::DW_TAG_namespace {
                 let name = string(dwarf, unit, attrs.name).unwrap_or_default();
                 namespaces.push((depth, name));
                 continue;
             }
-            let Some(gimli::AttributeValue::Exprloc(expr)) = attrs.location else {
-                continue;
-            };
-            let Some((thread_local, address)) = location(&expr, unit) else {
-                continue;
-            };
-            if !thread_local && !writable.iter().any(|&(lo, hi)| (lo..hi).contains(&address)) {
-                continue;
-            }
-            if !symbols.has(thread_local, address) {
-                // The linker dropped it: its DWARF may name an address another uses.
-                continue;
-            }
-            let ty = match attrs.ty {
-                Some(gimli::AttributeValue::UnitRef(o)) => start + o.0 as u64,
-                Some(gimli::AttributeValue::DebugInfoRef(o)) => o.0 as u64,
-                _ => continue,
-            };
-            let Ok(entry) = unit.entry(offset) else {
-                continue;
-            };
-            let plain = string(dwarf, unit, attrs.name);
-            let linkage = string(dwarf, unit, entry.attr_value(gimli::DW_AT_linkage_name));
-            let name = root_name(
-                linkage.as_deref(),
-                &namespaces,
-                plain.as_deref().unwrap_or("?"),
-                thread_local,
-            );
-            out.push(RootVar {
-                thread_local,
-                address,
-                size: type_size(unit, &entry).unwrap_or(0),
-                ty,
-                name,
-                definition: declaration(dwarf, unit, &entry).map(|(file, line)| {
-                    // Relative to where the compiler ran, as frames are not.
-                    match unit.comp_dir.as_ref().map(|d| d.to_string_lossy()) {
-                        Some(dir) if !file.starts_with('/') => (format!("{dir}/{file}"), line),
-                        _ => (file, line),
-                    }
-                }),
-            });
+            let var = (Variable {
+                dwarf,
+                unit,
+                start: *start,
+                offset,
+                attrs,
+            })
+            .root(&namespaces, writable, symbols);
+            out.extend(var);
         }
     }
     out.sort_by_key(|r| (r.thread_local, r.address));
@@ -282,6 +234,94 @@ struct Attrs<'a> {
     name: Option<gimli::AttributeValue<R<'a>>>,
     location: Option<gimli::AttributeValue<R<'a>>>,
     ty: Option<gimli::AttributeValue<R<'a>>>,
+}
+
+impl<'a> Attrs<'a> {
+    /// Reads the attributes of the entry `raw` is at (of `abbrev`); None when one does not
+    /// read.
+    fn read(
+        raw: &mut gimli::EntriesRaw<'_, R<'a>>,
+        abbrev: &gimli::Abbreviation,
+    ) -> Option<Attrs<'a>> {
+        let mut attrs = Attrs::default();
+        for spec in abbrev.attributes() {
+            let attr = raw.read_attribute(*spec).ok()?;
+            match attr.name() {
+                gimli::DW_AT_name => attrs.name = Some(attr.value()),
+                gimli::DW_AT_location => attrs.location = Some(attr.value()),
+                gimli::DW_AT_type => attrs.ty = Some(attr.value()),
+                _ => {}
+            }
+        }
+        Some(attrs)
+    }
+}
+
+/// A variable's entry: where it is and the attributes read of it.
+struct Variable<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<R<'a>>,
+    unit: &'d gimli::Unit<R<'a>>,
+    /// The unit's offset in `.debug_info`.
+    start: u64,
+    offset: gimli::UnitOffset,
+    attrs: Attrs<'a>,
+}
+
+impl Variable<'_, '_> {
+    /// The root the variable is, inside `namespaces`: a static in a `writable` segment or a
+    /// thread-local, kept by the linker, with a type; None for any other.
+    fn root(
+        self,
+        namespaces: &[(isize, String)],
+        writable: &[(u64, u64)],
+        symbols: &Symbols,
+    ) -> Option<RootVar> {
+        let Some(gimli::AttributeValue::Exprloc(expr)) = self.attrs.location else {
+            return None;
+        };
+        let (thread_local, address) = location(&expr, self.unit)?;
+        if !thread_local && !writable.iter().any(|&(lo, hi)| (lo..hi).contains(&address)) {
+            return None;
+        }
+        if !symbols.has(thread_local, address) {
+            // The linker dropped it: its DWARF may name an address another uses.
+            return None;
+        }
+        let ty = match self.attrs.ty {
+            Some(gimli::AttributeValue::UnitRef(o)) => self.start + o.0 as u64,
+            Some(gimli::AttributeValue::DebugInfoRef(o)) => o.0 as u64,
+            _ => return None,
+        };
+        let Ok(entry) = self.unit.entry(self.offset) else {
+            return None;
+        };
+        let plain = string(self.dwarf, self.unit, self.attrs.name);
+        let linkage = string(
+            self.dwarf,
+            self.unit,
+            entry.attr_value(gimli::DW_AT_linkage_name),
+        );
+        let name = root_name(
+            linkage.as_deref(),
+            namespaces,
+            plain.as_deref().unwrap_or("?"),
+            thread_local,
+        );
+        Some(RootVar {
+            thread_local,
+            address,
+            size: type_size(self.unit, &entry).unwrap_or(0),
+            ty,
+            name,
+            definition: declaration(self.dwarf, self.unit, &entry).map(|(file, line)| {
+                // Relative to where the compiler ran, as frames are not.
+                match self.unit.comp_dir.as_ref().map(|d| d.to_string_lossy()) {
+                    Some(dir) if !file.starts_with('/') => (format!("{dir}/{file}"), line),
+                    _ => (file, line),
+                }
+            }),
+        })
+    }
 }
 
 /// The addresses of the executable's data and thread-local symbols: a static or

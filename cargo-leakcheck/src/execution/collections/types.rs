@@ -171,63 +171,16 @@ impl<'u, 'a> Types<'u, 'a> {
                 kind: Kind::Pointer { target },
             }),
             gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
-                let union = tag == gimli::DW_TAG_union_type;
-                let mut members = Vec::new();
-                let mut params = Vec::new();
-                let mut variants = None;
-                let mut children = root.children();
-                while let Ok(Some(child)) = children.next() {
-                    let e = child.entry();
-                    match e.tag() {
-                        gimli::DW_TAG_member => {
-                            if let Some(m) = self.member(u, e) {
-                                members.push(m);
-                            }
-                        }
-                        gimli::DW_TAG_template_type_parameter => {
-                            let n = self.string(u, e.attr_value(gimli::DW_AT_name));
-                            let t = self.reference(u, e.attr_value(gimli::DW_AT_type));
-                            if let (Some(n), Some(t)) = (n, t) {
-                                params.push((n, t));
-                            }
-                        }
-                        gimli::DW_TAG_variant_part => {
-                            variants = self.variant_part(u, child);
-                        }
-                        _ => {}
-                    }
-                }
+                let kind = self.struct_kind(u, root, tag == gimli::DW_TAG_union_type);
                 Some(Type {
                     name,
                     size: size?,
                     align,
-                    kind: Kind::Struct {
-                        members,
-                        variants,
-                        union,
-                        params,
-                    },
+                    kind,
                 })
             }
             gimli::DW_TAG_array_type => {
-                let mut count = None;
-                let mut children = root.children();
-                while let Ok(Some(child)) = children.next() {
-                    let e = child.entry();
-                    if e.tag() != gimli::DW_TAG_subrange_type {
-                        continue;
-                    }
-                    let c = e
-                        .attr_value(gimli::DW_AT_count)
-                        .and_then(|v| v.udata_value())
-                        .or_else(|| {
-                            e.attr_value(gimli::DW_AT_upper_bound)
-                                .and_then(|v| v.udata_value())
-                                .map(|u| u + 1)
-                        });
-                    // Several dimensions are not followed.
-                    count = if count.is_none() { c } else { None };
-                }
+                let count = array_count(root);
                 drop(tree);
                 let element = target;
                 let element_size = element.and_then(|e| self.get(e)).map_or(0, |t| t.size);
@@ -245,6 +198,46 @@ impl<'u, 'a> Types<'u, 'a> {
                 align,
                 kind: Kind::Other,
             }),
+        }
+    }
+
+    /// A structure's or union's kind: its members, template type parameters and variants.
+    fn struct_kind(
+        &mut self,
+        u: usize,
+        root: gimli::EntriesTreeNode<'_, '_, R<'a>>,
+        union: bool,
+    ) -> Kind {
+        let mut members = Vec::new();
+        let mut params = Vec::new();
+        let mut variants = None;
+        let mut children = root.children();
+        while let Ok(Some(child)) = children.next() {
+            let e = child.entry();
+            match e.tag() {
+                gimli::DW_TAG_member => {
+                    if let Some(m) = self.member(u, e) {
+                        members.push(m);
+                    }
+                }
+                gimli::DW_TAG_template_type_parameter => {
+                    let n = self.string(u, e.attr_value(gimli::DW_AT_name));
+                    let t = self.reference(u, e.attr_value(gimli::DW_AT_type));
+                    if let (Some(n), Some(t)) = (n, t) {
+                        params.push((n, t));
+                    }
+                }
+                gimli::DW_TAG_variant_part => {
+                    variants = self.variant_part(u, child);
+                }
+                _ => {}
+            }
+        }
+        Kind::Struct {
+            members,
+            variants,
+            union,
+            params,
         }
     }
 
@@ -315,4 +308,28 @@ impl<'u, 'a> Types<'u, 'a> {
         };
         Some(Variants { discr, variants })
     }
+}
+
+/// The element count of a one-dimensional array type's entry (`root`); None for several
+/// dimensions (not followed) or none.
+fn array_count<R: gimli::Reader>(root: gimli::EntriesTreeNode<'_, '_, R>) -> Option<u64> {
+    let mut count = None;
+    let mut children = root.children();
+    while let Ok(Some(child)) = children.next() {
+        let e = child.entry();
+        if e.tag() != gimli::DW_TAG_subrange_type {
+            continue;
+        }
+        let c = e
+            .attr_value(gimli::DW_AT_count)
+            .and_then(|v| v.udata_value())
+            .or_else(|| {
+                e.attr_value(gimli::DW_AT_upper_bound)
+                    .and_then(|v| v.udata_value())
+                    .map(|u| u + 1)
+            });
+        // Several dimensions are not followed.
+        count = if count.is_none() { c } else { None };
+    }
+    count
 }
