@@ -9,13 +9,21 @@
 //!   one of its steps; the check reports the whole path from the file that starts it, so a
 //!   lower file that reaches upward through an unranked-looking helper is found too;
 //! - **cycles**: the strongly connected parts of the graph (the tool's and the runtime's);
-//! - **size**: at most [`MAX_LINES`] lines of code per file.
+//! - **size**: at most [`MAX_LINES`] lines of code per file, and functions of at most
+//!   [`MAX_FN_LINES`] lines ([`MAX_COMMAND_FN_LINES`] in `commands/`, which read as tables of
+//!   contents).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// Lines of code a file may hold (tests, comments and blank lines are not counted).
 const MAX_LINES: usize = 800;
+
+/// Lines a function may span, from its `fn` to its closing brace (tests are not counted).
+const MAX_FN_LINES: usize = 100;
+
+/// Lines a function of a command may span: a command is a short list of named steps.
+const MAX_COMMAND_FN_LINES: usize = 60;
 
 /// What the analysis may not name: it opens no file, reads no clock, starts no process and
 /// reads no environment, so that every verdict is a function of the evidence loaded for it.
@@ -545,8 +553,60 @@ fn findings(graph: &Graph, ranked: bool) -> Vec<String> {
                 f.rel
             ));
         }
+        let limit = match f.rel.starts_with("commands/") {
+            true => MAX_COMMAND_FN_LINES,
+            false => MAX_FN_LINES,
+        };
+        for (name, line, lines) in functions(&f.code) {
+            if lines > limit {
+                wrong.push(format!(
+                    "{}:{line}: fn {name} spans {lines} lines (limit {limit})",
+                    f.rel
+                ));
+            }
+        }
     }
     wrong
+}
+
+/// Every function with a body in `code` (comments, literals and tests blanked): its name,
+/// the line of its `fn` and how many lines it spans to its closing brace.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let b = code.as_bytes();
+    let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(at) = code[i..].find("fn ") {
+        let start = i + at;
+        i = start + 3;
+        if start > 0 && is_word(b[start - 1]) {
+            continue;
+        }
+        let name_len = b[i..].iter().take_while(|&&c| is_word(c)).count();
+        if name_len == 0 {
+            continue;
+        }
+        let name = &code[i..i + name_len];
+        // The body opens at the signature's first `{` outside brackets (`[u8; 4]`); a
+        // declaration ends at a `;` there instead.
+        let mut depth = 0i32;
+        let open = (i..b.len()).find(|&k| {
+            match b[k] {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                _ => {}
+            }
+            depth == 0 && (b[k] == b'{' || b[k] == b';')
+        });
+        let Some(open) = open.filter(|&k| b[k] == b'{') else {
+            continue;
+        };
+        let end = item_end(b, open);
+        let line = code[..start].matches('\n').count() + 1;
+        let lines = code[start..end.min(b.len())].matches('\n').count() + 1;
+        out.push((name.to_string(), line, lines));
+    }
+    out
 }
 
 /// The files of modules declared under `#[cfg(test)]` (`#[cfg(test)] mod fuzz;`): test
@@ -783,6 +843,30 @@ mod tests {
                 "upward: console.rs → execution/runtime.rs (layer 0 reaches layer 3)",
                 "upward: execution/runtime.rs → commands/test.rs (layer 3 reaches layer 5)",
                 "upward: analysis/x.rs → model.rs → console.rs → execution/runtime.rs (layer 2 reaches layer 3)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_function_is_reported_with_the_limit_of_its_layer() {
+        let body = |n: usize| format!("fn f() {{\n{}}}\n", "    x();\n".repeat(n - 2));
+        let trait_decl = "trait T {\n    fn g(&self, x: [u8; 4]);\n}\n";
+        let command = format!("{trait_decl}{}", body(MAX_COMMAND_FN_LINES + 1));
+        let analysis = format!("{}{}", body(MAX_FN_LINES), body(MAX_FN_LINES + 1));
+        let tested = format!("#[cfg(test)]\nmod tests {{\n{}}}\n", body(300));
+        let g = graph(&[
+            ("commands/c.rs", &command),
+            ("analysis/a.rs", &analysis),
+            ("report/r.rs", &tested),
+        ]);
+        assert_eq!(
+            findings(&g, true),
+            [
+                "commands/c.rs:4: fn f spans 61 lines (limit 60)".to_string(),
+                format!(
+                    "analysis/a.rs:{}: fn f spans 101 lines (limit 100)",
+                    MAX_FN_LINES + 1
+                ),
             ]
         );
     }

@@ -52,7 +52,7 @@ pub const RERUN_ENTRY: Var = Var(c"LEAKCHECK_RERUN_ENTRY");
 /// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
 pub const RERUN_BUILD_ID: Var = Var(c"LEAKCHECK_RERUN_BUILD_ID");
 /// How many extra runs to make at most, decimal.
-pub const RERUNS: Var = Var(c"LEAKCHECK_RERUNS");
+pub const EXTRA_RUNS: Var = Var(c"LEAKCHECK_EXTRA_RUNS");
 /// How long to wait after a run for its threads to be gone, milliseconds.
 pub const RERUN_SETTLE_MS: Var = Var(c"LEAKCHECK_RERUN_SETTLE_MS");
 /// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
@@ -99,7 +99,7 @@ pub const ALL: [Var; 21] = [
     TRACK_SAMPLE,
     RERUN_ENTRY,
     RERUN_BUILD_ID,
-    RERUNS,
+    EXTRA_RUNS,
     RERUN_SETTLE_MS,
     RERUN_GRACE_MS,
     RERUN_EXIT_GUARD,

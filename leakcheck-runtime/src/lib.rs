@@ -355,7 +355,7 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     s.counting = sys::var(env::COUNTING) == Some(env::ON);
     s.entry = sys::var(env::RERUN_ENTRY).and_then(sys::parse_hex);
     s.build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");
-    s.max_runs = sys::var(env::RERUNS)
+    s.extra_runs = sys::var(env::EXTRA_RUNS)
         .and_then(sys::parse_u64)
         .map_or(0, |n| {
             n.min(u64::from(leakcheck_protocol::MAX_EXTRA_RUNS)) as u32

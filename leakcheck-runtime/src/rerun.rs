@@ -61,7 +61,7 @@ pub struct Settings {
     /// The executable's build id, hexadecimal ("" when it has none).
     pub build_id: &'static str,
     /// At most this many extra runs.
-    pub max_runs: u32,
+    pub extra_runs: u32,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
     /// Stack size of the thread each extra run runs on.
@@ -95,7 +95,7 @@ static mut SETTINGS: Settings = Settings {
     counting: false,
     entry: None,
     build_id: "",
-    max_runs: 0,
+    extra_runs: 0,
     settle_ms: 500,
     stack_size: 2 << 20,
     dump_prefix: FixedPath::new(),
@@ -333,12 +333,12 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
             tids: crate::sleepers::Tids::now(),
         },
     };
-    let max_runs = s.max_runs.min(MAX_RUNS as u32);
+    let extra_runs = s.extra_runs.min(MAX_RUNS as u32);
     // Once a run's threads have not all ended within the settle time, they are most likely
     // threads that never end (started on every run: a leak, which the counts show anyway);
     // waiting the full time again on every later run would only cost time.
     let mut settle_ms = s.settle_ms;
-    for k in 1..=max_runs {
+    for k in 1..=extra_runs {
         let i = (k - 1) as usize;
         let (route, live, settled) = match run_extra(fd, status, address, k, &mut settle_ms) {
             Ok(run) => run,
@@ -355,13 +355,13 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
             },
         );
         if let Some(a) = route {
-            if let Some(why) = runs.add(fd, k, a, live, settled, k == max_runs) {
+            if let Some(why) = runs.add(fd, k, a, live, settled, k == extra_runs) {
                 return why;
             }
         }
     }
-    if !s.counting && max_runs > 0 {
-        retake_last_dump(fd, max_runs, &runs.before);
+    if !s.counting && extra_runs > 0 {
+        retake_last_dump(fd, extra_runs, &runs.before);
     }
     End::Done
 }
@@ -512,17 +512,17 @@ impl Runs {
     }
 }
 
-/// Stacks mode, after the last extra run `max_runs`: the last dump is taken again once the
+/// Stacks mode, after the last extra run `extra_runs`: the last dump is taken again once the
 /// runs' threads had their grace, and scanned once, whether it was retaken or not.
-fn retake_last_dump(fd: c_int, max_runs: u32, before: &BeforeRuns) {
+fn retake_last_dump(fd: c_int, extra_runs: u32, before: &BeforeRuns) {
     let s = settings();
     let retake = grace(fd, before.threads, &before.tids, s.grace_ms, false).is_some();
-    dump(max_runs, true, retake);
+    dump(extra_runs, true, retake);
     if retake {
         crate::lengths::read(fd, None);
     }
     let mut last = FixedPath::new();
-    if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, max_runs) {
+    if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, extra_runs) {
         crate::lengths::write_sites(&last);
     }
 }

@@ -59,10 +59,6 @@ pub struct Reruns {
     pub status: Status,
 }
 
-/// The former name of [`Reruns`], kept while `execution::capture::golden` still spells it.
-#[cfg(test)]
-pub type Outcome = Reruns;
-
 impl Reruns {
     /// No extra runs, for this reason.
     pub fn none(status: Status) -> Reruns {

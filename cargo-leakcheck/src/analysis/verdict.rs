@@ -87,7 +87,7 @@ pub struct TestEvidence<'a> {
     /// How the verdict is reached.
     pub method: Method,
     /// How its extra runs went.
-    pub reruns: &'a settling::Reruns,
+    pub extra_runs: &'a settling::Reruns,
     /// The entry point its extra runs called, when found.
     pub entry: Option<&'a Entry>,
     /// Its counting-pass process, when it had one apart from `result`.
@@ -116,7 +116,7 @@ pub fn judge(
             evidence.result,
             policy,
             evidence.method,
-            evidence.reruns,
+            evidence.extra_runs,
         );
         report.extra_runs.in_all = runs_in_all(evidence.method, None, evidence.result);
         return report;
@@ -212,7 +212,7 @@ fn clean_report(
     result: &ProcessResult,
     policy: &Policy,
     method: Method,
-    reruns: &settling::Reruns,
+    extra_runs: &settling::Reruns,
 ) -> TestReport {
     let first_run_retained =
         result
@@ -238,7 +238,7 @@ fn clean_report(
         message: None,
         stacks: Vec::new(),
         artifacts: Artifacts::default(),
-        extra_runs: extra_runs_of(reruns),
+        extra_runs: extra_runs_of(extra_runs),
         first_run_retained,
         drained: result.record.as_ref().and_then(|r| r.drained_total()),
         passed_without_profiling: false,
@@ -294,7 +294,7 @@ fn judge_profiled(
     policy: &Policy,
 ) -> TestReport {
     let result = evidence.result;
-    let mut report = clean_report(id, result, policy, evidence.method, evidence.reruns);
+    let mut report = clean_report(id, result, policy, evidence.method, evidence.extra_runs);
     let code = match verdict_of_end(evidence) {
         Ok(code) => code,
         Err((verdict, message)) => {
@@ -325,7 +325,7 @@ fn judge_profiled(
             });
         }
     }
-    if unsettled_without_repetition(&report, &evidence.reruns.status) {
+    if unsettled_without_repetition(&report, &evidence.extra_runs.status) {
         let kept: u64 = report
             .stacks
             .iter()
@@ -384,11 +384,11 @@ fn judge_retained(
     let deltas = diff::diff(&dumps.own, before);
     // Growth over the extra runs, when they were all made and measured.
     let series = match evidence.entry {
-        Some(entry) if evidence.reruns.usable() && code == 0 => match &dumps.runs {
+        Some(entry) if evidence.extra_runs.usable() && code == 0 => match &dumps.runs {
             Ok(runs) => Some(series_of(&dumps.own, runs, &bin.exe, entry)),
             Err(e) => {
                 let unusable = settling::Reruns {
-                    made: evidence.reruns.made,
+                    made: evidence.extra_runs.made,
                     status: settling::Status::Unavailable(e.to_string()),
                 };
                 report.extra_runs = extra_runs_of(&unusable);
@@ -456,7 +456,7 @@ fn judge_collections(
     let Some(record) = evidence.result.record.as_ref() else {
         return 0;
     };
-    if code != 0 || !evidence.reruns.usable() || bin.collections.collections.is_empty() {
+    if code != 0 || !evidence.extra_runs.usable() || bin.collections.collections.is_empty() {
         return 0;
     }
     report.collections = collections::judge(
@@ -774,7 +774,7 @@ mod tests {
         let evidence = TestEvidence {
             result,
             method: Method::Stacks,
-            reruns: &none,
+            extra_runs: &none,
             entry: None,
             counting: None,
             stderr_tail: crate::evidence::stderr_tail(&result.stderr),

@@ -9,7 +9,7 @@ use crate::analysis::heap_growth::{self, Growth};
 use crate::analysis::profile::{HeapProfile, Mapping};
 use crate::cli::DiffArgs;
 use crate::errors::{Error, ExitCode};
-use crate::execution::symbolize::{code_offsets, Symbolizer};
+use crate::execution::symbolize::{code_offsets, NoCodeOffsets, Symbolizer};
 use crate::model::{human_bytes, FrameReport};
 use crate::report::{flamegraph, pprof};
 use std::path::{Path, PathBuf};
@@ -169,22 +169,28 @@ fn read_start(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// Why a binary is not the one a dump was taken from.
+#[derive(Debug, thiserror::Error)]
+enum NotTheProgram {
+    #[error(transparent)]
+    Unreadable(#[from] NoCodeOffsets),
+    #[error(
+        "the dump maps its code from file offset {offset:#x}, and its code segments start at {}",
+        starts.iter().map(|o| format!("{o:#x}")).collect::<Vec<_>>().join(", ")
+    )]
+    CodeElsewhere { offset: u64, starts: Vec<u64> },
+}
+
 /// Whether the executable segments of the ELF file `data` are where the dump mapped code.
-fn matches_mappings(data: &[u8], mapped: &[&Mapping]) -> Result<(), String> {
-    let code = code_offsets(data)?;
-    for m in mapped {
-        if !code.contains(&m.offset) {
-            return Err(format!(
-                "the dump maps its code from file offset {:#x}, and its code segments start at {}",
-                m.offset,
-                code.iter()
-                    .map(|o| format!("{o:#x}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
+fn matches_mappings(data: &[u8], mapped: &[&Mapping]) -> Result<(), NotTheProgram> {
+    let starts = code_offsets(data)?;
+    match mapped.iter().find(|m| !starts.contains(&m.offset)) {
+        Some(m) => Err(NotTheProgram::CodeElsewhere {
+            offset: m.offset,
+            starts,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Writes growth.folded, .svg, .pb.gz and .json; returns their names.
@@ -339,10 +345,10 @@ mod tests {
         let at = code_offsets(&data).unwrap()[0];
         assert!(matches_mappings(&data, &[&mapping(at)]).is_ok());
         let wrong = matches_mappings(&data, &[&mapping(at + 0x1000_0000)]).unwrap_err();
-        assert!(wrong.contains("code segments start at"), "{wrong}");
-        assert!(matches_mappings(b"not elf", &[])
-            .unwrap_err()
-            .contains("not an ELF"));
+        let text = wrong.to_string();
+        assert!(text.contains("code segments start at"), "{text}");
+        let not_elf = matches_mappings(b"not elf", &[]).unwrap_err().to_string();
+        assert!(not_elf.contains("not an ELF"), "{not_elf}");
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn write_metrics(
 
 /// What the outputs need of the run besides the report: how long each test ran, the tests
 /// listed and not run (ignored, or left by an interruption), and the run's cost line.
-fn facts(binaries: &[TestBinary], results: &passes::Outcome) -> RunFacts {
+fn facts(binaries: &[TestBinary], results: &passes::PassResults) -> RunFacts {
     let interrupted = session::interrupted_why();
     let skipped = (results.ignored.iter().map(|(b, n)| (*b, n, "ignored")))
         .chain((results.not_finished.iter()).map(|c| (c.binary, &c.name, interrupted.as_str())))
@@ -290,7 +290,7 @@ fn write_suppressions(
 }
 
 /// How long each test's process ran, by (package, binary, name).
-fn durations(binaries: &[TestBinary], results: &passes::Outcome) -> junit::Durations {
+fn durations(binaries: &[TestBinary], results: &passes::PassResults) -> junit::Durations {
     results
         .tests
         .iter()
@@ -340,7 +340,7 @@ pub(crate) struct Checked {
     /// Every judged test, sorted, harness stacks moved to `timings`.
     pub tests: Vec<TestReport>,
     /// How the passes went.
-    pub results: passes::Outcome,
+    pub results: passes::PassResults,
     pub timings: Timings,
     /// Seconds the passes took.
     pub run_seconds: f64,
@@ -399,7 +399,7 @@ pub(crate) fn check(
 
 /// What the passes left to say: binaries' collections not read, tests an interruption left
 /// unjudged, binaries that could not list their tests.
-fn note_passes(binaries: &[TestBinary], results: &passes::Outcome, notes: &mut Vec<String>) {
+fn note_passes(binaries: &[TestBinary], results: &passes::PassResults, notes: &mut Vec<String>) {
     notes.extend(crate::execution::collections::note(binaries));
     if !results.not_finished.is_empty() {
         notes.push(session::interrupted_note(

@@ -68,7 +68,7 @@ pub fn test(t: &TestOutcome) -> TestEvidence<'_> {
     TestEvidence {
         result: &t.result,
         method: t.method,
-        reruns: &t.reruns,
+        extra_runs: &t.extra_runs,
         entry: t.entry.as_ref(),
         counting: t.counted.as_ref(),
         stderr_tail: if profiled {

@@ -111,12 +111,6 @@ pub enum NextestListError {
     NotListed(&'static str),
 }
 
-impl From<&'static str> for NextestListError {
-    fn from(reason: &'static str) -> Self {
-        NextestListError::NotListed(reason)
-    }
-}
-
 /// Reads the JSON `cargo nextest list --message-format json` prints.
 pub fn parse(json: &str) -> Result<Listing, NextestListError> {
     let value: serde_json::Value = serde_json::from_str(json).map_err(NextestListError::NotJson)?;

@@ -40,7 +40,7 @@ use crate::execution::runner::{
 pub use crate::model::Method;
 
 /// Everything the passes produced.
-pub struct Outcome {
+pub struct PassResults {
     /// Every selected test that was judged, with how.
     pub tests: Vec<TestOutcome>,
     /// Tests matching the filters left out because they are `#[ignore]`d (binary, name).
@@ -67,7 +67,7 @@ pub struct TestOutcome {
     /// Its counting run, when it had one.
     pub counted: Option<ProcessResult>,
     /// The extra runs of the process its verdict is drawn from.
-    pub reruns: extra_runs::Reruns,
+    pub extra_runs: extra_runs::Reruns,
     /// The entry point its extra runs called, when found.
     pub entry: Option<Entry>,
     /// Whether its processes wanted every core (None: too short to tell); see
@@ -136,7 +136,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
     Ok(RerunRequest {
         entry: entry.address,
         build_id: inspection.build_id.clone(),
-        runs,
+        extra_runs: runs,
         app_mallctl: inspection.app_mallctl,
         exit_guard: inspection.exit_guard,
         epoch: inspection.epoch.clone(),
@@ -186,7 +186,7 @@ pub fn run(
     binaries: &mut [TestBinary],
     config: &RunConfig,
     stacks_for_all: bool,
-) -> Result<Outcome, Error> {
+) -> Result<PassResults, Error> {
     let runner::Selected {
         tests,
         ignored,
@@ -217,7 +217,7 @@ pub fn run(
         }
     }
     let (judged, not_finished) = assemble(tests, plan.entries, ran, settled, &unfinished);
-    Ok(Outcome {
+    Ok(PassResults {
         tests: judged,
         ignored,
         other_shards,
@@ -257,7 +257,7 @@ impl Plan {
         }
         let request = match (&self.requests[t], before) {
             (Ok(r), Some(asked)) => Ok(RerunRequest {
-                runs: asked.runs,
+                extra_runs: asked.runs,
                 grace_ms: asked.grace_ms,
                 ..r.clone()
             }),
@@ -355,7 +355,7 @@ impl Ran {
         self.wanted[t] = either_wanted(self.wanted[t], wanted);
         if !job.first {
             self.asked[t] = Some(job.rerun.as_ref().map(|r| StacksAsked {
-                runs: r.runs,
+                runs: r.extra_runs,
                 grace_ms: r.grace_ms,
             }));
         }
@@ -526,7 +526,9 @@ fn counting_jobs(
             settings: count_mode,
             quiet_backtraces: true,
             rerun: plan.requests[t].clone().ok().map(|r| RerunRequest {
-                runs: r.runs.saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
+                extra_runs: r
+                    .extra_runs
+                    .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
                 ..r
             }),
             first: true,
@@ -683,7 +685,7 @@ fn profile_request(
             Some(match (rerun, &plan.requests[t]) {
                 (true, Ok(r)) => Ok(RerunRequest {
                     grace_ms: if threads_stayed { 0 } else { r.grace_ms },
-                    runs: extra_runs::stacks_runs(r.runs, record),
+                    extra_runs: extra_runs::stacks_runs(r.extra_runs, record),
                     ..r.clone()
                 }),
                 (_, Err(why)) => Err(why.clone()),
@@ -806,7 +808,7 @@ fn assemble(
             not_finished.push(case);
             continue;
         }
-        let (result, method, reruns) = match (profiled[t].take(), &counted, settled[t].take()) {
+        let (result, method, extra_runs) = match (profiled[t].take(), &counted, settled[t].take()) {
             (Some(r), _, Some(Counted::Stacks { outcome, .. })) => (r, Method::Stacks, outcome),
             (None, Some(c), Some(Counted::Clean(outcome))) => {
                 (c.clone(), Method::Counters, outcome)
@@ -821,7 +823,7 @@ fn assemble(
             result,
             method,
             counted,
-            reruns,
+            extra_runs,
             entry,
             wanted_every_core: wanted[t],
             stacks_asked: match method {
@@ -883,7 +885,7 @@ mod tests {
         RerunRequest {
             entry: 0x1000,
             build_id: "ab".into(),
-            runs: 5,
+            extra_runs: 5,
             app_mallctl: None,
             exit_guard: None,
             epoch: Vec::new(),
@@ -901,7 +903,7 @@ mod tests {
             .ahead_job(0)
             .expect("the previous run had one");
         let rerun = job.rerun.expect("with extra runs");
-        assert_eq!((rerun.runs, rerun.grace_ms), (3, 0), "as asked then");
+        assert_eq!((rerun.extra_runs, rerun.grace_ms), (3, 0), "as asked then");
         assert_eq!(rerun.entry, 0x1000, "the rest is this run's");
         assert!(job.ahead.is_some(), "it can be called off");
         assert!(!job.first && job.quiet_backtraces);

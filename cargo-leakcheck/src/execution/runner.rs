@@ -61,7 +61,7 @@ pub struct RerunRequest {
     /// The executable's build id (hexadecimal), checked by the runtime.
     pub build_id: String,
     /// At most this many extra runs (counting mode stops as soon as the test is settled).
-    pub runs: u32,
+    pub extra_runs: u32,
     /// `_rjem_mallctl` of a tikv-jemallocator in the binary, to dump its heap too.
     pub app_mallctl: Option<u64>,
     /// std's record of the thread ending the process (found by `entry::runtime_symbols`).
@@ -374,7 +374,7 @@ fn run_one(
     if let Some(r) = &job.rerun {
         extra.push((env::RERUN_ENTRY, format!("{:x}", r.entry)));
         extra.push((env::RERUN_BUILD_ID, r.build_id.clone()));
-        extra.push((env::RERUNS, r.runs.to_string()));
+        extra.push((env::EXTRA_RUNS, r.extra_runs.to_string()));
         extra.push((
             env::RERUN_SETTLE_MS,
             crate::execution::extra_runs::SETTLE_MS.to_string(),

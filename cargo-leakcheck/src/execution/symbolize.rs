@@ -79,14 +79,19 @@ fn layout_in<'a, R: object::ReadRef<'a>>(data: R) -> Result<ElfLayout, LayoutErr
     }
 }
 
+/// Why the start of a file gave no code offsets.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", match .0 {
+    LayoutError::NotElf(_) => .0.to_string(),
+    other => format!("not an ELF file ({other})"),
+})]
+pub(crate) struct NoCodeOffsets(LayoutError);
+
 /// File offsets (page-aligned) of the executable segments of the ELF file whose first bytes
 /// (enough for its program headers) are `data`.
-pub(crate) fn code_offsets(data: &[u8]) -> Result<Vec<u64>, String> {
+pub(crate) fn code_offsets(data: &[u8]) -> Result<Vec<u64>, NoCodeOffsets> {
     const PAGE: u64 = 4096;
-    let layout = layout_in(data).map_err(|e| match e {
-        LayoutError::NotElf(_) => e.to_string(),
-        other => format!("not an ELF file ({other})"),
-    })?;
+    let layout = layout_in(data).map_err(NoCodeOffsets)?;
     Ok(layout
         .segments
         .iter()

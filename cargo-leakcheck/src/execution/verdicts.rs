@@ -45,7 +45,7 @@ pub struct Verdicts {
 /// Every test's verdict (see the module's documentation).
 pub fn of_all(
     binaries: &[TestBinary],
-    results: &passes::Outcome,
+    results: &passes::PassResults,
     settings: &config::Layers,
     jobs: usize,
     recorder: &Recorder,
@@ -98,7 +98,7 @@ fn merge(outputs: impl Iterator<Item = Verdicts>) -> Verdicts {
 struct Binary<'a> {
     index: usize,
     binary: &'a TestBinary,
-    results: &'a passes::Outcome,
+    results: &'a passes::PassResults,
     settings: &'a config::Layers<'a>,
     recorder: &'a Recorder,
 }

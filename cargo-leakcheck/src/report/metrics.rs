@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 /// What each test cost beyond its own run (see [`crate::report::cost`]).
 pub fn costs(
     binaries: &[TestBinary],
-    results: &passes::Outcome,
+    results: &passes::PassResults,
 ) -> Vec<crate::report::cost::TestCost> {
     results
         .tests
@@ -60,7 +60,7 @@ fn test_cost(binary: &TestBinary, t: &passes::TestOutcome) -> crate::report::cos
 /// metrics had them, and each binary's preparation.
 pub fn json(
     binaries: &[TestBinary],
-    results: &passes::Outcome,
+    results: &passes::PassResults,
     run_seconds: f64,
     timings: &Timings,
     history: &History,

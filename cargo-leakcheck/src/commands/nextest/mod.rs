@@ -317,7 +317,9 @@ fn selected(
 ) -> Selected {
     let listing = match nextest_list::list_args(nextest_args) {
         Some(args) => nextest_list::list(program, &args, envs),
-        None => Err("the run picked its tests from a recording (--rerun) or ran none".into()),
+        None => Err(nextest_list::NextestListError::NotListed(
+            "the run picked its tests from a recording (--rerun) or ran none",
+        )),
     };
     let listing = match listing {
         Ok(l) => l,

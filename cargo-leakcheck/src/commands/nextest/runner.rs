@@ -260,7 +260,7 @@ fn the_test(
 }
 
 /// The test's own output, for nextest to show and keep.
-fn forward_output(results: &crate::execution::passes::Outcome, name: &str) {
+fn forward_output(results: &crate::execution::passes::PassResults, name: &str) {
     if let Some(outcome) = results.tests.iter().find(|t| t.case.name == name) {
         forward(&outcome.result.stdout, &mut std::io::stdout());
         forward(&outcome.result.stderr, &mut std::io::stderr());
@@ -414,7 +414,7 @@ fn forward(path: &Path, out: &mut dyn std::io::Write) {
 fn exit_code_for(
     gate: ExitCode,
     report: &TestReport,
-    results: &crate::execution::passes::Outcome,
+    results: &crate::execution::passes::PassResults,
 ) -> i32 {
     let name = report.name.as_str();
     match gate {

@@ -2,7 +2,7 @@
 //! compared with its `expected.json` (`LEAKCHECK_BLESS=1` rewrites those instead).
 
 use super::*;
-use crate::analysis::settling::Outcome;
+use crate::analysis::settling::Reruns;
 use crate::analysis::symbols::Replay;
 use crate::analysis::verdict::{self, Policy};
 use crate::config;
@@ -82,7 +82,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         .as_ref()
         .map(|p| process_of(p, dir))
         .transpose()?;
-    let reruns = Outcome {
+    let extra_runs = Reruns {
         made: case.extra_runs_made,
         status: case.extra_runs.clone(),
     };
@@ -100,7 +100,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         result,
         method: case.method,
         counted: counting,
-        reruns,
+        extra_runs,
         entry,
         wanted_every_core: None,
         stacks_asked: None,
