@@ -7,7 +7,7 @@
 //! saved under the temporary directory for replay.
 
 use crate::{
-    analysis::profile, config, execution::entry, execution::protocol, execution::symbolize,
+    analysis::profile, config, execution::entry, execution::preload, execution::symbolize,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -279,7 +279,7 @@ fn sizes_never_panic() {
 #[test]
 fn runtime_record_parser_never_panics() {
     fuzz("record", 3000, |input| {
-        let record = protocol::Record::parse(&String::from_utf8_lossy(input));
+        let record = preload::Record::parse(&String::from_utf8_lossy(input));
         let _ = record.counts();
         Ok(())
     });

@@ -55,7 +55,7 @@ pub struct Report {
     /// Every benchmark that was run (`cargo leakcheck bench`), sorted by binary then name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
-    pub benches: Vec<BenchReport>,
+    pub benches: Vec<GrowthReport>,
     /// Run-wide remarks (skipped doc-tests, binaries that could not be listed, …).
     pub notes: Vec<String>,
     /// What changed against a base run (`--baseline`).
@@ -1048,15 +1048,15 @@ pub fn held_by_static(name: &str) -> Option<RetainedBy> {
 }
 
 #[cfg(test)]
-impl BenchReport {
+impl GrowthReport {
     /// Bench `grows` of target `grows` in package `benches`: a growing stack allocated by
     /// `grows::handle_request` (`/ws/benches/grows.rs:12`), held by static `grows::SEEN`,
     /// with its artifacts; `verdict` other than a leak leaves the stacks out. A starting
     /// point for tests to adjust.
-    pub fn example(name: &str, verdict: Verdict) -> BenchReport {
+    pub fn example(name: &str, verdict: Verdict) -> GrowthReport {
         let at = |name: &str, file: &str| FrameReport::at(name, file, 12);
         let grows = verdict == Verdict::Leak;
-        BenchReport {
+        GrowthReport {
             package: "benches".into(),
             binary: "grows".into(),
             name: name.into(),
@@ -1210,9 +1210,10 @@ pub struct BenchArtifacts {
     pub memory_plot: Option<String>,
 }
 
-/// One benchmark, in the shape of a test.
+/// One benchmark (`bench`) or service (`run`): its memory over time and the stacks and
+/// collections that grew, in the shape of a test.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BenchReport {
+pub struct GrowthReport {
     /// Package name.
     pub package: String,
     /// Bench target name.

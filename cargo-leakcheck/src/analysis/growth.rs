@@ -17,7 +17,7 @@ use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::evidence::ProcessEnd;
-use crate::model::{BenchArtifacts, BenchReport, BenchStack, StackKind, Verdict};
+use crate::model::{BenchArtifacts, BenchStack, GrowthReport, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -218,7 +218,7 @@ pub fn judge_bench(
     symbols: &mut dyn Symbols,
     threshold: u64,
     period: u64,
-) -> BenchReport {
+) -> GrowthReport {
     let stopped_at_cap = *end == ProcessEnd::TimedOut && !id.criterion;
     let exit = if stopped_at_cap {
         "stopped at the time cap".into()
@@ -259,8 +259,8 @@ pub fn judge_bench(
 }
 
 /// A bench's report before its verdict: clean, no stacks, `exit` as it ended.
-pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u64) -> BenchReport {
-    BenchReport {
+pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u64) -> GrowthReport {
+    GrowthReport {
         package: id.package.to_string(),
         binary: id.binary.to_string(),
         name: id.name.to_string(),
@@ -287,7 +287,7 @@ pub fn blank_report(id: &BenchIdentity, exit: String, threshold: u64, period: u6
 /// Applies the growth rule to the snapshots of a run that ended as planned, into `report`
 /// (a verdict already drawn from how it ended stays).
 pub fn judge_growth(
-    report: &mut BenchReport,
+    report: &mut GrowthReport,
     id: &BenchIdentity,
     evidence: &GrowthEvidence,
     symbols: &mut dyn Symbols,
@@ -684,7 +684,7 @@ pub(crate) mod tests {
     }
 
     /// `growth::judge_bench` on a bench that exited 0.
-    fn judge(points: &[(f64, u64)]) -> BenchReport {
+    fn judge(points: &[(f64, u64)]) -> GrowthReport {
         judge_bench(
             &identity(false),
             &ProcessEnd::Exited(0),

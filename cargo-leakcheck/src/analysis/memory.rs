@@ -143,9 +143,9 @@ fn findings(e: &MemoryExplained) -> Vec<String> {
 /// A service's resident memory, explained, decides with its heap: memory over the budget
 /// (`[run] rss-growth-budget`) fails a service its heap did not, with the finding as why.
 pub fn with_memory(
-    mut service: crate::model::BenchReport,
+    mut service: crate::model::GrowthReport,
     memory: Option<MemoryExplained>,
-) -> crate::model::BenchReport {
+) -> crate::model::GrowthReport {
     if let Some(m) = memory.as_ref().filter(|m| m.over_budget) {
         if service.verdict == crate::model::Verdict::Clean {
             service.verdict = crate::model::Verdict::Leak;

@@ -7,7 +7,7 @@ use crate::analysis::ending::Ending;
 use crate::analysis::growth::{self, BenchIdentity, GrowthEvidence};
 use crate::analysis::symbols::Symbols;
 use crate::evidence::{ProcessEnd, ServiceStage};
-use crate::model::{BenchReport, Verdict};
+use crate::model::{GrowthReport, Verdict};
 
 /// What a run that was not checked lacked, for the user: the service could not be started,
 /// never got ready (`ready`: what it was waiting for), or the load failed.
@@ -44,7 +44,7 @@ pub fn judge(
     symbols: &mut dyn Symbols,
     threshold: u64,
     period: u64,
-) -> BenchReport {
+) -> GrowthReport {
     if let Some(why) = not_checked(stage, ready, &evidence.stderr_tail) {
         let mut report = growth::blank_report(id, "not checked".into(), threshold, period);
         report.verdict = Verdict::Error;
@@ -89,7 +89,7 @@ mod tests {
     use super::*;
     use crate::analysis::growth::tests::{evidence, identity, symbols};
 
-    fn judged(stage: ServiceStage, points: &[(f64, u64)]) -> BenchReport {
+    fn judged(stage: ServiceStage, points: &[(f64, u64)]) -> GrowthReport {
         judge(
             &identity(true),
             &stage,

@@ -14,10 +14,10 @@ use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, TestBinary};
-use crate::execution::protocol::{self, Mode, ProfileSettings};
+use crate::execution::preload::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
 use crate::execution::{capture, load};
-use crate::model::{BenchReport, Report, ReportSettings};
+use crate::model::{GrowthReport, Report, ReportSettings};
 use crate::report::export::{Outputs, RunFacts};
 use std::time::Duration;
 
@@ -150,7 +150,7 @@ fn run_benches(
     cases: &[Case],
     growth_cli: Option<u64>,
     notes: &mut Vec<String>,
-) -> Vec<BenchReport> {
+) -> Vec<GrowthReport> {
     let runs = BenchRuns::new(args);
     let run_config = runs.run_config(session, args);
     let mut symbolizers: Vec<Option<FromFiles>> = binaries.iter().map(|_| None).collect();
@@ -270,9 +270,9 @@ struct Ran<'a> {
 /// out.
 fn snapshots(j: &Ran) -> Vec<Vec<std::path::PathBuf>> {
     let (work_dir, key) = (&j.session.work_dir, j.key);
-    protocol::all_dumps(work_dir, key, protocol::PRELOAD_STEM)
+    preload::all_dumps(work_dir, key, preload::PRELOAD_STEM)
         .iter()
-        .map(|d| protocol::snapshot_parts(d, key))
+        .map(|d| preload::snapshot_parts(d, key))
         .filter(|parts| !j.own_allocator || parts.len() > 1)
         .collect()
 }
@@ -284,7 +284,7 @@ fn verdict_of_bench(
     result: &crate::evidence::ProcessResult,
     symbols: &mut FromFiles,
     notes: &mut Vec<String>,
-) -> BenchReport {
+) -> GrowthReport {
     let (session, binary, case) = (j.session, j.binary, j.case);
     let (threshold, source) = session.config.growth_threshold(&case.name, j.growth_cli);
     let dumps = snapshots(j);
@@ -300,7 +300,7 @@ fn verdict_of_bench(
         criterion: case.criterion,
         whole_program: false,
     };
-    let timeline = protocol::timeline(&session.work_dir, j.key);
+    let timeline = preload::timeline(&session.work_dir, j.key);
     let evidence = load::growth(
         &result.stderr,
         &dumps,
@@ -344,7 +344,7 @@ fn explain_memory(
 fn finish(
     session: &session::Session,
     outputs: &Outputs,
-    mut benches: Vec<BenchReport>,
+    mut benches: Vec<GrowthReport>,
     notes: Vec<String>,
 ) -> Result<ExitCode, Error> {
     benches.sort_by(|a, b| (&a.package, &a.binary, &a.name).cmp(&(&b.package, &b.binary, &b.name)));
@@ -437,7 +437,7 @@ fn bench_env(
     use leakcheck_protocol::env;
     let mut vars = vec![(env::DUMP_INTERVAL_MS, interval_ms.to_string())];
     if let Some(own) = own_allocator {
-        vars.extend(protocol::own_allocator_env(own, work_dir, key));
+        vars.extend(preload::own_allocator_env(own, work_dir, key));
     }
     if let Some(table) = collections {
         vars.push((env::COLLECTIONS, table.display().to_string()));

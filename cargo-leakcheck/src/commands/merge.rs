@@ -133,7 +133,7 @@ fn check_one_run(inputs: &[Input]) -> Result<(), MergeError> {
 /// Everything the inputs hold, each test and bench once (by the input it came from).
 struct Gathered {
     tests: BTreeMap<TestKey, (usize, crate::model::TestReport)>,
-    benches: BTreeMap<(String, String, String), (usize, crate::model::BenchReport)>,
+    benches: BTreeMap<(String, String, String), (usize, crate::model::GrowthReport)>,
     unlisted: BTreeSet<String>,
     runner_failed: BTreeSet<String>,
     not_run: Vec<String>,
@@ -201,7 +201,7 @@ fn relocate_artifacts(
     copies: &mut Vec<Copy>,
 ) -> (
     Vec<crate::model::TestReport>,
-    Vec<crate::model::BenchReport>,
+    Vec<crate::model::GrowthReport>,
 ) {
     let notes = &mut all.notes;
     let mut artifact = |from: usize, rel: &mut Option<String>, what: &str, name: &str| {
@@ -279,7 +279,7 @@ impl HasVerdict for crate::model::TestReport {
     }
 }
 
-impl HasVerdict for crate::model::BenchReport {
+impl HasVerdict for crate::model::GrowthReport {
     fn verdict(&self) -> Verdict {
         self.verdict
     }

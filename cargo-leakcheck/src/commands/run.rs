@@ -12,10 +12,10 @@ use crate::config;
 use crate::errors::{Error, ExitCode};
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, Program};
-use crate::execution::protocol;
+use crate::execution::preload;
 use crate::execution::service::{Micros, Ready, ServiceRun, ServiceSpec, Window};
 use crate::execution::{capture, load};
-use crate::model::{BenchReport, MemoryExplained, Report, ReportSettings};
+use crate::model::{GrowthReport, MemoryExplained, Report, ReportSettings};
 use crate::report::export::{Outputs, RunFacts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -173,12 +173,12 @@ fn program(
 
 /// What an earlier run left in the work directory is not this run's.
 fn clear_earlier_run(session: &session::Session) {
-    for stem in [protocol::PRELOAD_STEM, protocol::APP_STEM] {
-        for old in protocol::all_dumps(&session.work_dir, KEY, stem) {
+    for stem in [preload::PRELOAD_STEM, preload::APP_STEM] {
+        for old in preload::all_dumps(&session.work_dir, KEY, stem) {
             let _ = std::fs::remove_file(old);
         }
     }
-    let _ = std::fs::remove_file(protocol::timeline(&session.work_dir, KEY));
+    let _ = std::fs::remove_file(preload::timeline(&session.work_dir, KEY));
 }
 
 /// Starts the service under the runtime, waits until it is ready, loads it, stops it.
@@ -235,15 +235,15 @@ struct Snapshots {
 }
 
 fn snapshots(session: &session::Session, ran: &ServiceRun) -> Snapshots {
-    let timeline = protocol::timeline(&session.work_dir, KEY);
+    let timeline = preload::timeline(&session.work_dir, KEY);
     let marks = load::timeline_marks(&timeline);
     let (dumps, after) = split_at_window(&ran.dumps, ran.window, &marks);
     let after = ran.scanned.clone().or(after);
     let dumps = (evenly(dumps, MAX_SNAPSHOTS).iter())
-        .map(|d| protocol::snapshot_parts(d, KEY))
+        .map(|d| preload::snapshot_parts(d, KEY))
         .collect();
     let after = after.map(|dump| {
-        let parts = protocol::snapshot_parts(&dump, KEY);
+        let parts = preload::snapshot_parts(&dump, KEY);
         (dump, parts)
     });
     Snapshots {
@@ -264,7 +264,7 @@ fn verdict_of_service(
     ready: &Ready,
     threshold_cli: Option<u64>,
     notes: &mut Vec<String>,
-) -> BenchReport {
+) -> GrowthReport {
     // Exact, every allocation's stack is in the snapshots.
     let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
     let shots = snapshots(session, ran);
@@ -315,8 +315,8 @@ fn with_resident_memory(
     session: &session::Session,
     ran: &ServiceRun,
     shots: &Snapshots,
-    mut judged: BenchReport,
-) -> BenchReport {
+    mut judged: GrowthReport,
+) -> GrowthReport {
     let first = shots.dumps.first().and_then(|p| p.first());
     let t0 = first.and_then(|d| load::moment_of(&shots.marks, d));
     judged.rss = rss_series(&ran.rss, t0, ran.window);
@@ -329,7 +329,7 @@ fn with_resident_memory(
 fn finish(
     session: &session::Session,
     outputs: &Outputs,
-    judged: BenchReport,
+    judged: GrowthReport,
     notes: Vec<String>,
 ) -> Result<ExitCode, Error> {
     let sample_period = judged.sample_period;

@@ -6,7 +6,7 @@ use crate::execution::capture::Recorder;
 use crate::execution::cargo::{self, TestBinary};
 use crate::execution::history::History;
 use crate::execution::passes;
-use crate::execution::protocol::ProfileSettings;
+use crate::execution::preload::ProfileSettings;
 use crate::execution::runner::{RunConfig, TestFilter};
 use crate::execution::verdicts::{self, Timings};
 use crate::model::{NotRun, Report, ReportSettings, StackKind, TestReport};

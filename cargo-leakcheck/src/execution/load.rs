@@ -12,7 +12,7 @@ use crate::analysis::symbols::CodeSymbols;
 use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
 use crate::evidence::{stderr_tail, ProcessResult};
 use crate::execution::passes::TestOutcome;
-use crate::execution::protocol;
+use crate::execution::preload;
 use crate::model::Method;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -206,7 +206,7 @@ fn cycles(dump: &Path) -> Option<crate::analysis::cycles::Cycles> {
 }
 
 /// A bench's or a service's snapshots, each the dumps of one moment (see
-/// [`crate::execution::protocol::snapshot_parts`]), on the time axis of the runtime's
+/// [`crate::execution::preload::snapshot_parts`]), on the time axis of the runtime's
 /// timeline: seconds since the first. A dump the timeline does not name is left out (a kill
 /// cut its line short), and so is a last dump that cannot be read (cut short by the kill at
 /// the time cap); any other unreadable dump is an error.
@@ -262,7 +262,7 @@ fn lengths_at(
     lengths: &[leakcheck_protocol::timeline::LengthAt],
     dump: &Path,
 ) -> Option<std::collections::BTreeMap<u32, i64>> {
-    match protocol::timeline_dump(dump)? {
+    match preload::timeline_dump(dump)? {
         leakcheck_protocol::timeline::Dump::Periodic(seq) => {
             Some(crate::analysis::lengths::at_dump(lengths, seq))
         }
@@ -331,7 +331,7 @@ pub fn memory_points(
 
 /// When the timeline says `dump` was taken.
 pub fn moment_of(marks: &Marks, dump: &Path) -> Option<u64> {
-    marks.get(&protocol::timeline_dump(dump)?).copied()
+    marks.get(&preload::timeline_dump(dump)?).copied()
 }
 
 /// The snapshot after a service's load (its parts), with how the scan found each stack held

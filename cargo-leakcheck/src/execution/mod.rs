@@ -1,13 +1,15 @@
-//! Building and running: `cargo` builds the executables, `inspect` reads each once (into `facts`)
-//! (`entry` finds a test's function in libtest's table,
-//! `reclaimers` the garbage collectors the runtime drains), `runtime` provides the profiling
-//! runtime, `passes` decides which runs a test gets, `runner` runs each test in its own
-//! process with the runtime preloaded (`protocol` is what the runtime writes; `slots` decides
-//! how many run at once, `history` which start first), `extra_runs`
-//! holds how long the runtime waits for a run's threads, `nextest_list` reads which tests a nextest run selected,
-//! `interrupt` stops every child on Ctrl-C and `lock` keeps
-//! two runs off one target directory. `symbolize` and `data_symbols` read the binaries'
-//! DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`).
+//! Building and running, collecting evidence and deciding nothing: `cargo` builds the
+//! executables; `inspect` reads each once (into `facts`; `entry` finds a test's function in
+//! libtest's table, `reclaimers` the garbage collectors the runtime drains); `runtime`
+//! provides the profiling runtime and `preload` what it is given and writes; `passes`
+//! decides which runs a test gets and `runner` runs each test in its own process with the
+//! runtime preloaded (`slots` decides how many run at once, `history` which start first,
+//! `extra_runs` how long the runtime waits for a run's threads); `load` reads what a
+//! process left into evidence and `verdicts` hands it to the analysis; `nextest_list` reads
+//! which tests a nextest run selected; `interrupt` stops every child on Ctrl-C and `lock`
+//! keeps two runs off one target directory; `symbolize` and `data_symbols` read the
+//! binaries' DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`);
+//! `capture` records golden cases.
 
 pub(crate) mod binary_symbols;
 pub(crate) mod cancel;
@@ -28,9 +30,9 @@ pub(crate) mod lock;
 pub(crate) mod nextest_list;
 pub(crate) mod partition;
 pub(crate) mod passes;
+pub(crate) mod preload;
 pub(crate) mod process;
 pub(crate) mod progress;
-pub(crate) mod protocol;
 pub(crate) mod reclaimers;
 pub(crate) mod run_config;
 pub(crate) mod runner;

@@ -32,7 +32,7 @@ use crate::execution::cargo::TestBinary;
 use crate::execution::entry::Entry;
 use crate::execution::extra_runs::{self, Status};
 use crate::execution::history::StacksAsked;
-use crate::execution::protocol::{Mode, ProfileSettings};
+use crate::execution::preload::{Mode, ProfileSettings};
 use crate::execution::runner::{
     self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase,
 };
@@ -840,7 +840,7 @@ fn assemble(
 mod tests {
     use super::*;
     use crate::analysis::counting::tests::result;
-    use crate::execution::protocol::Record;
+    use crate::execution::preload::Record;
 
     #[test]
     fn every_extra_run_leaving_memory_goes_to_the_stacks_pass_whatever_it_cost() {

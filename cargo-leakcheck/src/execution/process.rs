@@ -5,7 +5,7 @@
 pub use crate::evidence::{ProcessEnd, ProcessResult};
 use crate::execution::cancel::Cancel;
 use crate::execution::cargo::TestBinary;
-use crate::execution::protocol::{self, ProfileSettings};
+use crate::execution::preload::{self, ProfileSettings};
 use crate::execution::run_config::RunConfig;
 use crate::execution::slots::Ticket;
 use leakcheck_protocol::env;
@@ -162,7 +162,7 @@ pub fn run_process(
     let (end, peak_rss_kib) = ending(waited);
     let record = std::fs::read_to_string(&record_file)
         .ok()
-        .map(|t| protocol::Record::parse(&t));
+        .map(|t| preload::Record::parse(&t));
     let dumps = dumps(dir, key, pid, record.as_ref());
     ProcessResult {
         left_running,
@@ -171,7 +171,7 @@ pub fn run_process(
         timeout: spec.timeout.unwrap_or_default(),
         peak_rss_kib,
         record,
-        record_file: (spec.settings.mode != protocol::Mode::Periodic).then_some(record_file),
+        record_file: (spec.settings.mode != preload::Mode::Periodic).then_some(record_file),
         preload_dumps: dumps.preload,
         app_dumps: dumps.app,
         run_dumps: dumps.runs,
@@ -204,20 +204,20 @@ fn command(
         cmd.env("RUST_BACKTRACE", "0")
             .env("RUST_LIB_BACKTRACE", "0");
     }
-    if settings.mode != protocol::Mode::Periodic {
+    if settings.mode != preload::Mode::Periodic {
         cmd.env(env::RECORD.name(), record_file);
     }
-    if settings.mode == protocol::Mode::Count {
+    if settings.mode == preload::Mode::Count {
         cmd.env(env::COUNTING.name(), env::ON);
     }
-    if settings.mode == protocol::Mode::Stacks {
+    if settings.mode == preload::Mode::Stacks {
         cmd.env(env::TRACK.name(), env::ON);
     }
     cmd.env(env::PRELOAD.name(), preload)
         .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))
         .env(
             env::RUNTIME_PREFIX.name(),
-            protocol::dump_prefix(dir, key, protocol::PRELOAD_STEM),
+            preload::dump_prefix(dir, key, preload::PRELOAD_STEM),
         );
     let mut cmd = through_wrapper(cmd, config.wrapper);
     // Its own process group, so a timeout kills whatever the test spawned too.
@@ -314,26 +314,26 @@ struct Dumps {
 
 /// The dumps of the test's own run (the runtime's and the program's own jemalloc's), and of
 /// each extra run the record lists.
-fn dumps(dir: &Path, key: &str, pid: libc::pid_t, record: Option<&protocol::Record>) -> Dumps {
+fn dumps(dir: &Path, key: &str, pid: libc::pid_t, record: Option<&preload::Record>) -> Dumps {
     // With extra runs, the state the test's own run left is the dump taken before them
     // (the exit dump has the extra runs in it, or is missing if one crashed).
     let first = |stem: &str| {
-        let p = protocol::run_dump(dir, key, stem, 0);
+        let p = preload::run_dump(dir, key, stem, 0);
         p.is_file().then_some(vec![p])
     };
-    let (preload_dumps, app_dumps) = match first(protocol::PRELOAD_STEM) {
-        Some(pre) => (pre, first(protocol::APP_STEM).unwrap_or_default()),
+    let (preload_dumps, app_dumps) = match first(preload::PRELOAD_STEM) {
+        Some(pre) => (pre, first(preload::APP_STEM).unwrap_or_default()),
         None => (
-            protocol::final_dumps(dir, key, protocol::PRELOAD_STEM, pid as u32),
-            protocol::final_dumps(dir, key, protocol::APP_STEM, pid as u32),
+            preload::final_dumps(dir, key, preload::PRELOAD_STEM, pid as u32),
+            preload::final_dumps(dir, key, preload::APP_STEM, pid as u32),
         ),
     };
     let runs = record.map_or(0, |r| r.runs.len() as u32);
     let run_dumps = (1..=runs)
         .map(|k| {
-            [protocol::PRELOAD_STEM, protocol::APP_STEM]
+            [preload::PRELOAD_STEM, preload::APP_STEM]
                 .iter()
-                .map(|stem| protocol::run_dump(dir, key, stem, k))
+                .map(|stem| preload::run_dump(dir, key, stem, k))
                 .filter(|p| p.is_file())
                 .collect()
         })
@@ -367,7 +367,7 @@ fn wait_for(
             Err(mpsc::RecvTimeoutError::Disconnected) => return None,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let text = std::fs::read_to_string(record).unwrap_or_default();
-                let parsed = protocol::Record::parse(&text);
+                let parsed = preload::Record::parse(&text);
                 if parsed.first.is_none() || text.len() <= seen {
                     return None;
                 }

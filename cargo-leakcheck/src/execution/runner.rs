@@ -9,10 +9,10 @@ pub use crate::evidence::{
 use crate::execution::cancel::Cancel;
 use crate::execution::cargo::TestBinary;
 pub use crate::execution::listing::{list_all, ListError, Selected, TestCase, BASELINE_FILTER};
+use crate::execution::preload::{self, ProfileSettings};
 use crate::execution::process::failed_result;
 pub use crate::execution::process::{run_process, ProcessSpec};
 use crate::execution::progress::Progress;
-use crate::execution::protocol::{self, ProfileSettings};
 pub use crate::execution::run_config::{RunConfig, TestFilter};
 use crate::execution::slots::{Slots, Ticket};
 use leakcheck_protocol::env;
@@ -272,9 +272,9 @@ impl<'a> Pass<'a> {
 /// The name of a job's files in the work directory.
 fn job_key(job: &Job) -> String {
     let mode = match job.settings.mode {
-        protocol::Mode::Count => "count",
-        protocol::Mode::Stacks => "stacks",
-        protocol::Mode::Periodic => "periodic",
+        preload::Mode::Count => "count",
+        preload::Mode::Stacks => "stacks",
+        preload::Mode::Periodic => "periodic",
     };
     match job.test {
         Some(t) => format!("b{}-t{t}-{mode}", job.binary),
@@ -393,13 +393,13 @@ fn run_one(
             extra.push((env::APP_MALLCTL, format!("{m:x}")));
             extra.push((
                 env::APP_PREFIX,
-                protocol::dump_prefix(config.work_dir, key, protocol::APP_STEM)
+                preload::dump_prefix(config.work_dir, key, preload::APP_STEM)
                     .display()
                     .to_string(),
             ));
         }
     }
-    if job.settings.mode == protocol::Mode::Count {
+    if job.settings.mode == preload::Mode::Count {
         let probe = binary.facts.alloc_probe();
         let build_id = binary.facts.tests.as_ref().map(|i| i.build_id.clone());
         if let (Some((alloc, dealloc)), Some(build_id)) = (probe, build_id) {

@@ -8,7 +8,7 @@
 //! group is checked to be gone.
 
 use crate::evidence::{ProcessEnd, ServiceStage};
-use crate::execution::protocol::{self, ProfileSettings};
+use crate::execution::preload::{self, ProfileSettings};
 use leakcheck_protocol::env;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -158,7 +158,7 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
     } else if crate::execution::interrupt::requested().is_some() {
         out.stage = ServiceStage::Interrupted;
     }
-    out.dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
+    out.dumps = preload::all_dumps(spec.work_dir, spec.key, preload::PRELOAD_STEM);
     out
 }
 
@@ -252,7 +252,7 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Star
     // profiler is off while it tracks): sampled even when exact, since jemalloc gives every
     // sampled object a page of its own.
     let settings = ProfileSettings {
-        mode: protocol::Mode::Periodic,
+        mode: preload::Mode::Periodic,
         lg_sample: spec.lg_sample,
     };
     let files = std::fs::File::create(stdout)
@@ -279,7 +279,7 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Star
         )
         .env(
             env::RUNTIME_PREFIX.name(),
-            protocol::dump_prefix(spec.work_dir, spec.key, protocol::PRELOAD_STEM),
+            preload::dump_prefix(spec.work_dir, spec.key, preload::PRELOAD_STEM),
         )
         .env(
             env::DUMP_INTERVAL_MS.name(),
@@ -294,7 +294,7 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Star
         )
         .env(env::SCAN_REQUEST.name(), scan_request(spec));
     if let Some(own) = &spec.own_allocator {
-        for (var, value) in protocol::own_allocator_env(own, spec.work_dir, spec.key) {
+        for (var, value) in preload::own_allocator_env(own, spec.work_dir, spec.key) {
             cmd.env(var.name(), value);
         }
     }
@@ -504,7 +504,7 @@ fn scan(spec: &ServiceSpec, service: &mut Running) -> Result<Option<PathBuf>, Pr
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
+    let dumps = preload::all_dumps(spec.work_dir, spec.key, preload::PRELOAD_STEM);
     Ok(dumps
         .into_iter()
         .rev()
@@ -521,11 +521,11 @@ const KEPT_SNAPSHOTS: usize = 512;
 /// `keep_every`, which doubles whenever that many are kept. The newest stays, whatever its
 /// number, for the progress line.
 fn prune(work_dir: &Path, key: &str, keep_every: &mut u64) {
-    let dumps = protocol::all_dumps(work_dir, key, protocol::PRELOAD_STEM);
+    let dumps = preload::all_dumps(work_dir, key, preload::PRELOAD_STEM);
     let Some((newest, older)) = dumps.split_last() else {
         return;
     };
-    let seq = |d: &PathBuf| protocol::dump_seq(d).unwrap_or(0);
+    let seq = |d: &PathBuf| preload::dump_seq(d).unwrap_or(0);
     loop {
         let kept = older.iter().filter(|d| seq(d) % *keep_every == 0).count();
         if kept < KEPT_SNAPSHOTS {
@@ -535,7 +535,7 @@ fn prune(work_dir: &Path, key: &str, keep_every: &mut u64) {
     }
     for d in older.iter().filter(|d| seq(d) % *keep_every != 0) {
         // With the program's own jemalloc's dump of the same moment.
-        for part in protocol::snapshot_parts(d, key) {
+        for part in preload::snapshot_parts(d, key) {
             let _ = std::fs::remove_file(part);
         }
     }
@@ -543,14 +543,11 @@ fn prune(work_dir: &Path, key: &str, keep_every: &mut u64) {
 }
 
 fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
-    let dumps = protocol::all_dumps(spec.work_dir, spec.key, protocol::PRELOAD_STEM);
-    let taken = dumps
-        .last()
-        .and_then(|d| protocol::dump_seq(d))
-        .unwrap_or(0);
+    let dumps = preload::all_dumps(spec.work_dir, spec.key, preload::PRELOAD_STEM);
+    let taken = dumps.last().and_then(|d| preload::dump_seq(d)).unwrap_or(0);
     // The newest snapshot, its own jemalloc's part included.
     let heap: Option<u64> = dumps.last().and_then(|d| {
-        protocol::snapshot_parts(d, spec.key)
+        preload::snapshot_parts(d, spec.key)
             .iter()
             .map(|p| {
                 crate::execution::load::heap_profile(p).ok().map(|p| {
@@ -699,16 +696,16 @@ mod tests {
         let mut keep_every = 1;
         // 5,000 snapshots, pruned every 10 as they come (a second at 100 ms).
         for seq in 1..=5_000u64 {
-            for stem in [protocol::PRELOAD_STEM, protocol::APP_STEM] {
+            for stem in [preload::PRELOAD_STEM, preload::APP_STEM] {
                 std::fs::write(dir.join(format!("svc-{stem}.42.{seq}.t.heap")), b"").unwrap();
             }
             if seq % 10 == 0 {
                 prune(&dir, "svc", &mut keep_every);
             }
         }
-        let kept: Vec<u64> = protocol::all_dumps(&dir, "svc", protocol::PRELOAD_STEM)
+        let kept: Vec<u64> = preload::all_dumps(&dir, "svc", preload::PRELOAD_STEM)
             .iter()
-            .map(|d| protocol::dump_seq(d).unwrap())
+            .map(|d| preload::dump_seq(d).unwrap())
             .collect();
         assert!(kept.len() <= KEPT_SNAPSHOTS + 10, "{}", kept.len());
         assert!(kept.len() >= KEPT_SNAPSHOTS / 2, "{}", kept.len());
@@ -719,9 +716,9 @@ mod tests {
         assert!(older.windows(2).all(|w| w[1] - w[0] == step), "{older:?}");
         assert!(older[0] <= step, "{older:?}");
         // The program's own jemalloc's dumps go with them.
-        let companions: Vec<u64> = protocol::all_dumps(&dir, "svc", protocol::APP_STEM)
+        let companions: Vec<u64> = preload::all_dumps(&dir, "svc", preload::APP_STEM)
             .iter()
-            .map(|d| protocol::dump_seq(d).unwrap())
+            .map(|d| preload::dump_seq(d).unwrap())
             .collect();
         assert_eq!(companions, kept);
         std::fs::remove_dir_all(&dir).unwrap();

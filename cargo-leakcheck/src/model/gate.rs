@@ -2,7 +2,7 @@
 //! every command, the summary, JUnit, SARIF, the annotations, the page and the nextest
 //! runner (with the base run passed in) all ask it, so they cannot disagree.
 
-use super::{BenchReport, Change, Report, TestReport, Verdict};
+use super::{Change, GrowthReport, Report, TestReport, Verdict};
 use crate::exit_code::ExitCode;
 
 impl Report {
@@ -42,7 +42,7 @@ impl Report {
             ExitCode::Success
         };
         let tests = self.tests.iter().map(|t| self.gate(t));
-        let benches = self.benches.iter().map(BenchReport::exit_code);
+        let benches = self.benches.iter().map(GrowthReport::exit_code);
         tests.chain(benches).fold(start, ExitCode::worst)
     }
 }
@@ -64,7 +64,7 @@ impl TestReport {
     }
 }
 
-impl BenchReport {
+impl GrowthReport {
     /// What this bench or service alone makes of the run's exit code.
     pub fn exit_code(&self) -> ExitCode {
         if self.not_checked {

@@ -1,7 +1,7 @@
 //! A bench run's renderings: its flame graph, growth plot and pprof profile files
 //! ([`write_artifacts`]), and its human summary ([`render`]).
 
-use crate::model::{BenchArtifacts, BenchReport, BenchStack, FrameReport, Report, Verdict};
+use crate::model::{BenchArtifacts, BenchStack, FrameReport, GrowthReport, Report, Verdict};
 use crate::report::{flamegraph, human::human_bytes, plot, pprof};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ struct Files {
 }
 
 impl Files {
-    fn of(b: &BenchReport) -> Files {
+    fn of(b: &GrowthReport) -> Files {
         Files {
             dir: flamegraph::file_stem(&format!("{}-bench-{}", b.package, b.binary)),
             stem: flamegraph::file_stem(&b.name),
@@ -32,7 +32,7 @@ impl Files {
 /// Writes a bench's or service's artifacts under `out_dir` and names them in its report: a
 /// service's memory plot, whatever its verdict, and the growth's folded stacks, plot, flame
 /// graph and pprof profile when it grew. What cannot be written is a note.
-pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: &mut Vec<String>) {
+pub fn write_artifacts(b: &mut GrowthReport, out_dir: &Path, root: &Path, notes: &mut Vec<String>) {
     let files = Files::of(b);
     // A service's memory, whatever its verdict: a flat line is an answer too.
     if !b.rss.is_empty() {
@@ -68,7 +68,7 @@ pub fn write_artifacts(b: &mut BenchReport, out_dir: &Path, root: &Path, notes: 
 
 /// A service's resident set size and live heap over time, with where the memory went
 /// stacked under the lines when the allocator's figures were read.
-fn memory_chart(b: &BenchReport) -> String {
+fn memory_chart(b: &GrowthReport) -> String {
     let series = [
         ("resident set size (RSS)".to_string(), b.rss.clone()),
         ("live heap, all stacks".to_string(), b.heap.clone()),
@@ -92,13 +92,13 @@ fn memory_chart(b: &BenchReport) -> String {
 }
 
 /// The collections that grew.
-fn growing_collections(b: &BenchReport) -> Vec<&crate::model::BenchCollection> {
+fn growing_collections(b: &GrowthReport) -> Vec<&crate::model::BenchCollection> {
     b.collections.iter().filter(|c| c.flagged).collect()
 }
 
 /// The growth's folded stacks, sorted: each growing stack (its memory's label as its root
 /// frame when not the heap's), and each growing collection as one frame.
-fn folded_growth(b: &BenchReport) -> Vec<String> {
+fn folded_growth(b: &GrowthReport) -> Vec<String> {
     let mut folded: Vec<String> = b
         .stacks
         .iter()
@@ -127,7 +127,7 @@ fn folded_growth(b: &BenchReport) -> Vec<String> {
 
 /// The plot's lines: the first stacks' retained bytes over time, then the growing
 /// collections' (their entries times an entry's size).
-fn plotted_series(b: &BenchReport, root: &Path) -> Vec<(String, Vec<(f64, u64)>)> {
+fn plotted_series(b: &GrowthReport, root: &Path) -> Vec<(String, Vec<(f64, u64)>)> {
     let mut series: Vec<(String, Vec<(f64, u64)>)> = b
         .stacks
         .iter()
@@ -153,7 +153,7 @@ fn plotted_series(b: &BenchReport, root: &Path) -> Vec<(String, Vec<(f64, u64)>)
 }
 
 /// The growth, as a pprof profile: objects are not counted per snapshot, so 0.
-fn growth_profile(b: &BenchReport) -> Vec<u8> {
+fn growth_profile(b: &GrowthReport) -> Vec<u8> {
     let samples: Vec<pprof::Sample> = b
         .stacks
         .iter()
@@ -173,7 +173,7 @@ fn growth_profile(b: &BenchReport) -> Vec<u8> {
 
 /// Writes a growing bench's folded stacks, plot, flame graph and pprof profile.
 fn write_growth(
-    b: &BenchReport,
+    b: &GrowthReport,
     out_dir: &Path,
     files: &Files,
     root: &Path,
@@ -298,7 +298,7 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
 
 /// A growing bench or service: by how much, how fast and in what, its first growing
 /// collections and stacks, and its plot and flame graph.
-fn growing_text(s: &mut String, b: &BenchReport, root: &Path, out_dir: &Path) {
+fn growing_text(s: &mut String, b: &GrowthReport, root: &Path, out_dir: &Path) {
     let flagged: Vec<&BenchStack> = b.stacks.iter().filter(|st| st.flagged).collect();
     let growth: i64 = flagged.iter().map(|st| st.growth_bytes).sum();
     let rate: f64 = flagged.iter().map(|st| st.growth_bytes_per_second).sum();
@@ -385,7 +385,7 @@ fn growing_stack_text(s: &mut String, st: &BenchStack, root: &Path) {
 }
 
 /// A service's memory: its peaks and plot, and where its resident memory went.
-fn memory_lines(s: &mut String, b: &BenchReport, out_dir: &Path) {
+fn memory_lines(s: &mut String, b: &GrowthReport, out_dir: &Path) {
     if let Some(plot) = &b.artifacts.memory_plot {
         let peak = |series: &[(f64, u64)]| series.iter().map(|p| p.1).max().unwrap_or(0);
         let _ = writeln!(
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn the_bench_summary() {
-        let bench = BenchReport::example;
+        let bench = GrowthReport::example;
         let grows = bench("grows", Verdict::Leak);
         let mut failed = bench("crashes", Verdict::Crashed);
         failed.message = Some("killed by signal 11 (SIGSEGV)".into());

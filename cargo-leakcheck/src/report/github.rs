@@ -601,11 +601,11 @@ mod tests {
 
     #[test]
     fn a_growing_bench_or_service_is_annotated_at_its_line_with_its_holder_and_summarised() {
-        use crate::model::BenchReport;
+        use crate::model::GrowthReport;
         let report = Report {
             benches: vec![
-                BenchReport::example("grows", Verdict::Leak),
-                BenchReport::example("plateau", Verdict::Clean),
+                GrowthReport::example("grows", Verdict::Leak),
+                GrowthReport::example("plateau", Verdict::Clean),
             ],
             ..Report::example()
         };

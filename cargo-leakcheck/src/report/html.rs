@@ -14,8 +14,8 @@
 use crate::analysis::frames::from_identifying_frame;
 use crate::errors::ExitCode;
 use crate::model::{
-    human_bytes, Baseline, BenchReport, Change, FrameReport, Method, Report, RetainedBy, StackKind,
-    StackReport, TaskReport, TestReport, Verdict,
+    human_bytes, Baseline, Change, FrameReport, GrowthReport, Method, Report, RetainedBy,
+    StackKind, StackReport, TaskReport, TestReport, Verdict,
 };
 use crate::report::human::{frame_text, held_text, is_harness_frame, live_tasks_text, task_text};
 use crate::report::markup::escape as esc;
@@ -719,7 +719,7 @@ fn benches_section(h: &mut String, report: &Report, root: &Path, sources: &mut S
     h.push_str("</section>\n");
 }
 
-fn bench_block(h: &mut String, b: &BenchReport, root: &Path, sources: &mut Sources) {
+fn bench_block(h: &mut String, b: &GrowthReport, root: &Path, sources: &mut Sources) {
     let v = b.verdict.as_str();
     let _ = write!(
         h,

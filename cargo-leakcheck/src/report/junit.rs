@@ -6,7 +6,7 @@
 //! tool could not analyse an `<error>`, an ignored one `<skipped/>`. Benches and services
 //! (`bench`, `run`) follow, one `<testsuite>` per target or program.
 
-use crate::model::{BenchReport, Report, TestReport, Verdict};
+use crate::model::{GrowthReport, Report, TestReport, Verdict};
 use crate::report::human::human_bytes;
 use crate::report::markup::escape;
 use std::collections::{BTreeMap, HashMap};
@@ -190,7 +190,7 @@ struct BenchSuites {
 /// benchmark: growth is a `<failure type="leak">` naming the growing stacks, a bench or
 /// service that failed a `<failure>`, one that crashed or could not be analysed an `<error>`.
 fn bench_suites(report: &Report, out_dir: &Path, root: &Path) -> BenchSuites {
-    let mut suites: BTreeMap<String, Vec<&BenchReport>> = BTreeMap::new();
+    let mut suites: BTreeMap<String, Vec<&GrowthReport>> = BTreeMap::new();
     for b in &report.benches {
         suites
             .entry(format!("{}::{}", b.package, b.binary))
@@ -253,7 +253,7 @@ fn bench_suites(report: &Report, out_dir: &Path, root: &Path) -> BenchSuites {
 
 /// The element, its type, message and text, for a bench or service that did not end clean.
 fn bench_outcome(
-    b: &BenchReport,
+    b: &GrowthReport,
     out_dir: &Path,
     root: &Path,
 ) -> Option<(&'static str, &'static str, String, String)> {
@@ -469,14 +469,14 @@ mod tests {
 
     #[test]
     fn benches_and_services_are_testcases_growth_a_failure_naming_its_line_and_holder() {
-        let mut crashed = BenchReport::example("crashes", Verdict::Crashed);
+        let mut crashed = GrowthReport::example("crashes", Verdict::Crashed);
         crashed.exit = "killed by signal 11 (SIGSEGV)".into();
         let report = Report {
             tests: vec![TestReport::example()],
             benches: vec![
-                BenchReport::example("grows", Verdict::Leak),
+                GrowthReport::example("grows", Verdict::Leak),
                 crashed,
-                BenchReport::example("plateau", Verdict::Clean),
+                GrowthReport::example("plateau", Verdict::Clean),
             ],
             ..Report::example()
         };

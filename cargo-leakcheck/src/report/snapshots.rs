@@ -5,7 +5,7 @@
 //! renderer reads a source line here and every path is the same wherever the test runs.
 //! A new renderer is one more row of [`renderers`].
 
-use crate::model::{BenchReport, Report, TestReport};
+use crate::model::{GrowthReport, Report, TestReport};
 use crate::report::{bench, export, github, html, human, snapshot};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ fn report_of(case: &str, artifacts: &Path) -> Report {
     }
     let mut report = Report::example();
     if dir.join("growth.json").is_file() {
-        let mut bench: BenchReport = serde_json::from_str(&text).unwrap();
+        let mut bench: GrowthReport = serde_json::from_str(&text).unwrap();
         bench::write_artifacts(&mut bench, artifacts, Path::new(ROOT), &mut report.notes);
         report.benches.push(bench);
     } else {

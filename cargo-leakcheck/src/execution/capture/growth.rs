@@ -9,7 +9,7 @@ use crate::analysis::growth::{self, BenchIdentity};
 use crate::analysis::service;
 use crate::analysis::symbols::{Captured, Recording, Symbols};
 use crate::evidence::{ProcessEnd, ServiceStage};
-use crate::model::BenchReport;
+use crate::model::GrowthReport;
 use std::path::{Path, PathBuf};
 
 /// A bench's or service's case, `growth.json`; file names are relative to its directory.
@@ -70,7 +70,7 @@ pub fn verdict_of(
     symbols: &mut dyn Symbols,
     notes: &mut Vec<String>,
     recorder: &super::Recorder,
-) -> BenchReport {
+) -> GrowthReport {
     let Some(root) = recorder.root() else {
         return verdict(
             case.id,
@@ -107,7 +107,7 @@ fn write(
     c: &Case,
     symbols: Captured,
     collections: &crate::evidence::CollectionTable,
-    report: &BenchReport,
+    report: &GrowthReport,
 ) -> std::io::Result<PathBuf> {
     let dir = root.join(super::case_stem(&[c.id.package, c.id.binary, c.id.name]));
     std::fs::create_dir_all(&dir)?;
@@ -168,7 +168,7 @@ fn verdict(
     symbols: &mut dyn Symbols,
     threshold: u64,
     period: u64,
-) -> BenchReport {
+) -> GrowthReport {
     match ran {
         Ran::Bench(end) => growth::judge_bench(id, end, evidence, symbols, threshold, period),
         Ran::Service { stage, ready } => {
@@ -179,7 +179,7 @@ fn verdict(
 
 /// Judges the case in `dir` again, from its files alone.
 #[cfg(test)]
-pub fn replay(dir: &Path) -> Result<BenchReport, String> {
+pub fn replay(dir: &Path) -> Result<GrowthReport, String> {
     replay_with(dir, |_| {})
 }
 
@@ -188,7 +188,7 @@ pub fn replay(dir: &Path) -> Result<BenchReport, String> {
 pub fn replay_with(
     dir: &Path,
     change: impl Fn(&mut GrowthCaseFile),
-) -> Result<BenchReport, String> {
+) -> Result<GrowthReport, String> {
     use crate::execution::load;
     let path = dir.join("growth.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -8,7 +8,7 @@ use super::{write_file, Export, Exporter};
 use crate::analysis::frames::identifying_frame;
 use crate::errors::Error;
 use crate::model::Verdict;
-use crate::model::{human_bytes, BenchReport, FrameReport, Report, StackReport, TestReport};
+use crate::model::{human_bytes, FrameReport, GrowthReport, Report, StackReport, TestReport};
 use crate::report::human::{held_phrase, unreachable_text};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -131,7 +131,7 @@ fn test_results(t: &TestReport, root: &Path, out: &mut Vec<Value>) {
 }
 
 /// A growing bench's or service's results: each flagged stack and collection.
-fn bench_results(b: &BenchReport, root: &Path, out: &mut Vec<Value>) {
+fn bench_results(b: &GrowthReport, root: &Path, out: &mut Vec<Value>) {
     for st in b.stacks.iter().filter(|s| s.flagged) {
         let held = (st.retained_by.as_ref())
             .map(|h| format!(", {}", held_phrase(h, root)))
