@@ -16,7 +16,7 @@ use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, TestBinary};
 use crate::execution::preload::{self, Mode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
-use crate::execution::{capture, load};
+use crate::execution::{capture, load, snapshots};
 use crate::model::{GrowthReport, Report, ReportSettings};
 use crate::report::export::{Outputs, RunFacts};
 use std::time::Duration;
@@ -265,18 +265,6 @@ struct Ran<'a> {
     growth_cli: Option<u64>,
 }
 
-/// The bench's heap snapshots: with the bench's own jemalloc's dump of each moment, when
-/// it has one; then a dump without it (the exit dump) would be half the heap, and is left
-/// out.
-fn snapshots(j: &Ran) -> Vec<Vec<std::path::PathBuf>> {
-    let (work_dir, key) = (&j.session.work_dir, j.key);
-    preload::all_dumps(work_dir, key, preload::PRELOAD_STEM)
-        .iter()
-        .map(|d| preload::snapshot_parts(d, key))
-        .filter(|parts| !j.own_allocator || parts.len() > 1)
-        .collect()
-}
-
 /// Loads what one bench's process left and asks for its verdict (recording the case when
 /// the run records cases).
 fn verdict_of_bench(
@@ -287,7 +275,7 @@ fn verdict_of_bench(
 ) -> GrowthReport {
     let (session, binary, case) = (j.session, j.binary, j.case);
     let (threshold, source) = session.config.growth_threshold(&case.name, j.growth_cli);
-    let dumps = snapshots(j);
+    let dumps = snapshots::of_bench(&session.work_dir, j.key, j.own_allocator);
     let exe = binary
         .path
         .canonicalize()

@@ -14,7 +14,7 @@ use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, Program};
 use crate::execution::preload;
 use crate::execution::service::{Micros, Ready, ServiceRun, ServiceSpec, Window};
-use crate::execution::{capture, load};
+use crate::execution::{capture, load, snapshots};
 use crate::model::{GrowthReport, MemoryExplained, Report, ReportSettings};
 use crate::report::export::{Outputs, RunFacts};
 use std::path::{Path, PathBuf};
@@ -23,11 +23,6 @@ use std::time::Duration;
 /// Without `--exact`, a service's stacks are sampled as benchmarks' are: one per 4 KiB
 /// allocated on average.
 const LG_SAMPLE: u8 = crate::commands::bench::LG_SAMPLE;
-
-/// The most snapshots judged: a long run's are thinned evenly to this many, which is plenty
-/// for the growth rule (it compares quarters of the run) and keeps the tool's memory
-/// bounded however long the service runs.
-const MAX_SNAPSHOTS: usize = 240;
 
 /// Runs `cargo leakcheck run`; returns the exit code.
 pub fn run(args: &RunArgs) -> Result<ExitCode, Error> {
@@ -224,36 +219,6 @@ fn start_load_and_stop(
     crate::execution::service::run(&spec)
 }
 
-/// The snapshots a service's verdict is drawn from: those of the window under load (at
-/// most [`MAX_SNAPSHOTS`], evenly), and the one after it (the scanned one, when the scan
-/// ran).
-struct Snapshots {
-    timeline: PathBuf,
-    marks: load::Marks,
-    dumps: Vec<Vec<PathBuf>>,
-    after: Option<(PathBuf, Vec<PathBuf>)>,
-}
-
-fn snapshots(session: &session::Session, ran: &ServiceRun) -> Snapshots {
-    let timeline = preload::timeline(&session.work_dir, KEY);
-    let marks = load::timeline_marks(&timeline);
-    let (dumps, after) = split_at_window(&ran.dumps, ran.window, &marks);
-    let after = ran.scanned.clone().or(after);
-    let dumps = (evenly(dumps, MAX_SNAPSHOTS).iter())
-        .map(|d| preload::snapshot_parts(d, KEY))
-        .collect();
-    let after = after.map(|dump| {
-        let parts = preload::snapshot_parts(&dump, KEY);
-        (dump, parts)
-    });
-    Snapshots {
-        timeline,
-        marks,
-        dumps,
-        after,
-    }
-}
-
 /// Loads the service's snapshots and asks for its verdict (recording the case when the run
 /// records cases), with its resident memory explained beside.
 fn verdict_of_service(
@@ -267,7 +232,7 @@ fn verdict_of_service(
 ) -> GrowthReport {
     // Exact, every allocation's stack is in the snapshots.
     let period = if args.exact { 1 } else { 1 << LG_SAMPLE };
-    let shots = snapshots(session, ran);
+    let shots = snapshots::of_service(&session.work_dir, KEY, ran);
     let (threshold, source) = session.config.service_growth_threshold(threshold_cli);
     let exe = (service.program.canonicalize()).unwrap_or_else(|_| service.program.clone());
     let id = BenchIdentity {
@@ -314,7 +279,7 @@ fn verdict_of_service(
 fn with_resident_memory(
     session: &session::Session,
     ran: &ServiceRun,
-    shots: &Snapshots,
+    shots: &snapshots::ServiceSnapshots,
     mut judged: GrowthReport,
 ) -> GrowthReport {
     let first = shots.dumps.first().and_then(|p| p.first());
@@ -380,31 +345,6 @@ fn ready_text(ready: &Ready, args: &RunArgs) -> String {
     }
 }
 
-/// The snapshots taken under load (from ready to the end of the load), and the first one
-/// taken after the settle pause, by the moments the runtime's timeline gives them; all of
-/// them, and none after, when the window is unknown (the service ended before it was
-/// stopped).
-fn split_at_window(
-    dumps: &[PathBuf],
-    window: Option<Window>,
-    marks: &load::Marks,
-) -> (Vec<PathBuf>, Option<PathBuf>) {
-    let Some(w) = window else {
-        return (dumps.to_vec(), None);
-    };
-    let time = |d: &PathBuf| load::moment_of(marks, d);
-    let under_load = dumps
-        .iter()
-        .filter(|d| time(d).is_some_and(|t| t >= w.ready && t <= w.loaded))
-        .cloned()
-        .collect();
-    let after = dumps
-        .iter()
-        .find(|d| time(d).is_some_and(|t| t >= w.settled))
-        .cloned();
-    (under_load, after)
-}
-
 /// What a run of a program with its own jemalloc (tikv-jemallocator) can say of it.
 fn own_allocator_note(snapshots: &[Vec<PathBuf>]) -> String {
     if snapshots.iter().any(|parts| parts.len() > 1) {
@@ -446,17 +386,6 @@ fn rss_series(
         .iter()
         .filter(|(at, _)| window.is_none_or(|w| *at <= w.settled) && *at >= t0)
         .map(|(at, kib)| ((at - t0) as f64 / 1e6, kib * 1024))
-        .collect()
-}
-
-/// At most `max` of `all`, evenly spaced, the first and the last among them.
-fn evenly(all: Vec<PathBuf>, max: usize) -> Vec<PathBuf> {
-    if all.len() <= max || max < 2 {
-        return all;
-    }
-    let last = all.len() - 1;
-    (0..max)
-        .map(|i| all[i * last / (max - 1)].clone())
         .collect()
 }
 
@@ -534,19 +463,6 @@ fn file_name(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn long_runs_are_thinned_evenly_keeping_both_ends() {
-        let all: Vec<PathBuf> = (0..1000).map(|i| PathBuf::from(i.to_string())).collect();
-        let kept = evenly(all.clone(), 240);
-        assert_eq!(kept.len(), 240);
-        assert_eq!(
-            (kept[0].clone(), kept[239].clone()),
-            (all[0].clone(), all[999].clone())
-        );
-        assert!(kept.windows(2).all(|w| w[0] != w[1]));
-        assert_eq!(evenly(all[..10].to_vec(), 240).len(), 10);
-    }
 
     #[test]
     fn command_words_are_split_as_a_shell_splits_them_without_expanding() {

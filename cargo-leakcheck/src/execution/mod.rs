@@ -39,5 +39,6 @@ pub(crate) mod runner;
 pub(crate) mod runtime;
 pub(crate) mod service;
 pub(crate) mod slots;
+pub(crate) mod snapshots;
 pub(crate) mod symbolize;
 pub(crate) mod verdicts;
