@@ -221,6 +221,8 @@ pub use leakcheck_protocol::record::Counts as ExitCounts;
 /// Why the runtime stopped making extra runs.
 pub use leakcheck_protocol::record::End;
 
+pub use leakcheck_protocol::drain::Reclaimer;
+
 /// What the test's own run left when libtest's `main` returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FirstRun {
@@ -276,9 +278,9 @@ pub struct Record {
     /// What draining the program's deferred-reclamation runtimes freed before each run was
     /// measured, in order (run 0 is the test's own).
     pub drained: Vec<Drained>,
-    /// The run whose drain started and is the record's last word: the process ended during
-    /// that drain (a deferred destructor of the program panicked, say).
-    pub draining: Option<u32>,
+    /// The run and the kind whose drain started and is the record's last word: the process
+    /// ended during that drain (a deferred destructor of the program panicked, say).
+    pub draining: Option<(u32, Reclaimer)>,
     /// The lengths of the program's own collections, as the runtime wrote them: after each
     /// run (`Some(k)`, 0 the test's own) or after the grace (`None`), each time one changed.
     pub lengths: Vec<Length>,
@@ -296,11 +298,14 @@ pub struct Length {
     pub reading: i64,
 }
 
-/// One drain of crossbeam-epoch's garbage, after a run and before it was measured.
+/// One drain of a deferred-reclamation runtime's garbage, after a run and before it was
+/// measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Drained {
     /// The run it followed (0: the test's own).
     pub run: u32,
+    /// The kind of reclaimer drained.
+    pub kind: Reclaimer,
     /// What it freed (objects exact; bytes in counting mode only).
     pub freed: ExitCounts,
     /// What the drains' own arena held afterwards (counting mode).
@@ -309,16 +314,23 @@ pub struct Drained {
 
 impl Record {
     /// What draining freed over the whole process, for the report; None when it freed
-    /// nothing.
+    /// nothing. The report names one runtime: with several kinds drained, the one that
+    /// freed the most objects, and what it freed.
     pub fn drained_total(&self) -> Option<crate::model::Drained> {
-        let objects: i64 = self.drained.iter().map(|d| d.freed.objects.max(0)).sum();
-        let bytes: i64 = self.drained.iter().map(|d| d.freed.bytes.max(0)).sum();
-        (objects > 0).then_some(crate::model::Drained {
-            runtime: crate::model::DrainedRuntime::CrossbeamEpoch,
-            objects: objects as u64,
-            bytes: bytes as u64,
-            runs: self.drained.len() as u32,
-        })
+        Reclaimer::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let of_kind = || self.drained.iter().filter(move |d| d.kind == kind);
+                let objects: i64 = of_kind().map(|d| d.freed.objects.max(0)).sum();
+                let bytes: i64 = of_kind().map(|d| d.freed.bytes.max(0)).sum();
+                (objects > 0).then_some(crate::model::Drained {
+                    runtime: crate::model::DrainedRuntime(kind),
+                    objects: objects as u64,
+                    bytes: bytes as u64,
+                    runs: of_kind().count() as u32,
+                })
+            })
+            .max_by_key(|d| d.objects)
     }
 }
 
@@ -341,7 +353,7 @@ impl Record {
         let mut r = Record::default();
         for entry in text.lines().filter_map(RecordEntry::decode) {
             r.draining = match entry {
-                RecordEntry::Draining { run } => Some(run),
+                RecordEntry::Draining { run, kind } => Some((run, kind)),
                 _ => None,
             };
             match entry {
@@ -377,9 +389,17 @@ impl Record {
                 RecordEntry::Left { live, .. } => r.left.push(live),
                 // Only progress: the grace line that follows says how long it waited.
                 RecordEntry::Waiting { .. } => {}
-                RecordEntry::Drained { run, freed, kept } => {
-                    r.drained.push(Drained { run, freed, kept })
-                }
+                RecordEntry::Drained {
+                    run,
+                    kind,
+                    freed,
+                    kept,
+                } => r.drained.push(Drained {
+                    run,
+                    kind,
+                    freed,
+                    kept,
+                }),
                 RecordEntry::Grace {
                     waited_ms,
                     threads,

@@ -545,7 +545,7 @@ pub struct ExtraRuns {
 /// What draining freed before a test's runs were measured, summed over its runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drained {
-    /// The runtime drained (`crossbeam-epoch`).
+    /// The runtime drained (its kind's name: `crossbeam-epoch`).
     pub runtime: DrainedRuntime,
     /// Objects freed.
     pub objects: u64,
@@ -555,19 +555,28 @@ pub struct Drained {
     pub runs: u32,
 }
 
-/// A deferred-reclamation runtime the tool drains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DrainedRuntime {
-    /// crossbeam-epoch's default collector.
-    CrossbeamEpoch,
-}
+/// A deferred-reclamation runtime the tool drains, written as its kind's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainedRuntime(pub leakcheck_protocol::drain::Reclaimer);
 
 impl std::fmt::Display for DrainedRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DrainedRuntime::CrossbeamEpoch => "crossbeam-epoch",
-        })
+        f.write_str(self.0.name())
+    }
+}
+
+impl Serialize for DrainedRuntime {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for DrainedRuntime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        leakcheck_protocol::drain::Reclaimer::from_name(&name)
+            .map(DrainedRuntime)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown drained runtime `{name}`")))
     }
 }
 
@@ -598,7 +607,8 @@ pub enum ExtraRunsStatus {
     /// The process died during an extra run (how).
     Crashed(String),
     /// The process died while the runtime drained the program's deferred-reclamation
-    /// garbage, in a destructor the program had deferred (after which run, and how).
+    /// garbage, in a destructor the program had deferred (which runtime's, after which run,
+    /// and how: `crossbeam-epoch after the test's own run: …`).
     DrainFailed(String),
     /// An extra run took more than ten times the test's own run (at least 10 s), or the runs
     /// did not fit in the test's timeout.
@@ -735,7 +745,7 @@ pub struct TestReport {
     #[serde(default)]
     pub first_run_retained: Option<Retained>,
     /// What draining the program's deferred-reclamation runtimes (crossbeam-epoch's
-    /// collectors) freed before the test's runs were measured: garbage the program had
+    /// collectors, say) freed before the test's runs were measured: garbage the program had
     /// already scheduled to free, never memory it leaked (present when it freed anything).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]

@@ -73,9 +73,9 @@ pub const DUMP_INTERVAL_MS: Var = Var(c"LEAKCHECK_DUMP_INTERVAL_MS");
 /// (`cargo leakcheck run`) to scan for reachability after its next dump; the runtime
 /// deletes it once the scan's files are written.
 pub const SCAN_REQUEST: Var = Var(c"LEAKCHECK_SCAN_REQUEST");
-/// crossbeam-epoch's collectors in the test binary (see [`crate::drain`]), whose garbage the
-/// runtime drains before it measures a run.
-pub const DRAIN_EPOCH: Var = Var(c"LEAKCHECK_DRAIN_EPOCH");
+/// The deferred-reclamation runtimes' collectors in the test binary, each with its kind (see
+/// [`crate::drain`]), whose garbage the runtime drains before it measures a run.
+pub const DRAIN: Var = Var(c"LEAKCHECK_DRAIN");
 /// `0` leaves retention paths out of the reachability scan (for the benchmark that measures
 /// what they cost).
 pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
@@ -109,7 +109,7 @@ pub const ALL: [Var; 21] = [
     DUMP_INTERVAL_MS,
     SCAN_REQUEST,
     PATHS,
-    DRAIN_EPOCH,
+    DRAIN,
     ALLOC_PROBE,
     COLLECTIONS,
 ];

@@ -19,12 +19,14 @@
 //! run <k> timeout
 //! grace <waited-ms> <threads> <objects> <bytes>  once, after the last extra run
 //! left <k> <objects> <bytes>                  counting mode: what run k left behind
-//! draining <k>                               after run k, as its drain starts (a deferred
-//!                                             destructor that panics ends the process there)
-//! drained <k> <objects> <bytes> <kept-objects> <kept-bytes>
+//! draining <k> <kind>                         after run k, as the drain of one kind of
+//!                                             reclaimer starts (a deferred destructor that
+//!                                             panics ends the process there)
+//! drained <k> <objects> <bytes> <kept-objects> <kept-bytes> <kind>
 //!                                             after run k (0: the test's own), before it
-//!                                             was measured: what draining freed, and what
-//!                                             the drains themselves hold (counting mode)
+//!                                             was measured: what draining that kind freed,
+//!                                             and what the drains themselves hold so far
+//!                                             (counting mode)
 //! len <k>|grace <index> <reading>            the length of collection `index` of the
 //!                                             table (see [`crate::collections`]) after run
 //!                                             k (0: the test's own), or after the grace;
@@ -32,7 +34,11 @@
 //!                                             before (the first time: from `ABSENT`)
 //! end <why>                                   see [`End`]
 //! ```
+//!
+//! `<kind>` is a [`Reclaimer`]'s name; a `draining` or `drained` line without one, as they
+//! were written before there was more than one kind, is [`Reclaimer::UNNAMED`]'s.
 
+use crate::drain::Reclaimer;
 use crate::words::{nums, parse_num, put_num, put_text, words, Sink};
 
 /// Live objects and their bytes (exact in counting mode, 0 otherwise).
@@ -183,16 +189,17 @@ pub enum Entry<'a> {
     Waiting { for_ms: i64 },
     /// Counting mode, at the end: what extra run `run` left behind.
     Left { run: u32, live: Counts },
-    /// After run `run` (0: the test's own), before its drain: a drain runs the program's
-    /// deferred destructors, and one that panics ends the process there, which this line
-    /// tells from a panic of the run itself.
-    Draining { run: u32 },
+    /// After run `run` (0: the test's own), before its drain of `kind`: a drain runs the
+    /// program's deferred destructors, and one that panics ends the process there, which
+    /// this line tells from a panic of the run itself.
+    Draining { run: u32, kind: Reclaimer },
     /// After run `run` (0: the test's own) and before it was measured: what draining the
-    /// program's deferred-reclamation runtimes freed, and (counting mode) what the drains'
-    /// own arena holds afterwards (their threads' registrations, and anything a deferred
-    /// function allocated while a drain ran it).
+    /// program's collectors of `kind` freed, and (counting mode) what the drains' own arena
+    /// holds afterwards, all kinds' drains so far together (their threads' registrations,
+    /// and anything a deferred function allocated while a drain ran it).
     Drained {
         run: u32,
+        kind: Reclaimer,
         freed: Counts,
         kept: Counts,
     },
@@ -267,9 +274,17 @@ impl<'a> Entry<'a> {
             Entry::Left { run, live } => {
                 head_and_nums(out, LEFT, &[i64::from(run), live.objects, live.bytes]);
             }
-            Entry::Draining { run } => head_and_nums(out, DRAINING, &[i64::from(run)]),
+            Entry::Draining { run, kind } => {
+                head_and_nums(out, DRAINING, &[i64::from(run)]);
+                put_word(out, kind.name());
+            }
             Entry::Waiting { for_ms } => head_and_nums(out, WAITING, &[for_ms]),
-            Entry::Drained { run, freed, kept } => {
+            Entry::Drained {
+                run,
+                kind,
+                freed,
+                kept,
+            } => {
                 let n = [
                     i64::from(run),
                     freed.objects,
@@ -278,6 +293,7 @@ impl<'a> Entry<'a> {
                     kept.bytes,
                 ];
                 head_and_nums(out, DRAINED, &n);
+                put_word(out, kind.name());
             }
             Entry::Length {
                 run,
@@ -333,6 +349,7 @@ impl<'a> Entry<'a> {
                 let [run] = nums(&mut w)?;
                 Entry::Draining {
                     run: u32::try_from(run).ok()?,
+                    kind: decode_kind(&mut w)?,
                 }
             }
             WAITING => {
@@ -381,12 +398,22 @@ fn decode_drained<'a>(w: &mut impl Iterator<Item = &'a [u8]>) -> Option<Entry<'a
     let [run, objects, bytes, kept_objects, kept_bytes] = nums(w)?;
     Some(Entry::Drained {
         run: u32::try_from(run).ok()?,
+        kind: decode_kind(w)?,
         freed: Counts { objects, bytes },
         kept: Counts {
             objects: kept_objects,
             bytes: kept_bytes,
         },
     })
+}
+
+/// The kind a drain line ends with: [`Reclaimer::UNNAMED`] when it names none (a line
+/// written before there was more than one kind); `None` for one this build does not know.
+fn decode_kind<'a>(w: &mut impl Iterator<Item = &'a [u8]>) -> Option<Reclaimer> {
+    match w.next() {
+        None => Some(Reclaimer::UNNAMED),
+        Some(name) => Reclaimer::from_name(core::str::from_utf8(name).ok()?),
+    }
 }
 
 /// The `len` entry, from the words after `len`.
@@ -425,6 +452,12 @@ fn head_and_nums(out: &mut impl Sink, head: &str, nums: &[i64]) {
 /// `<head> <word>`.
 fn head_and_word(out: &mut impl Sink, head: &str, word: &str) {
     out.put(head);
+    out.put(" ");
+    out.put(word);
+}
+
+/// ` <word>`.
+fn put_word(out: &mut impl Sink, word: &str) {
     out.put(" ");
     out.put(word);
 }
@@ -494,10 +527,14 @@ mod tests {
                 live,
             },
             Entry::Left { run: 7, live },
-            Entry::Draining { run: 0 },
+            Entry::Draining {
+                run: 0,
+                kind: Reclaimer::CrossbeamEpoch,
+            },
             Entry::Waiting { for_ms: 28_500 },
             Entry::Drained {
                 run: 0,
+                kind: Reclaimer::CrossbeamEpoch,
                 freed: live,
                 kept: Counts {
                     objects: 2,
@@ -551,9 +588,9 @@ mod tests {
             "run 256 timeout",
             "grace 250 -1 3 -48",
             "left 7 3 -48",
-            "draining 0",
+            "draining 0 crossbeam-epoch",
             "waiting 28500",
-            "drained 0 3 -48 2 4096",
+            "drained 0 3 -48 2 4096 crossbeam-epoch",
             "len 3 12 7",
             "len grace 0 -2",
             "end kept",
@@ -561,6 +598,32 @@ mod tests {
         for (e, text) in every_entry().into_iter().zip(texts) {
             assert_eq!(e.to_string(), text);
         }
+    }
+
+    #[test]
+    fn a_drain_line_without_a_kind_is_the_one_kind_there_was() {
+        assert_eq!(
+            Entry::decode("draining 2"),
+            Some(Entry::Draining {
+                run: 2,
+                kind: Reclaimer::UNNAMED
+            })
+        );
+        assert_eq!(
+            Entry::decode("drained 0 3 -48 2 4096"),
+            Some(Entry::Drained {
+                run: 0,
+                kind: Reclaimer::UNNAMED,
+                freed: Counts {
+                    objects: 3,
+                    bytes: -48
+                },
+                kept: Counts {
+                    objects: 2,
+                    bytes: 4096
+                },
+            })
+        );
     }
 
     #[test]
@@ -596,6 +659,8 @@ mod tests {
             "left 1 2",
             "drained 1 2 3 4",
             "drained -1 2 3 4 5",
+            "drained 1 2 3 4 5 unknown-kind",
+            "draining 1 unknown-kind",
             "cost 5 x",
             "shrug 1 2",
             "len 1 2",

@@ -370,7 +370,7 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     if let Some(prefix) = prefix {
         s.dump_prefix.push(prefix.as_bytes());
     }
-    if let Some(list) = sys::var(env::DRAIN_EPOCH) {
+    if let Some(list) = sys::var(env::DRAIN) {
         // SAFETY: the constructor runs single-threaded.
         unsafe { drain::configure(list) };
     }

@@ -544,34 +544,37 @@ fn nothing_left(left: &[Live], grew: &[bool]) -> bool {
 }
 
 /// Drains the program's deferred-reclamation runtimes (see [`crate::drain`]) after run `run`
-/// (0: the test's own) and records what that freed.
+/// (0: the test's own), one kind after the other, and records what each freed.
 fn drain_before_measuring(fd: c_int, run: u32) {
     let s = settings();
-    if !crate::drain::configured() {
-        return;
-    }
     let counting = s.counting;
-    put(fd, Entry::Draining { run });
-    let Some(drained) = crate::drain::drain(s.build_id, counting, || {
-        if counting {
-            arenas::live_outside_main_arena()
-        } else {
-            Live {
-                objects: crate::tracker::live_objects() as i64,
-                bytes: 0,
-            }
+    for kind in crate::drain::kinds() {
+        if !crate::drain::configured() {
+            return;
         }
-    }) else {
-        return;
-    };
-    put(
-        fd,
-        Entry::Drained {
-            run,
-            freed: drained.freed,
-            kept: drained.kept,
-        },
-    );
+        put(fd, Entry::Draining { run, kind });
+        let Some(drained) = crate::drain::drain(kind, s.build_id, counting, || {
+            if counting {
+                arenas::live_outside_main_arena()
+            } else {
+                Live {
+                    objects: crate::tracker::live_objects() as i64,
+                    bytes: 0,
+                }
+            }
+        }) else {
+            continue;
+        };
+        put(
+            fd,
+            Entry::Drained {
+                run,
+                kind,
+                freed: drained.freed,
+                kept: drained.kept,
+            },
+        );
+    }
 }
 
 /// std lets one thread end the process: `main`'s return (and `exit`) records the calling

@@ -4,7 +4,9 @@
 //! to the call of the test's entry point ([`cut_at_entry`]).
 
 use crate::analysis::diff::FrameKey;
-use crate::evidence::{signal_name, End, ExitCounts, ExtraRun, Grace, Length, ProcessEnd, Record};
+use crate::evidence::{
+    signal_name, End, ExitCounts, ExtraRun, Grace, Length, ProcessEnd, Reclaimer, Record,
+};
 
 pub use crate::model::ExtraRunsStatus as Status;
 
@@ -29,7 +31,7 @@ pub fn detail(status: &Status, made: u32) -> Option<String> {
             Status::Panicked(message) => Some(format!("the {nth} extra run panicked: {message}")),
             Status::Crashed(how) => Some(format!("the process died in the {nth} extra run: {how}")),
             Status::DrainFailed(how) => Some(format!(
-                "the process ended while the runtime drained the garbage of crossbeam-epoch {how}; it is judged without its extra runs"
+                "the process ended while the runtime drained the garbage of {how}; it is judged without its extra runs"
             )),
             Status::TimedOut => Some(format!(
                 "the {nth} extra run did not finish in time (ten times the test's own run, at least 10 s)"
@@ -124,8 +126,8 @@ pub fn interpret(
         || (*evidence.end == ProcessEnd::TimedOut && record.started > made)
     {
         Status::TimedOut
-    } else if let (None, Some(run)) = (record.end, record.draining) {
-        died_draining(run, evidence)
+    } else if let (None, Some((run, kind))) = (record.end, record.draining) {
+        died_draining(run, kind, evidence)
     } else if record.started > made {
         died_during_run(evidence)
     } else {
@@ -159,9 +161,9 @@ pub fn interpret(
     Reruns { made, status }
 }
 
-/// The process ended in the drain after run `run` (0: the test's own): in a destructor the
-/// program had deferred, which the drain ran, not in the test's code.
-fn died_draining(run: u32, evidence: &Evidence) -> Status {
+/// The process ended in the drain of `kind` after run `run` (0: the test's own): in a
+/// destructor the program had deferred, which the drain ran, not in the test's code.
+fn died_draining(run: u32, kind: Reclaimer, evidence: &Evidence) -> Status {
     let after = match run {
         0 => "the test's own run".to_string(),
         k => format!("the {} extra run", ordinal(k)),
@@ -171,7 +173,7 @@ fn died_draining(run: u32, evidence: &Evidence) -> Status {
         Status::Crashed(how) => how,
         other => format!("{other:?}"),
     };
-    Status::DrainFailed(format!("after {after}: {how}"))
+    Status::DrainFailed(format!("{kind} after {after}: {how}"))
 }
 
 fn died_during_run(evidence: &Evidence) -> Status {
@@ -523,7 +525,7 @@ mod tests {
             Reruns {
                 made: 0,
                 status: Status::DrainFailed(
-                    "after the test's own run: a deferred destructor panicked: boom in a deferred drop"
+                    "crossbeam-epoch after the test's own run: a deferred destructor panicked: boom in a deferred drop"
                         .into()
                 )
             }
@@ -540,7 +542,9 @@ mod tests {
         assert_eq!(out.made, 2);
         assert_eq!(
             out.status,
-            Status::DrainFailed("after the 2nd extra run: signal 11 (SIGSEGV)".into())
+            Status::DrainFailed(
+                "crossbeam-epoch after the 2nd extra run: signal 11 (SIGSEGV)".into()
+            )
         );
         assert!(detail(&out.status, out.made)
             .unwrap()

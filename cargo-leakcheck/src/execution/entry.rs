@@ -75,11 +75,11 @@ pub struct Inspection {
     /// Rust's allocation shims (`__rust_alloc`, `__rust_dealloc`), through which the runtime
     /// asks a global allocator of the program's own whether it reaches `malloc`.
     pub alloc_shims: Option<(u64, u64)>,
-    /// crossbeam-epoch's collectors, for the runtime to drain before it measures (see
-    /// [`crate::execution::reclaimers`]).
-    pub epoch: Vec<leakcheck_protocol::drain::Collector>,
-    /// Why crossbeam-epoch's collectors could not be used, when it is linked in.
-    pub epoch_problem: Option<String>,
+    /// The deferred-reclamation runtimes' collectors, each with its kind, for the runtime to
+    /// drain before it measures (see [`crate::execution::reclaimers`]).
+    pub collectors: Vec<leakcheck_protocol::drain::Collector>,
+    /// Why a reclaimer's collectors could not be used, when one linked in cannot.
+    pub drain_problems: Vec<String>,
 }
 
 /// Symbols of the Rust runtime the tool hands to its own runtime.
@@ -214,7 +214,7 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     inspection.app_mallctl = symbols.mallctl;
     inspection.exit_guard = symbols.exit_guard;
     inspection.alloc_shims = symbols.alloc_shims;
-    let collectors = crate::execution::reclaimers::epoch_collectors(
+    let (collectors, problems) = crate::execution::reclaimers::collectors(
         file.symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
             .filter_map(|s| {
@@ -224,10 +224,8 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
                 })
             }),
     );
-    match collectors {
-        Ok(c) => inspection.epoch = c,
-        Err(why) => inspection.epoch_problem = Some(why.to_string()),
-    }
+    inspection.collectors = collectors;
+    inspection.drain_problems = problems.iter().map(ToString::to_string).collect();
     let by_table = find_entries(&image, names);
     let complete = by_table
         .as_ref()

@@ -139,7 +139,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         extra_runs: runs,
         app_mallctl: inspection.app_mallctl,
         exit_guard: inspection.exit_guard,
-        epoch: inspection.epoch.clone(),
+        collectors: inspection.collectors.clone(),
         grace_ms: extra_runs::GRACE_MS,
     })
 }
@@ -888,7 +888,7 @@ mod tests {
             extra_runs: 5,
             app_mallctl: None,
             exit_guard: None,
-            epoch: Vec::new(),
+            collectors: Vec::new(),
             grace_ms: extra_runs::GRACE_MS,
         }
     }

@@ -1,19 +1,21 @@
 //! The deferred-reclamation runtimes a test binary links, found in its symbol table, for the
 //! runtime to drain before it measures a run (see the runtime's `drain` module).
 //!
-//! crossbeam-epoch's default collector is drained by pinning it repeatedly from a fresh
-//! thread: the runtime needs `crossbeam_epoch::default::pin` and `<Guard as Drop>::drop` of
-//! the same crossbeam-epoch version. A binary may link several versions, each with its own
-//! collector; each version's functions have their own mangled names (the crate's hash is in
-//! them), while the copies of one function that inlining leaves in several crates share
-//! one. The two functions of a version are paired by the crate hash the v0 mangling spells
-//! out. The legacy mangling's hash is the function's, not the crate's, and where a function
-//! lies says nothing either (a debug build puts the copy of `pin` next to the crate that
-//! calls it, megabytes from `Guard`'s drop), so several versions under the legacy mangling
-//! are refused, and then nothing is drained: a guard handed to another version's `drop`
-//! would corrupt that version's state. Their tests settle over extra runs, as before.
+//! The runtime drains a collector by entering and leaving it repeatedly from a fresh thread;
+//! it needs the two functions of the same version of the reclaimer's crate (for
+//! crossbeam-epoch, `crossbeam_epoch::default::pin` and `<Guard as Drop>::drop`). Each kind
+//! is one row of [`finder`]: its crate and the two functions' paths. A binary may link
+//! several versions of a crate, each with its own collector; each version's functions have
+//! their own mangled names (the crate's hash is in them), while the copies of one function
+//! that inlining leaves in several crates share one. The two functions of a version are
+//! paired by the crate hash the v0 mangling spells out. The legacy mangling's hash is the
+//! function's, not the crate's, and where a function lies says nothing either (a debug
+//! build puts the copy of `pin` next to the crate that calls it, megabytes from `Guard`'s
+//! drop), so several versions under the legacy mangling are refused, and then that kind is
+//! not drained: a guard handed to another version's `drop` would corrupt that version's
+//! state. Their tests settle over extra runs, as before.
 
-use leakcheck_protocol::drain::{Collector, MAX_COLLECTORS};
+use leakcheck_protocol::drain::{Collector, Reclaimer, MAX_COLLECTORS};
 use std::collections::BTreeMap;
 
 /// A function symbol: its raw (mangled) name and address.
@@ -22,100 +24,155 @@ pub struct Symbol<'a> {
     pub address: u64,
 }
 
-/// What a symbol is to the drain.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// How one kind's collectors are found in a symbol table: the row a new kind adds.
+struct Finder {
+    /// The crate, as its symbols spell it: only names that mention it are demangled
+    /// (demangling every symbol costs more than the rest), and the v0 mangling's crate hash
+    /// is the one before it.
+    krate: &'static str,
+    /// The function that enters a collector, demangled without its hash.
+    enter: &'static str,
+    /// The function that leaves it again, demangled without its hash.
+    leave: &'static str,
+}
+
+/// The finder of each kind.
+fn finder(kind: Reclaimer) -> Finder {
+    match kind {
+        Reclaimer::CrossbeamEpoch => Finder {
+            krate: "crossbeam_epoch",
+            enter: "crossbeam_epoch::default::pin",
+            leave: "<crossbeam_epoch::guard::Guard as core::ops::drop::Drop>::drop",
+        },
+    }
+}
+
+/// Which of a collector's two functions a symbol is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Role {
-    Pin,
-    Unpin,
+    Enter,
+    Leave,
 }
 
-/// Which of the two functions a raw symbol name is, if either. Only names that mention
-/// the crate are demangled (demangling every symbol costs more than the rest).
-fn role(raw: &str) -> Option<Role> {
-    if !raw.contains("crossbeam_epoch") {
-        return None;
-    }
-    let demangled = addr2line::demangle_auto(raw.into(), None);
-    match crate::execution::symbolize::strip_hash(&demangled) {
-        "crossbeam_epoch::default::pin" => Some(Role::Pin),
-        "<crossbeam_epoch::guard::Guard as core::ops::drop::Drop>::drop" => Some(Role::Unpin),
-        _ => None,
-    }
-}
-
-/// The crate hash of a v0-mangled name (`Cs<hash>_15crossbeam_epoch`), if it is one.
-fn v0_crate(raw: &str) -> Option<&str> {
-    let at = raw.find("_15crossbeam_epoch")?;
-    let start = raw[..at].rfind("Cs")?;
-    raw.starts_with("_R").then_some(&raw[start..at])
-}
-
-/// Why crossbeam-epoch's collectors in a binary cannot be drained.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EpochError {
-    /// As many versions of `pin` as of `Guard`'s drop are needed.
-    #[error("{pins} versions of crossbeam_epoch::default::pin but {unpins} of Guard's drop")]
-    Unmatched {
-        /// Versions of `pin`.
-        pins: usize,
-        /// Versions of `Guard`'s drop.
-        unpins: usize,
-    },
-    /// More versions than the runtime drains.
-    #[error("{0} crossbeam-epoch versions (at most {MAX_COLLECTORS} are drained)")]
-    TooMany(usize),
-    /// Several versions under the legacy mangling.
-    #[error(
-        "{0} crossbeam-epoch versions, whose functions the legacy mangling does not tell apart"
-    )]
-    Indistinct(usize),
-    /// A `pin` without a partner of its own.
-    #[error("crossbeam-epoch's pin and Guard's drop could not be paired by version")]
-    Unpaired,
-}
-
-/// crossbeam-epoch's collectors in a binary with these function symbols: an empty list
-/// when it links none, an error saying why when its functions cannot be paired.
-pub fn epoch_collectors<'a>(
-    symbols: impl IntoIterator<Item = Symbol<'a>>,
-) -> Result<Vec<Collector>, EpochError> {
-    // Each distinct name is one version's function; its copies' addresses.
-    let mut pins: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    let mut unpins: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for s in symbols {
-        match role(s.name) {
-            Some(Role::Pin) => pins.entry(s.name).or_default().push(s.address),
-            Some(Role::Unpin) => unpins.entry(s.name).or_default().push(s.address),
-            None => {}
+impl Finder {
+    /// Which of the two functions a raw symbol name is, if either.
+    fn role(&self, raw: &str) -> Option<Role> {
+        if !raw.contains(self.krate) {
+            return None;
+        }
+        let demangled = addr2line::demangle_auto(raw.into(), None);
+        match crate::execution::symbolize::strip_hash(&demangled) {
+            f if f == self.enter => Some(Role::Enter),
+            f if f == self.leave => Some(Role::Leave),
+            _ => None,
         }
     }
-    if pins.is_empty() || unpins.is_empty() {
+
+    /// The crate hash of a v0-mangled name (`Cs<hash>_15crossbeam_epoch`), if it is one.
+    fn v0_crate<'a>(&self, raw: &'a str) -> Option<&'a str> {
+        let at = raw.find(&format!("_{}{}", self.krate.len(), self.krate))?;
+        let start = raw[..at].rfind("Cs")?;
+        raw.starts_with("_R").then_some(&raw[start..at])
+    }
+}
+
+/// Why a reclaimer's collectors in a binary cannot be drained.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PairingError {
+    /// As many versions of the enter function as of the leave function are needed.
+    #[error("{enters} versions of {enter} but {leaves} of {leave}")]
+    Unmatched {
+        enter: &'static str,
+        /// Versions of the enter function.
+        enters: usize,
+        leave: &'static str,
+        /// Versions of the leave function.
+        leaves: usize,
+    },
+    /// More versions than the runtime drains.
+    #[error("{1} {0} versions (at most {MAX_COLLECTORS} collectors are drained)")]
+    TooMany(Reclaimer, usize),
+    /// Several versions under the legacy mangling.
+    #[error("{1} {0} versions, whose functions the legacy mangling does not tell apart")]
+    Indistinct(Reclaimer, usize),
+    /// An enter function without a partner of its own.
+    #[error("{0}'s {1} and {2} could not be paired by version")]
+    Unpaired(Reclaimer, &'static str, &'static str),
+}
+
+/// The collectors of every kind in a binary with these function symbols (none when it
+/// links no reclaimer), and why a kind's could not be paired, when they cannot.
+pub fn collectors<'a>(
+    symbols: impl IntoIterator<Item = Symbol<'a>>,
+) -> (Vec<Collector>, Vec<PairingError>) {
+    let finders = Reclaimer::ALL.map(|k| (k, finder(k)));
+    // Each distinct name is one version's function; its copies' addresses, by kind.
+    let mut found: BTreeMap<(Reclaimer, Role), BTreeMap<&str, Vec<u64>>> = BTreeMap::new();
+    for s in symbols {
+        for (kind, f) in &finders {
+            if let Some(role) = f.role(s.name) {
+                let versions = found.entry((*kind, role)).or_default();
+                versions.entry(s.name).or_default().push(s.address);
+            }
+        }
+    }
+    let (mut out, mut problems) = (Vec::new(), Vec::new());
+    for (kind, f) in &finders {
+        let enters = found.remove(&(*kind, Role::Enter)).unwrap_or_default();
+        let leaves = found.remove(&(*kind, Role::Leave)).unwrap_or_default();
+        match pair(*kind, f, &enters, &leaves) {
+            Ok(c) if out.len() + c.len() > MAX_COLLECTORS => {
+                problems.push(PairingError::TooMany(*kind, c.len()))
+            }
+            Ok(c) => out.extend(c),
+            Err(why) => problems.push(why),
+        }
+    }
+    (out, problems)
+}
+
+/// One kind's collectors, from the names of its two functions and their copies' addresses:
+/// an empty list when the binary links neither, an error saying why when they cannot be
+/// paired.
+fn pair(
+    kind: Reclaimer,
+    f: &Finder,
+    enters: &BTreeMap<&str, Vec<u64>>,
+    leaves: &BTreeMap<&str, Vec<u64>>,
+) -> Result<Vec<Collector>, PairingError> {
+    if enters.is_empty() || leaves.is_empty() {
         return Ok(Vec::new());
     }
-    if pins.len() != unpins.len() {
-        return Err(EpochError::Unmatched {
-            pins: pins.len(),
-            unpins: unpins.len(),
+    if enters.len() != leaves.len() {
+        return Err(PairingError::Unmatched {
+            enter: f.enter,
+            enters: enters.len(),
+            leave: f.leave,
+            leaves: leaves.len(),
         });
     }
-    if pins.len() > MAX_COLLECTORS {
-        return Err(EpochError::TooMany(pins.len()));
+    if enters.len() > MAX_COLLECTORS {
+        return Err(PairingError::TooMany(kind, enters.len()));
     }
     let mut out = Vec::new();
     let mut taken: Vec<&str> = Vec::new();
-    for (pin_name, pin_at) in &pins {
-        let partner = match v0_crate(pin_name) {
-            Some(krate) => unpins.keys().find(|u| v0_crate(u) == Some(krate)).copied(),
-            None if pins.len() == 1 => unpins.keys().next().copied(),
-            None => return Err(EpochError::Indistinct(pins.len())),
+    for (enter_name, enter_at) in enters {
+        let partner = match f.v0_crate(enter_name) {
+            Some(krate) => leaves
+                .keys()
+                .find(|l| f.v0_crate(l) == Some(krate))
+                .copied(),
+            None if enters.len() == 1 => leaves.keys().next().copied(),
+            None => return Err(PairingError::Indistinct(kind, enters.len())),
         };
-        let Some(unpin_name) = partner.filter(|u| !taken.contains(u)) else {
-            return Err(EpochError::Unpaired);
+        let Some(leave_name) = partner.filter(|l| !taken.contains(l)) else {
+            return Err(PairingError::Unpaired(kind, f.enter, f.leave));
         };
-        taken.push(unpin_name);
+        taken.push(leave_name);
         out.push(Collector {
-            pin: pin_at[0],
-            unpin: unpins[unpin_name][0],
+            kind,
+            enter: enter_at[0],
+            leave: leaves[leave_name][0],
         });
     }
     Ok(out)
@@ -144,6 +201,24 @@ mod tests {
         Symbol { name, address }
     }
 
+    /// crossbeam-epoch's collectors, or the one problem with them.
+    fn epoch_collectors<'a>(
+        symbols: impl IntoIterator<Item = Symbol<'a>>,
+    ) -> Result<Vec<Collector>, PairingError> {
+        match collectors(symbols) {
+            (found, problems) if problems.is_empty() => Ok(found),
+            (_, mut problems) => Err(problems.remove(0)),
+        }
+    }
+
+    fn epoch(enter: u64, leave: u64) -> Collector {
+        Collector {
+            kind: Reclaimer::CrossbeamEpoch,
+            enter,
+            leave,
+        }
+    }
+
     #[test]
     fn one_version_is_one_collector_whatever_its_copies() {
         let found = epoch_collectors([
@@ -154,13 +229,7 @@ mod tests {
             sym("_ZN4core3ptr4drop17h0123456789abcdefE", 0x1300),
         ])
         .unwrap();
-        assert_eq!(
-            found,
-            [Collector {
-                pin: 0x1000,
-                unpin: 0x1200
-            }]
-        );
+        assert_eq!(found, [epoch(0x1000, 0x1200)]);
     }
 
     #[test]
@@ -191,14 +260,8 @@ mod tests {
             sym(&drop_a, 0x8010),
         ])
         .unwrap();
-        assert!(found.contains(&Collector {
-            pin: 0x1000,
-            unpin: 0x8010
-        }));
-        assert!(found.contains(&Collector {
-            pin: 0x8000,
-            unpin: 0x1010
-        }));
+        assert!(found.contains(&epoch(0x1000, 0x8010)));
+        assert!(found.contains(&epoch(0x8000, 0x1010)));
     }
 
     #[test]

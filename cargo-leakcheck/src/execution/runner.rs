@@ -66,8 +66,9 @@ pub struct RerunRequest {
     pub app_mallctl: Option<u64>,
     /// std's record of the thread ending the process (found by `entry::runtime_symbols`).
     pub exit_guard: Option<u64>,
-    /// crossbeam-epoch's collectors, drained before each run is measured.
-    pub epoch: Vec<leakcheck_protocol::drain::Collector>,
+    /// The deferred-reclamation runtimes' collectors, each with its kind, drained before
+    /// each run is measured.
+    pub collectors: Vec<leakcheck_protocol::drain::Collector>,
     /// How long the runtime waits, once after the last run, for the runs' threads (see
     /// [`crate::execution::extra_runs::GRACE_MS`]).
     pub grace_ms: u64,
@@ -383,10 +384,10 @@ fn run_one(
         if let Some(g) = r.exit_guard {
             extra.push((env::RERUN_EXIT_GUARD, format!("{g:x}")));
         }
-        if !r.epoch.is_empty() {
+        if !r.collectors.is_empty() {
             extra.push((
-                env::DRAIN_EPOCH,
-                leakcheck_protocol::drain::List(&r.epoch).to_string(),
+                env::DRAIN,
+                leakcheck_protocol::drain::List(&r.collectors).to_string(),
             ));
         }
         if let Some(m) = r.app_mallctl {

@@ -1,20 +1,17 @@
 //! Draining what the program already scheduled to free, before a run is measured.
 //!
-//! crossbeam-epoch (behind rayon, crossbeam-deque, crossbeam-skiplist, moka, …) does not free
-//! an object when the program lets go of it: the object's destructor is deferred into a bag,
-//! a thread's bag is sealed into its collector's global queue when it fills, on `flush` or
-//! when the thread exits, and a sealed bag is freed only once the global epoch has moved two
-//! steps past it, which happens only when some thread pins and collects. So what a test's run
-//! let go of is often still allocated when the run ends, and is freed by a later run's pins:
-//! counted as retained, it made the test run again, sometimes several times, only to see it
-//! go.
+//! A deferred-reclamation runtime (crossbeam-epoch, behind rayon, crossbeam-deque, moka, …)
+//! does not free an object when the program lets go of it: it defers the destructor and
+//! runs it only once no thread can still be reading the object, which happens only when
+//! some thread enters and leaves its collector again. So what a test's run let go of is
+//! often still allocated when the run ends, and is freed by a later run: counted as
+//! retained, it made the test run again, sometimes several times, only to see it go.
 //!
 //! valgrind calls glibc's `__libc_freeres` at exit for the same reason. Here, after a run and
-//! before it is measured, the runtime pins the default collector of every crossbeam-epoch
-//! version linked in, from fresh threads of its own, until the live counts stop falling: each
-//! thread pins [`PINS_PER_THREAD`] times (one collect every 128 pins, each advancing the epoch
-//! when no other thread is pinned in an older one and freeing up to 8 expired bags), then
-//! exits, which seals its own bag into the queue for the next thread to free.
+//! before it is measured, the runtime drains each kind of reclaimer in turn (see
+//! [`Reclaimer`]; one module per kind says what a drain thread does with one of its
+//! collectors, [`drainer`] is the table), from fresh threads of its own, until the live
+//! counts stop falling.
 //!
 //! Draining only runs destructors the program had already scheduled: it can never free what
 //! a test leaked, only show it sooner (memory a deferred function keeps instead of freeing
@@ -23,24 +20,39 @@
 //! arena of their own in counting mode and is left untracked in stacks mode, so it is never
 //! charged to a run; what that arena holds after each drain is recorded. The one thing it
 //! hides is new memory a deferred function allocates while a drain runs it: that lands in
-//! the drains' arena too. Garbage in the bags of threads that stay alive (a pool's workers)
-//! cannot be reached from here: the extra runs still free that, as before.
+//! the drains' arena too. Garbage that only the program's own threads can reach (a pool's
+//! workers' local bags) cannot be reached from here: the extra runs still free that, as
+//! before.
 //!
 //! A drain thread runs whatever destructors were deferred: one that has not ended within
 //! [`THREAD_BUDGET_MS`] (waiting for a lock a stuck thread holds) is left running, and the
 //! process drains nothing more.
 //!
 //! The functions are the test binary's own, found by cargo-leakcheck in its symbol table
-//! (`crossbeam_epoch::default::pin` and `<Guard as Drop>::drop` of the same version) and
-//! checked to be code of this very build before they are called.
+//! and checked to be code of this very build before they are called.
+
+mod crossbeam_epoch;
 
 use crate::arenas::{self, Live};
 use crate::image;
-use leakcheck_protocol::drain::{Collector, MAX_COLLECTORS};
+use leakcheck_protocol::drain::{Collector, Reclaimer, MAX_COLLECTORS};
 use std::ffi::c_void;
 
-/// Pins each drain thread makes per collector: 16 collects.
-const PINS_PER_THREAD: u32 = 16 * 128;
+/// What draining one kind of reclaimer is: the row a new kind adds.
+struct Drainer {
+    /// Counting mode, once per collector before the program's own code runs: the kind's
+    /// one-time initialisation.
+    initialise: fn(Callable),
+    /// What one drain thread does with one collector (its exit follows).
+    drain: fn(Callable),
+}
+
+/// The drain of each kind.
+fn drainer(kind: Reclaimer) -> &'static Drainer {
+    match kind {
+        Reclaimer::CrossbeamEpoch => &crossbeam_epoch::DRAINER,
+    }
+}
 
 /// The most drain threads one drain starts.
 const MAX_THREADS: u32 = 64;
@@ -49,8 +61,7 @@ const MAX_THREADS: u32 = 64;
 const QUIET_THREADS: u32 = 2;
 
 /// The collectors, as the constructor read them (image addresses).
-static mut COLLECTORS: [Collector; MAX_COLLECTORS] =
-    [Collector { pin: 0, unpin: 0 }; MAX_COLLECTORS];
+static mut COLLECTORS: [Collector; MAX_COLLECTORS] = [Collector::NONE; MAX_COLLECTORS];
 static mut COUNT: usize = 0;
 
 /// Takes the list from the environment's text.
@@ -58,7 +69,7 @@ static mut COUNT: usize = 0;
 /// # Safety
 /// Only while the process has a single thread (the constructor).
 pub unsafe fn configure(text: &str) {
-    let mut list = [Collector::default(); MAX_COLLECTORS];
+    let mut list = [Collector::NONE; MAX_COLLECTORS];
     if let Some(n) = leakcheck_protocol::drain::decode(text, &mut list) {
         // SAFETY: the caller guarantees no other thread reads them yet.
         unsafe {
@@ -79,6 +90,13 @@ pub fn configured() -> bool {
     !collectors().is_empty() && !ABANDONED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The kinds with a collector to drain, in the order they are drained.
+pub fn kinds() -> impl Iterator<Item = Reclaimer> {
+    Reclaimer::ALL
+        .into_iter()
+        .filter(|&k| collectors().iter().any(|c| c.kind == k))
+}
+
 /// A drain thread did not end within [`THREAD_BUDGET_MS`] (a deferred destructor waiting
 /// for a lock a stuck thread holds): it is left running, and nothing is drained again.
 static ABANDONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -87,14 +105,15 @@ static ABANDONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 const THREAD_BUDGET_MS: u64 = 2_000;
 
 /// Counting mode, before the program's own code runs: makes each collector's one-time
-/// initialisation (the process-wide `Global`, created on the first pin, kept for the life of
-/// the process) now, on the main thread, whose arena no count includes. Otherwise the first
-/// test thread to pin would allocate it and the test would have to run again only to show
-/// that it does not grow. A fixed object, made once: it cannot hide what grows.
+/// initialisation (crossbeam-epoch's process-wide `Global`, created on the first pin, kept
+/// for the life of the process) now, on the main thread, whose arena no count includes.
+/// Otherwise the first test thread to enter would allocate it and the test would have to
+/// run again only to show that it does not grow. A fixed object, made once: it cannot hide
+/// what grows.
 pub fn initialise(build_id: &str) {
     for c in collectors() {
         if let Some(callable) = callable(c, build_id) {
-            pin_and_unpin(callable, 1);
+            (drainer(c.kind).initialise)(callable);
         }
     }
 }
@@ -102,8 +121,8 @@ pub fn initialise(build_id: &str) {
 /// A collector's functions, checked to be code of this build.
 fn callable(c: &Collector, build_id: &str) -> Option<Callable> {
     Some(Callable {
-        pin: image::resolve(c.pin as usize, build_id).ok()?,
-        unpin: image::resolve(c.unpin as usize, build_id).ok()?,
+        enter: image::resolve(c.enter as usize, build_id).ok()?,
+        leave: image::resolve(c.leave as usize, build_id).ok()?,
     })
 }
 
@@ -116,16 +135,18 @@ pub struct Drained {
     pub kept: Live,
 }
 
-/// The functions of one collector, callable.
+/// The functions of one collector (what they are is its kind's), callable.
 #[derive(Clone, Copy)]
 struct Callable {
-    /// `fn() -> Guard`; a `Guard` is one pointer (to the thread's `Local`).
-    pin: usize,
-    /// `fn(&mut Guard)`.
-    unpin: usize,
+    /// The function that enters the collector.
+    enter: usize,
+    /// The function that leaves it again.
+    leave: usize,
 }
 
 struct Job {
+    /// What a drain thread does with each collector: its kind's.
+    drain: fn(Callable),
     callables: [Option<Callable>; MAX_COLLECTORS],
     /// Counting mode: the arena the thread allocates from.
     arena: Option<u32>,
@@ -134,21 +155,30 @@ struct Job {
 /// The job the drain threads read: static, so that a thread left running past its budget
 /// never reads freed memory.
 static mut JOB: Job = Job {
+    drain: |_| {},
     callables: [None; MAX_COLLECTORS],
     arena: None,
 };
 
-/// Drains every configured collector; `live` measures what is live (in counting mode, the
-/// counted arenas; in stacks mode, the tracked objects). None when nothing could be drained
-/// (no collector, a function that is not code of this build, no thread, a drain thread
-/// left running before) or, counting, nothing counted was live to begin with.
-pub fn drain(build_id: &str, counting: bool, live: impl Fn() -> Live) -> Option<Drained> {
+/// Drains every configured collector of `kind`; `live` measures what is live (in counting
+/// mode, the counted arenas; in stacks mode, the tracked objects). None when nothing could
+/// be drained (no collector of the kind, a function that is not code of this build, no
+/// thread, a drain thread left running before) or, counting, nothing counted was live to
+/// begin with.
+pub fn drain(
+    kind: Reclaimer,
+    build_id: &str,
+    counting: bool,
+    live: impl Fn() -> Live,
+) -> Option<Drained> {
     let mut job = Job {
+        drain: drainer(kind).drain,
         callables: [None; MAX_COLLECTORS],
         arena: None,
     };
     let mut any = false;
-    for (slot, c) in job.callables.iter_mut().zip(collectors()) {
+    let of_kind = collectors().iter().filter(|c| c.kind == kind);
+    for (slot, c) in job.callables.iter_mut().zip(of_kind) {
         *slot = callable(c, build_id);
         any |= slot.is_some();
     }
@@ -227,10 +257,6 @@ fn run_thread(job: &'static Job) -> bool {
     }
 }
 
-/// `crossbeam_epoch::Guard`: a pointer to the pinning thread's `Local`.
-#[repr(transparent)]
-struct Guard(*const c_void);
-
 extern "C" fn drain_thread(arg: *mut c_void) -> *mut c_void {
     // SAFETY: `arg` is the Job `run_thread` borrows until this thread has been joined.
     let job = unsafe { &*arg.cast::<Job>() };
@@ -242,25 +268,7 @@ extern "C" fn drain_thread(arg: *mut c_void) -> *mut c_void {
         None => crate::tracker::untrack_this_thread(),
     }
     for c in job.callables.iter().flatten() {
-        pin_and_unpin(*c, PINS_PER_THREAD);
+        (job.drain)(*c);
     }
     std::ptr::null_mut()
-}
-
-/// Pins the collector and lets go again, `times` times, on the calling thread.
-fn pin_and_unpin(c: Callable, times: u32) {
-    // SAFETY: cargo-leakcheck found these two functions of one crossbeam-epoch version in
-    // this build's symbol table, and `callable` checked they are code of this very build:
-    // `pin` returns the Guard by value in a register (a struct of one pointer), and `drop`
-    // takes it by reference, as the Rust ABI passes them.
-    let (pin, unpin) = unsafe {
-        (
-            std::mem::transmute::<usize, fn() -> Guard>(c.pin),
-            std::mem::transmute::<usize, fn(&mut Guard)>(c.unpin),
-        )
-    };
-    for _ in 0..times {
-        let mut guard = pin();
-        unpin(&mut guard);
-    }
 }
