@@ -92,10 +92,21 @@ fn check_junit(fixture: &str, package: &str) {
         .join("junit")
         .join(format!("{}.xml", fixture.replace('/', "_")));
     let _ = std::fs::remove_file(&path);
-    let run = run_fixture(fixture, &["--junit", path.to_str().unwrap()]);
+    let sarif_path = path.with_extension("sarif");
+    let _ = std::fs::remove_file(&sarif_path);
+    let run = run_fixture(
+        fixture,
+        &[
+            "--junit",
+            path.to_str().unwrap(),
+            "--sarif",
+            sarif_path.to_str().unwrap(),
+        ],
+    );
     let xml = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("no JUnit file ({e}); stderr:\n{}", run.stderr));
     assert!(run.stderr.contains("Wrote JUnit XML"), "{}", run.stderr);
+    check_sarif(fixture, &sarif_path, &run);
     let cases = parse(&xml);
     let rows: Vec<_> = EXPECTED
         .iter()
@@ -140,6 +151,47 @@ fn check_junit(fixture: &str, package: &str) {
             );
             assert!(case.text.contains("flame graph: "), "{}", case.text);
             assert!(case.message.starts_with("leaked "), "{}", case.message);
+        }
+    }
+}
+
+/// The SARIF file of the same run: a `leak` result at every leaking row's site, naming its
+/// test, and nothing for a test that does not leak.
+fn check_sarif(fixture: &str, path: &std::path::Path, run: &crate::harness::Run) {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no SARIF file ({e}); stderr:\n{}", run.stderr));
+    let sarif: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    let at = |r: &serde_json::Value| {
+        let place = &r["locations"][0]["physicalLocation"];
+        let file = place["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        (
+            file,
+            place["region"]["startLine"].as_u64().unwrap_or(0) as u32,
+        )
+    };
+    let rows = EXPECTED.iter().filter(|e| e.fixture == fixture && !e.bench);
+    for row in rows {
+        let named = |r: &&serde_json::Value| {
+            let text = r["message"]["text"].as_str().unwrap_or("");
+            text.contains(&format!(" {}`", row.test))
+        };
+        let found: Vec<_> = results.iter().filter(named).collect();
+        match (row.verdict, row.site) {
+            ("leak", Some(site)) => {
+                let site = leak_site(fixture, site);
+                assert!(
+                    found.iter().any(|r| r["ruleId"] == "leak" && at(r) == site),
+                    "{}: a result at {site:?}:\n{text}",
+                    row.test
+                );
+            }
+            ("leak", None) => assert!(!found.is_empty(), "{}:\n{text}", row.test),
+            _ => assert!(found.is_empty(), "{}: no result:\n{text}", row.test),
         }
     }
 }
