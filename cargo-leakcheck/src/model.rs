@@ -3,6 +3,7 @@
 //! file is deterministic for the same results.
 
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 mod cycles;
 pub mod gate;
@@ -825,12 +826,22 @@ pub struct CollectionId {
 impl CollectionId {
     /// `static `app::SEEN` (src/lib.rs:9)`: the root, where it is defined, and the field.
     pub fn holder(&self) -> String {
+        self.holder_from(Path::new(""))
+    }
+
+    /// [`CollectionId::holder`], its file relative to `root` when it is below it (the
+    /// workspace: the same words on every machine and CI runner).
+    pub fn holder_from(&self, root: &Path) -> String {
         let kind = match self.root_kind {
             RootKind::ThreadLocal => "thread-local",
             _ => "static",
         };
         let at = match (&self.file, self.line) {
-            (Some(f), Some(l)) => format!(" ({f}:{l})"),
+            (Some(f), Some(l)) => {
+                let f = Path::new(f);
+                let f = f.strip_prefix(root).unwrap_or(f).display();
+                format!(" ({f}:{l})")
+            }
             _ => String::new(),
         };
         format!("{kind} `{}{}`{at}", self.root, self.field)
@@ -893,7 +904,8 @@ impl CollectionReport {
 
     /// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`,
     /// then the other holders of the same collection, if any.
-    pub fn describe(&self) -> String {
+    /// Files are shown relative to `root` when below it.
+    pub fn describe(&self, root: &Path) -> String {
         let c = &self.collection;
         let runs = self.lengths.len();
         let last = self.lengths.last().copied().unwrap_or(0).max(0);
@@ -905,12 +917,14 @@ impl CollectionReport {
         let also = if self.also_held_by.is_empty() {
             String::new()
         } else {
-            let others: Vec<String> = self.also_held_by.iter().map(|o| o.holder()).collect();
+            let others: Vec<String> = (self.also_held_by.iter())
+                .map(|o| o.holder_from(root))
+                .collect();
             format!("; also reached from {}", others.join(", "))
         };
         format!(
             "{}: {}, {per_run} ({} after {}){also}",
-            c.holder(),
+            c.holder_from(root),
             c.type_name,
             c.unit.count(last),
             count_of(runs as u64, "run", "runs")
@@ -1309,13 +1323,14 @@ pub struct BenchCollection {
 
 impl BenchCollection {
     /// `static `app::VISITS` (src/main.rs:9): HashMap<u64, u64>, +9812 entries (4906 per
-    /// second) over the later half, 20000 entries at the end`.
-    pub fn describe(&self) -> String {
+    /// second) over the later half, 20000 entries at the end`; files relative to `root` when
+    /// below it.
+    pub fn describe(&self, root: &Path) -> String {
         let c = &self.collection;
         let last = self.series.last().map_or(0, |p| p.1);
         format!(
             "{}: {}, +{} ({:.0} per second) over the later half, {} at the end",
-            c.holder(),
+            c.holder_from(root),
             c.type_name,
             c.unit.count(self.growth),
             self.per_second,

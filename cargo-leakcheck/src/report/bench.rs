@@ -324,12 +324,7 @@ fn growing_text(s: &mut String, b: &GrowthReport, root: &Path, out_dir: &Path) {
     }
     let _ = writeln!(s, "{collections}");
     for c in b.collections.iter().filter(|c| c.flagged).take(3) {
-        let mut shown = c.clone();
-        shown.collection.file = c.collection.file.as_deref().map(|f| {
-            let p = Path::new(f);
-            p.strip_prefix(root).unwrap_or(p).display().to_string()
-        });
-        let _ = writeln!(s, "           {}", shown.describe());
+        let _ = writeln!(s, "           {}", c.describe(root));
     }
     for st in flagged.iter().take(3) {
         growing_stack_text(s, st, root);

@@ -180,7 +180,7 @@ fn collection_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let test = format!("{} {}", t.binary, t.name);
             match sites.iter_mut().find(|s| s.0 == file && s.1 == line) {
                 Some(site) => site.3.push(test),
-                None => sites.push((file, line, c.describe(), vec![test])),
+                None => sites.push((file, line, c.describe(repo_root), vec![test])),
             }
         }
     }
@@ -242,7 +242,7 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
                 "::error file={},line={line},title={}::{}",
                 property(&file.display().to_string()),
                 property(&format!("collection grows in {}", b.name)),
-                data(&format!("{} (cargo-leakcheck)", c.describe()))
+                data(&format!("{} (cargo-leakcheck)", c.describe(repo_root)))
             ));
         }
     }
@@ -338,7 +338,7 @@ fn benches_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &
             if !site.is_empty() {
                 site.push_str("<br>");
             }
-            site.push_str(&c.describe());
+            site.push_str(&c.describe(repo_root));
         }
         let growth = match b.verdict {
             Verdict::Leak => {

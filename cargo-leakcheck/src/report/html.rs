@@ -738,7 +738,7 @@ fn bench_block(h: &mut String, b: &GrowthReport, root: &Path, sources: &mut Sour
         let _ = write!(
             h,
             "<div class=\"stack collection k-leak\"><p class=\"stackhead\"><b>collection</b> · longer over the later half</p><p class=\"what\">{}</p>",
-            esc(&c.describe())
+            esc(&c.describe(root))
         );
         let definition = FrameReport {
             function: c.collection.root.clone(),

@@ -492,11 +492,7 @@ pub fn notes_and_outputs(s: &mut String, notes: &[String], out_dir: &Path) {
 
 /// A growing collection in one line, its root's file relative to the workspace.
 pub(crate) fn collection_text(c: &crate::model::CollectionReport, root: &Path) -> String {
-    let mut shown = c.clone();
-    for holder in std::iter::once(&mut shown.collection).chain(&mut shown.also_held_by) {
-        holder.file = holder.file.as_deref().map(|f| short_path(f, root));
-    }
-    shown.describe()
+    c.describe(root)
 }
 
 /// A clean test's allowed leaks, summarised: nothing is dropped silently.

@@ -288,12 +288,12 @@ fn bench_outcome(
                     message,
                     "{} collection(s) longer over the later half: {}",
                     growing.len(),
-                    c.describe()
+                    c.describe(root)
                 );
             }
             let mut text = String::new();
             for c in &growing {
-                let _ = writeln!(text, "{}", c.describe());
+                let _ = writeln!(text, "{}", c.describe(root));
             }
             for st in &flagged {
                 let _ = writeln!(
@@ -368,7 +368,7 @@ fn outcome(
                     message,
                     "{} collection(s) longer on every run: {}",
                     growing.len(),
-                    growing[0].describe()
+                    growing[0].describe(root)
                 );
             }
             let mut text = String::new();

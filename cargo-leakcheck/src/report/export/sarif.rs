@@ -125,7 +125,7 @@ fn test_results(t: &TestReport, root: &Path, out: &mut Vec<Value>) {
     for c in t.collections.iter().filter(|c| c.fails) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
         let at = at.and_then(|(file, line)| relative(file, root).map(|f| (f, line)));
-        let text = format!("{} (in `{test}`)", c.describe());
+        let text = format!("{} (in `{test}`)", c.describe(root));
         out.push(result("collection-growth", &text, at, &test));
     }
 }
@@ -152,7 +152,7 @@ fn bench_results(b: &GrowthReport, root: &Path, out: &mut Vec<Value>) {
     for c in b.collections.iter().filter(|c| c.flagged) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
         let at = at.and_then(|(file, line)| relative(file, root).map(|f| (f, line)));
-        out.push(result("collection-growth", &c.describe(), at, &b.name));
+        out.push(result("collection-growth", &c.describe(root), at, &b.name));
     }
 }
 
