@@ -242,7 +242,10 @@ impl clap::FromArgMatches for OutputArgs {
 impl Args for OutputArgs {
     fn augment_args(mut cmd: clap::Command) -> clap::Command {
         for e in export::file_exporters() {
-            let holds = e.file().unwrap_or_default();
+            let Some(output) = e.file() else {
+                continue;
+            };
+            let holds = format!("{}: {}", output.format, output.holds);
             cmd = cmd.arg(
                 clap::Arg::new(e.name())
                     .long(e.name())

@@ -73,6 +73,22 @@ pub fn frame_report(f: &Frame) -> FrameReport {
     }
 }
 
+/// Where a stack starts in the repository's code (its [`identifying_frame`]), the file
+/// relative to `root`: None when that frame has no line or is outside the repository.
+pub fn repo_line(frames: &[FrameReport], root: &Path) -> Option<(String, u32)> {
+    let frame = identifying_frame(frames, root)?;
+    let (Some(file), Some(line)) = (&frame.file, frame.line) else {
+        return None;
+    };
+    Some((in_repo(file, root)?, line))
+}
+
+/// `file` relative to `root`, when it is below it.
+pub fn in_repo(file: &str, root: &Path) -> Option<String> {
+    let relative = Path::new(file).strip_prefix(root).ok()?;
+    Some(relative.display().to_string())
+}
+
 /// The frame that best names a leak: the first whose source is in the workspace, else
 /// the first outside the standard library, else the innermost.
 pub fn identifying_frame<'a>(frames: &'a [FrameReport], root: &Path) -> Option<&'a FrameReport> {

@@ -27,17 +27,37 @@ pub trait Exporter: Sync {
     /// Its name: the `--NAME FILE` flag and the `[output] NAME` key of a file output.
     fn name(&self) -> &'static str;
 
-    /// For an output written to a file the user names: what the file holds (the flag's
-    /// help). `None`: written whenever the run ends (or when [`Outputs`] turns it on).
-    fn file(&self) -> Option<&'static str> {
+    /// For an output written to a file the user names: its format and what the file holds
+    /// (the flag's help). `None`: written whenever the run ends.
+    fn file(&self) -> Option<FileOutput> {
         None
+    }
+
+    /// Whether this run writes it: a file output when a file is named for it, any other
+    /// always unless it says otherwise.
+    fn wanted(&self, outputs: &Outputs) -> bool {
+        self.file().is_none() || outputs.files.contains_key(self.name())
     }
 
     /// Its text for this run, where it is one (what a snapshot test compares).
     fn render(&self, run: &Export) -> Option<String>;
 
-    /// Writes it. `file`: where, for a file output the user asked for.
-    fn write(&self, run: &Export, file: Option<&Path>) -> Result<(), Error>;
+    /// Writes it; a file output, its text to `file`.
+    fn write(&self, run: &Export, file: Option<&Path>) -> Result<(), Error> {
+        let (Some(path), Some(output), Some(text)) = (file, self.file(), self.render(run)) else {
+            return Ok(());
+        };
+        write_file(path, &text)?;
+        crate::info!("       Wrote {} to `{}`", output.format, path.display());
+        Ok(())
+    }
+}
+
+/// A file output's format (`JUnit XML`) and what it holds.
+#[derive(Clone, Copy, Debug)]
+pub struct FileOutput {
+    pub format: &'static str,
+    pub holds: &'static str,
 }
 
 /// Where a run's outputs go.
@@ -148,15 +168,10 @@ fn file_names() -> Vec<&'static str> {
 pub fn write_all(run: &Export, outputs: &Outputs) -> Result<(), Error> {
     let mut first_error = None;
     for e in EXPORTERS {
-        let file = outputs.files.get(e.name()).map(PathBuf::as_path);
-        let wanted = match e.name() {
-            _ if e.file().is_some() => file.is_some(),
-            "github" => outputs.github,
-            _ => true,
-        };
-        if !wanted {
+        if !e.wanted(outputs) {
             continue;
         }
+        let file = outputs.files.get(e.name()).map(PathBuf::as_path);
         if let Err(err) = e.write(run, file) {
             first_error.get_or_insert(err);
         }
@@ -230,8 +245,11 @@ impl Exporter for JUnit {
         "junit"
     }
 
-    fn file(&self) -> Option<&'static str> {
-        Some("JUnit XML: one testcase per test, bench or service; a leak or growth is a failure, a test not run is skipped")
+    fn file(&self) -> Option<FileOutput> {
+        Some(FileOutput {
+            format: "JUnit XML",
+            holds: "one testcase per test, bench or service; a leak or growth is a failure, a test not run is skipped",
+        })
     }
 
     fn render(&self, run: &Export) -> Option<String> {
@@ -243,15 +261,6 @@ impl Exporter for JUnit {
             &run.to.root,
         ))
     }
-
-    fn write(&self, run: &Export, file: Option<&Path>) -> Result<(), Error> {
-        let (Some(path), Some(xml)) = (file, self.render(run)) else {
-            return Ok(());
-        };
-        write_file(path, &xml)?;
-        crate::info!("       Wrote JUnit XML to `{}`", path.display());
-        Ok(())
-    }
 }
 
 /// GitHub Actions: annotations on stdout, the job summary and the step outputs.
@@ -260,6 +269,10 @@ struct Github;
 impl Exporter for Github {
     fn name(&self) -> &'static str {
         "github"
+    }
+
+    fn wanted(&self, outputs: &Outputs) -> bool {
+        outputs.github
     }
 
     fn render(&self, run: &Export) -> Option<String> {

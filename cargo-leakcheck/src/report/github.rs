@@ -2,7 +2,7 @@
 //! of the user's code (GitHub shows it on the pull request's diff), and a Markdown job
 //! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
 
-use crate::analysis::frames::identifying_frame;
+use crate::analysis::frames::{identifying_frame, repo_line};
 use crate::model::{Change, Report, Verdict};
 use crate::report::human::human_bytes;
 use std::fmt::Write;
@@ -150,17 +150,6 @@ fn unsettled_annotations(report: &Report) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// Where a stack starts in the repository's code, the file relative to it: GitHub can show
-/// an annotation there only.
-fn repo_line(frames: &[crate::model::FrameReport], repo_root: &Path) -> Option<(String, u32)> {
-    let frame = identifying_frame(frames, repo_root)?;
-    let (Some(file), Some(line)) = (&frame.file, frame.line) else {
-        return None;
-    };
-    let relative = Path::new(file).strip_prefix(repo_root).ok()?;
-    Some((relative.display().to_string(), line))
 }
 
 /// One `::error` per definition in the repository of a collection that grew on every run
@@ -461,7 +450,7 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             if !site.is_empty() {
                 site.push_str("<br>");
             }
-            site.push_str(&crate::report::human::collection_text(c, repo_root));
+            site.push_str(&c.describe(repo_root));
         }
         let retained = match (t.verdict, &t.first_run_retained) {
             (Verdict::Leak, _) => human_bytes(t.retained_bytes),

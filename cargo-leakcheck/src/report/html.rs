@@ -470,11 +470,7 @@ fn collection_block(
     if let Some(r) = &c.reason {
         let _ = write!(h, " · {}", esc(r));
     }
-    let _ = write!(
-        h,
-        "</p><p class=\"what\">{}</p>",
-        esc(&crate::report::human::collection_text(c, root))
-    );
+    let _ = write!(h, "</p><p class=\"what\">{}</p>", esc(&c.describe(root)));
     let definition = FrameReport {
         function: c.collection.root.clone(),
         file: c.collection.file.clone(),

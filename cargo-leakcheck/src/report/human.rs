@@ -490,11 +490,6 @@ pub fn notes_and_outputs(s: &mut String, notes: &[String], out_dir: &Path) {
     );
 }
 
-/// A growing collection in one line, its root's file relative to the workspace.
-pub(crate) fn collection_text(c: &crate::model::CollectionReport, root: &Path) -> String {
-    c.describe(root)
-}
-
 /// A clean test's allowed leaks, summarised: nothing is dropped silently.
 fn allowed_text(s: &mut String, t: &TestReport) {
     // Allowed leaks are summarised: nothing is dropped silently.
@@ -572,7 +567,7 @@ fn failing_text(
         failing_stack_text(s, stack, workspace_root, &mut said_lost);
     }
     for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
-        let _ = writeln!(s, "           {}", collection_text(c, workspace_root));
+        let _ = writeln!(s, "           {}", c.describe(workspace_root));
         frame_lines(s, &c.allocated_at, workspace_root, "grown at");
     }
     let failing = t.failing_stacks().count();

@@ -373,7 +373,7 @@ fn outcome(
             }
             let mut text = String::new();
             for c in &growing {
-                let _ = writeln!(text, "{}", crate::report::human::collection_text(c, root));
+                let _ = writeln!(text, "{}", c.describe(root));
                 if !c.allocated_at.is_empty() {
                     let _ = writeln!(text, "  grown at:");
                     stack_text(&mut text, &c.allocated_at, None, root);

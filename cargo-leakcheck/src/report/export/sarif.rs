@@ -4,11 +4,10 @@
 //! result (under `--fail-on new`, the base run's leaks are not), each with a fingerprint of
 //! its test and line so that a code scanning alert follows the leak from run to run.
 
-use super::{write_file, Export, Exporter};
-use crate::analysis::frames::identifying_frame;
-use crate::errors::Error;
+use super::{Export, Exporter, FileOutput};
+use crate::analysis::frames::{in_repo, repo_line};
 use crate::model::Verdict;
-use crate::model::{human_bytes, FrameReport, GrowthReport, Report, StackReport, TestReport};
+use crate::model::{human_bytes, GrowthReport, Report, StackReport, TestReport};
 use crate::report::human::{held_phrase, unreachable_text};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -21,23 +20,17 @@ impl Exporter for Sarif {
         "sarif"
     }
 
-    fn file(&self) -> Option<&'static str> {
-        Some("SARIF 2.1.0 (GitHub code scanning, GitLab, editors): a result per leaking stack at its allocating line")
+    fn file(&self) -> Option<FileOutput> {
+        Some(FileOutput {
+            format: "SARIF 2.1.0",
+            holds: "for GitHub code scanning, GitLab and editors, a result per leaking stack at its allocating line",
+        })
     }
 
     fn render(&self, run: &Export) -> Option<String> {
         let mut text = serde_json::to_string_pretty(&document(run.report, &run.to.root)).ok()?;
         text.push('\n');
         Some(text)
-    }
-
-    fn write(&self, run: &Export, file: Option<&Path>) -> Result<(), Error> {
-        let (Some(path), Some(text)) = (file, self.render(run)) else {
-            return Ok(());
-        };
-        write_file(path, &text)?;
-        crate::info!("       Wrote SARIF to `{}`", path.display());
-        Ok(())
     }
 }
 
@@ -120,11 +113,11 @@ fn test_results(t: &TestReport, root: &Path, out: &mut Vec<Value>) {
         // Two stacks can start at one line: the fingerprint tells them apart by their frames.
         let stack: Vec<&str> = st.frames.iter().map(|f| f.function.as_str()).collect();
         let subject = format!("{test}\n{}", stack.join("\n"));
-        out.push(result("leak", &text, place(&st.frames, root), &subject));
+        out.push(result("leak", &text, repo_line(&st.frames, root), &subject));
     }
     for c in t.collections.iter().filter(|c| c.fails) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
-        let at = at.and_then(|(file, line)| relative(file, root).map(|f| (f, line)));
+        let at = at.and_then(|(file, line)| in_repo(file, root).map(|f| (f, line)));
         let text = format!("{} (in `{test}`)", c.describe(root));
         out.push(result("collection-growth", &text, at, &test));
     }
@@ -145,13 +138,13 @@ fn bench_results(b: &GrowthReport, root: &Path, out: &mut Vec<Value>) {
         out.push(result(
             "service-growth",
             &text,
-            place(&st.frames, root),
+            repo_line(&st.frames, root),
             &b.name,
         ));
     }
     for c in b.collections.iter().filter(|c| c.flagged) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
-        let at = at.and_then(|(file, line)| relative(file, root).map(|f| (f, line)));
+        let at = at.and_then(|(file, line)| in_repo(file, root).map(|f| (f, line)));
         out.push(result("collection-growth", &c.describe(root), at, &b.name));
     }
 }
@@ -171,20 +164,6 @@ fn holder(st: &StackReport, root: &Path) -> String {
         Some(h) => format!("; {h}"),
         None => String::new(),
     }
-}
-
-/// Where a stack starts in the repository's code: its file relative to the root, and line.
-fn place(frames: &[FrameReport], root: &Path) -> Option<(String, u32)> {
-    let frame = identifying_frame(frames, root)?;
-    let (Some(file), Some(line)) = (&frame.file, frame.line) else {
-        return None;
-    };
-    Some((relative(file, root)?, line))
-}
-
-fn relative(file: &str, root: &Path) -> Option<String> {
-    let relative = Path::new(file).strip_prefix(root).ok()?;
-    Some(relative.display().to_string())
 }
 
 /// One result of `rule`, at `at` when the place is in the repository; `subject` (the test
