@@ -17,8 +17,10 @@
 //! bypasses the caches, so that what each extra run leaves in its arena is exact. Only the
 //! caches of threads still alive at exit (a pool's workers) stay, frozen, in the count of
 //! the test's own run: such a test is run again rather than passed on its count.
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, Ordering::Relaxed};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicUsize, Ordering::Relaxed,
+};
 use tikv_jemalloc_ctl as ctl;
 use tikv_jemalloc_sys as je;
 
@@ -50,19 +52,40 @@ pub fn run_flags() -> Option<c_int> {
     (f != 0).then_some(f)
 }
 
-/// The `dallocx` flags for a free now: None on the plain path. glibc's frees of its thread
-/// blocks bypass the calling thread's cache (see [`crate::threads`]).
+/// The `dallocx` flags for freeing `ptr` now: None on the plain path. glibc's frees of its
+/// thread blocks bypass the calling thread's cache (see [`crate::threads`]), and so does a
+/// free of the main thread's arena's object by any other thread (see
+/// [`crate::main_arena`]).
 #[inline]
-pub fn free_flags() -> Option<c_int> {
+pub fn free_flags(ptr: *mut c_void) -> Option<c_int> {
     let f = FLAGS.load(Relaxed);
     if f != 0
         || (crate::threads::anyone_inside_thread_library()
             && crate::threads::inside_thread_library())
+        || harness_object_elsewhere(ptr)
     {
         return Some(je::MALLOCX_TCACHE_NONE);
     }
     None
 }
+
+/// The `rallocx` flags for reallocating `ptr` now: those of an allocation, or, on the plain
+/// path, past the calling thread's cache where freeing `ptr` must be.
+#[inline]
+pub fn realloc_flags(ptr: *mut c_void) -> Option<c_int> {
+    run_flags().or_else(|| free_flags(ptr))
+}
+
+/// Whether `ptr` may be the main thread's arena's object and the calling thread is another:
+/// then it must go back to its arena, not into the caller's cache, where the caller's next
+/// allocation would take it out of every count.
+#[inline]
+fn harness_object_elsewhere(ptr: *mut c_void) -> bool {
+    crate::main_arena::may_own(ptr) && crate::threads::thread_pointer() != MAIN_THREAD.load(Relaxed)
+}
+
+/// The main thread's thread pointer, once its arena is bound (0: never).
+static MAIN_THREAD: AtomicUsize = AtomicUsize::new(0);
 
 /// The bits of `MALLOCX_ARENA` in a flags word (jemalloc: arena index + 1, from bit 20).
 const ARENA_BITS: c_int = !((1 << 20) - 1);
@@ -215,9 +238,10 @@ pub fn live_in_each(arenas: &[u32], out: &mut [Live]) {
 /// Gives the calling (main) thread an arena of its own, so that counting can leave out
 /// what the harness allocates there.
 pub fn bind_main_thread_to_own_arena() {
-    let Some(arena) = create() else {
+    let Some(arena) = crate::main_arena::create() else {
         return;
     };
+    MAIN_THREAD.store(crate::threads::thread_pointer(), Relaxed);
     // SAFETY: "thread.arena" is an unsigned arena index.
     if unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok() {
         MAIN_ARENA.store(arena, Relaxed);

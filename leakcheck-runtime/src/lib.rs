@@ -47,6 +47,7 @@ mod drain;
 mod image;
 mod lengths;
 mod live;
+mod main_arena;
 mod maps;
 mod paths;
 mod periodic;
@@ -147,7 +148,7 @@ pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
 }
 
 unsafe fn realloc_untracked(ptr: *mut c_void, size: usize) -> *mut c_void {
-    match arenas::run_flags() {
+    match arenas::realloc_flags(ptr) {
         Some(f) if ptr.is_null() => {
             // SAFETY: realloc(NULL, n) is malloc(n).
             unsafe { routed(size, f) }
@@ -160,6 +161,13 @@ unsafe fn realloc_untracked(ptr: *mut c_void, size: usize) -> *mut c_void {
                 set_errno(libc::ENOMEM);
             }
             p
+        }
+        Some(f) => {
+            // realloc(ptr, 0) frees ptr and returns NULL (glibc's and jemalloc's default),
+            // here with the flags a free takes.
+            // SAFETY: ptr is not NULL (the first arm) and came from this allocator.
+            unsafe { je::dallocx(ptr, f & je::MALLOCX_TCACHE_NONE) };
+            std::ptr::null_mut()
         }
         // SAFETY: every pointer the process frees or reallocates came from these exports,
         // because the preload is in place before the first allocation.
@@ -182,7 +190,7 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, n: usize, size: usize) -
 #[no_mangle]
 pub unsafe extern "C" fn free(ptr: *mut c_void) {
     let _ = tracker::forget(ptr);
-    match arenas::free_flags() {
+    match arenas::free_flags(ptr) {
         // SAFETY: see realloc; free(NULL) is a no-op in jemalloc. An object goes back to the
         // arena it came from, whichever thread frees it.
         None => unsafe { je::free(ptr) },

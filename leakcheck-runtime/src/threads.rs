@@ -40,9 +40,12 @@ thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Looks up libc's `pthread_create`; called by the constructor, while the process has one
-/// thread, and again lazily if a thread was created before it ran.
+/// Looks up libc's `pthread_create`, `pthread_join` and `pthread_detach`; called by the
+/// constructor, while the process has one thread (so that no lookup happens while a test
+/// runs), and again lazily if a thread was created before it ran.
 pub fn resolve() -> usize {
+    next_definition(&REAL_JOIN, c"pthread_join");
+    next_definition(&REAL_DETACH, c"pthread_detach");
     next_definition(&REAL, c"pthread_create")
 }
 
@@ -132,7 +135,7 @@ pub unsafe extern "C" fn pthread_create(
     start: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
-    let real = resolve();
+    let real = next_definition(&REAL, c"pthread_create");
     if real == 0 {
         return libc::EAGAIN;
     }
@@ -284,6 +287,7 @@ pub fn main_thread_pointer() -> usize {
 /// The calling thread's thread pointer: on x86-64 glibc, the address of its thread
 /// control block, whose first word points to itself; static thread-local storage lies
 /// just below it. 0 where this is not known.
+#[inline]
 pub fn thread_pointer() -> usize {
     #[cfg(target_arch = "x86_64")]
     {
@@ -422,7 +426,13 @@ extern "C" fn trampoline(arg: *mut c_void) -> *mut c_void {
     let slot = &STARTS[arg as usize];
     let start = slot.start.load(Ordering::Acquire);
     let real_arg = slot.arg.load(Ordering::Acquire);
-    register(slot.spawn.load(Ordering::Acquire));
+    {
+        // What glibc allocates for the registry's own questions (`pthread_getattr_np`'s
+        // affinity mask, a thread-specific key's second-level block) is not the program's:
+        // it stays out of the thread's arena and cache as the thread library's own work does.
+        let _inside = Inside::enter();
+        register(slot.spawn.load(Ordering::Acquire));
+    }
     // From here the creator may reuse the slot.
     slot.recorded.store(true, Ordering::Release);
     // SAFETY: `start` is the routine the caller of `pthread_create` passed, with its own
