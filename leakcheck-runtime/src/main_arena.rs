@@ -119,7 +119,9 @@ pub fn create() -> Option<u32> {
         // SAFETY: a non-null pointer to jemalloc's default hooks, which live as long as it.
         .and_then(|d| unsafe { (*(d as *const je::extent_hooks_t)).alloc })
     else {
-        let arena = crate::arenas::create()?;
+        // SAFETY: "arenas.create" returns an unsigned arena index (jemalloc manual, MALLCTL
+        // NAMESPACE).
+        let arena = unsafe { tikv_jemalloc_ctl::raw::read::<u32>(b"arenas.create\0") }.ok()?;
         STATE.store(UNKNOWN, Ordering::Release);
         return Some(arena);
     };

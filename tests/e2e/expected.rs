@@ -15,6 +15,7 @@
 
 /// One expected outcome of running cargo-leakcheck over a fixture: the verdict of one test,
 /// and what its report must contain.
+#[derive(Clone, Copy)]
 pub struct Expected {
     /// The fixture's directory, relative to the repository root: "tests/fixtures/leaky",
     /// "examples/demo", ...
@@ -201,6 +202,36 @@ impl Expected {
             allocator_pages: true,
             ..self
         }
+    }
+
+    /// A test of `fixture` that must leak at the line marked with its name.
+    pub fn leak_at(
+        fixture: &'static str,
+        package: &'static str,
+        binary: &'static str,
+        test: &'static str,
+    ) -> Expected {
+        let target = Target {
+            fixture,
+            package,
+            binary,
+        };
+        leak(target, test, test)
+    }
+
+    /// A test of `fixture` that must be clean.
+    pub fn clean_at(
+        fixture: &'static str,
+        package: &'static str,
+        binary: &'static str,
+        test: &'static str,
+    ) -> Expected {
+        let target = Target {
+            fixture,
+            package,
+            binary,
+        };
+        clean(target, test)
     }
 
     /// The same row, profiled with stacks.
@@ -478,8 +509,18 @@ const fn clean_kept(target: Target, test: &'static str) -> Expected {
     outcome(target, test, "clean", None, true)
 }
 
-/// Every test of every fixture, exactly once.
-pub const EXPECTED: &[Expected] = &[
+/// Every test of every fixture, exactly once: the rows written out below, and the canary
+/// matrix's, generated with its fixture's sources (`canary.rs`).
+pub static EXPECTED: std::sync::LazyLock<Vec<Expected>> = std::sync::LazyLock::new(|| {
+    FIXTURE_ROWS
+        .iter()
+        .copied()
+        .chain(crate::canary::rows())
+        .collect()
+});
+
+/// The rows of the fixtures whose tests are written by hand.
+const FIXTURE_ROWS: &[Expected] = &[
     // --- tests/fixtures/leaky, unit tests (src/lib.rs) ---
     // Every leak grows on every extra run.
     leak(LEAKY_UNIT, "tests::forget_vec", "forget_vec").runs("completed"),
@@ -1233,7 +1274,7 @@ fn expected_table_matches_fixture_sources() {
         .expect("repository root with tests/fixtures above CARGO_MANIFEST_DIR");
 
     let mut seen = BTreeSet::new();
-    for e in EXPECTED {
+    for e in EXPECTED.iter() {
         assert!(
             VERDICTS.contains(&e.verdict) || e.verdict == IGNORED,
             "{}: bad verdict {}",

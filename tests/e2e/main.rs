@@ -9,6 +9,7 @@ mod harness;
 mod ahead;
 mod baseline;
 mod bench;
+mod canary;
 mod ci_examples;
 mod ci_sim;
 mod cli_errors;

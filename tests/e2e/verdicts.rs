@@ -93,7 +93,7 @@ fn check_threads_left(run: &Run, row: &Expected, t: &Value, who: &str) -> Vec<St
 }
 
 /// Checks one table row against the report; returns what is wrong.
-fn check_row(run: &Run, row: &Expected) -> Vec<String> {
+pub(crate) fn check_row(run: &Run, row: &Expected) -> Vec<String> {
     let mut problems = Vec::new();
     let t = run.test(row.binary, row.test);
     let who = format!("{} {} {}", row.fixture, row.binary, row.test);

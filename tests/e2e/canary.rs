@@ -1,0 +1,338 @@
+//! The canary matrix: the smallest leak there is, under every mechanism of the runtime.
+//!
+//! The runtime lives inside the process it measures, and the counting pass settles a test
+//! on exact counts of what it left: anything a mechanism of the runtime (or what it makes
+//! std and glibc do) allocates or frees in the program's arenas while the test runs can
+//! cancel out a leak of one object. So each cell of the matrix forgets one object, of every
+//! small size class jemalloc has (8 B to 4 KiB) and as a `String`, a `Vec` and a `Box`, with
+//! and without `black_box`, in tests whose names run from 4 to 40 characters (libtest names
+//! the test's thread after it), plus one object forgotten by a helper thread; each cell has
+//! a clean twin that drops the same object. The cells run in one binary per mechanism
+//! (`tests/fixtures/canary/tests/mechanisms/`), and every leaking cell must be `leak` at its
+//! line, every twin `clean`, under `cargo leakcheck test` and `cargo leakcheck nextest`.
+//!
+//! The fixture's test files are generated from this matrix (so the matrix is the one table
+//! of their verdicts); `LEAKCHECK_BLESS=1` rewrites them, and a test fails when they differ.
+
+use crate::expected::Expected;
+use crate::harness::{repo_root, run_fixture, run_nextest, Run};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+pub const FIXTURE: &str = "tests/fixtures/canary";
+const PACKAGE: &str = "canary";
+
+/// A runtime mechanism and the binary that switches it on (`tests/<binary>.rs`, its
+/// `around` in `tests/mechanisms/<binary>.rs`).
+struct Mechanism {
+    binary: &'static str,
+    /// Starts the names of its cells, so that names are unique in the fixture.
+    letter: char,
+    what: &'static str,
+}
+
+const MECHANISMS: &[Mechanism] = &[
+    Mechanism {
+        binary: "plain",
+        letter: 'p',
+        what: "no mechanism",
+    },
+    Mechanism {
+        binary: "thread_locals",
+        letter: 't',
+        what: "a thread-local collection (the thread registry in the counting pass)",
+    },
+    Mechanism {
+        binary: "statics",
+        letter: 's',
+        what: "a static collection",
+    },
+    Mechanism {
+        binary: "early_thread",
+        letter: 'e',
+        what: "a thread started before the test",
+    },
+    Mechanism {
+        binary: "mapping",
+        letter: 'm',
+        what: "a mapping of the program's own",
+    },
+    Mechanism {
+        binary: "epoch",
+        letter: 'g',
+        what: "crossbeam-epoch garbage",
+    },
+    Mechanism {
+        binary: "tokio_runtime",
+        letter: 'r',
+        what: "a tokio runtime",
+    },
+    Mechanism {
+        binary: "child_thread",
+        letter: 'c',
+        what: "a child thread that ends inside the test",
+    },
+];
+
+/// jemalloc's small size classes, 8 B to 4 KiB.
+const CLASSES: [usize; 29] = [
+    8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896,
+    1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
+];
+
+/// How the forgotten object is made.
+#[derive(Clone, Copy)]
+enum Kind {
+    String,
+    Vec,
+    Box,
+    /// A `String`, made and forgotten by a helper thread the cell starts and joins.
+    Helper,
+}
+
+/// The shortest and longest test names.
+const NAMES: std::ops::RangeInclusive<usize> = 4..=40;
+
+/// One cell: a leaking test or its clean twin.
+struct Cell {
+    binary: &'static str,
+    name: String,
+    leak: bool,
+    /// The test's body: one statement, on the line the report must name.
+    statement: String,
+    class: usize,
+}
+
+/// The cells of one mechanism's binary, in source order.
+fn cells_of(m: usize) -> Vec<Cell> {
+    let mechanism = &MECHANISMS[m];
+    let mut shapes: Vec<(Kind, usize, bool)> = Vec::new();
+    for (c, &class) in CLASSES.iter().enumerate() {
+        let below = if c == 0 { 0 } else { CLASSES[c - 1] };
+        for (k, kind) in [Kind::String, Kind::Vec, Kind::Box].into_iter().enumerate() {
+            // Requests at the top of the class and just above the class below, in turn.
+            let size = if (c + k + m) % 2 == 0 { class } else { below + 1 };
+            shapes.push((kind, size, (c + k + m) % 2 == 1));
+        }
+    }
+    // One helper thread's object, its size class a different one in every binary.
+    shapes.push((Kind::Helper, CLASSES[(m * 11 + 2) % CLASSES.len()] - 3, false));
+    let mut cells = Vec::new();
+    for (i, &(kind, size, black_box)) in shapes.iter().enumerate() {
+        let length = NAMES.start() + (i * 17 + m * 5) % (NAMES.end() - NAMES.start() + 1);
+        for leak in [true, false] {
+            let name = cell_name(mechanism.letter, kind, size, black_box, leak, length);
+            cells.push(Cell {
+                binary: mechanism.binary,
+                statement: statement(kind, size, black_box, leak),
+                name,
+                leak,
+                class: class_of(size),
+            });
+        }
+    }
+    cells
+}
+
+fn class_of(size: usize) -> usize {
+    *CLASSES.iter().find(|&&c| c >= size).unwrap()
+}
+
+/// `<mechanism><kind><size>[k]<l|c>`, padded with `x` to `length` where it is shorter.
+fn cell_name(
+    letter: char,
+    kind: Kind,
+    size: usize,
+    black_box: bool,
+    leak: bool,
+    length: usize,
+) -> String {
+    let kind = match kind {
+        Kind::String => 's',
+        Kind::Vec => 'v',
+        Kind::Box => 'b',
+        Kind::Helper => 'h',
+    };
+    let mut name = format!(
+        "{letter}{kind}{size}{}{}",
+        if black_box { "k" } else { "" },
+        if leak { 'l' } else { 'c' }
+    );
+    while name.len() < length {
+        name.push('x');
+    }
+    name
+}
+
+fn statement(kind: Kind, size: usize, black_box: bool, leak: bool) -> String {
+    let object = match kind {
+        Kind::String | Kind::Helper => format!("\"x\".repeat({size})"),
+        Kind::Vec => format!("vec![7u8; {size}]"),
+        Kind::Box => format!("Box::new([7u8; {size}])"),
+    };
+    let object = if black_box {
+        format!("black_box({object})")
+    } else {
+        object
+    };
+    let end = if leak { "forget" } else { "drop" };
+    match kind {
+        Kind::Helper => {
+            format!("around(|| thread::spawn(|| {end}({object})).join().unwrap());")
+        }
+        _ => format!("around(|| {end}({object}));"),
+    }
+}
+
+fn all_cells() -> Vec<Cell> {
+    (0..MECHANISMS.len()).flat_map(cells_of).collect()
+}
+
+/// The test file of mechanism `m`, as generated.
+fn source(m: usize) -> String {
+    let mechanism = &MECHANISMS[m];
+    let mut out = format!(
+        "//! Canary cells under {}.\n\
+         //!\n\
+         //! Generated from the matrix in tests/e2e/canary.rs (`LEAKCHECK_BLESS=1 cargo test\n\
+         //! -p cargo-leakcheck --test e2e canary` rewrites it): edit the matrix, not this file.\n\n\
+         #[path = \"mechanisms/{}.rs\"]\n\
+         mod mechanism;\n\n\
+         use mechanism::around;\n\
+         use std::hint::black_box;\n\
+         use std::mem::forget;\n\
+         use std::thread;\n",
+        mechanism.what, mechanism.binary
+    );
+    for cell in cells_of(m) {
+        let marker = if cell.leak {
+            format!(" // leak-site: {}", cell.name)
+        } else {
+            String::new()
+        };
+        write!(
+            out,
+            "\n#[test]\nfn {}() {{\n    {}{marker}\n}}\n",
+            cell.name, cell.statement
+        )
+        .unwrap();
+    }
+    out
+}
+
+fn source_path(m: usize) -> std::path::PathBuf {
+    repo_root()
+        .join(FIXTURE)
+        .join("tests")
+        .join(format!("{}.rs", MECHANISMS[m].binary))
+}
+
+/// The matrix's rows of the e2e table: every leaking cell `leak` at its line, every twin
+/// `clean`.
+pub fn rows() -> Vec<Expected> {
+    all_cells()
+        .into_iter()
+        .map(|cell| {
+            let name: &'static str = Box::leak(cell.name.into_boxed_str());
+            if cell.leak {
+                Expected::leak_at(FIXTURE, PACKAGE, cell.binary, name)
+            } else {
+                Expected::clean_at(FIXTURE, PACKAGE, cell.binary, name)
+            }
+        })
+        .collect()
+}
+
+/// The fixture's test files are the matrix's (rewritten under `LEAKCHECK_BLESS=1`), and the
+/// matrix has every dimension it promises.
+#[test]
+fn canary_sources_are_the_matrix() {
+    let bless = std::env::var_os("LEAKCHECK_BLESS").is_some_and(|v| v == "1");
+    for m in 0..MECHANISMS.len() {
+        let path = source_path(m);
+        let want = source(m);
+        if bless {
+            std::fs::write(&path, &want).unwrap();
+            continue;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is not what the matrix in tests/e2e/canary.rs generates; \
+             rewrite it with LEAKCHECK_BLESS=1",
+            path.display()
+        );
+    }
+    let cells = all_cells();
+    let leaks: Vec<&Cell> = cells.iter().filter(|c| c.leak).collect();
+    assert_eq!(
+        leaks.len(),
+        MECHANISMS.len() * (CLASSES.len() * 3 + 1),
+        "a leaking cell per class and kind, and a helper thread's, in every binary"
+    );
+    assert_eq!(cells.len(), 2 * leaks.len(), "a clean twin for every cell");
+    let names: BTreeSet<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names.len(), cells.len(), "names are unique in the fixture");
+    let lengths: BTreeSet<usize> = leaks.iter().map(|c| c.name.len()).collect();
+    assert_eq!(
+        lengths,
+        NAMES.collect::<BTreeSet<_>>(),
+        "every name length is tried"
+    );
+    for m in MECHANISMS {
+        let classes: BTreeSet<usize> = leaks
+            .iter()
+            .filter(|c| c.binary == m.binary)
+            .map(|c| c.class)
+            .collect();
+        assert_eq!(classes.len(), CLASSES.len(), "{}: every class", m.binary);
+        let in_binary: Vec<usize> = leaks
+            .iter()
+            .filter(|c| c.binary == m.binary)
+            .map(|c| c.name.len())
+            .collect();
+        assert!(
+            in_binary.iter().min() <= Some(&6) && in_binary.iter().max() == Some(NAMES.end()),
+            "{}: names from the shortest to the longest: {in_binary:?}",
+            m.binary
+        );
+    }
+}
+
+/// Every cell against the table; says how many cells there were, so that a shrinking
+/// matrix shows in the output.
+fn check_cells(run: &Run, command: &str) {
+    let rows: Vec<Expected> = rows();
+    let mut wrong = Vec::new();
+    for row in &rows {
+        wrong.extend(crate::verdicts::check_row(run, row));
+    }
+    assert!(
+        wrong.is_empty(),
+        "canary under `{command}`: {} of {} cells wrong:\n{}\n\nstderr:\n{}",
+        wrong.len(),
+        rows.len(),
+        wrong.join("\n"),
+        run.stderr
+    );
+    let leaks = rows.iter().filter(|r| r.verdict == "leak").count();
+    eprintln!(
+        "canary under `{command}`: {} cells in {} binaries, {leaks} leak and {} clean, all as the matrix says",
+        rows.len(),
+        MECHANISMS.len(),
+        rows.len() - leaks
+    );
+    assert_eq!(run.code, 3, "leaks found; stderr:\n{}", run.stderr);
+}
+
+#[test]
+fn every_canary_cell_is_judged_right_under_test() {
+    let run = run_fixture(FIXTURE, &[]);
+    check_cells(&run, "cargo leakcheck test");
+}
+
+#[test]
+fn every_canary_cell_is_judged_right_under_nextest() {
+    let run = run_nextest(FIXTURE, &[], "canary--nextest");
+    check_cells(&run, "cargo leakcheck nextest");
+}
