@@ -111,12 +111,20 @@ fn cells_of(m: usize) -> Vec<Cell> {
         let below = if c == 0 { 0 } else { CLASSES[c - 1] };
         for (k, kind) in [Kind::String, Kind::Vec, Kind::Box].into_iter().enumerate() {
             // Requests at the top of the class and just above the class below, in turn.
-            let size = if (c + k + m) % 2 == 0 { class } else { below + 1 };
+            let size = if (c + k + m) % 2 == 0 {
+                class
+            } else {
+                below + 1
+            };
             shapes.push((kind, size, (c + k + m) % 2 == 1));
         }
     }
     // One helper thread's object, its size class a different one in every binary.
-    shapes.push((Kind::Helper, CLASSES[(m * 11 + 2) % CLASSES.len()] - 3, false));
+    shapes.push((
+        Kind::Helper,
+        CLASSES[(m * 11 + 2) % CLASSES.len()] - 3,
+        false,
+    ));
     let mut cells = Vec::new();
     for (i, &(kind, size, black_box)) in shapes.iter().enumerate() {
         let length = NAMES.start() + (i * 17 + m * 5) % (NAMES.end() - NAMES.start() + 1);

@@ -327,18 +327,25 @@ fn merge_by_kind_and_frames(
         .iter()
         .map(|r| is_allocator_mapping(&r.frames, symbols))
         .collect();
+    let shown_for_site = representatives(retained, &resolved, &growing);
     for ((r, (shown, classified, task, memory)), allocator) in
         retained.iter().zip(&resolved).zip(allocators)
     {
         if allocator {
             continue;
         }
-        let (kind, reason) = kind_of(r, classified, shown, &growing);
+        let (kind, reason, by_site) = kind_of(r, classified, shown, &growing);
         // A stack the test's own run did not retain, that grew in some extra runs only, is
         // shown only as part of a line that grew on every run.
         if r.live.bytes == 0 && r.growth.is_some() && kind != StackKind::Leak {
             continue;
         }
+        // The stacks of a line that grew only all together are one leak, shown by the
+        // stack that holds the most of it.
+        let shown = match by_site.and_then(|site| shown_for_site.get(site)) {
+            Some(representative) => *representative,
+            None => shown,
+        };
         let e = merged
             .entry((kind, *memory, shown.clone()))
             .or_insert(Merged {
@@ -365,21 +372,23 @@ fn merge_by_kind_and_frames(
     merged
 }
 
-/// A retained stack's kind and why (`classified`: its frames' class; `shown`: its frames
-/// as reported; `growing`: the lines that grew on every run, all their stacks together).
-fn kind_of(
+/// A retained stack's kind, why, and the line it is a leak by when only the line grew on
+/// every run (`classified`: its frames' class; `shown`: its frames as reported; `growing`:
+/// the lines that grew on every run, all their stacks together).
+fn kind_of<'a>(
     r: &Retained,
     classified: &classify::Classified,
-    shown: &[FrameReport],
+    shown: &'a [FrameReport],
     growing: &std::collections::HashSet<&[FrameReport]>,
-) -> (StackKind, Option<String>) {
+) -> (StackKind, Option<String>, Option<&'a [FrameReport]>) {
     let (kind, reason) = match r.reach {
         Some(reach) if r.growth.is_none() => kind_with_reach(classified, reach),
         _ => kind_with_growth(classified, r.growth.as_deref()),
     };
-    // One line that allocates by different paths inside std from run to run (whether
-    // `format!` grows a string once or twice depends on what it formats): no single
-    // stack grows every time, the line does.
+    // One line that allocates by different paths from run to run (inside std: whether
+    // `format!` grows a string once or twice depends on what it formats; above it: which
+    // of a scheduler's paths polled the task): no single stack grows every time, the line
+    // does.
     match (kind, r.growth.as_deref(), site_of(shown)) {
         (StackKind::ProcessLifetime, Some(g), Some(site))
             if classified.kind == StackKind::Leak
@@ -392,10 +401,44 @@ fn kind_of(
                     "grew in each of {} runs with stacks, with the other stacks that allocate at the same line",
                     g.len()
                 )),
+                Some(site),
             )
         }
-        _ => (kind, reason),
+        _ => (kind, reason, None),
     }
+}
+
+/// For each line that grew only with all its stacks together (`growing`), the frames of
+/// its stack that holds the most (by what the test's own run kept, then by what the extra
+/// runs added): the one the leak is shown by.
+fn representatives<'a>(
+    retained: &[Retained],
+    resolved: &'a [(
+        Vec<FrameReport>,
+        classify::Classified,
+        Option<TaskReport>,
+        Memory,
+    )],
+    growing: &std::collections::HashSet<&[FrameReport]>,
+) -> HashMap<&'a [FrameReport], &'a Vec<FrameReport>> {
+    let weight = |r: &Retained| {
+        let added: i64 = r.growth.iter().flatten().map(|g| g.bytes.max(0)).sum();
+        (r.live.bytes, added)
+    };
+    let mut best: HashMap<&[FrameReport], (&Vec<FrameReport>, (u64, i64))> = HashMap::new();
+    for (r, (shown, ..)) in retained.iter().zip(resolved) {
+        let Some(site) = site_of(shown).filter(|s| growing.contains(s)) else {
+            continue;
+        };
+        let w = weight(r);
+        let e = best.entry(site).or_insert((shown, w));
+        if w > e.1 || (w == e.1 && shown < e.0) {
+            *e = (shown, w);
+        }
+    }
+    best.into_iter()
+        .map(|(site, (shown, _))| (site, shown))
+        .collect()
 }
 
 impl Merged {
@@ -564,10 +607,13 @@ mod tests {
         // The same line reached by two of a scheduler's paths, polled one way in the first
         // run and the other way after: the line grew on every run.
         let polled = |path: &str| -> Vec<FrameReport> {
-            [own[0].clone(), at("app::t::{{closure}}", "/src/app/src/lib.rs")]
-                .into_iter()
-                .chain([at(path, "/registry/tokio/src/worker.rs")])
-                .collect()
+            [
+                own[0].clone(),
+                at("app::t::{{closure}}", "/src/app/src/lib.rs"),
+            ]
+            .into_iter()
+            .chain([at(path, "/registry/tokio/src/worker.rs")])
+            .collect()
         };
         let (lifo, queue) = (polled("tokio::run_task"), polled("tokio::steal"));
         let (first, later) = (g(&[896, 0, 0]), g(&[0, 896, 896]));

@@ -8,6 +8,7 @@ use crate::analysis::verdict::{self, Policy};
 use crate::config;
 use crate::evidence::{Entry, Record};
 use crate::execution::load;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 fn end_of(word: &str) -> Result<ProcessEnd, String> {
@@ -179,6 +180,26 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden")
 }
 
+/// The cases the corpus's README lists, one table row each (`| \`name\` | …`).
+fn listed_cases() -> BTreeSet<String> {
+    let readme = std::fs::read_to_string(corpus().join("README.md")).unwrap();
+    readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split_once('`'))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn the_corpus_lists_every_kind_of_case() {
+    let cases = listed_cases();
+    let has = |prefix: &str| cases.iter().filter(|c| c.starts_with(prefix)).count();
+    assert!(cases.len() >= 29, "{} cases", cases.len());
+    for (prefix, at_least) in [("leak", 8), ("clean", 4), ("bench-", 4), ("service-", 4)] {
+        assert!(has(prefix) >= at_least, "{prefix}: {}", has(prefix));
+    }
+}
+
 #[test]
 fn every_golden_case_is_judged_as_it_was() {
     let bless = std::env::var_os("LEAKCHECK_BLESS").is_some_and(|v| v == "1");
@@ -188,9 +209,15 @@ fn every_golden_case_is_judged_as_it_was() {
         .filter(|p| p.join("case.json").is_file() || p.join("growth.json").is_file())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 13, "{} cases", dirs.len());
-    let benches = dirs.iter().filter(|d| d.join("growth.json").is_file());
-    assert!(benches.count() >= 4, "bench and service cases");
+    let found: BTreeSet<String> = dirs
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        found,
+        listed_cases(),
+        "the golden cases on disk are the ones its README's table lists"
+    );
     let mut failures = Vec::new();
     for dir in &dirs {
         // A test's case, or a bench's or service's; blessed in the report's own field order.
