@@ -111,12 +111,9 @@ fn cells_of(m: usize) -> Vec<Cell> {
         let below = if c == 0 { 0 } else { CLASSES[c - 1] };
         for (k, kind) in [Kind::String, Kind::Vec, Kind::Box].into_iter().enumerate() {
             // Requests at the top of the class and just above the class below, in turn.
-            let size = if (c + k + m) % 2 == 0 {
-                class
-            } else {
-                below + 1
-            };
-            shapes.push((kind, size, (c + k + m) % 2 == 1));
+            let top = (c + k + m).is_multiple_of(2);
+            let size = if top { class } else { below + 1 };
+            shapes.push((kind, size, !top));
         }
     }
     // One helper thread's object, its size class a different one in every binary.

@@ -425,7 +425,8 @@ fn representatives<'a>(
         let added: i64 = r.growth.iter().flatten().map(|g| g.bytes.max(0)).sum();
         (r.live.bytes, added)
     };
-    let mut best: HashMap<&[FrameReport], (&Vec<FrameReport>, (u64, i64))> = HashMap::new();
+    type Best<'b> = (&'b Vec<FrameReport>, (u64, i64));
+    let mut best: HashMap<&[FrameReport], Best> = HashMap::new();
     for (r, (shown, ..)) in retained.iter().zip(resolved) {
         let Some(site) = site_of(shown).filter(|s| growing.contains(s)) else {
             continue;
