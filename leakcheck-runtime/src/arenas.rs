@@ -246,6 +246,10 @@ pub fn bind_main_thread_to_own_arena() {
     if unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok() {
         MAIN_ARENA.store(arena, Relaxed);
     }
+    // What the main thread's cache holds was cached from the arena it used before: handed
+    // out now, those objects would be counted objects of the harness's, and a test's thread
+    // freeing one would take one off the count. Back to their arena first.
+    flush_own_cache();
     // The main thread's cache is made now, by an allocation, so that its bookkeeping is in
     // the baseline rather than in the test's count.
     // SAFETY: a plain allocation, freed at once.
@@ -262,4 +266,67 @@ pub fn bind_main_thread_to_own_arena() {
 /// may have held when it forked).
 extern "C" fn forked_child() {
     FLAGS.store(0, Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// jemalloc's small size classes, 8 B to 4 KiB.
+    const CLASSES: [usize; 29] = [
+        8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896,
+        1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
+    ];
+
+    /// The counting window of a test, played out in a process of its own: this thread is
+    /// libtest's main thread (its arena left out of the count), and a thread it starts is the
+    /// test's, which frees an object of the harness's of every small size class, then keeps
+    /// one of its own of each class (or none). The registry is on, as a table of thread-local
+    /// collections turns it on. The count must be exactly what the test's thread kept.
+    #[test]
+    fn a_thread_that_starts_and_ends_inside_the_window_is_counted_exactly() {
+        crate::testing::in_own_process(
+            "arenas::tests::a_thread_that_starts_and_ends_inside_the_window_is_counted_exactly",
+            || {
+                crate::threads::start_registry();
+                bind_main_thread_to_own_arena();
+                assert!(main_arena().is_some(), "the main thread's arena is made");
+                for keep in [false, true, false, true] {
+                    let handed: Vec<Vec<u8>> =
+                        CLASSES.iter().map(|&c| Vec::with_capacity(c)).collect();
+                    flush_own_cache();
+                    let before = live_outside_main_arena();
+                    std::thread::spawn(move || {
+                        // A thread's first allocation gives it its cache (a first free goes
+                        // straight to the arena).
+                        let first = std::hint::black_box(Box::new(7u64));
+                        drop(handed);
+                        drop(first);
+                        for &class in &CLASSES {
+                            let own = std::hint::black_box(Vec::<u8>::with_capacity(class));
+                            if keep {
+                                std::mem::forget(own);
+                            }
+                        }
+                    })
+                    .join()
+                    .unwrap();
+                    flush_own_cache();
+                    let after = live_outside_main_arena();
+                    let kept = match keep {
+                        true => Live {
+                            objects: CLASSES.len() as i64,
+                            bytes: CLASSES.iter().sum::<usize>() as i64,
+                        },
+                        false => Live::default(),
+                    };
+                    assert_eq!(
+                        (after.objects - before.objects, after.bytes - before.bytes),
+                        (kept.objects, kept.bytes),
+                        "what the test's thread kept (keep: {keep})"
+                    );
+                }
+            },
+        );
+    }
 }

@@ -60,6 +60,8 @@ mod sleepers;
 mod spin;
 mod stop;
 mod sys;
+#[cfg(test)]
+mod testing;
 mod threads;
 mod tracker;
 

@@ -676,26 +676,16 @@ mod tests {
     /// Moves the clock of the process it runs in: run alone, in a process of its own.
     #[test]
     fn sleepers_that_read_the_clock_end_once_it_is_moved_past_their_deadline() {
+        crate::testing::in_own_process(
+            "sleepers::tests::sleepers_that_read_the_clock_end_once_it_is_moved_past_their_deadline",
+            sleepers_end_once_the_clock_is_moved,
+        );
+    }
+
+    fn sleepers_end_once_the_clock_is_moved() {
         use std::sync::atomic::AtomicU32;
         use std::sync::{Arc, Condvar, Mutex};
         use std::time::{Duration, Instant};
-        const CHILD: &str = "LEAKCHECK_TEST_CLOCK_CHILD";
-        if std::env::var_os(CHILD).is_none() {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "sleepers::tests::sleepers_that_read_the_clock_end_once_it_is_moved_past_their_deadline",
-                    "--test-threads=1",
-                ])
-                .env(CHILD, "1")
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{said}");
-            assert!(said.contains("1 passed"), "{said}");
-            return;
-        }
         let before = Tids::now();
         let before_count = sys::thread_count().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -90,8 +90,30 @@ enum Kind {
     Helper,
 }
 
+/// When the mechanism does its work in a cell: before the cell's object is made, or after
+/// (then the object is the test's first allocation, made straight after what the harness
+/// and the runtime did as the test's thread started).
+#[derive(Clone, Copy)]
+enum Order {
+    Before,
+    After,
+}
+
 /// The shortest and longest test names.
 const NAMES: std::ops::RangeInclusive<usize> = 4..=40;
+
+/// The size classes a test's name, and what the harness makes of it, fall into (a name of 4
+/// to 40 bytes): the sweep of every name length tries these.
+const NAME_CLASSES: [usize; 4] = [8, 16, 32, 48];
+
+/// What one cell does, apart from whether it keeps its object.
+struct Shape {
+    kind: Kind,
+    size: usize,
+    black_box: bool,
+    order: Order,
+    length: usize,
+}
 
 /// One cell: a leaking test or its clean twin.
 struct Cell {
@@ -103,36 +125,78 @@ struct Cell {
     class: usize,
 }
 
-/// The cells of one mechanism's binary, in source order.
-fn cells_of(m: usize) -> Vec<Cell> {
-    let mechanism = &MECHANISMS[m];
-    let mut shapes: Vec<(Kind, usize, bool)> = Vec::new();
-    for (c, &class) in CLASSES.iter().enumerate() {
-        let below = if c == 0 { 0 } else { CLASSES[c - 1] };
-        for (k, kind) in [Kind::String, Kind::Vec, Kind::Box].into_iter().enumerate() {
-            // Requests at the top of the class and just above the class below, in turn.
-            let top = (c + k + m).is_multiple_of(2);
-            let size = if top { class } else { below + 1 };
-            shapes.push((kind, size, !top));
+/// A request in `class`: its top, or just above the class below.
+fn request(class: usize, top: bool) -> usize {
+    let below = CLASSES
+        .iter()
+        .rev()
+        .find(|&&c| c < class)
+        .copied()
+        .unwrap_or(0);
+    if top {
+        class
+    } else {
+        below + 1
+    }
+}
+
+fn length_at(i: usize, m: usize) -> usize {
+    NAMES.start() + (i * 17 + m * 5) % (NAMES.end() - NAMES.start() + 1)
+}
+
+/// The shapes of one mechanism's cells: every class as each kind, both orders, with and
+/// without `black_box`; every name length with an object of the classes names fall into,
+/// made first; a helper thread's object.
+fn shapes_of(m: usize) -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for &class in &CLASSES {
+        for kind in [Kind::String, Kind::Vec, Kind::Box] {
+            let i = shapes.len();
+            shapes.push(Shape {
+                kind,
+                size: request(class, (i + m).is_multiple_of(2)),
+                black_box: (i + m) % 2 == 1,
+                order: match ((i + m) / 2).is_multiple_of(2) {
+                    true => Order::After,
+                    false => Order::Before,
+                },
+                length: length_at(i, m),
+            });
         }
     }
-    // One helper thread's object, its size class a different one in every binary.
-    shapes.push((
-        Kind::Helper,
-        CLASSES[(m * 11 + 2) % CLASSES.len()] - 3,
-        false,
-    ));
+    for length in NAMES {
+        let class = NAME_CLASSES[(length + m) % NAME_CLASSES.len()];
+        shapes.push(Shape {
+            kind: [Kind::String, Kind::Vec, Kind::Box][(length + m) % 3],
+            size: request(class, length.is_multiple_of(2)),
+            black_box: (length / 2 + m) % 2 == 1,
+            order: Order::After,
+            length,
+        });
+    }
+    shapes.push(Shape {
+        kind: Kind::Helper,
+        size: CLASSES[(m * 11 + 2) % CLASSES.len()] - 3,
+        black_box: false,
+        order: Order::Before,
+        length: length_at(shapes.len(), m),
+    });
+    shapes
+}
+
+/// The cells of one mechanism's binary, in source order: each shape leaking, then its clean
+/// twin.
+fn cells_of(m: usize) -> Vec<Cell> {
+    let mechanism = &MECHANISMS[m];
     let mut cells = Vec::new();
-    for (i, &(kind, size, black_box)) in shapes.iter().enumerate() {
-        let length = NAMES.start() + (i * 17 + m * 5) % (NAMES.end() - NAMES.start() + 1);
+    for (i, shape) in shapes_of(m).iter().enumerate() {
         for leak in [true, false] {
-            let name = cell_name(mechanism.letter, kind, size, black_box, leak, length);
             cells.push(Cell {
                 binary: mechanism.binary,
-                statement: statement(kind, size, black_box, leak),
-                name,
+                name: cell_name(mechanism.letter, i, leak, shape.length),
+                statement: statement(shape, leak),
                 leak,
-                class: class_of(size),
+                class: class_of(shape.size),
             });
         }
     }
@@ -143,24 +207,14 @@ fn class_of(size: usize) -> usize {
     *CLASSES.iter().find(|&&c| c >= size).unwrap()
 }
 
-/// `<mechanism><kind><size>[k]<l|c>`, padded with `x` to `length` where it is shorter.
-fn cell_name(
-    letter: char,
-    kind: Kind,
-    size: usize,
-    black_box: bool,
-    leak: bool,
-    length: usize,
-) -> String {
-    let kind = match kind {
-        Kind::String => 's',
-        Kind::Vec => 'v',
-        Kind::Box => 'b',
-        Kind::Helper => 'h',
-    };
+/// `<mechanism><cell, two base-36 digits><l|c>`, padded with `x` to `length`.
+fn cell_name(letter: char, i: usize, leak: bool, length: usize) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    assert!(i < 36 * 36, "two digits name the cell");
     let mut name = format!(
-        "{letter}{kind}{size}{}{}",
-        if black_box { "k" } else { "" },
+        "{letter}{}{}{}",
+        DIGITS[i / 36] as char,
+        DIGITS[i % 36] as char,
         if leak { 'l' } else { 'c' }
     );
     while name.len() < length {
@@ -169,23 +223,28 @@ fn cell_name(
     name
 }
 
-fn statement(kind: Kind, size: usize, black_box: bool, leak: bool) -> String {
-    let object = match kind {
+fn statement(shape: &Shape, leak: bool) -> String {
+    let size = shape.size;
+    let object = match shape.kind {
         Kind::String | Kind::Helper => format!("\"x\".repeat({size})"),
         Kind::Vec => format!("vec![7u8; {size}]"),
         Kind::Box => format!("Box::new([7u8; {size}])"),
     };
-    let object = if black_box {
+    let object = if shape.black_box {
         format!("black_box({object})")
     } else {
         object
     };
     let end = if leak { "forget" } else { "drop" };
-    match kind {
+    let order = match shape.order {
+        Order::Before => "before",
+        Order::After => "after",
+    };
+    match shape.kind {
         Kind::Helper => {
-            format!("around(|| thread::spawn(|| {end}({object})).join().unwrap());")
+            format!("{order}(|| thread::spawn(|| {end}({object})).join().unwrap());")
         }
-        _ => format!("around(|| {end}({object}));"),
+        _ => format!("{order}(|| {end}({object}));"),
     }
 }
 
@@ -203,7 +262,7 @@ fn source(m: usize) -> String {
          //! -p cargo-leakcheck --test e2e canary` rewrites it): edit the matrix, not this file.\n\n\
          #[path = \"mechanisms/{}.rs\"]\n\
          mod mechanism;\n\n\
-         use mechanism::around;\n\
+         use mechanism::{{after, before}};\n\
          use std::hint::black_box;\n\
          use std::mem::forget;\n\
          use std::thread;\n",
@@ -272,35 +331,36 @@ fn canary_sources_are_the_matrix() {
     let leaks: Vec<&Cell> = cells.iter().filter(|c| c.leak).collect();
     assert_eq!(
         leaks.len(),
-        MECHANISMS.len() * (CLASSES.len() * 3 + 1),
-        "a leaking cell per class and kind, and a helper thread's, in every binary"
+        MECHANISMS.len() * (CLASSES.len() * 3 + NAMES.count() + 1),
+        "in every binary, a leaking cell per class and kind, per name length and a helper \
+         thread's"
     );
     assert_eq!(cells.len(), 2 * leaks.len(), "a clean twin for every cell");
     let names: BTreeSet<&str> = cells.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names.len(), cells.len(), "names are unique in the fixture");
-    let lengths: BTreeSet<usize> = leaks.iter().map(|c| c.name.len()).collect();
-    assert_eq!(
-        lengths,
-        NAMES.collect::<BTreeSet<_>>(),
-        "every name length is tried"
-    );
     for m in MECHANISMS {
-        let classes: BTreeSet<usize> = leaks
-            .iter()
-            .filter(|c| c.binary == m.binary)
-            .map(|c| c.class)
-            .collect();
+        let of_binary: Vec<&&Cell> = leaks.iter().filter(|c| c.binary == m.binary).collect();
+        let classes: BTreeSet<usize> = of_binary.iter().map(|c| c.class).collect();
         assert_eq!(classes.len(), CLASSES.len(), "{}: every class", m.binary);
-        let in_binary: Vec<usize> = leaks
-            .iter()
-            .filter(|c| c.binary == m.binary)
-            .map(|c| c.name.len())
-            .collect();
-        assert!(
-            in_binary.iter().min() <= Some(&6) && in_binary.iter().max() == Some(NAMES.end()),
-            "{}: names from the shortest to the longest: {in_binary:?}",
+        let lengths: BTreeSet<usize> = of_binary.iter().map(|c| c.name.len()).collect();
+        assert_eq!(
+            lengths,
+            NAMES.collect::<BTreeSet<_>>(),
+            "{}: every name length",
             m.binary
         );
+        for (what, shown) in [
+            ("before(", "the mechanism's work before the object"),
+            ("after(", "the mechanism's work after the object"),
+            ("black_box(", "black_box"),
+            ("thread::spawn", "a helper thread"),
+        ] {
+            assert!(
+                of_binary.iter().any(|c| c.statement.contains(what)),
+                "{}: {shown}",
+                m.binary
+            );
+        }
     }
 }
 
