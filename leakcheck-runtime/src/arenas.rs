@@ -291,6 +291,9 @@ mod tests {
                 crate::threads::start_registry();
                 bind_main_thread_to_own_arena();
                 assert!(main_arena().is_some(), "the main thread's arena is made");
+                // libtest's own main thread allocates in a counted arena: measured once it
+                // waits for the test's result.
+                crate::testing::wait_until_main_thread_waits();
                 for keep in [false, true, false, true] {
                     let handed: Vec<Vec<u8>> =
                         CLASSES.iter().map(|&c| Vec::with_capacity(c)).collect();

@@ -922,3 +922,97 @@ fn run_once(
         Outcome::Failed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Made before the runs, freed by one of them.
+    static MADE_BEFORE: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+
+    fn keeps_one_here_and_one_in_a_helper() -> Result<(), String> {
+        std::mem::forget(std::hint::black_box(vec![1u8; 100]));
+        std::thread::spawn(|| std::mem::forget(std::hint::black_box(vec![2u8; 200])))
+            .join()
+            .unwrap();
+        Ok(())
+    }
+
+    fn frees_what_it_made() -> Result<(), String> {
+        let made: Vec<Vec<u8>> = (1..50).map(|n| vec![3u8; n * 7]).collect();
+        std::thread::spawn(move || drop(std::hint::black_box(made)))
+            .join()
+            .unwrap();
+        Ok(())
+    }
+
+    fn frees_what_was_made_before_it() -> Result<(), String> {
+        drop(MADE_BEFORE.lock().unwrap().take());
+        Ok(())
+    }
+
+    fn fails() -> Result<(), String> {
+        Err("the message it fails with".into())
+    }
+
+    /// An extra run's window, as the exit handler opens it in counting mode: every
+    /// allocation of the process goes to the run's arena while it runs, so that arena holds
+    /// exactly what the run kept, by whichever thread, and nothing a run frees of what was
+    /// there before it counts against it. Played out in a process of its own, as routing
+    /// is process-wide.
+    #[test]
+    fn an_extra_run_s_arena_holds_exactly_what_the_run_kept() {
+        crate::testing::in_own_process(
+            "rerun::tests::an_extra_run_s_arena_holds_exactly_what_the_run_kept",
+            || {
+                arenas::exact_from_now();
+                *MADE_BEFORE.lock().unwrap() = Some(vec![4u8; 1000]);
+                // The runs happen once libtest's `main` is quiet, as after it returned.
+                crate::testing::wait_until_main_thread_waits();
+                let entries: [(TestFn, Live); 3] = [
+                    (
+                        keeps_one_here_and_one_in_a_helper,
+                        Live {
+                            objects: 2,
+                            bytes: 112 + 224,
+                        },
+                    ),
+                    (frees_what_it_made, Live::default()),
+                    (frees_what_was_made_before_it, Live::default()),
+                ];
+                for (k, (entry, kept)) in entries.into_iter().enumerate() {
+                    let arena = arenas::create().expect("an arena for the run");
+                    let mut message = Message {
+                        bytes: [0; 400],
+                        len: 0,
+                    };
+                    let outcome =
+                        run_once(entry as usize, settings(), &mut message, Some(arena), 1);
+                    arenas::route_to(None);
+                    assert!(matches!(outcome, Outcome::Passed), "run {k} passed");
+                    let mut left = [Live::default()];
+                    arenas::live_in_each(&[arena], &mut left);
+                    assert_eq!(left[0], kept, "what run {k} kept");
+                }
+                let mut message = Message {
+                    bytes: [0; 400],
+                    len: 0,
+                };
+                let outcome = run_once(
+                    fails as *const () as usize,
+                    settings(),
+                    &mut message,
+                    None,
+                    1,
+                );
+                assert!(matches!(outcome, Outcome::Failed));
+                assert_eq!(
+                    &message.bytes[..message.len],
+                    b"the message it fails with",
+                    "a failed run's message is kept"
+                );
+            },
+        );
+    }
+}

@@ -240,3 +240,107 @@ fn write_scan_cost(paths: &FixedPath, cost: &[u64; 6]) {
     // SAFETY: our own descriptor.
     unsafe { libc::close(fd) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A (1280 B) pointing at B (1536 B).
+    #[inline(never)]
+    fn a_holding_b() -> Box<[usize; 160]> {
+        let b = Box::into_raw(Box::new([0usize; 192]));
+        let mut a = Box::new([0usize; 160]);
+        a[0] = b as usize;
+        a
+    }
+
+    /// C and D (2560 B each) pointing at each other and at nothing else; E (3584 B) pointed
+    /// at by nothing. Every pointer lives in this function's frame only, gone once it
+    /// returns.
+    #[inline(never)]
+    fn lost_objects() {
+        let c = Box::into_raw(Box::new([0usize; 320]));
+        let d = Box::into_raw(Box::new([0usize; 320]));
+        // SAFETY: both were just allocated and are ours.
+        unsafe {
+            (*c)[0] = d as usize;
+            (*d)[0] = c as usize;
+        }
+        std::mem::forget(std::hint::black_box(Box::new([0usize; 448])));
+    }
+
+    /// Overwrites the stack below the caller's frame, where `build_graph`'s pointers were.
+    #[inline(never)]
+    fn scrub_stack() {
+        let mut zeros = [0u8; 64 << 10];
+        std::hint::black_box(&mut zeros);
+    }
+
+    /// The lost objects of an `.unreached` file: (object size, count).
+    fn lost_sizes(text: &str) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut after_stack = false;
+        for line in text.lines() {
+            if line.starts_with('@') {
+                after_stack = true;
+            } else if let Some(counts) = line.trim().strip_prefix("t*:").filter(|_| after_stack) {
+                let mut n = counts
+                    .split(':')
+                    .map(|w| w.trim().split(' ').next().unwrap());
+                let objects: u64 = n.next().unwrap().parse().unwrap();
+                let bytes: u64 = n.next().unwrap().parse().unwrap();
+                out.push((bytes / objects.max(1), objects));
+                after_stack = false;
+            }
+        }
+        out
+    }
+
+    /// The stop-the-world scan on a known object graph: what a stopped thread's stack reaches
+    /// directly or through another object is kept, a cycle that nothing else reaches and an
+    /// object nothing points to are lost. (The program's globals are roots too, but here the
+    /// runtime is linked into the test binary, whose own globals the scan leaves out.) Run
+    /// in a process of its own: it stops every registered thread.
+    #[test]
+    fn the_scan_keeps_what_a_thread_reaches_and_loses_a_cycle_and_a_forgotten_box() {
+        crate::testing::in_own_process(
+            "scan::tests::the_scan_keeps_what_a_thread_reaches_and_loses_a_cycle_and_a_forgotten_box",
+            || {
+                threads::start_registry();
+                reach::record_tls_layout();
+                crate::tracker::enable(1);
+                // A thread (started through the registry) holds A on its stack, blocked in
+                // a channel's receive: the scan stops it and reads its stack and registers.
+                let (ready, holding) = mpsc::channel();
+                let (release, released) = mpsc::channel::<()>();
+                let holder = std::thread::spawn(move || {
+                    let a = a_holding_b();
+                    ready.send(()).unwrap();
+                    released.recv().unwrap();
+                    std::hint::black_box(&a);
+                });
+                holding.recv().unwrap();
+                lost_objects();
+                scrub_stack();
+                let file = std::env::temp_dir()
+                    .join(format!("leakcheck-scan-{}.unreached", std::process::id()));
+                let mut path = FixedPath::new();
+                assert!(path.push(file.to_str().unwrap().as_bytes()));
+                assert!(dump_unreached(&path, None), "the scan ran");
+                let text = std::fs::read_to_string(&file).unwrap();
+                let _ = std::fs::remove_file(&file);
+                let lost = lost_sizes(&text);
+                let count = |size: u64| -> u64 {
+                    lost.iter().filter(|(s, _)| *s == size).map(|(_, n)| n).sum()
+                };
+                assert_eq!(count(2560), 2, "the cycle is lost: {lost:?}");
+                assert_eq!(count(3584), 1, "the forgotten box is lost: {lost:?}");
+                assert_eq!(count(1280), 0, "what the thread holds is kept: {lost:?}");
+                assert_eq!(count(1536), 0, "what A holds is kept: {lost:?}");
+                release.send(()).unwrap();
+                holder.join().unwrap();
+            },
+        );
+    }
+}
