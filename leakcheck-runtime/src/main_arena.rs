@@ -31,6 +31,12 @@ static STARTS: [AtomicUsize; MAX_RANGES] = [const { AtomicUsize::new(0) }; MAX_R
 static ENDS: [AtomicUsize; MAX_RANGES] = [const { AtomicUsize::new(0) }; MAX_RANGES];
 /// Slots claimed so far (may exceed [`MAX_RANGES`]: then the table is full).
 static CLAIMED: AtomicUsize = AtomicUsize::new(0);
+/// The lowest start and highest end of any range (only ever widened): most objects of other
+/// arenas lie outside (the main arena is made first, and later mappings go below it), and
+/// are told by two comparisons. Empty while there is no main arena, everything once its
+/// ranges are not all known.
+static LOWEST: AtomicUsize = AtomicUsize::new(usize::MAX);
+static HIGHEST: AtomicUsize = AtomicUsize::new(0);
 
 /// What is known of the main arena's memory.
 static STATE: AtomicU8 = AtomicU8::new(NONE);
@@ -98,11 +104,14 @@ unsafe extern "C" fn alloc_recorded(
 fn record(start: usize, size: usize) {
     let slot = CLAIMED.fetch_add(1, Ordering::AcqRel);
     if slot >= MAX_RANGES {
-        STATE.store(UNKNOWN, Ordering::Release);
+        unknown();
         return;
     }
+    let end = start.saturating_add(size);
     STARTS[slot].store(start, Ordering::Relaxed);
-    ENDS[slot].store(start.saturating_add(size), Ordering::Release);
+    ENDS[slot].store(end, Ordering::Release);
+    LOWEST.fetch_min(start, Ordering::AcqRel);
+    HIGHEST.fetch_max(end, Ordering::AcqRel);
 }
 
 /// Makes the main thread's arena, its ranges recorded from its first one on; its index, or
@@ -122,7 +131,7 @@ pub fn create() -> Option<u32> {
         // SAFETY: "arenas.create" returns an unsigned arena index (jemalloc manual, MALLCTL
         // NAMESPACE).
         let arena = unsafe { tikv_jemalloc_ctl::raw::read::<u32>(b"arenas.create\0") }.ok()?;
-        STATE.store(UNKNOWN, Ordering::Release);
+        unknown();
         return Some(arena);
     };
     let default = default.unwrap_or(0);
@@ -161,21 +170,32 @@ pub fn create() -> Option<u32> {
 }
 
 /// Whether `ptr` may be an object of the main thread's arena: false only when it is
-/// certainly not.
+/// certainly not. Two loads and two comparisons for the objects of other arenas, which is
+/// almost every object a free sees.
 #[inline]
 pub fn may_own(ptr: *mut c_void) -> bool {
+    let p = ptr as usize;
+    if p < LOWEST.load(Ordering::Relaxed) || p >= HIGHEST.load(Ordering::Relaxed) {
+        return false;
+    }
     match STATE.load(Ordering::Relaxed) {
-        NONE => false,
         KNOWN => {
-            let p = ptr as usize;
             let n = CLAIMED.load(Ordering::Acquire).min(MAX_RANGES);
             (0..n).any(|i| {
                 let end = ENDS[i].load(Ordering::Acquire);
                 end != 0 && STARTS[i].load(Ordering::Relaxed) <= p && p < end
             })
         }
+        NONE => false,
         _ => true,
     }
+}
+
+/// Any object may be the main arena's from now on.
+fn unknown() {
+    STATE.store(UNKNOWN, Ordering::Release);
+    LOWEST.store(0, Ordering::Release);
+    HIGHEST.store(usize::MAX, Ordering::Release);
 }
 
 #[cfg(test)]

@@ -49,8 +49,10 @@ pub fn resolve() -> usize {
     next_definition(&REAL, c"pthread_create")
 }
 
-/// Whether the calling thread is inside one of glibc's thread calls interposed here.
-#[inline]
+/// Whether the calling thread is inside one of glibc's thread calls interposed here. Out of
+/// line, and asked only once [`anyone_inside_thread_library`] said yes: the thread-local's
+/// address costs a call into the loader, which every allocation would otherwise pay.
+#[inline(never)]
 pub fn inside_thread_library() -> bool {
     INSIDE.with(Cell::get)
 }

@@ -532,8 +532,16 @@ pub fn live_objects() -> u64 {
 }
 
 /// Records a new allocation, made by the caller's stack.
+#[inline]
 pub fn allocated(ptr: *mut c_void) {
-    if ptr.is_null() || !enabled() || UNTRACKED.try_with(Cell::get).unwrap_or(false) {
+    if !ptr.is_null() && enabled() {
+        allocated_while_tracking(ptr);
+    }
+}
+
+#[inline(never)]
+fn allocated_while_tracking(ptr: *mut c_void) {
+    if UNTRACKED.try_with(Cell::get).unwrap_or(false) {
         return;
     }
     let Some(_busy) = Busy::enter() else { return };
@@ -611,10 +619,16 @@ pub struct Forgotten(Option<(u32, u64)>);
 
 /// Takes an allocation out before it is freed or reallocated: once the allocator has it
 /// back, another thread may be handed the same address.
+#[inline]
 pub fn forget(ptr: *mut c_void) -> Forgotten {
     if ptr.is_null() || !enabled() {
         return Forgotten(None);
     }
+    forget_tracked(ptr)
+}
+
+#[inline(never)]
+fn forget_tracked(ptr: *mut c_void) -> Forgotten {
     let Some(_busy) = Busy::enter() else {
         return Forgotten(None);
     };
