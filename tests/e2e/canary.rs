@@ -298,11 +298,7 @@ pub fn rows() -> Vec<Expected> {
         .into_iter()
         .map(|cell| {
             let name: &'static str = Box::leak(cell.name.into_boxed_str());
-            if cell.leak {
-                Expected::leak_at(FIXTURE, PACKAGE, cell.binary, name)
-            } else {
-                Expected::clean_at(FIXTURE, PACKAGE, cell.binary, name)
-            }
+            Expected::generated(FIXTURE, PACKAGE, cell.binary, name, cell.leak)
         })
         .collect()
 }

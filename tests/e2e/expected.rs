@@ -204,34 +204,24 @@ impl Expected {
         }
     }
 
-    /// A test of `fixture` that must leak at the line marked with its name.
-    pub fn leak_at(
+    /// A test of `fixture` that must leak at the line marked with its name (`leaks`), or be
+    /// clean.
+    pub fn generated(
         fixture: &'static str,
         package: &'static str,
         binary: &'static str,
         test: &'static str,
+        leaks: bool,
     ) -> Expected {
         let target = Target {
             fixture,
             package,
             binary,
         };
-        leak(target, test, test)
-    }
-
-    /// A test of `fixture` that must be clean.
-    pub fn clean_at(
-        fixture: &'static str,
-        package: &'static str,
-        binary: &'static str,
-        test: &'static str,
-    ) -> Expected {
-        let target = Target {
-            fixture,
-            package,
-            binary,
-        };
-        clean(target, test)
+        match leaks {
+            true => leak(target, test, test),
+            false => clean(target, test),
+        }
     }
 
     /// The same row, profiled with stacks.
