@@ -18,6 +18,7 @@ use crate::expected::Expected;
 use crate::harness::{repo_root, run_fixture, run_nextest, Run};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::io::Write as _;
 
 pub const FIXTURE: &str = "tests/fixtures/canary";
 const PACKAGE: &str = "canary";
@@ -377,7 +378,10 @@ fn check_cells(run: &Run, command: &str) {
         run.stderr
     );
     let leaks = rows.iter().filter(|r| r.verdict == "leak").count();
-    eprintln!(
+    // Straight to the descriptor, past libtest's capture: the count shows in every run's
+    // output, passing or not.
+    let _ = writeln!(
+        std::io::stderr(),
         "canary under `{command}`: {} cells in {} binaries, {leaks} leak and {} clean, all as the matrix says",
         rows.len(),
         MECHANISMS.len(),
