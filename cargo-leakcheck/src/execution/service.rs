@@ -114,6 +114,12 @@ pub struct ServiceRun {
 /// half as often, so a long run keeps an even spread in bounded memory.
 const RSS_POINTS: usize = 1024;
 
+/// The least time between two RSS readings at the start, whatever the snapshot interval: a
+/// load that ends in a fraction of a second (on a fast machine) still gets a resident-set
+/// series with points all along it, as the snapshots start close together for the same
+/// reason.
+const FIRST_RSS_GAP: Duration = Duration::from_millis(10);
+
 /// Starts the service, waits until it is ready, runs the load, stops it.
 pub fn run(spec: &ServiceSpec) -> ServiceRun {
     let stdout = spec.work_dir.join(format!("{}.stdout", spec.key));
@@ -144,7 +150,7 @@ pub fn run(spec: &ServiceSpec) -> ServiceRun {
         pid,
         peak_rss_kib: None,
         rss: Vec::new(),
-        rss_every: spec.snapshot_interval.max(Duration::from_millis(10)),
+        rss_every: FIRST_RSS_GAP,
     };
     out.stage = drive(spec, &mut service, &mut out);
     out.peak_rss_kib = service.peak_rss_kib;
