@@ -394,6 +394,13 @@ const CONFIGURED: Target = Target {
     package: "configured",
     binary: "configured",
 };
+/// `tests/cases.rs`, `harness = false` on libtest-mimic: its trials listed and run one by
+/// one, as nextest runs them.
+const TRIALS: Target = Target {
+    fixture: "tests/fixtures/trials",
+    package: "trials",
+    binary: "cases",
+};
 /// Tasks on a process-wide tokio runtime and on async-executor.
 const TASKS: Target = Target {
     fixture: "tests/fixtures/tasks",
@@ -860,6 +867,18 @@ const FIXTURE_ROWS: &[Expected] = &[
     .runs("completed")
     .by_stacks()
     .threads_left(),
+    // --- tests/fixtures/trials: a harness of the target's own, trial by trial ---
+    // Judged on their one run each: there is no libtest entry point to run them again.
+    clean(TRIALS, "adds_small_numbers")
+        .runs("no-entry-point")
+        .by_stacks(),
+    clean(TRIALS, "parses_words").runs("no-entry-point"),
+    clean(TRIALS, "sorts_a_table").runs("no-entry-point"),
+    // Lost at exit: a leak.
+    leak(TRIALS, "forgets_its_buffer", "forgets_its_buffer").runs("no-entry-point"),
+    // Still reachable, and no second run can tell whether it grows.
+    outcome(TRIALS, "remembers_every_case", "unsettled", None, false).runs("no-entry-point"),
+    outcome(TRIALS, "compares_every_pair", IGNORED, None, false),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")
         .runs("not-needed")
@@ -1408,6 +1427,14 @@ fn expected_table_matches_fixture_sources() {
                     let (_, rest) = line.split_once(marker)?;
                     rest.split_whitespace().next().map(str::to_owned)
                 };
+                // A trial of a harness of the target's own is declared on a line marked
+                // `// trial: name`.
+                if let Some(name) = marked("// trial: ") {
+                    assert!(
+                        test_fns.insert(name.clone()),
+                        "trial {name} twice in {fixture}"
+                    );
+                }
                 if let Some(name) = marked("// leak-site: ") {
                     *markers.entry(name).or_default() += 1;
                 }

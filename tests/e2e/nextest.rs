@@ -140,6 +140,8 @@ fn other_fixtures_under_nextest_match_the_table() {
     check("examples/demo", &[], &[], 3);
     // Each test process reads the binary's collections, walked once and kept with the build.
     check("tests/fixtures/collections", &[], &[], 3);
+    // A harness of the target's own: the same trials, the same verdicts as under `test`.
+    check("tests/fixtures/trials", &[], &[], 3);
 }
 
 #[test]

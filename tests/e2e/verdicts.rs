@@ -24,6 +24,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/history"
         | "tests/fixtures/collections"
         | "tests/fixtures/mappings"
+        | "tests/fixtures/trials"
         | "examples/demo" => (&[], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
@@ -550,6 +551,12 @@ fn the_page_links_a_task_to_its_spawn_line() {
         block.contains("<pre class=\"src\">    RT.spawn(task); // spawn-site: task_per_call_waits_forever</pre>"),
         "the spawn line beside it: {block}"
     );
+}
+
+/// A `harness = false` target on libtest-mimic: each trial is a test of its own.
+#[test]
+fn custom_harness_trials_are_tests_of_their_own() {
+    check_fixture("tests/fixtures/trials");
 }
 
 #[test]

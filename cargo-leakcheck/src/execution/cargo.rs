@@ -338,6 +338,28 @@ pub fn current_package(ws: &Workspace, manifest: Option<&Path>) -> Option<String
         .map(|m| m.name.clone())
 }
 
+/// How a test executable runs its tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Harness {
+    /// libtest: its tests are listed with `--list`, each run alone with `--exact`, and each
+    /// has an entry point the runtime can call again in its process.
+    Libtest,
+    /// A harness of the target's own (`harness = false`) that lists its trials as libtest
+    /// lists tests (libtest-mimic does): each trial runs alone, as under nextest, and never
+    /// again in its process (there is no entry point to call).
+    Trials,
+    /// A `harness = false` target that does not list tests: one test, named after the
+    /// target, run as it is.
+    Whole,
+}
+
+impl Harness {
+    /// Whether its tests are listed and run one by one (`--list`, `--exact NAME`).
+    pub fn lists(self) -> bool {
+        self != Harness::Whole
+    }
+}
+
 /// A built test executable.
 #[derive(Debug, Clone)]
 pub struct TestBinary {
@@ -349,15 +371,15 @@ pub struct TestBinary {
     pub kind: ModelKind,
     /// The executable.
     pub path: PathBuf,
-    /// Whether the target uses libtest (false for `harness = false`).
-    pub harness: bool,
+    /// How it runs its tests.
+    pub harness: Harness,
     /// What one read of the executable said; empty until [`crate::execution::inspect::binaries`] ran.
     pub facts: BinaryFacts,
 }
 
 impl TestBinary {
     /// What orders binaries, and tells a duplicate cargo reported twice.
-    fn key(&self) -> (&str, &str, ModelKind, &Path, bool) {
+    fn key(&self) -> (&str, &str, ModelKind, &Path, Harness) {
         (
             &self.package,
             &self.target,
@@ -507,10 +529,16 @@ fn build(
                 .find(|m| artifact.manifest_path.as_std_path().parent() == Some(m.dir.as_path()))
                 .map(|m| m.name.clone())
                 .unwrap_or_else(|| artifact.target.name.clone());
-            let harness = !ws
+            // A `harness = false` target may still list trials: listing tells
+            // (`execution::listing`).
+            let harness = match ws
                 .members
                 .get(&package)
-                .is_some_and(|m| m.no_harness.contains(&(kind, artifact.target.name.clone())));
+                .is_some_and(|m| m.no_harness.contains(&(kind, artifact.target.name.clone())))
+            {
+                true => Harness::Whole,
+                false => Harness::Libtest,
+            };
             let path = exe.into_std_path_buf();
             binaries.push(TestBinary {
                 facts: BinaryFacts::default(),

@@ -5,7 +5,7 @@
 //! (see [`crate::execution::collections`], kept with the build). Executables can be hundreds
 //! of megabytes; nothing else reads them whole. They are read side by side, one per core.
 
-use crate::execution::cargo::TestBinary;
+use crate::execution::cargo::{Harness, TestBinary};
 use crate::execution::collections;
 use crate::execution::entry::{self, Inspection, Layout};
 pub use crate::execution::facts::{BinaryFacts, BinarySymbols};
@@ -21,9 +21,11 @@ pub fn read(binary: &TestBinary, names: &[&str], cache: Option<&Path>) -> Binary
         Err(e) => {
             let problem = format!("cannot read `{}`: {e}", binary.path.display());
             return BinaryFacts {
-                tests: (binary.harness && !names.is_empty()).then(|| Inspection {
-                    problem: Some(problem),
-                    ..Inspection::default()
+                tests: (binary.harness == Harness::Libtest && !names.is_empty()).then(|| {
+                    Inspection {
+                        problem: Some(problem),
+                        ..Inspection::default()
+                    }
                 }),
                 ..BinaryFacts::default()
             };
@@ -32,7 +34,7 @@ pub fn read(binary: &TestBinary, names: &[&str], cache: Option<&Path>) -> Binary
     let build_id = build_id(&data);
     BinaryFacts {
         symbols: BinarySymbols::of(&data),
-        tests: (binary.harness && !names.is_empty())
+        tests: (binary.harness == Harness::Libtest && !names.is_empty())
             .then(|| entry::inspect(&data, names, &binary.target.replace('-', "_"))),
         collections: Arc::new(collections::cache::table(&data, &build_id, cache)),
         build_id,
@@ -114,7 +116,7 @@ pub fn binaries(
 mod tests {
     use super::*;
 
-    fn this_binary(harness: bool) -> TestBinary {
+    fn this_binary(harness: Harness) -> TestBinary {
         TestBinary {
             package: "cargo-leakcheck".into(),
             target: "cargo_leakcheck".into(),
@@ -130,7 +132,7 @@ mod tests {
         // Reads this whole test binary, its DWARF included.
         let _busy = crate::CORES.read().unwrap_or_else(|e| e.into_inner());
         // This unit-test binary uses std's default allocator and no criterion.
-        let facts = read(&this_binary(true), &[], None);
+        let facts = read(&this_binary(Harness::Libtest), &[], None);
         assert_eq!(facts.symbols, BinarySymbols::default());
         assert!(facts.tests.is_none(), "no tests asked about");
         // Not an executable: nothing is claimed about it.
@@ -146,21 +148,24 @@ mod tests {
         let _busy = crate::CORES.read().unwrap_or_else(|e| e.into_inner());
         let here = module_path!().split_once("::").unwrap().1;
         let me = &format!("{here}::one_read_gives_symbols_and_entry_points");
-        let mut bins = vec![this_binary(true)];
+        let mut bins = vec![this_binary(Harness::Libtest)];
         let tests = vec![vec![me.clone()]];
         binaries(&mut bins, &tests, None, None);
         let found = bins[0].facts.tests.as_ref().expect("a libtest binary");
         assert_eq!(found.problem, None);
         assert!(found.entries.contains_key(me));
-        // Without libtest there is no table to read.
-        let mut plain = vec![this_binary(false)];
-        binaries(&mut plain, &tests, None, None);
-        assert!(plain[0].facts.tests.is_none());
+        // Without libtest there is no table to read, whether the target lists trials of a
+        // harness of its own or not.
+        for harness in [Harness::Whole, Harness::Trials] {
+            let mut plain = vec![this_binary(harness)];
+            binaries(&mut plain, &tests, None, None);
+            assert!(plain[0].facts.tests.is_none());
+        }
     }
 
     #[test]
     fn an_unreadable_binary_says_why_its_tests_have_no_entry_point() {
-        let mut bin = this_binary(true);
+        let mut bin = this_binary(Harness::Libtest);
         bin.path = "/nonexistent/test-binary".into();
         let facts = read(&bin, &["a"], None);
         let problem = facts.tests.unwrap().problem.unwrap();

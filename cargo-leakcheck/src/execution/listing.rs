@@ -2,7 +2,7 @@
 //! the shard, each with the settings it will run under.
 
 use crate::config::Effective;
-use crate::execution::cargo::TestBinary;
+use crate::execution::cargo::{Harness, TestBinary};
 use crate::execution::partition::Dealer;
 use crate::execution::process::{base_command, through_wrapper};
 use crate::execution::run_config::RunConfig;
@@ -36,6 +36,9 @@ pub struct Listing {
     /// Every test of the binary, whatever the filters: the entry-point search reads
     /// libtest's layout from all of them (a lone selected test cannot pin it down).
     pub names: Vec<String>,
+    /// How the binary runs its tests, as listing found: a `harness = false` target that
+    /// lists trials runs them one by one.
+    pub harness: Harness,
 }
 
 /// Why a binary's tests could not be listed.
@@ -61,9 +64,22 @@ pub enum ListError {
     },
 }
 
-/// Lists the tests of one binary.
+/// Lists the tests of one binary. A `harness = false` target is asked to list its trials as
+/// libtest lists tests (as nextest asks it); one that does not (it fails, or lists nothing)
+/// is one test named after the target. Only one whose executable spells the option's value
+/// (`terse`) is asked: a plain `main` that ignores its arguments would run its whole test
+/// to answer.
 pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, ListError> {
-    if !binary.harness {
+    let list = |filters: &[String], extra: &[&str]| list_names(binary, config, filters, extra);
+    let harness = match binary.harness {
+        Harness::Whole
+            if may_list(&binary.path) && list(&[], &[]).is_ok_and(|names| !names.is_empty()) =>
+        {
+            Harness::Trials
+        }
+        other => other,
+    };
+    if !harness.lists() {
         return Ok(Listing {
             tests: vec![TestCase {
                 binary: 0,
@@ -73,32 +89,61 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
             }],
             ignored: Vec::new(),
             names: Vec::new(),
+            harness,
         });
     }
-    let list = |filters: &[String], extra: &[&str]| -> Result<Vec<String>, ListError> {
-        let mut cmd = base_command(binary, config);
-        cmd.arg("--list").arg("--format").arg("terse");
-        cmd.args(filters).args(extra);
-        let mut cmd = through_wrapper(cmd, config.wrapper);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let out =
-            crate::execution::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
-                path: binary.path.clone(),
-                source,
-            })?;
-        if !out.status.success() {
-            return Err(ListError::Failed {
-                path: binary.path.clone(),
-                status: out.status,
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_suffix(": test"))
-            .map(str::to_string)
-            .collect())
-    };
+    let mut listing = list_filtered(config, &list)?;
+    listing.harness = harness;
+    Ok(listing)
+}
+
+/// Whether an executable may answer `--list --format terse`: a harness that parses that
+/// option holds the word `terse` among its strings.
+fn may_list(exe: &std::path::Path) -> bool {
+    const WORD: &[u8] = b"terse";
+    std::fs::read(exe).is_ok_and(|data| data.windows(WORD.len()).any(|w| w == WORD))
+}
+
+/// The names a binary lists (`name: test` lines of `--list --format terse`) with these
+/// filters and options.
+fn list_names(
+    binary: &TestBinary,
+    config: &RunConfig,
+    filters: &[String],
+    extra: &[&str],
+) -> Result<Vec<String>, ListError> {
+    let mut cmd = base_command(binary, config);
+    cmd.arg("--list").arg("--format").arg("terse");
+    cmd.args(filters).args(extra);
+    let mut cmd = through_wrapper(cmd, config.wrapper);
+    // A `harness = false` target asked whether it lists trials may be a plain `main`
+    // that runs its test whatever it is asked: it reads nothing from the terminal.
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = crate::execution::interrupt::output(&mut cmd).map_err(|source| ListError::Spawn {
+        path: binary.path.clone(),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(ListError::Failed {
+            path: binary.path.clone(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Lists a binary's names with these filters and options (see [`list_names`]).
+type ListFn<'a> = dyn Fn(&[String], &[&str]) -> Result<Vec<String>, ListError> + 'a;
+
+/// The tests a listing binary has, as the filters select them.
+fn list_filtered(config: &RunConfig, list: &ListFn<'_>) -> Result<Listing, ListError> {
     let filters = &config.filter.list_args;
     let ignored = list(filters, &["--ignored"])?;
     let all = if config.filter.ignored_only {
@@ -134,6 +179,7 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
         tests,
         ignored: left_out,
         names,
+        harness: Harness::Libtest,
     })
 }
 
@@ -151,8 +197,9 @@ pub struct Selected {
     pub names: Vec<Vec<String>>,
 }
 
-/// Lists every binary's tests and keeps those of this run's shard.
-pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
+/// Lists every binary's tests and keeps those of this run's shard; a binary listing found
+/// to list trials of its own harness is marked so.
+pub fn list_all(binaries: &mut [TestBinary], config: &RunConfig) -> Selected {
     let mut selected = Selected {
         tests: Vec::new(),
         ignored: Vec::new(),
@@ -161,7 +208,7 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
         names: vec![Vec::new(); binaries.len()],
     };
     let mut dealer = config.filter.partition.map(Dealer::new);
-    for (i, b) in binaries.iter().enumerate() {
+    for (i, b) in binaries.iter_mut().enumerate() {
         let listing = match list_tests(b, config) {
             Ok(listing) => listing,
             Err(e) => {
@@ -169,6 +216,7 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
                 continue;
             }
         };
+        b.harness = listing.harness;
         let (mut tests, mut ignored) = (listing.tests, listing.ignored);
         selected.names[i] = listing.names;
         if let Some(dealer) = dealer.as_mut() {
@@ -188,4 +236,23 @@ pub fn list_all(binaries: &[TestBinary], config: &RunConfig) -> Selected {
         }));
     }
     selected
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_executable_that_spells_the_listing_option_is_asked_to_list() {
+        let dir = std::env::temp_dir().join(format!("leakcheck-may-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let harness = dir.join("harness");
+        let plain = dir.join("plain");
+        std::fs::write(&harness, b"\x7fELF...--format\0terse\0json\0").unwrap();
+        std::fs::write(&plain, b"\x7fELF...fn main, no options here").unwrap();
+        assert!(may_list(&harness));
+        assert!(!may_list(&plain));
+        assert!(!may_list(&dir.join("missing")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -28,7 +28,7 @@ use crate::analysis::counting::{self, Counted};
 use crate::errors::Error;
 use crate::evidence::End;
 use crate::execution::cancel::Cancel;
-use crate::execution::cargo::TestBinary;
+use crate::execution::cargo::{Harness, TestBinary};
 use crate::execution::entry::Entry;
 use crate::execution::extra_runs::{self, Status};
 use crate::execution::history::StacksAsked;
@@ -108,17 +108,24 @@ pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
 /// `malloc` (a counting process whose answer is no goes on to the stacks pass; see
 /// [`crate::execution::facts::BinaryFacts::alloc_probe`]).
 pub fn countable(binary: &TestBinary) -> bool {
-    binary.harness
+    binary.harness == Harness::Libtest
         && (!binary.facts.symbols.custom_global_allocator || binary.facts.alloc_probe().is_some())
 }
+
+/// Why a trial of a custom harness is not run again: the runtime calls libtest's entry point
+/// of a test, and a harness of the target's own has none.
+const TRIAL_HAS_NO_ENTRY: &str =
+    "a trial of a harness = false target's own harness has no libtest entry point to call again in its process";
 
 /// The extra runs a test can have, or why it can have none.
 fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRequest, Status> {
     if runs == 0 {
         return Err(Status::Off);
     }
-    if !binary.harness {
-        return Err(Status::NoHarness);
+    match binary.harness {
+        Harness::Libtest => {}
+        Harness::Whole => return Err(Status::NoHarness),
+        Harness::Trials => return Err(Status::NoEntryPoint(TRIAL_HAS_NO_ENTRY.into())),
     }
     let Some(inspection) = binary.facts.tests.as_ref() else {
         return Err(Status::NoEntryPoint(
@@ -426,7 +433,7 @@ fn count_pass(
         let b = tests[t].binary;
         let mut handed = Vec::new();
         let mut baseline = baseline_handed_on.lock().expect("no panic while held");
-        if binaries[b].harness && !baseline[b] {
+        if binaries[b].harness.lists() && !baseline[b] {
             baseline[b] = true;
             handed.push(baseline_job(b));
         }
@@ -539,7 +546,7 @@ fn counting_jobs(
         });
         roles.push(Role::Count(t));
         if let Some(job) = plan.ahead_job(t) {
-            baseline_needed[tests[t].binary] |= binaries[tests[t].binary].harness;
+            baseline_needed[tests[t].binary] |= binaries[tests[t].binary].harness.lists();
             jobs.push(job);
             roles.push(Role::Ahead(t));
         }
@@ -714,7 +721,7 @@ fn stacks_pass(
         .collect();
     let mut baselines = std::mem::take(&mut ran.baselines);
     for (b, binary) in binaries.iter().enumerate() {
-        if binary.harness
+        if binary.harness.lists()
             && baselines[b].is_none()
             && profile.iter().any(|(t, _)| tests[*t].binary == b)
         {
@@ -774,7 +781,7 @@ fn unfinished(
     (0..tests.len())
         .map(|t| {
             if needs_profile[t] {
-                let baseline_lost = binaries[tests[t].binary].harness
+                let baseline_lost = binaries[tests[t].binary].harness.lists()
                     && baselines[tests[t].binary].as_ref().is_none_or(interrupted);
                 ran.profiled[t].as_ref().is_none_or(interrupted) || baseline_lost
             } else {

@@ -360,7 +360,7 @@ fn run_one(
     place: &Ticket,
 ) -> ProcessResult {
     let mut args: Vec<String> = Vec::new();
-    if binary.harness {
+    if binary.harness.lists() {
         let name = test.map(|t| t.name.as_str()).unwrap_or(BASELINE_FILTER);
         args.extend(["--exact".into(), name.into(), "--nocapture".into()]);
         if test.is_some_and(|t| t.ignored) {

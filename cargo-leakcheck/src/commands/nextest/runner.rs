@@ -7,7 +7,7 @@ use crate::cli::RunnerArgs;
 use crate::commands::test::{self as test_command, CheckSetup};
 use crate::config;
 use crate::errors::{Error, ExitCode};
-use crate::execution::cargo::{TestBinary, Workspace};
+use crate::execution::cargo::{Harness, TestBinary, Workspace};
 use crate::execution::entry::Layout;
 use crate::execution::history::History;
 use crate::execution::inspect::BinaryFacts;
@@ -231,14 +231,19 @@ fn filter(name: &str, args: &[String]) -> TestFilter {
     }
 }
 
-/// The test binary nextest runs, as `test` would have built it.
+/// The test binary nextest runs, as `test` would have built it: nextest runs only binaries
+/// that list their tests, libtest's or a harness of the target's own.
 fn binary(id: &TestId, exe: &Path) -> TestBinary {
+    let libtest = std::fs::read(exe).is_ok_and(|data| links_libtest(&data));
     TestBinary {
         package: id.package.clone(),
         target: id.binary.clone(),
         kind: id.kind,
         path: exe.to_path_buf(),
-        harness: true,
+        harness: match libtest {
+            true => Harness::Libtest,
+            false => Harness::Trials,
+        },
         facts: BinaryFacts::default(),
     }
 }
