@@ -58,6 +58,9 @@ pub enum Command {
     /// What nextest runs in place of each test binary (set up by `nextest`).
     #[command(name = "__nextest-runner", hide = true)]
     NextestRunner(RunnerArgs),
+    /// What rustdoc runs each doc-test executable with while `test` collects them.
+    #[command(name = "__doctest-runner", hide = true)]
+    DoctestRunner(DoctestRunnerArgs),
     /// Combine the report.json of several runs (the shards of a `--partition`ed suite, or
     /// runs on different machines) into one report, summary and exit code.
     Merge(MergeArgs),
@@ -189,6 +192,17 @@ pub struct NextestArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct RunnerArgs {
     /// The binary nextest runs, then its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// Arguments of the doc-test runner: where to keep the executable, then it and its
+/// arguments.
+#[derive(Debug, Args, Clone, Default)]
+pub struct DoctestRunnerArgs {
+    /// The directory the executables are kept in.
+    pub dir: PathBuf,
+    /// The doc-test executable rustdoc runs, then its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<std::ffi::OsString>,
 }
@@ -432,6 +446,15 @@ pub struct TestArgs {
     /// Test only the named integration test target (repeatable).
     #[arg(long = "test", value_name = "NAME")]
     pub tests: Vec<String>,
+
+    /// Test only the libraries' doc-tests (they are tested by default, as by `cargo test`,
+    /// when no target is selected).
+    #[arg(long, conflicts_with_all = ["lib", "tests", "no_doc"])]
+    pub doc: bool,
+
+    /// Do not test doc-tests.
+    #[arg(long)]
+    pub no_doc: bool,
 
     /// Build and test in release mode.
     #[arg(long, short = 'r')]

@@ -100,6 +100,7 @@ pub fn main_impl() -> i32 {
         cli::Command::Diff(args) => commands::diff::run(args),
         cli::Command::Nextest(args) => commands::nextest::run(args),
         cli::Command::NextestRunner(args) => return commands::nextest::run_as_runner(args),
+        cli::Command::DoctestRunner(args) => return commands::doctest_runner::run(args),
     };
     let code = match result {
         Ok(code) => code as i32,

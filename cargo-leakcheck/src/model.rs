@@ -677,6 +677,8 @@ pub enum TargetKind {
     Bench,
     /// A binary target's unit tests.
     Bin,
+    /// The library's doc-tests.
+    Doc,
     /// The library's unit tests.
     Lib,
     /// An integration test target.
@@ -689,6 +691,7 @@ impl TargetKind {
         match self {
             TargetKind::Bench => "bench",
             TargetKind::Bin => "bin",
+            TargetKind::Doc => "doc",
             TargetKind::Lib => "lib",
             TargetKind::Test => "test",
         }

@@ -49,6 +49,9 @@ pub const TRACK: Var = Var(c"LEAKCHECK_TRACK");
 pub const TRACK_SAMPLE: Var = Var(c"LEAKCHECK_TRACK_SAMPLE");
 /// The test's entry point, a hexadecimal address in the executable image.
 pub const RERUN_ENTRY: Var = Var(c"LEAKCHECK_RERUN_ENTRY");
+/// [`ON`] when the entry point is a `fn()` (a doc-test's `main`), not libtest's
+/// `fn() -> Result<(), String>`.
+pub const RERUN_ENTRY_UNIT: Var = Var(c"LEAKCHECK_RERUN_ENTRY_UNIT");
 /// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
 pub const RERUN_BUILD_ID: Var = Var(c"LEAKCHECK_RERUN_BUILD_ID");
 /// How many extra runs to make at most, decimal.
@@ -90,7 +93,7 @@ pub const ALLOC_PROBE: Var = Var(c"LEAKCHECK_ALLOC_PROBE");
 pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 21] = [
+pub const ALL: [Var; 22] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -98,6 +101,7 @@ pub const ALL: [Var; 21] = [
     TRACK,
     TRACK_SAMPLE,
     RERUN_ENTRY,
+    RERUN_ENTRY_UNIT,
     RERUN_BUILD_ID,
     EXTRA_RUNS,
     RERUN_SETTLE_MS,

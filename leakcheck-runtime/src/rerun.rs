@@ -58,6 +58,8 @@ pub struct Settings {
     pub counting: bool,
     /// The entry point's address in the executable image.
     pub entry: Option<u64>,
+    /// The entry point is a `fn()` (a doc-test's `main`), not libtest's [`TestFn`].
+    pub entry_unit: bool,
     /// The executable's build id, hexadecimal ("" when it has none).
     pub build_id: &'static str,
     /// At most this many extra runs.
@@ -94,6 +96,7 @@ static mut SETTINGS: Settings = Settings {
     record: FixedPath::new(),
     counting: false,
     entry: None,
+    entry_unit: false,
     build_id: "",
     extra_runs: 0,
     settle_ms: 500,
@@ -830,6 +833,8 @@ struct Slot<'a> {
 
 /// The test entry point's signature: libtest's `StaticTestFn(fn() -> Result<(), String>)`.
 type TestFn = fn() -> Result<(), String>;
+/// A doc-test's entry point: the `fn main()` rustdoc wraps its code in.
+type UnitFn = fn();
 
 extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     let slot_ptr = arg.cast::<Slot>();
@@ -841,11 +846,19 @@ extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     }
     // SAFETY: as above; from here on only this thread touches the slot.
     let slot = unsafe { &mut *slot_ptr };
+    // A panic unwinds to this `extern "C"` frame and aborts the process: the record says
+    // which run was under way.
+    if settings().entry_unit {
+        // SAFETY: `entry` is a doc-test's `main`, a `fn()` (see cargo-leakcheck's `doctests`
+        // module), checked to be code of this very executable.
+        let f: UnitFn = unsafe { std::mem::transmute::<usize, UnitFn>(slot.entry) };
+        f();
+        slot.passed = true;
+        return std::ptr::null_mut();
+    }
     // SAFETY: `entry` is the pointer libtest itself calls for this test (see
     // cargo-leakcheck's `entry` module), checked to be code of this very executable.
     let f: TestFn = unsafe { std::mem::transmute::<usize, TestFn>(slot.entry) };
-    // A panic unwinds to this `extern "C"` frame and aborts the process: the record says
-    // which run was under way.
     match f() {
         Ok(()) => slot.passed = true,
         Err(message) => {

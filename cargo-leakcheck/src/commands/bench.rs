@@ -229,6 +229,7 @@ fn run_one(
     };
     let spec = ProcessSpec {
         args: &bench_args,
+        program_env: &[],
         settings: ProfileSettings {
             mode: Mode::Periodic,
             lg_sample: LG_SAMPLE,

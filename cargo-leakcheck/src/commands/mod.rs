@@ -6,6 +6,7 @@
 
 pub(crate) mod bench;
 pub(crate) mod diff;
+pub(crate) mod doctest_runner;
 pub(crate) mod merge;
 pub(crate) mod nextest;
 pub(crate) mod run;

@@ -4,6 +4,7 @@ use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
 use crate::execution::capture::Recorder;
 use crate::execution::cargo::{self, TestBinary};
+use crate::execution::doctests;
 use crate::execution::history::History;
 use crate::execution::passes;
 use crate::execution::preload::ProfileSettings;
@@ -31,10 +32,11 @@ pub fn run(args: &TestArgs) -> Result<ExitCode, Error> {
     let base = session::read_baseline(&args.checking.against)?;
     let mut binaries = build(&session, args)?;
     let mut notes = session.notes.clone();
-    note_doctests(&session, args, &mut notes);
+    let docs = collect_doctests(&session, args, &mut binaries, &mut notes);
     let mut checked = run_tests(&session, args, &cli, &mut binaries, &mut notes)?;
     warn_stale_suppressions(&session, args, &checked.tests, &mut notes);
     let mut report = assemble(&session, args, &cli, &binaries, &mut checked, notes);
+    add_doctests_not_run(&mut report, &docs);
     let to = session.destination();
     checked.timings.flamegraph = session::draw(&mut report, &to);
     session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
@@ -128,8 +130,12 @@ fn check_arguments(args: &TestArgs) -> Result<config::SettingsLayer, Error> {
     Ok(cli)
 }
 
-/// The test executables, built as `cargo test` builds them.
+/// The test executables, built as `cargo test` builds them (none under `--doc`, whose
+/// doc-tests rustdoc builds).
 fn build(session: &session::Session, args: &TestArgs) -> Result<Vec<TestBinary>, Error> {
+    if args.doc {
+        return Ok(Vec::new());
+    }
     let targets = cargo::Targets {
         lib: args.lib,
         tests: &args.tests,
@@ -145,15 +151,72 @@ fn build(session: &session::Session, args: &TestArgs) -> Result<Vec<TestBinary>,
     )
 }
 
-/// Doc-tests are not run: say so when the selection has some.
-fn note_doctests(session: &session::Session, args: &TestArgs, notes: &mut Vec<String>) {
-    if !args.lib && args.tests.is_empty() && session.selected().iter().any(|m| m.has_doctests) {
-        notes.push(
-            "doc-tests are not checked (each is compiled into a temporary binary by rustdoc)"
-                .to_string(),
-        );
-        crate::info!("    Note doc-tests are skipped");
+/// The doc-tests, as `cargo test` runs them when no target is selected (or `--doc`): each
+/// executable rustdoc builds is kept and becomes a test binary of the run (see
+/// [`doctests`]). What could not be kept or told apart is said.
+fn collect_doctests(
+    session: &session::Session,
+    args: &TestArgs,
+    binaries: &mut Vec<TestBinary>,
+    notes: &mut Vec<String>,
+) -> doctests::Collected {
+    let wanted = args.doc || (!args.no_doc && !args.lib && args.tests.is_empty());
+    let members = session.selected();
+    let with_doctests = members.iter().filter(|m| m.has_doctests).count();
+    if !wanted || with_doctests == 0 {
+        return doctests::Collected::default();
     }
+    crate::info!(
+        "  Doc-tests of {}: building and keeping each executable (`cargo test --doc`)",
+        plural(with_doctests, "package", "packages")
+    );
+    let collected = doctests::collect(&doctests::Request {
+        ws: &session.ws,
+        selection: &args.selection,
+        members: &members,
+        release: args.release,
+        filters: &args.filters,
+        dir: &session.work_dir.join("doctests"),
+        verbose: args.verbose,
+    });
+    for problem in &collected.problems {
+        crate::say!("warning: {problem}");
+        notes.push(problem.clone());
+    }
+    let only_compiled = collected.compile_only.len();
+    if only_compiled > 0 {
+        notes.push(format!(
+            "{} only compiled, never run (`no_run`, `compile_fail`): nothing of them is checked",
+            plural(only_compiled, "doc-test", "doc-tests")
+        ));
+    }
+    binaries.extend(collected.binaries.iter().cloned());
+    collected
+}
+
+/// Doc-tests that never ran under the tool: those rustdoc ignored are counted as ignored,
+/// and one that rustdoc failed before it ran (it did not build) is a failed test.
+fn add_doctests_not_run(report: &mut Report, docs: &doctests::Collected) {
+    report.ignored += docs.ignored.len();
+    for (package, name, why) in &docs.failed_to_build {
+        let target = package.replace('-', "_");
+        let mut failed =
+            crate::analysis::ending::never_judged(&crate::analysis::identity::TestIdentity {
+                package,
+                binary: &target,
+                kind: crate::model::TargetKind::Doc,
+                name,
+            });
+        failed.verdict = crate::model::Verdict::Failed;
+        failed.exit = "did not build".into();
+        failed.message = Some(format!(
+            "{why}: see `cargo test --doc` for rustdoc's message"
+        ));
+        report.tests.push(failed);
+    }
+    report.tests.sort_by(|a, b| {
+        (&a.package, &a.kind, &a.binary, &a.name).cmp(&(&b.package, &b.kind, &b.binary, &b.name))
+    });
 }
 
 /// Runs the passes over every selected test and has each judged.

@@ -351,12 +351,15 @@ pub enum Harness {
     /// A `harness = false` target that does not list tests: one test, named after the
     /// target, run as it is.
     Whole,
+    /// An executable rustdoc built for doc-tests, kept while they ran: what it holds is in
+    /// its binary's `doc` (see [`crate::execution::doctests`]).
+    Doc,
 }
 
 impl Harness {
     /// Whether its tests are listed and run one by one (`--list`, `--exact NAME`).
     pub fn lists(self) -> bool {
-        self != Harness::Whole
+        matches!(self, Harness::Libtest | Harness::Trials)
     }
 }
 
@@ -375,6 +378,8 @@ pub struct TestBinary {
     pub harness: Harness,
     /// What one read of the executable said; empty until [`crate::execution::inspect::binaries`] ran.
     pub facts: BinaryFacts,
+    /// The doc-tests it holds and how rustdoc ran it, for [`Harness::Doc`].
+    pub doc: Option<std::sync::Arc<crate::execution::doctests::DocTests>>,
 }
 
 impl TestBinary {
@@ -547,6 +552,7 @@ fn build(
                 kind,
                 path,
                 harness,
+                doc: None,
             });
         }
     }

@@ -80,6 +80,11 @@ pub struct Inspection {
     pub collectors: Vec<leakcheck_protocol::drain::Collector>,
     /// Why a reclaimer's collectors could not be used, when one linked in cannot.
     pub drain_problems: Vec<String>,
+    /// The entry points are `fn()` (a doc-test's `main`), not libtest's
+    /// `fn() -> Result<(), String>`.
+    pub unit_entries: bool,
+    /// Why a test has no entry point, by name, when the reason is its own.
+    pub no_entry: HashMap<String, String>,
 }
 
 /// Symbols of the Rust runtime the tool hands to its own runtime.
@@ -184,6 +189,37 @@ pub fn own_allocator(data: &[u8]) -> Option<(u64, String)> {
 
 /// Reads what [`find_entries`] needs from an ELF executable and looks up `names`, the
 /// tests of crate `krate` (the target's name, `-` as `_`).
+/// What a doc-test executable says about running its doc-tests again: the entry points
+/// naming found ([`crate::execution::doctests`]), with the executable's build id and the
+/// runtime's symbols as for a libtest binary.
+pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::DocTests) -> Inspection {
+    let file = match ElfFile64::<LE>::parse(data) {
+        Ok(f) => f,
+        Err(e) => {
+            return Inspection {
+                problem: Some(format!("not a 64-bit ELF executable: {e}")),
+                ..Inspection::default()
+            }
+        }
+    };
+    let symbols = runtime_symbols(&file);
+    Inspection {
+        entries: doc.entries.clone(),
+        build_id: file
+            .build_id()
+            .ok()
+            .flatten()
+            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default(),
+        app_mallctl: symbols.mallctl,
+        exit_guard: symbols.exit_guard,
+        alloc_shims: symbols.alloc_shims,
+        unit_entries: doc.unit_entries,
+        no_entry: doc.no_entry.clone(),
+        ..Inspection::default()
+    }
+}
+
 pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     let file = match ElfFile64::<LE>::parse(data) {
         Ok(f) => f,

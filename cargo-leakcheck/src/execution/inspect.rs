@@ -32,10 +32,18 @@ pub fn read(binary: &TestBinary, names: &[&str], cache: Option<&Path>) -> Binary
         }
     };
     let build_id = build_id(&data);
+    let tests = match (&binary.doc, binary.harness) {
+        (Some(doc), Harness::Doc) => Some(entry::inspect_doc(&data, doc)),
+        (_, Harness::Libtest) if !names.is_empty() => Some(entry::inspect(
+            &data,
+            names,
+            &binary.target.replace('-', "_"),
+        )),
+        _ => None,
+    };
     BinaryFacts {
         symbols: BinarySymbols::of(&data),
-        tests: (binary.harness == Harness::Libtest && !names.is_empty())
-            .then(|| entry::inspect(&data, names, &binary.target.replace('-', "_"))),
+        tests,
         collections: Arc::new(collections::cache::table(&data, &build_id, cache)),
         build_id,
     }
@@ -124,6 +132,7 @@ mod tests {
             path: std::env::current_exe().unwrap(),
             harness,
             facts: BinaryFacts::default(),
+            doc: None,
         }
     }
 

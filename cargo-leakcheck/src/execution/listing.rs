@@ -22,6 +22,9 @@ pub struct TestCase {
     pub name: String,
     /// Whether the test is `#[ignore]`d (then it needs `--include-ignored` to run).
     pub ignored: bool,
+    /// A doc-test that passes by panicking (`should_panic`): its harness, rustdoc, is
+    /// outside its process, which ends with a failure status when it passes.
+    pub passes_by_panicking: bool,
     /// Its settings, computed once when it was listed.
     pub settings: Effective,
 }
@@ -79,12 +82,30 @@ pub fn list_tests(binary: &TestBinary, config: &RunConfig) -> Result<Listing, Li
         }
         other => other,
     };
+    if let (Harness::Doc, Some(doc)) = (harness, &binary.doc) {
+        // rustdoc applied the filters already; what it ignored is said with the doc-tests.
+        return Ok(Listing {
+            tests: (doc.tests.iter().filter(|t| t.runs))
+                .map(|t| TestCase {
+                    binary: 0,
+                    name: t.name.clone(),
+                    ignored: false,
+                    passes_by_panicking: t.should_panic,
+                    settings: config.settings.of(&t.name),
+                })
+                .collect(),
+            ignored: Vec::new(),
+            names: Vec::new(),
+            harness,
+        });
+    }
     if !harness.lists() {
         return Ok(Listing {
             tests: vec![TestCase {
                 binary: 0,
                 name: binary.target.clone(),
                 ignored: false,
+                passes_by_panicking: false,
                 settings: config.settings.of(&binary.target),
             }],
             ignored: Vec::new(),
@@ -172,6 +193,7 @@ fn list_filtered(config: &RunConfig, list: &ListFn<'_>) -> Result<Listing, ListE
                 settings: config.settings.of(&name),
                 name,
                 ignored: is_ignored,
+                passes_by_panicking: false,
             })
         })
         .collect();

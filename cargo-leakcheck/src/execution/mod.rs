@@ -17,6 +17,7 @@ pub(crate) mod capture;
 pub(crate) mod cargo;
 pub(crate) mod collections;
 pub(crate) mod data_symbols;
+pub(crate) mod doctests;
 pub(crate) mod entry;
 pub(crate) mod extra_runs;
 pub(crate) mod facts;

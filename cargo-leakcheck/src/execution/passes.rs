@@ -123,7 +123,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         return Err(Status::Off);
     }
     match binary.harness {
-        Harness::Libtest => {}
+        Harness::Libtest | Harness::Doc => {}
         Harness::Whole => return Err(Status::NoHarness),
         Harness::Trials => return Err(Status::NoEntryPoint(TRIAL_HAS_NO_ENTRY.into())),
     }
@@ -133,10 +133,9 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         ));
     };
     let Some(entry) = inspection.entries.get(&t.name) else {
+        let why = inspection.no_entry.get(&t.name).cloned();
         return Err(Status::NoEntryPoint(
-            inspection
-                .problem
-                .clone()
+            why.or(inspection.problem.clone())
                 .unwrap_or_else(|| format!("`{}` is not in libtest's table of tests", t.name)),
         ));
     };
@@ -148,6 +147,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         exit_guard: inspection.exit_guard,
         collectors: inspection.collectors.clone(),
         grace_ms: extra_runs::GRACE_MS,
+        unit_entry: inspection.unit_entries,
     })
 }
 
@@ -172,8 +172,34 @@ fn conclude(
         },
     );
     result.end = first_run_end(result);
+    if test.passes_by_panicking {
+        return as_rustdoc_judges(result, outcome);
+    }
     outcome
 }
+
+/// A doc-test that should panic ends its process with a failure status when it passes:
+/// rustdoc, its harness outside the process, takes that status as the pass and a clean exit
+/// as the failure, and so is its end read here. It cannot run again (it panics every time).
+fn as_rustdoc_judges(
+    result: &mut ProcessResult,
+    outcome: extra_runs::Reruns,
+) -> extra_runs::Reruns {
+    match result.end {
+        ProcessEnd::Exited(0) => {
+            result.end = ProcessEnd::Exited(DID_NOT_PANIC);
+            outcome
+        }
+        ProcessEnd::Exited(_) => {
+            result.end = ProcessEnd::Exited(0);
+            extra_runs::Reruns::none(Status::ShouldPanic)
+        }
+        _ => outcome,
+    }
+}
+
+/// The exit status given a doc-test that should have panicked and returned: a failure.
+const DID_NOT_PANIC: i32 = 1;
 
 /// Reads a counting process's extra runs (see [`conclude`]) and what counting settles of
 /// its test ([`counting::after_counting`]).
@@ -861,6 +887,7 @@ mod tests {
             binary: 0,
             name: "tests::slow".into(),
             ignored: false,
+            passes_by_panicking: false,
             settings: crate::config::Config::default()
                 .effective("tests::slow", &crate::config::SettingsLayer::default()),
         };
@@ -897,6 +924,7 @@ mod tests {
             exit_guard: None,
             collectors: Vec::new(),
             grace_ms: extra_runs::GRACE_MS,
+            unit_entry: false,
         }
     }
 

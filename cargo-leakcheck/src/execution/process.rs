@@ -18,6 +18,12 @@ use std::time::{Duration, Instant};
 /// A command for the binary with cargo's runtime environment, without profiling.
 pub(crate) fn base_command(binary: &TestBinary, config: &RunConfig) -> Command {
     let mut cmd = Command::new(&binary.path);
+    if let Some(doc) = &binary.doc {
+        // As rustdoc ran it: in its package's directory, with cargo's environment for it.
+        cmd.current_dir(&doc.kept.cwd).envs(doc.kept.env_os());
+        cmd.stdin(Stdio::null());
+        return cmd;
+    }
     if let Some(member) = config.workspace.members.get(&binary.package) {
         // As under `cargo test`: tests run in their package's directory and see its metadata.
         cmd.current_dir(&member.dir)
@@ -86,6 +92,8 @@ pub struct ProcessSpec<'a> {
     pub timeout: Option<Duration>,
     /// More environment.
     pub extra_env: &'a [(env::Var, String)],
+    /// Variables of the program's own (a merged doc-test executable's index).
+    pub program_env: &'a [(&'a str, &'a str)],
     /// The place among the processes running at once this one takes, if any (see
     /// [`crate::execution::slots`]).
     pub place: Option<&'a Ticket<'a>>,
@@ -194,6 +202,9 @@ fn command(
     cmd.args(spec.args);
     for (var, v) in spec.extra_env {
         cmd.env(var.name(), v);
+    }
+    for (var, v) in spec.program_env {
+        cmd.env(var, v);
     }
     let mut preload = config.runtime.as_os_str().to_owned();
     if let Some(old) = std::env::var_os(env::PRELOAD.name()).filter(|o| !o.is_empty()) {

@@ -2,6 +2,7 @@
 
 use crate::evidence::{ProcessEnd, ProcessResult};
 use crate::execution::cargo::TestBinary;
+use crate::execution::listing::TestCase;
 use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -71,18 +72,24 @@ impl Progress {
         &self,
         n: usize,
         binary: &TestBinary,
-        name: &str,
+        test: &TestCase,
         result: &ProcessResult,
         first: bool,
     ) {
         if !self.enabled {
             return;
         }
+        let name = &test.name;
         let verbose = crate::console::level() == crate::console::Level::Verbose;
         // An extra run that panics or crashes after the test passed is the extra run's
         // business (the report says so), not the test's.
         let end = result.first_run_end();
-        let status = Status::of(&end);
+        let status = match (Status::of(&end), test.passes_by_panicking) {
+            // A doc-test that should panic passes by failing (see `passes`).
+            (Status::Fail, true) => Status::Pass,
+            (Status::Pass, true) => Status::Fail,
+            (status, _) => status,
+        };
         if (first && status != Status::Pass) || verbose {
             let line = format!(
                 "{:>12} [{:>8.3}s] {} {name}",

@@ -72,6 +72,9 @@ pub struct RerunRequest {
     /// How long the runtime waits, once after the last run, for the runs' threads (see
     /// [`crate::execution::extra_runs::GRACE_MS`]).
     pub grace_ms: u64,
+    /// The entry point is a `fn()` (a doc-test's `main`), not libtest's
+    /// `fn() -> Result<(), String>`.
+    pub unit_entry: bool,
 }
 
 /// What a pass's jobs came to, one entry per job in order.
@@ -229,7 +232,7 @@ impl<'a> Pass<'a> {
                 if let (Some(t), None) = (job.test, &job.ahead) {
                     let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
                     let binary = &self.binaries[job.binary];
-                    (self.progress).finished(n, binary, &self.tests[t].name, &result, job.first);
+                    (self.progress).finished(n, binary, &self.tests[t], &result, job.first);
                 }
                 lock(&self.wanted)[j] = wanted_every_core;
                 lock(&self.results)[j] = Some(result);
@@ -374,6 +377,9 @@ fn run_one(
     let mut extra: Vec<(env::Var, String)> = Vec::new();
     if let Some(r) = &job.rerun {
         extra.push((env::RERUN_ENTRY, format!("{:x}", r.entry)));
+        if r.unit_entry {
+            extra.push((env::RERUN_ENTRY_UNIT, env::ON.into()));
+        }
         extra.push((env::RERUN_BUILD_ID, r.build_id.clone()));
         extra.push((env::EXTRA_RUNS, r.extra_runs.to_string()));
         extra.push((
@@ -417,8 +423,18 @@ fn run_one(
         let table = crate::execution::collections::table_file(config.work_dir, job.binary);
         extra.push((env::COLLECTIONS, table.display().to_string()));
     }
+    // A merged doc-test executable runs one of its doc-tests by its index.
+    let index = test
+        .and_then(|t| binary.doc.as_ref()?.test(&t.name)?.index)
+        .map(|i| i.to_string());
+    let program_env: Vec<(&str, &str)> = index
+        .as_deref()
+        .map(|i| (crate::execution::doctests::RUN_ONE, i))
+        .into_iter()
+        .collect();
     let spec = ProcessSpec {
         args: &args,
+        program_env: &program_env,
         settings: job.settings,
         quiet_backtraces: job.quiet_backtraces,
         timeout,

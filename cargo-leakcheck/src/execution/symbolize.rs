@@ -16,6 +16,7 @@
 //! shared by every dump of the same binary.
 
 use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
+use crate::execution::doctests::sources::{map_frames, SourceMap};
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -420,6 +421,15 @@ fn open_and_resolve(object: &str, offsets: &[u64]) -> (ObjectEntry, Vec<String>)
 pub struct Symbolizer {
     objects: HashMap<String, ObjectEntry>,
     warnings: Vec<String>,
+    /// Objects whose frames are put back where a doc-test's code is (see
+    /// [`Symbolizer::map_sources`]), with their mapped frames by offset.
+    sources: HashMap<String, Mapped>,
+}
+
+/// A doc-test executable's source maps and the frames mapped so far.
+struct Mapped {
+    maps: Vec<SourceMap>,
+    frames: HashMap<u64, Arc<[Frame]>>,
 }
 
 impl Symbolizer {
@@ -428,12 +438,52 @@ impl Symbolizer {
         Self::default()
     }
 
+    /// Has the frames of `object`, a doc-test executable, put where its doc-tests' code is
+    /// in their files (see [`crate::execution::doctests::sources`]).
+    pub fn map_sources(&mut self, object: &str, maps: Vec<SourceMap>) {
+        self.sources.insert(
+            object.to_owned(),
+            Mapped {
+                maps,
+                frames: HashMap::new(),
+            },
+        );
+    }
+
     /// Frames at the return address `file_offset` of `object`, innermost (most inlined) first.
     ///
     /// Never empty: an address nothing resolves gives one frame with `function: None`. Each
     /// object is loaded once and each `(object, offset)` is symbolized once; repeated calls
     /// return the same `Arc`.
     pub fn symbolize(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]> {
+        let raw = self.symbolize_raw(object, file_offset);
+        let Some(maps) = self.sources.get(object).map(|m| m.maps.clone()) else {
+            return raw;
+        };
+        if let Some(done) = self
+            .sources
+            .get(object)
+            .and_then(|m| m.frames.get(&file_offset))
+        {
+            return Arc::clone(done);
+        }
+        // A map's anchor is the line of its function's first instruction (a "return
+        // address" one past it).
+        let mapped: Arc<[Frame]> = map_frames(&raw, &maps, |m| {
+            self.symbolize_raw(object, m.start + 1)
+                .iter()
+                .rfind(|f| !f.inlined)
+                .and_then(|f| f.line)
+        })
+        .into();
+        if let Some(m) = self.sources.get_mut(object) {
+            m.frames.insert(file_offset, Arc::clone(&mapped));
+        }
+        mapped
+    }
+
+    /// [`Symbolizer::symbolize`] before any source map.
+    fn symbolize_raw(&mut self, object: &str, file_offset: u64) -> Arc<[Frame]> {
         if !self.objects.contains_key(object) {
             let backend = Backend::open(object, &mut self.warnings);
             self.objects.insert(

@@ -115,6 +115,12 @@ impl Binary<'_> {
         // Symbol contexts are opened on first use; a binary has a baseline only when some
         // of its tests were profiled.
         let mut symbols = FromFiles::default();
+        if let Some(doc) = &self.binary.doc {
+            // Frames are keyed by the path the process's maps give: the canonical one.
+            let path = std::fs::canonicalize(&self.binary.path)
+                .unwrap_or_else(|_| self.binary.path.clone());
+            (symbols.code).map_sources(&path.display().to_string(), doc.sources.clone());
+        }
         let mut loaded: Option<Loaded> = None;
         let tests = self.results.tests.iter();
         for t in tests.filter(|t| t.case.binary == self.index) {

@@ -245,6 +245,7 @@ fn binary(id: &TestId, exe: &Path) -> TestBinary {
             false => Harness::Trials,
         },
         facts: BinaryFacts::default(),
+        doc: None,
     }
 }
 

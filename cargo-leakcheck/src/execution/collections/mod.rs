@@ -59,8 +59,11 @@ pub const NO_TYPES: &str = "no type information (its profile's `debug` is `false
 /// The run's note on the binaries whose collections could not be read, once for all of
 /// them; None when every binary's could.
 pub fn note(binaries: &[crate::execution::cargo::TestBinary]) -> Option<String> {
+    // A doc-test's own code has line tables only, on purpose: its library's collections
+    // are read in the library's own test binaries.
     let mut unread: Vec<(String, &str)> = binaries
         .iter()
+        .filter(|b| b.kind != crate::model::TargetKind::Doc)
         .filter_map(|b| Some((b.id(), b.facts.collections.note.as_deref()?)))
         .collect();
     unread.sort();

@@ -1,0 +1,587 @@
+//! Doc-tests, checked like any test: rustdoc compiles each into an executable of its own
+//! (edition 2021), or a crate's mergeable ones into one (edition 2024), runs it and deletes
+//! it. `cargo test --doc` is run with cargo's target runner set to this tool (rustdoc's
+//! runtool), which keeps every executable with the directory and environment it ran in
+//! ([`keep`]); which doc-test each one holds is then read from what rustdoc printed and from
+//! the executable's symbols ([`naming`]), and each kept executable becomes a test binary the
+//! passes run like the others: a doc-test alone by running its executable, one of a merged
+//! executable by its index. Nothing is rebuilt: the executables are rustdoc's own, with line
+//! tables added (`-C debuginfo=line-tables-only` for rustdoc) so their frames have lines.
+//!
+//! A doc-test can be run again in its process: one compiled alone through the `fn main()`
+//! rustdoc wraps it in (when its own `main` is not the doc-test's, and returns nothing), one
+//! of a merged executable through the closure libtest keeps for it. rustdoc compiles a
+//! doc-test as code of a crate of its own, whose lines count from its generated source: the
+//! frames of that code are put back at the doc-test's lines in its file ([`SourceMap`]).
+
+pub mod keep;
+pub mod naming;
+pub mod sources;
+
+use crate::evidence::Entry;
+use crate::execution::cargo::{cargo_program, Harness, Member, Selection, TestBinary, Workspace};
+use crate::execution::facts::BinaryFacts;
+use crate::model::TargetKind;
+use keep::Kept;
+use naming::{Mode, Outcome};
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+pub use sources::SourceMap;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+/// The variable a merged doc-test executable runs one doc-test by (its index).
+pub const RUN_ONE: &str = "RUSTDOC_DOCTEST_RUN_NB_TEST";
+
+/// What a kept doc-test executable holds and how it is run.
+#[derive(Clone, Debug, Default)]
+pub struct DocTests {
+    /// How rustdoc ran it: its directory, environment and exit status.
+    pub kept: Kept,
+    /// The doc-tests it holds.
+    pub tests: Vec<DocTest>,
+    /// Each doc-test's entry point, to run it again in its process.
+    pub entries: HashMap<String, Entry>,
+    /// The entry points are `fn()` (a doc-test's `main`), not libtest's
+    /// `fn() -> Result<(), String>`.
+    pub unit_entries: bool,
+    /// Why a doc-test has no entry point, by name.
+    pub no_entry: HashMap<String, String>,
+    /// Where the frames of the doc-tests' code are in their files.
+    pub sources: Vec<SourceMap>,
+}
+
+impl DocTests {
+    /// The doc-test named so.
+    pub fn test(&self, name: &str) -> Option<&DocTest> {
+        self.tests.iter().find(|t| t.name == name)
+    }
+}
+
+/// One doc-test of an executable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocTest {
+    /// Its name, as rustdoc names it.
+    pub name: String,
+    /// Its index in a merged executable ([`RUN_ONE`]).
+    pub index: Option<usize>,
+    /// It passes by panicking (`should_panic`).
+    pub should_panic: bool,
+    /// It runs (not ignored, not only compiled).
+    pub runs: bool,
+}
+
+/// The doc-tests of the selected packages, kept.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// One test binary per kept executable.
+    pub binaries: Vec<TestBinary>,
+    /// Doc-tests only compiled (`no_run`, `compile_fail`), by package: nothing of them runs.
+    pub compile_only: Vec<(String, String)>,
+    /// Doc-tests rustdoc ignored, by package.
+    pub ignored: Vec<(String, String)>,
+    /// Doc-tests rustdoc failed that left no executable (they did not build), by package.
+    pub failed_to_build: Vec<(String, String, String)>,
+    /// What could not be collected, and why.
+    pub problems: Vec<String>,
+}
+
+/// What collecting needs to know.
+pub struct Request<'a> {
+    pub ws: &'a Workspace,
+    pub selection: &'a Selection,
+    /// The selected packages; those with doc-tests are collected.
+    pub members: &'a [&'a Member],
+    pub release: bool,
+    /// libtest's filters, which rustdoc applies to doc-test names.
+    pub filters: &'a [String],
+    /// Where the executables are kept.
+    pub dir: &'a Path,
+    pub verbose: bool,
+}
+
+/// Runs the doc-tests of every selected package with doc-tests once through rustdoc,
+/// keeping their executables, and makes a test binary of each.
+pub fn collect(req: &Request) -> Collected {
+    let mut out = Collected::default();
+    let Some(host) = host_triple(&req.ws.root) else {
+        out.problems
+            .push("doc-tests are not checked: `rustc -vV` did not say the host's target".into());
+        return out;
+    };
+    for m in req.members.iter().filter(|m| m.has_doctests) {
+        let dir = req.dir.join(&m.name);
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            out.problems.push(format!(
+                "the doc-tests of `{}` are not checked: cannot create `{}`: {e}",
+                m.name,
+                dir.display()
+            ));
+            continue;
+        }
+        match run_rustdoc(req, m, &host, &dir) {
+            Ok(stdout) => package(m, &naming::outcomes(&stdout), &dir, &mut out),
+            Err(why) => out.problems.push(format!(
+                "the doc-tests of `{}` are not checked: {why}",
+                m.name
+            )),
+        }
+    }
+    out
+}
+
+/// The host's target triple, as the toolchain cargo uses says it.
+fn host_triple(root: &Path) -> Option<String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc)
+        .arg("-vV")
+        .current_dir(root)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_string())
+}
+
+/// The `cargo test --doc` arguments for one package, with this tool as the host's runner.
+pub fn rustdoc_args(req: &Request, member: &Member, host: &str, dir: &Path) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cargo-leakcheck"));
+    let toml = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let mut args: Vec<String> = vec![
+        "test".into(),
+        "--doc".into(),
+        "--no-fail-fast".into(),
+        "--package".into(),
+        member.name.clone(),
+        "--config".into(),
+        format!(
+            "target.{host}.runner=[{}, {}, {}]",
+            toml(&exe.display().to_string()),
+            toml(RUNNER_COMMAND),
+            toml(&dir.display().to_string())
+        ),
+    ];
+    let s = req.selection;
+    if let Some(m) = &s.manifest_path {
+        args.extend(["--manifest-path".into(), m.display().to_string()]);
+    }
+    if !s.features.is_empty() {
+        args.extend(["--features".into(), s.features.join(",")]);
+    }
+    if s.all_features {
+        args.push("--all-features".into());
+    }
+    if s.no_default_features {
+        args.push("--no-default-features".into());
+    }
+    if req.release {
+        args.push("--release".into());
+    }
+    if let Some(t) = &s.target_dir {
+        args.extend(["--target-dir".into(), t.display().to_string()]);
+    }
+    if rustdocflags_from_env().is_none() {
+        // Added to the configuration's own flags (cargo joins arrays across sources).
+        args.extend([
+            "--config".into(),
+            format!("build.rustdocflags=[{}]", toml(LINE_TABLES)),
+        ]);
+    }
+    args.push("--".into());
+    args.extend(req.filters.iter().cloned());
+    args
+}
+
+/// The hidden command cargo runs as the target runner while doc-tests are collected.
+pub const RUNNER_COMMAND: &str = "__doctest-runner";
+
+/// Line tables for the doc-tests' code, so that their frames have lines.
+const LINE_TABLES: &str = "-Cdebuginfo=line-tables-only";
+
+/// The user's rustdoc flags from the environment (which win over any configuration), with
+/// line tables added: the variable and its new value.
+fn rustdocflags_from_env() -> Option<(&'static str, String)> {
+    if let Ok(encoded) = std::env::var("CARGO_ENCODED_RUSTDOCFLAGS") {
+        let joined = if encoded.is_empty() {
+            LINE_TABLES.to_string()
+        } else {
+            format!("{encoded}\x1f{LINE_TABLES}")
+        };
+        return Some(("CARGO_ENCODED_RUSTDOCFLAGS", joined));
+    }
+    let flags = std::env::var("RUSTDOCFLAGS").ok()?;
+    Some(("RUSTDOCFLAGS", format!("{flags} {LINE_TABLES}")))
+}
+
+/// Runs one package's doc-tests through rustdoc with this tool as the runner; returns what
+/// cargo printed on stdout, or why no doc-test ran.
+fn run_rustdoc(req: &Request, member: &Member, host: &str, dir: &Path) -> Result<String, String> {
+    let args = rustdoc_args(req, member, host, dir);
+    let program = cargo_program();
+    let text = format!("{} {}", program.display(), args.join(" "));
+    if req.verbose {
+        crate::say!("     Running `{text}`");
+    }
+    let mut cmd = Command::new(&program);
+    cmd.args(&args)
+        .current_dir(&req.ws.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some((var, value)) = rustdocflags_from_env() {
+        cmd.env(var, value);
+    }
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("`{text}` did not start: {e}"))?;
+    let registration =
+        crate::execution::interrupt::register(child.id() as libc::pid_t, libc::SIGTERM);
+    let out = child.wait_with_output();
+    drop(registration);
+    let out = out.map_err(|e| format!("`{text}` failed: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Failing doc-tests make cargo exit non-zero; anything else that stops it leaves no
+    // result line at all.
+    if !out.status.success() && naming::outcomes(&stdout).is_empty() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "`cargo test --doc` failed ({}): {}",
+            out.status,
+            tail.join(" / ")
+        ));
+    }
+    Ok(stdout)
+}
+
+/// Makes a test binary of each executable kept in `dir` for `member`, and sorts out the
+/// doc-tests that have none.
+fn package(member: &Member, outcomes: &[Outcome], dir: &Path, out: &mut Collected) {
+    let mut kept: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    kept.sort();
+    let mut placed: Vec<String> = Vec::new();
+    let mut own_mains: Vec<(PathBuf, Kept, Symbols)> = Vec::new();
+    for d in kept {
+        let Some(k) = Kept::read(&d) else { continue };
+        let exe = d.join(keep::EXECUTABLE);
+        let Ok(data) = std::fs::read(&exe) else {
+            continue;
+        };
+        let Some(symbols) = Symbols::of(&data) else {
+            continue;
+        };
+        let doc = if symbols.merged.is_empty() {
+            match alone(member, outcomes, &k, &symbols) {
+                Some(doc) => doc,
+                None => {
+                    own_mains.push((exe, k, symbols));
+                    continue;
+                }
+            }
+        } else {
+            match merged(member, outcomes, &k, &symbols, &data) {
+                Ok(doc) => doc,
+                Err(why) => {
+                    out.problems.push(why);
+                    continue;
+                }
+            }
+        };
+        placed.extend(doc.tests.iter().map(|t| t.name.clone()));
+        out.binaries.push(binary(member, exe, doc));
+    }
+    place_own_mains(member, outcomes, own_mains, &mut placed, out);
+    for o in outcomes {
+        let name = (member.name.clone(), o.name.clone());
+        if o.mode == Mode::CompileOnly {
+            out.compile_only.push(name);
+        } else if o.ignored() {
+            out.ignored.push(name);
+        } else if !placed.contains(&o.name) && o.result == "FAILED" {
+            out.failed_to_build
+                .push((name.0, name.1, "rustdoc failed it before it ran".into()));
+        } else if !placed.contains(&o.name) {
+            out.problems.push(format!(
+                "the doc-test `{}` of `{}` ran, but its executable was not kept",
+                o.name, member.name
+            ));
+        }
+    }
+}
+
+/// The executables of doc-tests with a `fn main` of their own, which no symbol names: one
+/// is its package's last unplaced doc-test only when it is the one such executable left.
+fn place_own_mains(
+    member: &Member,
+    outcomes: &[Outcome],
+    own_mains: Vec<(PathBuf, Kept, Symbols)>,
+    placed: &mut Vec<String>,
+    out: &mut Collected,
+) {
+    let left: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.mode != Mode::CompileOnly && !o.ignored() && !placed.contains(&o.name))
+        .collect();
+    if own_mains.len() == 1 && left.len() == 1 {
+        let (exe, kept, symbols) = own_mains.into_iter().next().expect("one");
+        let doc = alone_named(member, left[0], kept, &symbols, None);
+        placed.push(left[0].name.clone());
+        out.binaries.push(binary(member, exe, doc));
+    } else if !own_mains.is_empty() {
+        out.problems.push(format!(
+            "{} doc-tests of `{}` with a `fn main` of their own could not be told apart (their executables name no line), so they are not checked: {}",
+            own_mains.len(),
+            member.name,
+            left.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// The test binary of a kept executable.
+fn binary(member: &Member, exe: PathBuf, doc: DocTests) -> TestBinary {
+    TestBinary {
+        package: member.name.clone(),
+        target: member.name.replace('-', "_"),
+        kind: TargetKind::Doc,
+        path: exe,
+        harness: Harness::Doc,
+        facts: BinaryFacts::default(),
+        doc: Some(Arc::new(doc)),
+    }
+}
+
+/// The functions of an executable that tell which doc-tests it holds.
+struct Symbols {
+    /// A wrapper `…::_doctest_main_…` of a doc-test compiled alone: (name, file offset).
+    wrapper: Option<(String, u64)>,
+    /// `rust_out::main` of a doc-test compiled alone: its entry point.
+    main: Option<Entry>,
+    /// A merged executable's `TEST` closures by index: their entry points.
+    merged: HashMap<usize, Entry>,
+    /// A merged executable's `__doctest_<i>::main` by index: (crate path, file offset).
+    merged_mains: HashMap<usize, (String, u64)>,
+    /// The crate of a merged executable's `TEST` closures (rustdoc's runner).
+    runner: Option<String>,
+}
+
+impl Symbols {
+    fn of(data: &[u8]) -> Option<Symbols> {
+        let file = object::File::parse(data).ok()?;
+        let offset = |address: u64| -> Option<u64> {
+            file.segments().find_map(|s| {
+                let (start, size) = (s.address(), s.size());
+                let (file_start, _) = s.file_range();
+                (address >= start && address < start + size).then(|| address - start + file_start)
+            })
+        };
+        let mut found = Symbols {
+            wrapper: None,
+            main: None,
+            merged: HashMap::new(),
+            merged_mains: HashMap::new(),
+            runner: None,
+        };
+        for s in file.symbols() {
+            if s.kind() != SymbolKind::Text || s.address() == 0 {
+                continue;
+            }
+            let Ok(raw) = s.name() else { continue };
+            let demangled = addr2line::demangle_auto(raw.into(), None);
+            let name = crate::execution::symbolize::strip_hash(&demangled);
+            let Some(at) = offset(s.address()) else {
+                continue;
+            };
+            let entry = Entry {
+                address: s.address(),
+                file_range: (at, at + s.size().max(1)),
+            };
+            if name.contains("::_doctest_main_") && !name.contains("{") {
+                found.wrapper = Some((name.to_string(), at));
+            } else if name == "rust_out::main" {
+                found.main = Some(entry);
+            } else if let Some(i) = naming::merged_index(name) {
+                found.merged.insert(i, entry);
+                found.runner = name.split_once("::__doctest_").map(|(c, _)| c.to_string());
+            } else if let Some((krate, rest)) = name.split_once("::__doctest_") {
+                if let Some(i) = rest.strip_suffix("::main").and_then(|i| i.parse().ok()) {
+                    found
+                        .merged_mains
+                        .insert(i, (format!("{krate}::__doctest_{i}::"), at));
+                }
+            }
+        }
+        Some(found)
+    }
+}
+
+/// A doc-test compiled alone, named by its wrapper; `None` when it has none (its own
+/// `main`).
+fn alone(
+    member: &Member,
+    outcomes: &[Outcome],
+    kept: &Kept,
+    symbols: &Symbols,
+) -> Option<DocTests> {
+    let (wrapper, start) = symbols.wrapper.as_ref()?;
+    let names: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.mode != Mode::CompileOnly)
+        .map(|o| o.name.as_str())
+        .collect();
+    let name = naming::by_wrapper(wrapper, &names)?;
+    let outcome = outcomes.iter().find(|o| o.name == name)?;
+    Some(alone_named(
+        member,
+        outcome,
+        kept.clone(),
+        symbols,
+        Some(*start),
+    ))
+}
+
+/// A doc-test compiled alone and known to be `outcome`'s: `wrapper_start` is its wrapper's
+/// file offset, `None` when it has a `main` of its own.
+fn alone_named(
+    member: &Member,
+    outcome: &Outcome,
+    kept: Kept,
+    symbols: &Symbols,
+    wrapper_start: Option<u64>,
+) -> DocTests {
+    // One compiled alone says nothing of `should_panic`: rustdoc passed it although it
+    // failed.
+    let should_panic = kept.status.is_some_and(|s| s != 0) && outcome.result == "ok";
+    let name = outcome.name.clone();
+    let block = naming::place(&name).and_then(|(path, line)| {
+        let source = std::fs::read_to_string(member.dir.join(path)).ok()?;
+        Some((path, line, naming::code_block(&source, line)?))
+    });
+    let own_main = block.as_ref().and_then(|(_, _, b)| naming::own_main(b));
+    let mut doc = DocTests {
+        kept,
+        tests: vec![DocTest {
+            name: name.clone(),
+            index: None,
+            should_panic,
+            runs: true,
+        }],
+        unit_entries: true,
+        ..DocTests::default()
+    };
+    // rustdoc's wrapper `main` returns nothing; a `main` of the doc-test's own that returns
+    // a value cannot be called as `fn()`.
+    match (symbols.main, wrapper_start, own_main) {
+        (Some(main), Some(_), _) | (Some(main), None, Some((_, false))) => {
+            doc.entries.insert(name.clone(), main);
+        }
+        (_, None, Some((_, true))) => {
+            doc.no_entry
+                .insert(name.clone(), "its own `fn main` returns a value".into());
+        }
+        _ => {
+            doc.no_entry
+                .insert(name.clone(), "its `main` was not found".into());
+        }
+    }
+    let anchor = match (wrapper_start, own_main, &block) {
+        (Some(start), _, Some((_, line, _))) => Some((start, *line)),
+        (None, Some((j, _)), Some((_, line, _))) => {
+            symbols.main.map(|m| (m.file_range.0, line + j))
+        }
+        _ => None,
+    };
+    if let (Some((start, line_at_start)), Some((path, _, _))) = (anchor, &block) {
+        doc.sources.push(SourceMap {
+            prefix: "rust_out::".into(),
+            start,
+            line_at_start,
+            file: member.dir.join(path),
+            name,
+            outer: wrapper_start
+                .map(|_| "main".to_string())
+                .into_iter()
+                .collect(),
+        });
+    }
+    doc
+}
+
+/// A merged executable: the names of the package's doc-tests it holds, sorted as rustdoc
+/// numbers them; refused when they are not exactly as many as its doc-tests.
+fn merged(
+    member: &Member,
+    outcomes: &[Outcome],
+    kept: &Kept,
+    symbols: &Symbols,
+    data: &[u8],
+) -> Result<DocTests, String> {
+    let names: Vec<&str> = outcomes.iter().map(|o| o.name.as_str()).collect();
+    let found = naming::names_in(data, &names);
+    let mut held: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| found.contains(o.name.as_str()))
+        .collect();
+    held.sort_by(|a, b| a.name.cmp(&b.name));
+    let count = symbols.merged.len();
+    if held.len() != count || (0..count).any(|i| !symbols.merged.contains_key(&i)) {
+        return Err(format!(
+            "the merged doc-tests of `{}` are not checked: the executable holds {count}, and {} of the package's doc-test names",
+            member.name,
+            held.len()
+        ));
+    }
+    let mut doc = DocTests {
+        kept: kept.clone(),
+        ..DocTests::default()
+    };
+    for (i, o) in held.into_iter().enumerate() {
+        doc.tests.push(DocTest {
+            name: o.name.clone(),
+            index: Some(i),
+            should_panic: o.mode == Mode::ShouldPanic,
+            runs: o.mode != Mode::CompileOnly && !o.ignored(),
+        });
+        doc.entries.insert(o.name.clone(), symbols.merged[&i]);
+        if let Some(map) = merged_source(member, &o.name, symbols.merged_mains.get(&i)) {
+            // The closure libtest keeps for it is rustdoc's too, in its runner crate.
+            if let Some(runner) = &symbols.runner {
+                doc.sources.push(SourceMap {
+                    prefix: format!("{runner}::__doctest_{i}::"),
+                    outer: vec!["TEST::{closure#0}".into(), "TEST::{{closure}}".into()],
+                    ..map.clone()
+                });
+            }
+            doc.sources.push(map);
+        }
+    }
+    Ok(doc)
+}
+
+/// Where the code of merged doc-test `name` is: its generated `main` (`prefix`, file
+/// offset) stands for the line before its code, or for its own `fn main` line.
+fn merged_source(member: &Member, name: &str, main: Option<&(String, u64)>) -> Option<SourceMap> {
+    let (prefix, start) = main?;
+    let (path, line) = naming::place(name)?;
+    let source = std::fs::read_to_string(member.dir.join(path)).ok()?;
+    let block = naming::code_block(&source, line)?;
+    let line_at_start = match naming::own_main(&block) {
+        Some((j, _)) => line + j,
+        None => line,
+    };
+    Some(SourceMap {
+        prefix: prefix.clone(),
+        start: *start,
+        line_at_start,
+        file: member.dir.join(path),
+        name: name.to_string(),
+        outer: vec!["__main_fn".into()],
+    })
+}
