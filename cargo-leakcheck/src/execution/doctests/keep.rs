@@ -48,7 +48,10 @@ pub fn keep_and_run(dir: &Path, binary: &Path, args: &[OsString]) -> i32 {
     let kept_dir = new_dir(dir);
     let copied = kept_dir.as_deref().and_then(|d| {
         let to = d.join(EXECUTABLE);
-        (std::fs::hard_link(binary, &to).is_ok() || std::fs::copy(binary, &to).is_ok()).then_some(d)
+        // A link to the file itself (a link to a symbolic link would dangle), or a copy
+        // across file systems.
+        let from = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.to_path_buf());
+        (std::fs::hard_link(&from, &to).is_ok() || std::fs::copy(&from, &to).is_ok()).then_some(d)
     });
     let status = std::process::Command::new(binary).args(args).status();
     let code = match &status {
