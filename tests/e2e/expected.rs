@@ -401,6 +401,18 @@ const TRIALS: Target = Target {
     package: "trials",
     binary: "cases",
 };
+/// Doc-tests of a library on edition 2021: an executable each.
+const DOC2021: Target = Target {
+    fixture: "tests/fixtures/doctests",
+    package: "doc2021",
+    binary: "doc2021",
+};
+/// The same doc-tests on edition 2024: one merged executable.
+const DOC2024: Target = Target {
+    fixture: "tests/fixtures/doctests",
+    package: "doc2024",
+    binary: "doc2024",
+};
 /// Tasks on a process-wide tokio runtime and on async-executor.
 const TASKS: Target = Target {
     fixture: "tests/fixtures/tasks",
@@ -879,6 +891,32 @@ const FIXTURE_ROWS: &[Expected] = &[
     // Still reachable, and no second run can tell whether it grows.
     outcome(TRIALS, "remembers_every_case", "unsettled", None, false).runs("no-entry-point"),
     outcome(TRIALS, "compares_every_pair", IGNORED, None, false),
+    // --- tests/fixtures/doctests, edition 2021 ---
+    clean(DOC2021, "doc2021/src/lib.rs - add (line 10)").runs("completed").by_stacks(),
+    leak(DOC2021, "doc2021/src/lib.rs - forget (line 19)", "doc2021_forget").runs("completed"),
+    // Reachable all along: only the extra runs show the registry and its `Vec` grow.
+    leak(DOC2021, "doc2021/src/lib.rs - register (line 27)", "doc2021_register")
+        .runs("completed")
+        .grows("doc2021_names", 1),
+    clean(DOC2021, "doc2021/src/lib.rs - fallible (line 36)").runs("completed"),
+    clean(DOC2021, "doc2021/src/lib.rs - explode (line 45)").runs("should-panic"),
+    // Its own `main` is the entry point, and its code's lines are its file's.
+    leak(DOC2021, "doc2021/src/lib.rs - own_main (line 54)", "doc2021_own_main").runs("completed"),
+    outcome(DOC2021, "doc2021/src/lib.rs - ignored (line 73)", IGNORED, None, false),
+    clean(DOC2021, "tests::doc2021_adds").by_counting(),
+    // --- tests/fixtures/doctests, edition 2024 ---
+    clean(DOC2024, "doc2024/src/lib.rs - add (line 10)").runs("completed").by_stacks(),
+    leak(DOC2024, "doc2024/src/lib.rs - forget (line 19)", "doc2024_forget").runs("completed"),
+    // Reachable all along: only the extra runs show the registry and its `Vec` grow.
+    leak(DOC2024, "doc2024/src/lib.rs - register (line 27)", "doc2024_register")
+        .runs("completed")
+        .grows("doc2024_names", 1),
+    clean(DOC2024, "doc2024/src/lib.rs - fallible (line 36)").runs("completed"),
+    clean(DOC2024, "doc2024/src/lib.rs - explode (line 45)").runs("should-panic"),
+    // Its own `main` is the entry point, and its code's lines are its file's.
+    leak(DOC2024, "doc2024/src/lib.rs - own_main (line 54)", "doc2024_own_main").runs("completed"),
+    outcome(DOC2024, "doc2024/src/lib.rs - ignored (line 73)", IGNORED, None, false),
+    clean(DOC2024, "tests::doc2024_adds").by_counting(),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")
         .runs("not-needed")
@@ -1257,6 +1295,37 @@ const FIXTURE_ROWS: &[Expected] = &[
 
 /// Checks the table against the fixtures' sources: the same test functions, one marker per
 /// expected site and none without one. Reads files only; builds and runs nothing.
+/// The item of a doc-test's name (`forget` of `src/lib.rs - forget (line 19)`).
+fn doc_test_item(name: &str) -> Option<&str> {
+    let (_, rest) = name.split_once(" - ")?;
+    rest.rsplit_once(" (line ").map(|(item, _)| item)
+}
+
+/// The doc-tests of a source file at `path`, named as rustdoc names them: each fence
+/// opening a code block in a `///` comment, before a `pub fn`; those only compiled
+/// (`no_run`, `compile_fail`) are left out.
+fn doc_tests_in(text: &str, path: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut names = Vec::new();
+    let mut open = false;
+    for (i, line) in lines.iter().enumerate() {
+        let Some(fence) = line.strip_prefix("/// ```") else {
+            continue;
+        };
+        open = !open;
+        if !open || fence.contains("no_run") || fence.contains("compile_fail") {
+            continue;
+        }
+        let item = lines[i..]
+            .iter()
+            .find_map(|l| l.strip_prefix("pub fn "))
+            .and_then(|l| l.split('(').next())
+            .expect("a doc-test documents a `pub fn`");
+        names.push(format!("{path} - {item} (line {})", i + 1));
+    }
+    names
+}
+
 #[test]
 fn expected_table_matches_fixture_sources() {
     use std::collections::{BTreeMap, BTreeSet};
@@ -1298,7 +1367,12 @@ fn expected_table_matches_fixture_sources() {
             e.test,
             e.features
         );
-        let fn_name = e.test.rsplit("::").next().unwrap();
+        // A doc-test's markers are named after its package and item: `doc2021_forget` for
+        // `doc2021/src/lib.rs - forget (line 19)`.
+        let doc_item = doc_test_item(e.test).map(|item| format!("{}_{item}", e.package));
+        let fn_name = doc_item
+            .as_deref()
+            .unwrap_or_else(|| e.test.rsplit("::").next().unwrap());
         if let Some(site) = e.site {
             assert_eq!(
                 site, fn_name,
@@ -1319,7 +1393,7 @@ fn expected_table_matches_fixture_sources() {
         }
         if let Some((name, _)) = e.grows {
             assert!(
-                name == fn_name || e.service,
+                name == fn_name || e.service || doc_item.is_some(),
                 "a collection marker is named after its test function"
             );
             assert_eq!(
@@ -1357,6 +1431,15 @@ fn expected_table_matches_fixture_sources() {
         rust_files(&dir.join("src"), &mut files);
         rust_files(&dir.join("tests"), &mut files);
         rust_files(&dir.join("benches"), &mut files);
+        // A workspace fixture's members, each in a directory of its own.
+        let members: BTreeSet<&str> = EXPECTED
+            .iter()
+            .filter(|e| e.fixture == fixture && dir.join(e.package).join("src").is_dir())
+            .map(|e| e.package)
+            .collect();
+        for member in members {
+            rust_files(&dir.join(member).join("src"), &mut files);
+        }
         assert!(!files.is_empty(), "no sources under {}", dir.display());
 
         // Test functions: the first `fn` after each `#[test]` attribute, and each
@@ -1408,6 +1491,14 @@ fn expected_table_matches_fixture_sources() {
         let mut spawn_markers: BTreeMap<String, usize> = BTreeMap::new();
         let mut grow_markers: BTreeMap<String, usize> = BTreeMap::new();
         let mut thread_markers: BTreeMap<String, usize> = BTreeMap::new();
+        // Doc-tests, named as rustdoc names them (only compiled ones are not tests).
+        for file in &files {
+            let rel = file.strip_prefix(root.join(fixture)).unwrap();
+            let text = std::fs::read_to_string(file).unwrap();
+            for name in doc_tests_in(&text, &rel.display().to_string()) {
+                assert!(test_fns.insert(name.clone()), "doc-test {name} twice");
+            }
+        }
         for file in &files {
             let text = std::fs::read_to_string(file).unwrap();
             let mut after_test_attr = false;

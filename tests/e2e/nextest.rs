@@ -144,6 +144,32 @@ fn other_fixtures_under_nextest_match_the_table() {
     check("tests/fixtures/trials", &[], &[], 3);
 }
 
+/// nextest does not run doc-tests: the run says so and points at `test --doc`, and judges
+/// the rest as `test` does.
+#[test]
+fn doc_tests_under_nextest_are_said_not_checked() {
+    let fixture = "tests/fixtures/doctests";
+    let run = run_nextest(fixture, &["--workspace"], "doctests--nextest");
+    let judged: Vec<(String, String)> = verdicts(&run).into_iter().map(|(k, v)| (k.1, v)).collect();
+    assert_eq!(
+        judged,
+        [
+            ("tests::doc2021_adds".to_string(), "clean".to_string()),
+            ("tests::doc2024_adds".to_string(), "clean".to_string())
+        ],
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(
+            "doc-tests are not checked here: nextest does not run them; `cargo leakcheck test --doc` checks them"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
 #[test]
 fn failing_crashing_and_hanging_tests_under_nextest_match_the_table() {
     // One test writes 128 MiB to stderr; nextest need not show it again here.

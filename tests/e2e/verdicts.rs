@@ -26,6 +26,8 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/mappings"
         | "tests/fixtures/trials"
         | "examples/demo" => (&[], 3),
+        // A workspace of two libraries whose doc-tests leak.
+        "tests/fixtures/doctests" => (&["--workspace"], 3),
         // A healthy suite: nothing leaked, the run passes.
         "tests/fixtures/healthy" => (&[], 0),
         // Nothing leaked or failed, but nothing could be analysed.
@@ -551,6 +553,36 @@ fn the_page_links_a_task_to_its_spawn_line() {
         block.contains("<pre class=\"src\">    RT.spawn(task); // spawn-site: task_per_call_waits_forever</pre>"),
         "the spawn line beside it: {block}"
     );
+}
+
+/// Doc-tests, on edition 2021 (an executable each) and 2024 (merged), are tests like any
+/// other: named as rustdoc names them, leaks at their lines (in the doc comment, or in the
+/// library a doc-test calls), the one that should panic passing by panicking; `--no-doc`
+/// leaves them out and `--doc` runs them alone.
+#[test]
+fn doc_tests_are_judged_like_any_test() {
+    const FIXTURE: &str = "tests/fixtures/doctests";
+    check_fixture(FIXTURE);
+    let run = run_fixture(FIXTURE, &["--workspace"]);
+    assert!(
+        run.stderr
+            .contains("2 doc-tests only compiled, never run (`no_run`, `compile_fail`)"),
+        "{}",
+        run.stderr
+    );
+    let kinds = |run: &Run| -> Vec<String> {
+        let tests = run.report()["tests"].as_array().unwrap().clone();
+        tests
+            .iter()
+            .map(|t| t["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let without = run_fixture(FIXTURE, &["--workspace", "--no-doc"]);
+    assert_eq!(kinds(&without), ["lib", "lib"], "{}", without.stderr);
+    assert_eq!(without.code, 0, "{}", without.stderr);
+    let only = run_fixture(FIXTURE, &["--workspace", "--doc"]);
+    assert_eq!(kinds(&only), vec!["doc"; 12], "{}", only.stderr);
+    assert_eq!(only.code, 3, "{}", only.stderr);
 }
 
 /// A `harness = false` target on libtest-mimic: each trial is a test of its own.

@@ -379,7 +379,7 @@ pub struct TestBinary {
     /// What one read of the executable said; empty until [`crate::execution::inspect::binaries`] ran.
     pub facts: BinaryFacts,
     /// The doc-tests it holds and how rustdoc ran it, for [`Harness::Doc`].
-    pub doc: Option<std::sync::Arc<crate::execution::doctests::DocTests>>,
+    pub doc: Option<std::sync::Arc<crate::execution::doctests::held::DocTests>>,
 }
 
 impl TestBinary {

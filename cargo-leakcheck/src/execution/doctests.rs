@@ -14,6 +14,7 @@
 //! doc-test as code of a crate of its own, whose lines count from its generated source: the
 //! frames of that code are put back at the doc-test's lines in its file ([`SourceMap`]).
 
+pub mod held;
 pub mod keep;
 pub mod naming;
 pub mod sources;
@@ -22,6 +23,7 @@ use crate::evidence::Entry;
 use crate::execution::cargo::{cargo_program, Harness, Member, Selection, TestBinary, Workspace};
 use crate::execution::facts::BinaryFacts;
 use crate::model::TargetKind;
+pub use held::{DocTest, DocTests};
 use keep::Kept;
 use naming::{Mode, Outcome};
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -30,47 +32,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-
-/// The variable a merged doc-test executable runs one doc-test by (its index).
-pub const RUN_ONE: &str = "RUSTDOC_DOCTEST_RUN_NB_TEST";
-
-/// What a kept doc-test executable holds and how it is run.
-#[derive(Clone, Debug, Default)]
-pub struct DocTests {
-    /// How rustdoc ran it: its directory, environment and exit status.
-    pub kept: Kept,
-    /// The doc-tests it holds.
-    pub tests: Vec<DocTest>,
-    /// Each doc-test's entry point, to run it again in its process.
-    pub entries: HashMap<String, Entry>,
-    /// The entry points are `fn()` (a doc-test's `main`), not libtest's
-    /// `fn() -> Result<(), String>`.
-    pub unit_entries: bool,
-    /// Why a doc-test has no entry point, by name.
-    pub no_entry: HashMap<String, String>,
-    /// Where the frames of the doc-tests' code are in their files.
-    pub sources: Vec<SourceMap>,
-}
-
-impl DocTests {
-    /// The doc-test named so.
-    pub fn test(&self, name: &str) -> Option<&DocTest> {
-        self.tests.iter().find(|t| t.name == name)
-    }
-}
-
-/// One doc-test of an executable.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DocTest {
-    /// Its name, as rustdoc names it.
-    pub name: String,
-    /// Its index in a merged executable ([`RUN_ONE`]).
-    pub index: Option<usize>,
-    /// It passes by panicking (`should_panic`).
-    pub should_panic: bool,
-    /// It runs (not ignored, not only compiled).
-    pub runs: bool,
-}
 
 /// The doc-tests of the selected packages, kept.
 #[derive(Debug, Default)]
@@ -122,7 +83,13 @@ pub fn collect(req: &Request) -> Collected {
             continue;
         }
         match run_rustdoc(req, m, &host, &dir) {
-            Ok(stdout) => package(m, &naming::outcomes(&stdout), &dir, &mut out),
+            Ok(stdout) => {
+                let pkg = Package {
+                    member: m,
+                    root: &req.ws.root,
+                };
+                package(&pkg, &naming::outcomes(&stdout), &dir, &mut out)
+            }
             Err(why) => out.problems.push(format!(
                 "the doc-tests of `{}` are not checked: {why}",
                 m.name
@@ -260,9 +227,38 @@ fn run_rustdoc(req: &Request, member: &Member, host: &str, dir: &Path) -> Result
     Ok(stdout)
 }
 
-/// Makes a test binary of each executable kept in `dir` for `member`, and sorts out the
+/// The package whose doc-tests are collected, and the workspace they are named in.
+struct Package<'a> {
+    member: &'a Member,
+    /// The workspace's root: rustdoc names a doc-test by its file's path from there.
+    root: &'a Path,
+}
+
+impl Package<'_> {
+    /// The doc-test file a doc-test's name gives.
+    fn file(&self, path: &str) -> PathBuf {
+        let from_root = self.root.join(path);
+        if from_root.is_file() {
+            from_root
+        } else {
+            self.member.dir.join(path)
+        }
+    }
+
+    /// The code block of the doc-test `name`, with its file and fence line.
+    fn block(&self, name: &str) -> Option<(PathBuf, u32, Vec<String>)> {
+        let (path, line) = naming::place(name)?;
+        let file = self.file(path);
+        let source = std::fs::read_to_string(&file).ok()?;
+        let block = naming::code_block(&source, line)?;
+        Some((file, line, block))
+    }
+}
+
+/// Makes a test binary of each executable kept in `dir` for the package, and sorts out the
 /// doc-tests that have none.
-fn package(member: &Member, outcomes: &[Outcome], dir: &Path, out: &mut Collected) {
+fn package(pkg: &Package, outcomes: &[Outcome], dir: &Path, out: &mut Collected) {
+    let member = pkg.member;
     let mut kept: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -279,7 +275,7 @@ fn package(member: &Member, outcomes: &[Outcome], dir: &Path, out: &mut Collecte
             continue;
         };
         let doc = if symbols.merged.is_empty() {
-            match alone(member, outcomes, &k, &symbols) {
+            match alone(pkg, outcomes, &k, &symbols) {
                 Some(doc) => doc,
                 None => {
                     own_mains.push((exe, k, symbols));
@@ -287,7 +283,7 @@ fn package(member: &Member, outcomes: &[Outcome], dir: &Path, out: &mut Collecte
                 }
             }
         } else {
-            match merged(member, outcomes, &k, &symbols, &data) {
+            match merged(pkg, outcomes, &k, &symbols, &data) {
                 Ok(doc) => doc,
                 Err(why) => {
                     out.problems.push(why);
@@ -298,7 +294,7 @@ fn package(member: &Member, outcomes: &[Outcome], dir: &Path, out: &mut Collecte
         placed.extend(doc.tests.iter().map(|t| t.name.clone()));
         out.binaries.push(binary(member, exe, doc));
     }
-    place_own_mains(member, outcomes, own_mains, &mut placed, out);
+    place_own_mains(pkg, outcomes, own_mains, &mut placed, out);
     for o in outcomes {
         let name = (member.name.clone(), o.name.clone());
         if o.mode == Mode::CompileOnly {
@@ -320,7 +316,7 @@ fn package(member: &Member, outcomes: &[Outcome], dir: &Path, out: &mut Collecte
 /// The executables of doc-tests with a `fn main` of their own, which no symbol names: one
 /// is its package's last unplaced doc-test only when it is the one such executable left.
 fn place_own_mains(
-    member: &Member,
+    pkg: &Package,
     outcomes: &[Outcome],
     own_mains: Vec<(PathBuf, Kept, Symbols)>,
     placed: &mut Vec<String>,
@@ -332,14 +328,14 @@ fn place_own_mains(
         .collect();
     if own_mains.len() == 1 && left.len() == 1 {
         let (exe, kept, symbols) = own_mains.into_iter().next().expect("one");
-        let doc = alone_named(member, left[0], kept, &symbols, None);
+        let doc = alone_named(pkg, left[0], kept, &symbols, None);
         placed.push(left[0].name.clone());
-        out.binaries.push(binary(member, exe, doc));
+        out.binaries.push(binary(pkg.member, exe, doc));
     } else if !own_mains.is_empty() {
         out.problems.push(format!(
             "{} doc-tests of `{}` with a `fn main` of their own could not be told apart (their executables name no line), so they are not checked: {}",
             own_mains.len(),
-            member.name,
+            pkg.member.name,
             left.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
         ));
     }
@@ -358,6 +354,9 @@ fn binary(member: &Member, exe: PathBuf, doc: DocTests) -> TestBinary {
     }
 }
 
+/// File offsets `[start, end)` of functions.
+type Ranges = Vec<(u64, u64)>;
+
 /// The functions of an executable that tell which doc-tests it holds.
 struct Symbols {
     /// A wrapper `…::_doctest_main_…` of a doc-test compiled alone: (name, file offset).
@@ -370,6 +369,8 @@ struct Symbols {
     merged_mains: HashMap<usize, (String, u64)>,
     /// The crate of a merged executable's `TEST` closures (rustdoc's runner).
     runner: Option<String>,
+    /// Every function: its name (hash dropped) and file offsets `[start, end)`.
+    functions: Vec<(String, u64, u64)>,
 }
 
 impl Symbols {
@@ -388,6 +389,7 @@ impl Symbols {
             merged: HashMap::new(),
             merged_mains: HashMap::new(),
             runner: None,
+            functions: Vec::new(),
         };
         for s in file.symbols() {
             if s.kind() != SymbolKind::Text || s.address() == 0 {
@@ -403,6 +405,9 @@ impl Symbols {
                 address: s.address(),
                 file_range: (at, at + s.size().max(1)),
             };
+            found
+                .functions
+                .push((name.to_string(), entry.file_range.0, entry.file_range.1));
             if name.contains("::_doctest_main_") && !name.contains("{") {
                 found.wrapper = Some((name.to_string(), at));
             } else if name == "rust_out::main" {
@@ -420,16 +425,29 @@ impl Symbols {
         }
         Some(found)
     }
+
+    /// The file offsets of the functions whose names start with `prefix`, rustdoc's own
+    /// (named `prefix` then one of `rustdocs`) apart: (code, rustdoc's).
+    fn ranges(&self, prefix: &str, rustdocs: &[&str]) -> (Ranges, Ranges) {
+        let mut code = Vec::new();
+        let mut outer = Vec::new();
+        for (name, start, end) in &self.functions {
+            let Some(rest) = name.strip_prefix(prefix) else {
+                continue;
+            };
+            if rustdocs.contains(&rest) {
+                outer.push((*start, *end));
+            } else {
+                code.push((*start, *end));
+            }
+        }
+        (code, outer)
+    }
 }
 
 /// A doc-test compiled alone, named by its wrapper; `None` when it has none (its own
 /// `main`).
-fn alone(
-    member: &Member,
-    outcomes: &[Outcome],
-    kept: &Kept,
-    symbols: &Symbols,
-) -> Option<DocTests> {
+fn alone(pkg: &Package, outcomes: &[Outcome], kept: &Kept, symbols: &Symbols) -> Option<DocTests> {
     let (wrapper, start) = symbols.wrapper.as_ref()?;
     let names: Vec<&str> = outcomes
         .iter()
@@ -439,7 +457,7 @@ fn alone(
     let name = naming::by_wrapper(wrapper, &names)?;
     let outcome = outcomes.iter().find(|o| o.name == name)?;
     Some(alone_named(
-        member,
+        pkg,
         outcome,
         kept.clone(),
         symbols,
@@ -450,7 +468,7 @@ fn alone(
 /// A doc-test compiled alone and known to be `outcome`'s: `wrapper_start` is its wrapper's
 /// file offset, `None` when it has a `main` of its own.
 fn alone_named(
-    member: &Member,
+    pkg: &Package,
     outcome: &Outcome,
     kept: Kept,
     symbols: &Symbols,
@@ -460,10 +478,7 @@ fn alone_named(
     // failed.
     let should_panic = kept.status.is_some_and(|s| s != 0) && outcome.result == "ok";
     let name = outcome.name.clone();
-    let block = naming::place(&name).and_then(|(path, line)| {
-        let source = std::fs::read_to_string(member.dir.join(path)).ok()?;
-        Some((path, line, naming::code_block(&source, line)?))
-    });
+    let block = pkg.block(&name);
     let own_main = block.as_ref().and_then(|(_, _, b)| naming::own_main(b));
     let mut doc = DocTests {
         kept,
@@ -498,17 +513,22 @@ fn alone_named(
         }
         _ => None,
     };
-    if let (Some((start, line_at_start)), Some((path, _, _))) = (anchor, &block) {
+    if let (Some((start, line_at_start)), Some((file, _, _))) = (anchor, &block) {
+        // Everything of crate `rust_out` is the doc-test's, but rustdoc's `main` around
+        // its wrapper.
+        let rustdocs: &[&str] = if wrapper_start.is_some() {
+            &["main"]
+        } else {
+            &[]
+        };
+        let (code, outer) = symbols.ranges("rust_out::", rustdocs);
         doc.sources.push(SourceMap {
-            prefix: "rust_out::".into(),
+            code,
+            outer,
             start,
             line_at_start,
-            file: member.dir.join(path),
+            file: file.clone(),
             name,
-            outer: wrapper_start
-                .map(|_| "main".to_string())
-                .into_iter()
-                .collect(),
         });
     }
     doc
@@ -517,7 +537,7 @@ fn alone_named(
 /// A merged executable: the names of the package's doc-tests it holds, sorted as rustdoc
 /// numbers them; refused when they are not exactly as many as its doc-tests.
 fn merged(
-    member: &Member,
+    pkg: &Package,
     outcomes: &[Outcome],
     kept: &Kept,
     symbols: &Symbols,
@@ -534,7 +554,7 @@ fn merged(
     if held.len() != count || (0..count).any(|i| !symbols.merged.contains_key(&i)) {
         return Err(format!(
             "the merged doc-tests of `{}` are not checked: the executable holds {count}, and {} of the package's doc-test names",
-            member.name,
+            pkg.member.name,
             held.len()
         ));
     }
@@ -550,15 +570,7 @@ fn merged(
             runs: o.mode != Mode::CompileOnly && !o.ignored(),
         });
         doc.entries.insert(o.name.clone(), symbols.merged[&i]);
-        if let Some(map) = merged_source(member, &o.name, symbols.merged_mains.get(&i)) {
-            // The closure libtest keeps for it is rustdoc's too, in its runner crate.
-            if let Some(runner) = &symbols.runner {
-                doc.sources.push(SourceMap {
-                    prefix: format!("{runner}::__doctest_{i}::"),
-                    outer: vec!["TEST::{closure#0}".into(), "TEST::{{closure}}".into()],
-                    ..map.clone()
-                });
-            }
+        if let Some(map) = merged_source(pkg, &o.name, i, symbols) {
             doc.sources.push(map);
         }
     }
@@ -567,21 +579,25 @@ fn merged(
 
 /// Where the code of merged doc-test `name` is: its generated `main` (`prefix`, file
 /// offset) stands for the line before its code, or for its own `fn main` line.
-fn merged_source(member: &Member, name: &str, main: Option<&(String, u64)>) -> Option<SourceMap> {
-    let (prefix, start) = main?;
-    let (path, line) = naming::place(name)?;
-    let source = std::fs::read_to_string(member.dir.join(path)).ok()?;
-    let block = naming::code_block(&source, line)?;
+fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &Symbols) -> Option<SourceMap> {
+    let (prefix, start) = symbols.merged_mains.get(&i)?;
+    let (file, line, block) = pkg.block(name)?;
     let line_at_start = match naming::own_main(&block) {
         Some((j, _)) => line + j,
         None => line,
     };
+    let (code, mut outer) = symbols.ranges(prefix, &["__main_fn"]);
+    // The closure libtest keeps for it, in rustdoc's runner crate, is rustdoc's too.
+    if let Some(runner) = &symbols.runner {
+        let (tests, _) = symbols.ranges(&format!("{runner}::__doctest_{i}::"), &[]);
+        outer.extend(tests);
+    }
     Some(SourceMap {
-        prefix: prefix.clone(),
+        code,
+        outer,
         start: *start,
         line_at_start,
-        file: member.dir.join(path),
+        file,
         name: name.to_string(),
-        outer: vec!["__main_fn".into()],
     })
 }

@@ -192,7 +192,7 @@ pub fn own_allocator(data: &[u8]) -> Option<(u64, String)> {
 /// What a doc-test executable says about running its doc-tests again: the entry points
 /// naming found ([`crate::execution::doctests`]), with the executable's build id and the
 /// runtime's symbols as for a libtest binary.
-pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::DocTests) -> Inspection {
+pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::held::DocTests) -> Inspection {
     let file = match ElfFile64::<LE>::parse(data) {
         Ok(f) => f,
         Err(e) => {

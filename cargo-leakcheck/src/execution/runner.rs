@@ -429,7 +429,7 @@ fn run_one(
         .map(|i| i.to_string());
     let program_env: Vec<(&str, &str)> = index
         .as_deref()
-        .map(|i| (crate::execution::doctests::RUN_ONE, i))
+        .map(|i| (crate::execution::doctests::held::RUN_ONE, i))
         .into_iter()
         .collect();
     let spec = ProcessSpec {

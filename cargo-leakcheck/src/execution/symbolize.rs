@@ -16,7 +16,7 @@
 //! shared by every dump of the same binary.
 
 use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
-use crate::execution::doctests::sources::{map_frames, SourceMap};
+use crate::execution::doctests::sources::{map_frames, Anchor, SourceMap};
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -470,10 +470,12 @@ impl Symbolizer {
         // A map's anchor is the line of its function's first instruction (a "return
         // address" one past it).
         let mapped: Arc<[Frame]> = map_frames(&raw, &maps, |m| {
-            self.symbolize_raw(object, m.start + 1)
-                .iter()
-                .rfind(|f| !f.inlined)
-                .and_then(|f| f.line)
+            let frames = self.symbolize_raw(object, m.start + 1);
+            let outer = frames.iter().rfind(|f| !f.inlined)?;
+            Some(Anchor {
+                line: outer.line?,
+                file: outer.file.clone()?,
+            })
         })
         .into();
         if let Some(m) = self.sources.get_mut(object) {

@@ -42,7 +42,12 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
     let launch = launch(&session, args, &cli, &exe_text)?;
     let ran = run_nextest(&launch.nextest_args, &launch.envs)?;
     let mut notes = session.notes.clone();
-    notes.push("doc-tests are not checked (nextest does not run them)".into());
+    if session.selected().iter().any(|m| m.has_doctests) {
+        notes.push(
+            "doc-tests are not checked here: nextest does not run them; `cargo leakcheck test --doc` checks them"
+                .into(),
+        );
+    }
     let (tests, selection) = gather_verdicts(&launch, &ran, &mut notes)?;
     let mut report = assemble(&session, &cli, tests, selection, notes);
     session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
