@@ -105,6 +105,21 @@ pub struct ProcessResult {
     /// Processes of its process group still running when it ended (`pid N (name)`); they
     /// were killed.
     pub left_running: Vec<String>,
+    /// The processes the test started, as each said what it was.
+    pub children: Vec<ChildProcess>,
+}
+
+/// A process a test started, as its record said (see `leakcheck_protocol::children`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildProcess {
+    /// Its executable.
+    pub exe: String,
+    /// The test's run under way when it started (0: its own run).
+    pub run: u32,
+    /// Whether it is the build's and was tracked.
+    pub checked: bool,
+    /// Its exit dump, beside which its scan's files are: when it ended through `exit`.
+    pub dump: Option<PathBuf>,
 }
 
 impl ProcessResult {
@@ -121,6 +136,7 @@ impl ProcessResult {
             app_dumps: Vec::new(),
             run_dumps: Vec::new(),
             left_running: Vec::new(),
+            children: Vec::new(),
             stdout,
             stderr,
         }

@@ -372,6 +372,32 @@ pub struct StackReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub task: Option<TaskReport>,
+    /// When its objects were lost by a process the test started: that process's executable
+    /// (its file name); its frames are that executable's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub process: Option<String>,
+}
+
+/// The processes of one executable a test started (in any of its runs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessReport {
+    /// The executable's file name.
+    pub name: String,
+    /// Its path.
+    pub exe: String,
+    /// How many were started.
+    pub started: u64,
+    /// Whether they are the build's own and were checked (tracked, scanned at their exit).
+    pub checked: bool,
+    /// How many of the checked ones ended through `exit` and were scanned.
+    #[serde(default)]
+    pub scanned: u64,
+    /// Why they, or some of them, were not checked: not the build's, or they did not end
+    /// through `exit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
+    pub not_checked: Option<String>,
 }
 
 /// An async task of tokio or of async-task (smol, async-std, async-executor), told from the
@@ -774,6 +800,10 @@ pub struct TestReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[serde(default)]
     pub collections: Vec<CollectionReport>,
+    /// The processes it started, by executable: checked (the build's), or listed as not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
+    pub processes: Vec<ProcessReport>,
 }
 
 /// What a collection's length counts.
@@ -984,6 +1014,7 @@ impl StackReport {
             retained_by: None,
             unreachable: None,
             task: None,
+            process: None,
         }
     }
 }
@@ -1053,6 +1084,7 @@ impl TestReport {
             left_processes: Vec::new(),
             unsettled_fails: false,
             collections: Vec::new(),
+            processes: Vec::new(),
         }
     }
 }

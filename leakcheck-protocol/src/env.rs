@@ -88,12 +88,24 @@ pub const PATHS: Var = Var(c"LEAKCHECK_PATHS");
 /// reaches this runtime's `malloc` (see [`crate::record::Entry::Allocator`]).
 pub const ALLOC_PROBE: Var = Var(c"LEAKCHECK_ALLOC_PROBE");
 
+/// The directory where the processes a test starts say what they are and, when they are
+/// the build's, what they left at their exit (see [`crate::children`]). The test's process
+/// keeps it, and [`BUILT`], for them, and takes its own variables out of their way.
+pub const CHILDREN: Var = Var(c"LEAKCHECK_CHILDREN");
+/// The build's target directory: a process the test starts from an executable under it is
+/// checked.
+pub const BUILT: Var = Var(c"LEAKCHECK_BUILT");
+/// Set by the test's process, in the environment of the processes it starts: its pid. A
+/// process that finds it is not the one the tool started, whatever other variables of the
+/// tool it inherited. The tool never hands it to a process of its own.
+pub const PARENT: Var = Var(c"LEAKCHECK_PARENT");
+
 /// The table of the program's own collections (see [`crate::collections`]), whose lengths
 /// the runtime reads after every run (and with every periodic dump).
 pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 22] = [
+pub const ALL: [Var; 25] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -116,6 +128,9 @@ pub const ALL: [Var; 22] = [
     DRAIN,
     ALLOC_PROBE,
     COLLECTIONS,
+    CHILDREN,
+    BUILT,
+    PARENT,
 ];
 
 #[cfg(test)]

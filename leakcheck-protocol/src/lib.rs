@@ -3,6 +3,7 @@
 //! crosses the process boundary has one encoder and one decoder here:
 //!
 //! - [`env`]: the environment variables the tool sets and the runtime reads;
+//! - [`children`]: what the processes a test starts say of themselves;
 //! - [`record`]: the exit record the runtime writes line by line, and why a series of extra
 //!   runs ended ([`record::End`]);
 //! - [`drain`]: the deferred-reclamation runtimes the runtime drains before it measures;
@@ -24,6 +25,7 @@
 
 #![no_std]
 
+pub mod children;
 pub mod collections;
 pub mod cycles;
 pub mod drain;

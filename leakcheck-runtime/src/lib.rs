@@ -41,6 +41,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod arenas;
+mod children;
 mod clock;
 mod cycles;
 mod drain;
@@ -417,9 +418,33 @@ fn start_tracking(prefix: Option<&str>) {
     tracker::enable(mean);
 }
 
+/// In a process the test started: says what it is and, when it is the build's, tracks it
+/// and has its exit handler write what it left and what of that nothing reaches.
+fn start_child() {
+    threads::resolve();
+    // SAFETY: the constructor runs single-threaded, before the exit handler is installed.
+    let s = unsafe { rerun::settings_mut() };
+    if !children::start_as_child(&mut s.dump_prefix) {
+        s.dump_prefix.truncate(0);
+        return;
+    }
+    tracker::enable(1);
+    threads::start_registry();
+    reach::record_tls_layout();
+    reach::scan_main_from_exit();
+    s.started_ms = sys::now_ms();
+    // SAFETY: getpid has no preconditions.
+    s.pid = unsafe { libc::getpid() };
+    rerun::install();
+}
+
 /// Runs from `.init_array`, before the test binary's `main`.
 extern "C" fn leakcheck_init() {
     clock::resolve();
+    if children::is_child() {
+        start_child();
+        return;
+    }
     let prefix = sys::var(env::RUNTIME_PREFIX);
     let track = sys::var(env::TRACK) == Some(env::ON);
     if let Some(prefix) = prefix.filter(|_| !track) {
@@ -440,13 +465,8 @@ extern "C" fn leakcheck_init() {
     // the settings while they are written.
     read_rerun_settings(unsafe { rerun::settings_mut() }, prefix);
     lengths::configure(track);
-    // Child processes the test spawns (compilers, helpers, other binaries) are not what is
-    // being measured: stop the preload from spreading to them.
-    // SAFETY: a NUL-terminated name; no other thread reads the environment yet (the test
-    // binary's own code has not started, and the dump thread below is started after this).
-    unsafe {
-        libc::unsetenv(env::PRELOAD.c_name().as_ptr());
-    }
+    // The processes the test starts get the runtime too, and know they are not this one.
+    children::hand_down();
     if let Some(ms) = sys::var(env::DUMP_INTERVAL_MS)
         .and_then(sys::parse_u64)
         .filter(|&ms| ms > 0)

@@ -550,8 +550,17 @@ fn add_main_thread(roots: &mut Roots, stop: &Stop, me: usize, stacks: &mut Stack
         tid: main,
         ..ThreadRoot::default()
     };
+    let exit_frame = EXIT_FRAME.load(std::sync::atomic::Ordering::Relaxed);
     let range = if main != me {
         main_stack(&mut t, top, stop)
+    } else if MAIN_FROM_EXIT.load(std::sync::atomic::Ordering::Relaxed)
+        && exit_frame < top
+        && top - exit_frame < MAIN_STACK_MAX
+    {
+        // A program's own exit, from `main` or below it (`process::exit`): its frames above
+        // the handler are live, and a pointer it kept only in a register is on no stack.
+        t.sp = exit_frame;
+        Some((exit_frame, top))
     } else {
         None
     };
@@ -560,7 +569,27 @@ fn add_main_thread(roots: &mut Roots, stop: &Stop, me: usize, stacks: &mut Stack
         if let Some((from, to)) = range {
             stacks.push(from, to, index);
         }
+        if main == me && t.sp != 0 {
+            let saved = std::ptr::addr_of!(SAVED) as usize;
+            roots.push(
+                saved,
+                saved + std::mem::size_of_val(&SAVED),
+                Root::ExitRegisters { thread: index },
+            );
+        }
     }
+}
+
+/// Whether the main thread's stack above the exit handler is scanned when it runs the
+/// handler: in a process the test started, whose `main` may call `exit` with its data still
+/// on its stack (see [`scan_main_from_exit`]).
+static MAIN_FROM_EXIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Has the main thread's stack scanned from the exit handler's frame up, as a thread that
+/// called `exit` has: in a program (not a test binary, whose `main` returned before its
+/// handler runs) the frames above may be `main`'s own.
+pub fn scan_main_from_exit() {
+    MAIN_FROM_EXIT.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The part of the main thread `t`'s stack (whose top is `top`) to scan: from its stack

@@ -391,6 +391,7 @@ fn run_extra(
         None
     };
     put(fd, Entry::RunStart { run: k });
+    crate::children::set_run(k);
     let before = sys::thread_count();
     let mut message = Message {
         bytes: [0; 400],

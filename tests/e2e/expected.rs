@@ -401,6 +401,12 @@ const TRIALS: Target = Target {
     package: "trials",
     binary: "cases",
 };
+/// Integration tests that run the package's own binaries, and a shell.
+const CHILDREN: Target = Target {
+    fixture: "tests/fixtures/children",
+    package: "children",
+    binary: "cli",
+};
 /// Doc-tests of a library on edition 2021: an executable each.
 const DOC2021: Target = Target {
     fixture: "tests/fixtures/doctests",
@@ -891,6 +897,18 @@ const FIXTURE_ROWS: &[Expected] = &[
     // Still reachable, and no second run can tell whether it grows.
     outcome(TRIALS, "remembers_every_case", "unsettled", None, false).runs("no-entry-point"),
     outcome(TRIALS, "compares_every_pair", IGNORED, None, false),
+    // --- tests/fixtures/children: processes a test starts ---
+    // `wc2 --keep-lines` loses 200 objects at its exit in every run.
+    leak(CHILDREN, "counts_and_keeps_lines", "counts_and_keeps_lines"),
+    clean(CHILDREN, "counts_words"),
+    // Its data is still on `main`'s stack when it calls `exit`: reachable.
+    clean(CHILDREN, "reports_and_exits"),
+    // A worker thread holds the buffers: reachable.
+    clean(CHILDREN, "pools_buffers"),
+    // `sh` is not the build's: listed, not checked.
+    clean(CHILDREN, "runs_a_shell"),
+    // Left running: reported, and killed.
+    clean(CHILDREN, "leaves_a_sleeper"),
     // --- tests/fixtures/doctests, edition 2021 ---
     clean(DOC2021, "doc2021/src/lib.rs - add (line 10)").runs("completed").by_stacks(),
     leak(DOC2021, "doc2021/src/lib.rs - forget (line 19)", "doc2021_forget").runs("completed"),

@@ -142,6 +142,8 @@ fn other_fixtures_under_nextest_match_the_table() {
     check("tests/fixtures/collections", &[], &[], 3);
     // A harness of the target's own: the same trials, the same verdicts as under `test`.
     check("tests/fixtures/trials", &[], &[], 3);
+    // The processes a test starts, checked as under `test`.
+    check("tests/fixtures/children", &[], &[], 3);
 }
 
 /// nextest does not run doc-tests: the run says so and points at `test --doc`, and judges

@@ -26,6 +26,8 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/mappings"
         | "tests/fixtures/trials"
         | "examples/demo" => (&[], 3),
+        // A binary run by its integration tests leaks.
+        "tests/fixtures/children" => (&[], 3),
         // A workspace of two libraries whose doc-tests leak.
         "tests/fixtures/doctests" => (&["--workspace"], 3),
         // A healthy suite: nothing leaked, the run passes.
@@ -583,6 +585,72 @@ fn doc_tests_are_judged_like_any_test() {
     let only = run_fixture(FIXTURE, &["--workspace", "--doc"]);
     assert_eq!(kinds(&only), vec!["doc"; 12], "{}", only.stderr);
     assert_eq!(only.code, 3, "{}", only.stderr);
+}
+
+/// The processes a test starts are judged with it: those of the build's executables checked
+/// at their exit (a leak there is the test's, named by the process), the others listed as
+/// not checked, one left running reported.
+#[test]
+fn child_processes_are_judged_with_their_test() {
+    const FIXTURE: &str = "tests/fixtures/children";
+    check_fixture(FIXTURE);
+    let run = run_fixture(FIXTURE, &[]);
+    let report = run.report();
+    let test = |name: &str| {
+        report["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in the report"))
+            .clone()
+    };
+    let leak = test("counts_and_keeps_lines");
+    let stack = &leak["stacks"].as_array().unwrap()[0];
+    assert_eq!(stack["process"], "wc2", "{stack}");
+    assert_eq!(stack["objects"], 200, "{stack}");
+    let processes = |t: &Value| -> Vec<(String, bool, u64)> {
+        t["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let name = p["name"].as_str().unwrap().to_string();
+                (
+                    name,
+                    p["checked"].as_bool().unwrap(),
+                    p["scanned"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(processes(&leak), [("wc2".to_string(), true, 1)]);
+    assert_eq!(
+        processes(&test("counts_words")),
+        [("wc2".to_string(), true, 1)]
+    );
+    // `sh` on this machine may be `dash` or `bash`: whatever it is, it is not the build's.
+    let shell = processes(&test("runs_a_shell"));
+    assert!(
+        shell.len() == 1 && !shell[0].1 && shell[0].2 == 0,
+        "{shell:?}"
+    );
+    let sleeper = test("leaves_a_sleeper");
+    assert_eq!(processes(&sleeper), [("sleeper".to_string(), true, 0)]);
+    assert!(
+        sleeper["left_processes"].as_array().unwrap()[0]
+            .as_str()
+            .unwrap()
+            .ends_with("(sleeper)"),
+        "{sleeper}"
+    );
+    for line in [
+        "lost by the child process `wc2`: unreachable at its exit, in every run that started it",
+        "(not executables of the build)",
+        "not checked: `sleeper` ×1 (did not end through `exit`",
+    ] {
+        assert!(run.stderr.contains(line), "{line}\n{}", run.stderr);
+    }
 }
 
 /// A `harness = false` target on libtest-mimic: each trial is a test of its own.

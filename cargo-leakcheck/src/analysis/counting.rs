@@ -101,6 +101,7 @@ pub(crate) mod tests {
             app_dumps: Vec::new(),
             run_dumps: Vec::new(),
             left_running: Vec::new(),
+            children: Vec::new(),
             stdout: PathBuf::new(),
             stderr: PathBuf::new(),
         }

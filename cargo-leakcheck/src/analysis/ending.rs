@@ -89,5 +89,6 @@ pub fn never_judged(id: &TestIdentity) -> TestReport {
         left_processes: Vec::new(),
         unsettled_fails: false,
         collections: Vec::new(),
+        processes: Vec::new(),
     }
 }

@@ -6,6 +6,7 @@
 //! place verdicts are made) and `growth` is the bench rule.
 
 pub(crate) mod baseline;
+pub(crate) mod children;
 pub(crate) mod classify;
 pub(crate) mod collections;
 pub(crate) mod counting;

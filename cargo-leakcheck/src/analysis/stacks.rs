@@ -260,6 +260,7 @@ pub fn judge_stacks(
                     }
                     t
                 }),
+                process: None,
             };
             against_policy(stack, policy)
         })

@@ -8,6 +8,7 @@
 //! [`crate::analysis::stacks`]; how a verdict maps to an exit code is in
 //! [`crate::model::gate::verdict_exit_code`].
 
+use crate::analysis::children;
 use crate::analysis::collections;
 use crate::analysis::cycles;
 use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
@@ -97,6 +98,8 @@ pub struct TestEvidence<'a> {
     pub stderr_tail: String,
     /// Its dumps, for a profiled test.
     pub dumps: Option<Result<Dumps, DumpError>>,
+    /// The processes its processes started (see [`children`]).
+    pub children: Vec<children::ChildEvidence>,
 }
 
 /// The verdict on one test.
@@ -119,9 +122,11 @@ pub fn judge(
             evidence.extra_runs,
         );
         report.extra_runs.in_all = runs_in_all(evidence.method, None, evidence.result);
+        add_children(&mut report, evidence, symbols, policy);
         return report;
     }
     let mut report = judge_profiled(id, evidence, binary, symbols, policy);
+    add_children(&mut report, evidence, symbols, policy);
     report.extra_runs.in_all = runs_in_all(evidence.method, evidence.counting, evidence.result);
     let counting_run_passed = evidence
         .counting
@@ -134,6 +139,29 @@ pub fn judge(
         }
     }
     report
+}
+
+/// What the processes the test started lost in every run, into its report: a leak of the
+/// test when one such stack fails it (a test that failed, crashed or could not be judged
+/// keeps that verdict); and the executables they ran, checked or not.
+fn add_children(
+    report: &mut TestReport,
+    evidence: &TestEvidence,
+    symbols: &mut dyn Symbols,
+    policy: &Policy,
+) {
+    let found = children::judge(&evidence.children, symbols, policy);
+    report.processes = found.processes;
+    for s in found.stacks.iter().filter(|s| s.fails) {
+        report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
+        report.retained_objects = report.retained_objects.saturating_add(s.objects);
+    }
+    let fails = found.stacks.iter().any(|s| s.fails);
+    report.stacks.extend(found.stacks);
+    if fails && matches!(report.verdict, Verdict::Clean | Verdict::Unsettled) {
+        report.verdict = Verdict::Leak;
+        report.message = None;
+    }
 }
 
 /// Every run of a test beyond its own, in all its processes (see
@@ -245,6 +273,7 @@ fn clean_report(
         left_processes: result.left_running.clone(),
         unsettled_fails: policy.effective.unsettled_fails,
         collections: Vec::new(),
+        processes: Vec::new(),
     }
 }
 
@@ -779,6 +808,7 @@ mod tests {
             counting: None,
             stderr_tail: crate::evidence::stderr_tail(&result.stderr),
             dumps: Some(crate::execution::load::dumps(result)),
+            children: Vec::new(),
         };
         judge(id, &evidence, &probe.bin, &mut probe.symbols, policy)
     }
@@ -800,6 +830,7 @@ mod tests {
             record_file: None,
             run_dumps: Vec::new(),
             left_running: Vec::new(),
+            children: Vec::new(),
             preload_dumps: vec![dump],
             app_dumps: Vec::new(),
             stdout: PathBuf::from("/nonexistent/stdout"),

@@ -3,6 +3,7 @@
 //! judges ([`crate::analysis::verdict`]). It decides nothing: a file that cannot be read
 //! is carried as such, for the verdict to say what that means.
 
+use crate::analysis::children::ChildEvidence;
 use crate::analysis::diff::{self, NormalizedProfile};
 use crate::analysis::growth::{After, GrowthEvidence, Snapshot, SnapshotsError};
 use crate::analysis::lost::{self, Lost};
@@ -77,7 +78,36 @@ pub fn test(t: &TestOutcome) -> TestEvidence<'_> {
             String::new()
         },
         dumps: profiled.then(|| dumps(&t.result)),
+        // A test settled by counting has one process, which is both.
+        children: children(&match t.method {
+            Method::Stacks => [t.counted.as_ref(), Some(&t.result)],
+            _ => [Some(&t.result), None],
+        }),
     }
+}
+
+/// The processes a test's processes started (its counting process's, then its stacks
+/// process's), each with what it lost at its exit when it was scanned.
+fn children(processes: &[Option<&ProcessResult>]) -> Vec<ChildEvidence> {
+    let mut out = Vec::new();
+    for (pass, p) in processes.iter().flatten().enumerate() {
+        for c in &p.children {
+            let lost = c.dump.as_ref().and_then(|dump| {
+                let parsed = heap_profile(&lost::unreached_path(dump)).ok()?;
+                let mut lost = Lost::default();
+                lost::add_unreached(&mut lost, &parsed);
+                Some(lost)
+            });
+            out.push(ChildEvidence {
+                exe: c.exe.clone(),
+                run: c.run,
+                pass: pass as u32,
+                checked: c.checked,
+                lost,
+            });
+        }
+    }
+    out
 }
 
 /// A profiled process's dumps, and the scan's files beside them.

@@ -181,6 +181,59 @@ pub fn run_dump(dir: &Path, job: &str, stem: &str, k: u32) -> PathBuf {
     dir.join(format!("{job}-{stem}{RUN_DUMP}{k}{HEAP}"))
 }
 
+/// Where the processes a test process starts say what they are (see
+/// `leakcheck_protocol::children`).
+pub fn children_dir(dir: &Path, job: &str) -> PathBuf {
+    dir.join(format!("{job}.children"))
+}
+
+/// The processes a test process started, as their records in `dir` say; a record that
+/// cannot be read is left out (a process killed as it wrote it), its dump found beside it
+/// when it wrote one.
+pub fn children(dir: &Path) -> Vec<crate::evidence::ChildProcess> {
+    use leakcheck_protocol::children::{Line, RECORD};
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(stem) = name.strip_suffix(RECORD) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut child = crate::evidence::ChildProcess {
+            exe: String::new(),
+            run: 0,
+            checked: false,
+            dump: None,
+        };
+        for line in text.lines().filter_map(Line::parse) {
+            match line {
+                Line::Exe(exe) => child.exe = exe.to_string(),
+                Line::Run(k) => child.run = k,
+                Line::Checked => child.checked = true,
+            }
+        }
+        if child.exe.is_empty() {
+            continue;
+        }
+        // `<pid>.<n>`: its exit dump is `<pid>.<n>.<pid>.0.f.heap`, as jemalloc names one.
+        let pid = stem.split('.').next().unwrap_or_default();
+        let dump = dir.join(format!("{stem}.{pid}.0{}{}", files::FINAL, files::HEAP));
+        if child.checked && dump.is_file() {
+            child.dump = Some(dump);
+        }
+        found.push(child);
+    }
+    found.sort_by(|a, b| (a.run, &a.exe).cmp(&(b.run, &b.exe)));
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

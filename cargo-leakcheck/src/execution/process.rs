@@ -172,7 +172,12 @@ pub fn run_process(
         .ok()
         .map(|t| preload::Record::parse(&t));
     let dumps = dumps(dir, key, pid, record.as_ref());
+    let children = match spec.settings.mode {
+        preload::Mode::Periodic => Vec::new(),
+        _ => preload::children(&preload::children_dir(dir, key)),
+    };
     ProcessResult {
+        children,
         left_running,
         end,
         duration: started.elapsed(),
@@ -200,6 +205,11 @@ fn command(
     let (settings, dir) = (spec.settings, config.work_dir);
     let mut cmd = base_command(binary, config);
     cmd.args(spec.args);
+    // What an outer run of the tool (this one checked as a test's process) handed down is
+    // not this process's to follow.
+    for var in env::ALL {
+        cmd.env_remove(var.name());
+    }
     for (var, v) in spec.extra_env {
         cmd.env(var.name(), v);
     }
@@ -223,6 +233,18 @@ fn command(
     }
     if settings.mode == preload::Mode::Stacks {
         cmd.env(env::TRACK.name(), env::ON);
+    }
+    if settings.mode != preload::Mode::Periodic {
+        // The processes the test starts say what they are there; those of the build's
+        // executables are checked.
+        let children = preload::children_dir(dir, key);
+        let _ = std::fs::remove_dir_all(&children);
+        if std::fs::create_dir_all(&children).is_ok() {
+            let built = std::fs::canonicalize(&config.workspace.target_dir)
+                .unwrap_or_else(|_| config.workspace.target_dir.clone());
+            cmd.env(env::CHILDREN.name(), &children)
+                .env(env::BUILT.name(), built);
+        }
     }
     cmd.env(env::PRELOAD.name(), preload)
         .env(env::MALLOC_CONF.name(), settings.malloc_conf(dir, key))

@@ -378,6 +378,19 @@ fn test_details(h: &mut String, t: &TestReport, root: &Path, sources: &mut Sourc
             esc(&t.left_processes.join(", "))
         );
     }
+    if !t.processes.is_empty() {
+        let listed: Vec<String> = (t.processes.iter())
+            .map(|p| match &p.not_checked {
+                None => format!("{} ×{} (checked at their exit)", p.name, p.started),
+                Some(why) => format!("{} ×{} (not checked: {why})", p.name, p.started),
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "<p class=\"processes\">processes it started: {}</p>",
+            esc(&listed.join("; "))
+        );
+    }
     for c in t.collections.iter().take(STACKS_SHOWN) {
         collection_block(h, c, root, sources);
     }
@@ -442,6 +455,11 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     }
     if let Some(lost) = &st.unreachable {
         lost::block(h, lost, root);
+    } else if let Some(text) = (st.process.is_some())
+        .then(|| crate::report::human::unreachable_text(st, root))
+        .flatten()
+    {
+        let _ = write!(h, "<p class=\"lost\">{}</p>", esc(&text));
     }
     h.push_str("</div>");
 }

@@ -37,8 +37,13 @@ pub(crate) fn place_text(f: &FrameReport, root: &Path) -> String {
 /// The line that says how a leaked stack's lost objects are lost (a reference cycle, or
 /// nothing pointing to them), when the scan found that.
 pub(crate) fn unreachable_text(stack: &StackReport, root: &Path) -> Option<String> {
-    let u = stack.unreachable.as_ref()?;
-    Some(u.text(|f| place_text(f, root)))
+    match (&stack.unreachable, &stack.process) {
+        (Some(u), _) => Some(u.text(|f| place_text(f, root))),
+        (None, Some(process)) => Some(format!(
+            "lost by the child process `{process}`: unreachable at its exit, in every run that started it"
+        )),
+        (None, None) => None,
+    }
 }
 
 fn short_path(file: &str, root: &Path) -> String {
@@ -650,7 +655,7 @@ fn failing_stack_text(
     }
     // Every member stack of a cycle is lost by the same cycle: said once a test.
     if let Some(lost) = unreachable_text(stack, workspace_root) {
-        match said_lost.contains(&lost) {
+        match stack.unreachable.is_some() && said_lost.contains(&lost) {
             true => {
                 let _ = writeln!(s, "             unreachable: in the reference cycle above");
             }
@@ -730,6 +735,9 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
         let _ = writeln!(s, "         {line}");
     }
     if let Some(line) = drained_line(report) {
+        let _ = writeln!(s, "         {line}");
+    }
+    for line in crate::report::judged::processes_lines(report) {
         let _ = writeln!(s, "         {line}");
     }
     if let Some(line) = cost {

@@ -21,11 +21,13 @@ pub enum Way {
     Reachability,
     /// Not run again enough to tell.
     Unsettled,
+    /// A leak in what the processes it started lost at their exit.
+    Children,
 }
 
 impl Way {
     /// Every way, in order.
-    pub const ALL: [Way; 7] = [
+    pub const ALL: [Way; 8] = [
         Way::RetainedNothing,
         Way::Settled,
         Way::OwnRun,
@@ -33,6 +35,7 @@ impl Way {
         Way::Lengths,
         Way::Reachability,
         Way::Unsettled,
+        Way::Children,
     ];
 
     /// The summary's words after a count of tests.
@@ -45,6 +48,7 @@ impl Way {
             Way::Lengths => "by their collections' lengths over extra runs",
             Way::Reachability => "by reachability after one run",
             Way::Unsettled => "not run again enough to tell",
+            Way::Children => "by what the processes they started lost at their exit",
         }
     }
 
@@ -59,8 +63,15 @@ impl Way {
 pub fn way(t: &TestReport) -> Option<Way> {
     let retained = t.first_run_retained.as_ref().map_or(0, |r| r.bytes);
     let runs = t.extra_runs.made;
+    let own_stacks_fail = t.stacks.iter().any(|s| s.fails && s.process.is_none());
+    let children_fail = t.stacks.iter().any(|s| s.fails && s.process.is_some());
     Some(match (t.verdict, t.method, &t.extra_runs.status) {
         (Verdict::Unsettled, ..) => Way::Unsettled,
+        (Verdict::Leak, ..)
+            if children_fail && !own_stacks_fail && !t.collections.iter().any(|c| c.fails) =>
+        {
+            Way::Children
+        }
         (Verdict::Clean | Verdict::Leak, _, _) => match (t.method, &t.extra_runs.status) {
             (Method::Counters, Status::NotNeeded) => Way::RetainedNothing,
             // No extra run was made (a `#[should_panic]` test cannot run again).
@@ -136,6 +147,7 @@ pub fn sentence(t: &TestReport) -> Option<String> {
         Way::Lengths => format!("judged by its collections' lengths over {}", runs_text(t)),
         Way::Reachability => "judged by reachability after one run".into(),
         Way::Unsettled => "not run again enough to tell".into(),
+        Way::Children => "judged by what the processes it started lost at their exit".into(),
     };
     Some(match (way.on_one_run(), one_run_reason(t)) {
         (true, Some(why)) => format!("{words}: {why}"),
@@ -191,6 +203,65 @@ pub fn one_run_lines(report: &Report) -> Vec<String> {
         .collect();
     if more > 0 {
         lines.push(format!("one run: {more} other reasons (see report.json)"));
+    }
+    lines
+}
+
+/// What the summary says of the processes the tests started: how many were checked, and
+/// which were not and why (another executable than the build's; one that did not end through
+/// `exit`). None when no test started one.
+pub fn processes_lines(report: &Report) -> Vec<String> {
+    use std::collections::BTreeMap;
+    // By executable name: (started, checked, scanned).
+    let mut by_name: BTreeMap<&str, (u64, bool, u64)> = BTreeMap::new();
+    for p in report.tests.iter().flat_map(|t| &t.processes) {
+        let e = by_name.entry(&p.name).or_default();
+        e.0 += p.started;
+        e.1 |= p.checked;
+        e.2 += p.scanned;
+    }
+    if by_name.is_empty() {
+        return Vec::new();
+    }
+    let list = |items: Vec<String>| {
+        const SHOWN: usize = 6;
+        let more = items.len().saturating_sub(SHOWN);
+        let mut text = items.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more (report.json `processes`)"));
+        }
+        text
+    };
+    let scanned: u64 = by_name.values().map(|v| v.2).sum();
+    let checked = list(
+        (by_name.iter().filter(|(_, v)| v.2 > 0))
+            .map(|(n, v)| format!("`{n}` ×{}", v.2))
+            .collect(),
+    );
+    let mut lines = Vec::new();
+    if scanned > 0 {
+        lines.push(format!(
+            "processes the tests started: {} checked at their exit ({checked})",
+            scanned
+        ));
+    }
+    let others: Vec<String> = (by_name.iter().filter(|(_, v)| !v.1))
+        .map(|(n, v)| format!("`{n}` ×{}", v.0))
+        .collect();
+    if !others.is_empty() {
+        lines.push(format!(
+            "not checked: {} (not executables of the build)",
+            list(others)
+        ));
+    }
+    let unscanned: Vec<String> = (by_name.iter().filter(|(_, v)| v.1 && v.0 > v.2))
+        .map(|(n, v)| format!("`{n}` ×{}", v.0 - v.2))
+        .collect();
+    if !unscanned.is_empty() {
+        lines.push(format!(
+            "not checked: {} (did not end through `exit`: killed, or still running when their test ended)",
+            list(unscanned)
+        ));
     }
     lines
 }

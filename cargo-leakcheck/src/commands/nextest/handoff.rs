@@ -18,6 +18,10 @@ pub struct RunnerSession {
     pub dir: PathBuf,
     /// The workspace root (for the configuration's relative paths).
     pub root: PathBuf,
+    /// The build's target directory: the processes a test starts from executables under it
+    /// are checked.
+    #[serde(default)]
+    pub target_dir: PathBuf,
     /// The configuration file in force, if any.
     pub config: Option<PathBuf>,
     /// Settings from the command line.

@@ -211,6 +211,7 @@ fn write_runner_session(
         runtime: session.runtime.clone(),
         dir: dir.to_path_buf(),
         root: session.ws.root.clone(),
+        target_dir: session.ws.target_dir.clone(),
         config: session.config.path.clone(),
         cli: cli.clone(),
         stacks_for_all: args.checking.stacks_for_all,

@@ -215,7 +215,10 @@ fn start(session: &RunnerSession, id: &TestId, stem: &str, attempt: u32) -> Resu
 fn workspace(session: &RunnerSession) -> Workspace {
     Workspace {
         root: session.root.clone(),
-        target_dir: session.dir.clone(),
+        target_dir: match session.target_dir.as_os_str().is_empty() {
+            true => session.dir.clone(),
+            false => session.target_dir.clone(),
+        },
         members: BTreeMap::new(),
         toolchain_libdir: None,
     }
