@@ -73,6 +73,11 @@ const MECHANISMS: &[Mechanism] = &[
         letter: 'c',
         what: "a child thread that ends inside the test",
     },
+    Mechanism {
+        binary: "child_process",
+        letter: 'k',
+        what: "a process started and waited for (the runtime handed down to it)",
+    },
 ];
 
 /// jemalloc's small size classes, 8 B to 4 KiB.
