@@ -7,12 +7,25 @@
 //! `<pid>.<n>` (`<pid>.<n>.<pid>.0.f.heap`, as jemalloc names an exit dump). The test's own
 //! process writes the run under way (0 for its own run, `k` for extra run `k`) to the file
 //! [`RUN_FILE`] of that directory before each run, which a process reads as it starts.
+//!
+//! A checked process that is to be stopped (a test kills the server it started, or leaves it
+//! running and the tool ends it) is first asked, with a real-time signal
+//! ([`SCAN_SIGNAL_BELOW_MAX`]), to write the same dump and scan as at its exit, and says it
+//! has with the file [`SCANNED`]; whoever stops it waits for that.
 
 use crate::words::{display_by_encode, put_num};
 use crate::Sink;
 
 /// The end of a process's record's name.
 pub const RECORD: &str = ".child";
+/// The end of the name of the file a checked process writes once the scan it was asked for
+/// (with [`scan_signal`]) is written: the process may then be stopped.
+pub const SCANNED: &str = ".scanned";
+
+/// How far below the highest real-time signal the one is that asks a checked process to
+/// dump and scan what it holds now, before it is stopped: a process killed (`SIGKILL`, as
+/// `Child::kill` sends) never reaches its exit handler.
+pub const SCAN_SIGNAL_BELOW_MAX: i32 = 5;
 /// The file of the directory that says which run of the test is under way.
 pub const RUN_FILE: &str = "run";
 

@@ -84,16 +84,49 @@ fn dir_bytes(path: &FixedPath) -> &[u8] {
     unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) }
 }
 
-/// In a process the test started, from the constructor: says what it is and, when it is
-/// the build's, starts tracking it, with its exit dump under a prefix of its own. Returns
-/// that prefix for the exit handler; `None` for a process left alone.
-pub fn start_as_child(prefix: &mut FixedPath) -> bool {
+/// A process's record while it is written: under a name of its own until the process is
+/// ready (its scan served, when it is checked), then renamed to its record's name, so that
+/// whoever finds the record may ask for its scan.
+pub struct Starting {
+    fd: i32,
+    /// It is the build's: it is tracked and scanned.
+    pub checked: bool,
+}
+
+impl Starting {
+    /// Ends the record (with `checked` when it is) and gives it its name.
+    pub fn finish(self, prefix: &FixedPath) {
+        // SAFETY: the constructor runs single-threaded; the scan thread reads it only once
+        // asked, after the record has its name.
+        unsafe { (*std::ptr::addr_of_mut!(PREFIX)).push(dir_bytes(prefix)) };
+        if self.checked {
+            put(self.fd, Line::Checked);
+        }
+        // SAFETY: a descriptor `new_record` opened.
+        unsafe { libc::close(self.fd) };
+        let (mut from, mut to) = (FixedPath::new(), FixedPath::new());
+        if from.push(dir_bytes(prefix))
+            && from.push(STARTING)
+            && to.push(dir_bytes(prefix))
+            && to.push(contract::RECORD.as_bytes())
+        {
+            // SAFETY: NUL-terminated paths.
+            unsafe { libc::rename(from.as_ptr(), to.as_ptr()) };
+        }
+    }
+}
+
+/// The end of a record's name while it is written.
+const STARTING: &[u8] = b".starting";
+
+/// In a process the test started, from the constructor: starts its record (its executable,
+/// the run under way) and says whether it is the build's, with its prefix
+/// (`<dir>/<pid>.<n>`) in `prefix`; `None` when it cannot say.
+pub fn start_as_child(prefix: &mut FixedPath) -> Option<Starting> {
     // Whatever the test's process profiled with, this one does not sample.
     // SAFETY: "prof.active" is a bool.
     let _ = unsafe { crate::ctl::raw::write(b"prof.active\0", false) };
-    let Some(dir) = sys::var(env::CHILDREN) else {
-        return false;
-    };
+    let dir = sys::var(env::CHILDREN)?;
     let mut exe = [0u8; 4096];
     // SAFETY: a NUL-terminated path and a buffer of the length given.
     let n = unsafe {
@@ -103,22 +136,11 @@ pub fn start_as_child(prefix: &mut FixedPath) -> bool {
             exe.len() - 1,
         )
     };
-    let Ok(n) = usize::try_from(n) else {
-        return false;
-    };
-    let exe = &exe[..n];
+    let exe = &exe[..usize::try_from(n).ok()?];
     let checked = sys::var(env::BUILT).is_some_and(|b| contract::is_built(exe, b.as_bytes()));
-    let Some(fd) = new_record(dir, prefix) else {
-        return false;
-    };
-    let exe_text = std::str::from_utf8(exe).unwrap_or("?");
-    put(fd, Line::Exe(exe_text));
+    let fd = new_record(dir, prefix)?;
+    put(fd, Line::Exe(std::str::from_utf8(exe).unwrap_or("?")));
     put(fd, Line::Run(run_under_way(dir)));
-    if checked {
-        put(fd, Line::Checked);
-    }
-    // SAFETY: a descriptor new_record opened.
-    unsafe { libc::close(fd) };
     // jemalloc's own exit dump, when the test's process profiled with it, goes beside the
     // record, where nothing reads it.
     let mut unused = FixedPath::new();
@@ -126,7 +148,7 @@ pub fn start_as_child(prefix: &mut FixedPath) -> bool {
         // SAFETY: "prof.prefix" is a `const char *`, NUL-terminated; jemalloc copies it.
         let _ = unsafe { crate::ctl::raw::write(b"prof.prefix\0", unused.as_ptr()) };
     }
-    checked
+    Some(Starting { fd, checked })
 }
 
 fn put(fd: i32, line: Line<'_>) {
@@ -135,8 +157,9 @@ fn put(fd: i32, line: Line<'_>) {
     out.write_to(fd);
 }
 
-/// Creates this process's record `<dir>/<pid>.<n>.child`, the first `n` free, and leaves
-/// `<dir>/<pid>.<n>` in `prefix`; the record's descriptor.
+/// Creates this process's record as it starts, `<dir>/<pid>.<n>.starting` for the first `n`
+/// free (no record of that name, finished or not), and leaves `<dir>/<pid>.<n>` in
+/// `prefix`; the record's descriptor.
 fn new_record(dir: &str, prefix: &mut FixedPath) -> Option<i32> {
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u64;
@@ -150,14 +173,22 @@ fn new_record(dir: &str, prefix: &mut FixedPath) -> Option<i32> {
         {
             return None;
         }
-        let mut record = FixedPath::new();
-        if !(record.push(dir_bytes(prefix)) && record.push(contract::RECORD.as_bytes())) {
+        let (mut done, mut starting) = (FixedPath::new(), FixedPath::new());
+        if !(done.push(dir_bytes(prefix))
+            && done.push(contract::RECORD.as_bytes())
+            && starting.push(dir_bytes(prefix))
+            && starting.push(STARTING))
+        {
             return None;
+        }
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::access(done.as_ptr(), libc::F_OK) } == 0 {
+            continue;
         }
         // SAFETY: a NUL-terminated path; open allocates nothing.
         let fd = unsafe {
             libc::open(
-                record.as_ptr(),
+                starting.as_ptr(),
                 libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
                 0o644,
             )
@@ -195,4 +226,221 @@ fn run_under_way(dir: &str) -> u32 {
         .ok()
         .and_then(|t| sys::parse_u64(t.trim()))
         .map_or(0, |k| k as u32)
+}
+
+/// The signal that asks a checked process for its scan before it is stopped.
+pub fn scan_signal() -> libc::c_int {
+    libc::SIGRTMAX() - contract::SCAN_SIGNAL_BELOW_MAX
+}
+
+/// The exit dump's name of a checked process whose prefix is `prefix`
+/// (`<prefix>.<pid>.0.f.heap`, as jemalloc names one), into `path`.
+pub fn exit_dump_name(path: &mut FixedPath, prefix: &FixedPath) -> bool {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    path.truncate(0);
+    path.push(dir_bytes(prefix))
+        && path.push(b".")
+        && path.push_u64(pid)
+        && path.push(b".0")
+        && path.push(leakcheck_protocol::files::FINAL.as_bytes())
+        && path.push(leakcheck_protocol::files::HEAP.as_bytes())
+}
+
+/// What a checked process does when asked for its scan (see [`serve_scan_requests`]).
+static SCAN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// In a checked process, from the constructor: blocks the scan signal on this thread (every
+/// thread started from it inherits that) and starts a thread that waits for it, to call
+/// `scan` (the exit dump and scan at that moment) each time, then say so.
+pub fn serve_scan_requests(scan: fn()) {
+    SCAN.store(scan as usize, std::sync::atomic::Ordering::Release);
+    // SAFETY: plain signal-set and thread calls on values we own; the thread runs for the
+    // life of the process and touches only what `requested_scan` does.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, scan_signal());
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        let mut thread: libc::pthread_t = 0;
+        libc::pthread_create(
+            &mut thread,
+            std::ptr::null(),
+            wait_for_requests,
+            std::ptr::null_mut(),
+        );
+        libc::pthread_detach(thread);
+    }
+}
+
+extern "C" fn wait_for_requests(_: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: as above; sigwaitinfo fills the info we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, scan_signal());
+        loop {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            if libc::sigwaitinfo(&set, &mut info) == scan_signal() {
+                requested_scan();
+            }
+        }
+    }
+}
+
+/// Has the scan written, then writes the file that says it is.
+fn requested_scan() {
+    let scan = SCAN.load(std::sync::atomic::Ordering::Acquire);
+    if scan == 0 {
+        return;
+    }
+    // SAFETY: stored from a `fn()` by `serve_scan_requests`.
+    let scan: fn() = unsafe { std::mem::transmute::<usize, fn()>(scan) };
+    scan();
+    // SAFETY: written by the constructor before this thread existed; read-only afterwards.
+    let prefix = unsafe { &*std::ptr::addr_of!(PREFIX) };
+    let mut done = FixedPath::new();
+    if done.push(dir_bytes(prefix)) && done.push(contract::SCANNED.as_bytes()) {
+        let fd = sys::create_file(&done);
+        if fd >= 0 {
+            // SAFETY: a descriptor create_file opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// A checked process's prefix, `<dir>/<pid>.<n>`, kept for its scans.
+static mut PREFIX: FixedPath = FixedPath::new();
+
+/// Before `sig` is sent to process `pid` (from `kill`): when it would end a checked process
+/// the test started, that process is asked for its scan first and waited for (a minute at
+/// most, less when it ends meanwhile).
+pub fn before_kill(pid: libc::pid_t, sig: libc::c_int) {
+    if pid <= 0 || !matches!(sig, libc::SIGKILL | libc::SIGTERM | libc::SIGINT) {
+        return;
+    }
+    let Some(dir) = sys::var(env::CHILDREN) else {
+        return;
+    };
+    let mut prefix = FixedPath::new();
+    if !last_checked_unscanned(dir, pid, &mut prefix) {
+        return;
+    }
+    // SAFETY: a signal the process's runtime waits for; a pid the caller names.
+    if unsafe { libc::syscall(libc::SYS_kill, pid, scan_signal()) } != 0 {
+        return;
+    }
+    let mut done = FixedPath::new();
+    if !(done.push(dir_bytes(&prefix)) && done.push(contract::SCANNED.as_bytes())) {
+        return;
+    }
+    let started = sys::now_ms();
+    // SAFETY: a NUL-terminated path.
+    while unsafe { libc::access(done.as_ptr(), libc::F_OK) } != 0 {
+        if !alive(pid) || sys::now_ms().saturating_sub(started) > SCAN_WAIT_MS {
+            return;
+        }
+        sys::pause_briefly();
+    }
+}
+
+/// How long a process being stopped is given for its scan.
+const SCAN_WAIT_MS: u64 = 60_000;
+
+/// Whether the latest record of `pid` in `dir` is a checked process's that has not written
+/// its scan; its prefix into `prefix`.
+fn last_checked_unscanned(dir: &str, pid: libc::pid_t, prefix: &mut FixedPath) -> bool {
+    let mut latest: Option<u64> = None;
+    for n in 0..64u64 {
+        if !record_path(dir, pid, n, prefix) {
+            return false;
+        }
+        let mut record = FixedPath::new();
+        if !(record.push(dir_bytes(prefix)) && record.push(contract::RECORD.as_bytes())) {
+            return false;
+        }
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::access(record.as_ptr(), libc::F_OK) } != 0 {
+            break;
+        }
+        latest = Some(n);
+    }
+    let Some(n) = latest else {
+        return false;
+    };
+    if !record_path(dir, pid, n, prefix) {
+        return false;
+    }
+    let mut record = FixedPath::new();
+    let mut done = FixedPath::new();
+    if !(record.push(dir_bytes(prefix))
+        && record.push(contract::RECORD.as_bytes())
+        && done.push(dir_bytes(prefix))
+        && done.push(contract::SCANNED.as_bytes()))
+    {
+        return false;
+    }
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::access(done.as_ptr(), libc::F_OK) } == 0 {
+        return false;
+    }
+    is_checked(&record)
+}
+
+/// `<dir>/<pid>.<n>` into `prefix`.
+fn record_path(dir: &str, pid: libc::pid_t, n: u64, prefix: &mut FixedPath) -> bool {
+    prefix.truncate(0);
+    prefix.push(dir.as_bytes())
+        && prefix.push(b"/")
+        && prefix.push_u64(pid as u64)
+        && prefix.push(b".")
+        && prefix.push_u64(n)
+}
+
+/// Whether the record at `path` says its process is checked.
+fn is_checked(path: &FixedPath) -> bool {
+    let mut buf = [0u8; 1024];
+    // SAFETY: a NUL-terminated path; the buffer is ours and its length given.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let n = usize::try_from(n).unwrap_or(0);
+    std::str::from_utf8(&buf[..n])
+        .unwrap_or("")
+        .lines()
+        .any(|l| Line::parse(l) == Some(Line::Checked))
+}
+
+/// Whether process `pid` still runs (exists and is not a zombie).
+fn alive(pid: libc::pid_t) -> bool {
+    let mut path = FixedPath::new();
+    if !(path.push(b"/proc/") && path.push_u64(pid as u64) && path.push(b"/stat")) {
+        return false;
+    }
+    let mut buf = [0u8; 512];
+    // SAFETY: as in `is_checked`.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let n = usize::try_from(n).unwrap_or(0);
+    // `pid (comm) S …`: the state after the last `)`.
+    let text = &buf[..n];
+    match text.iter().rposition(|&b| b == b')') {
+        Some(close) => text.get(close + 2).is_some_and(|&s| s != b'Z' && s != b'X'),
+        None => false,
+    }
 }

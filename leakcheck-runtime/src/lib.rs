@@ -338,6 +338,15 @@ pub(crate) unsafe fn app_prof_dump(mallctl: usize, path: &FixedPath) -> bool {
     }
 }
 
+/// `kill`: a checked process the test started is asked for its scan before a signal that
+/// ends it (see [`children::before_kill`]).
+#[no_mangle]
+pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
+    children::before_kill(pid, sig);
+    // SAFETY: the system call `kill` stands for, with the caller's arguments.
+    unsafe { libc::syscall(libc::SYS_kill, pid, sig) as c_int }
+}
+
 fn set_errno(value: c_int) {
     // SAFETY: glibc's __errno_location always returns this thread's errno slot.
     unsafe { *libc::__errno_location() = value }
@@ -424,18 +433,23 @@ fn start_child() {
     threads::resolve();
     // SAFETY: the constructor runs single-threaded, before the exit handler is installed.
     let s = unsafe { rerun::settings_mut() };
-    if !children::start_as_child(&mut s.dump_prefix) {
+    let Some(record) = children::start_as_child(&mut s.dump_prefix) else {
         s.dump_prefix.truncate(0);
         return;
+    };
+    if record.checked {
+        tracker::enable(1);
+        threads::start_registry();
+        reach::record_tls_layout();
+        reach::scan_main_from_exit();
+        children::serve_scan_requests(rerun::scan_now);
+        s.started_ms = sys::now_ms();
+        // SAFETY: getpid has no preconditions.
+        s.pid = unsafe { libc::getpid() };
+        rerun::install();
     }
-    tracker::enable(1);
-    threads::start_registry();
-    reach::record_tls_layout();
-    reach::scan_main_from_exit();
-    s.started_ms = sys::now_ms();
-    // SAFETY: getpid has no preconditions.
-    s.pid = unsafe { libc::getpid() };
-    rerun::install();
+    // Last: once the record has its name, the process may be asked for its scan.
+    record.finish(&s.dump_prefix);
 }
 
 /// Runs from `.init_array`, before the test binary's `main`.

@@ -784,6 +784,16 @@ fn dump(k: u32, scan: bool, write: bool) {
     }
 }
 
+/// In a process the test started and the build's: writes its exit dump and the scan's files
+/// now, as its exit handler would (it is asked before it is stopped).
+pub(crate) fn scan_now() {
+    let s = settings();
+    let mut path = FixedPath::new();
+    if crate::children::exit_dump_name(&mut path, &s.dump_prefix) && crate::tracker::dump(&path) {
+        dump_unreached(&mut path);
+    }
+}
+
 /// Whether the dump of the test's own run (`r0`) was written.
 static FIRST_DUMPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -27,8 +27,9 @@ pub struct ChildEvidence {
     pub pass: u32,
     /// It is the build's, and was tracked.
     pub checked: bool,
-    /// What nothing reached at its exit: `None` when it did not end through `exit` (killed,
-    /// or still running when its test ended) or its scan could not be read.
+    /// What nothing reached when it ended (at its exit, or when it was asked before it was
+    /// stopped): `None` when it left no scan (it crashed, or did not answer), or the scan
+    /// could not be read.
     pub lost: Option<Lost>,
 }
 
@@ -62,7 +63,7 @@ pub fn judge(children: &[ChildEvidence], symbols: &mut dyn Symbols, policy: &Pol
             }
             stack.process = Some(name.to_string());
             stack.reason = Some(format!(
-                "unreachable at the exit of the process `{name}` in each of its test's {} that started it",
+                "unreachable when the process `{name}` ended, in each of its test's {} that started it",
                 runs_text(&started)
             ));
             findings.stacks.push(stack);
@@ -98,7 +99,7 @@ fn scanned_runs(started: &[&ChildEvidence]) -> BTreeMap<(u32, u32), Lost> {
 }
 
 /// The stacks every scanned run lost objects at, with what the first run lost there. A
-/// process whose run did not end through `exit` counts for nothing either way.
+/// process that left no scan counts for nothing either way.
 fn lost_every_run(started: &[&ChildEvidence]) -> Vec<Retained> {
     let runs = scanned_runs(started);
     let Some((_, first)) = runs.iter().next() else {
@@ -140,7 +141,7 @@ fn summary(exe: &str, started: &[&ChildEvidence]) -> ProcessReport {
         Some("not an executable of the build".to_string())
     } else if unscanned > 0 {
         Some(format!(
-            "{unscanned} of them did not end through `exit` (killed, or still running when the test ended): what {} left is not known",
+            "{unscanned} of them left no scan when they ended (crashed, or did not answer when asked for one before they were stopped): what {} left is not known",
             if unscanned == 1 { "it" } else { "they" }
         ))
     } else {
@@ -250,7 +251,7 @@ mod tests {
         assert!(found.processes[0]
             .not_checked
             .as_deref()
-            .is_some_and(|w| w.starts_with("1 of them did not end through `exit`")));
+            .is_some_and(|w| w.starts_with("1 of them left no scan when they ended")));
         // Nothing lost: nothing to report.
         let clean = [child(0, Some(&[])), child(1, Some(&[]))];
         assert!(judge(&clean, &mut symbols, &Policy::threshold(&effective))

@@ -164,7 +164,12 @@ pub fn run_process(
     }
     let waited = wait_or_kill(child, spec.timeout, &record_file, spec.cancel.clone());
     let left_running = match waited {
-        Some(Ok(_)) => end_leftovers(pid),
+        Some(Ok(_)) => {
+            if spec.settings.mode != preload::Mode::Periodic {
+                scan_left_children(&preload::children_dir(dir, key), pid);
+            }
+            end_leftovers(pid)
+        }
         _ => Vec::new(),
     };
     let (end, peak_rss_kib) = ending(waited);
@@ -455,14 +460,114 @@ pub(crate) fn end_leftovers(pgid: libc::pid_t) -> Vec<String> {
     left
 }
 
-/// The live (not zombie) processes of process group `pgid`, from `/proc`.
-fn group_members(pgid: libc::pid_t) -> Vec<String> {
+/// Asks each checked process a test left running (records in `dir`, members of the test's
+/// process group `pgid`) for its scan, and waits for them (a minute at most, less for those that end meanwhile), before they are killed:
+/// a killed process never reaches its exit handler.
+pub(crate) fn scan_left_children(dir: &Path, pgid: libc::pid_t) {
+    use leakcheck_protocol::children::{Line, RECORD, SCANNED, SCAN_SIGNAL_BELOW_MAX};
+    let members: Vec<libc::pid_t> = group_pids(pgid).into_iter().map(|(pid, _)| pid).collect();
+    wait_for_records(dir, &members);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    // The latest record of each pid: a process that ran another executable kept its pid.
+    let mut latest: std::collections::BTreeMap<libc::pid_t, (u32, PathBuf)> = Default::default();
+    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let Some(stem) =
+            (path.file_name().and_then(|n| n.to_str())).and_then(|n| n.strip_suffix(RECORD))
+        else {
+            continue;
+        };
+        let Some((pid, n)) = stem.split_once('.') else {
+            continue;
+        };
+        let (Ok(pid), Ok(n)) = (pid.parse::<libc::pid_t>(), n.parse::<u32>()) else {
+            continue;
+        };
+        if !members.contains(&pid) {
+            continue;
+        }
+        if latest.get(&pid).is_none_or(|(m, _)| n > *m) {
+            latest.insert(pid, (n, dir.join(stem)));
+        }
+    }
+    let signal = libc::SIGRTMAX() - SCAN_SIGNAL_BELOW_MAX;
+    let mut waiting = Vec::new();
+    for (pid, (_, prefix)) in latest {
+        let record = std::fs::read_to_string(with_suffix(&prefix, RECORD)).unwrap_or_default();
+        let checked = record
+            .lines()
+            .any(|l| Line::parse(l) == Some(Line::Checked));
+        let done = with_suffix(&prefix, SCANNED);
+        // SAFETY: a signal the process's runtime waits for, to a pid of the test's group.
+        if checked && !done.exists() && unsafe { libc::kill(pid, signal) } == 0 {
+            waiting.push((pid, done));
+        }
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !waiting.is_empty() && std::time::Instant::now() < until {
+        waiting.retain(|(pid, done)| !done.exists() && running(*pid));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Whether process `pid` still runs (exists and is not a zombie).
+fn running(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|close| stat.get(close + 2..close + 3))
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Waits until each of `pids` that was started with the runtime handed down (its
+/// environment names the test's process) has written its record, or ended: it may be in its
+/// loader yet (a minute at most).
+fn wait_for_records(dir: &Path, pids: &[libc::pid_t]) {
+    let marked = format!("{}=", env::PARENT.name());
+    let handed_down = |pid: libc::pid_t| {
+        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+            environ
+                .split(|&b| b == 0)
+                .any(|v| v.starts_with(marked.as_bytes()))
+        })
+    };
+    let has_record = |pid: libc::pid_t| {
+        let start = format!("{pid}.");
+        std::fs::read_dir(dir).is_ok_and(|d| {
+            d.filter_map(|e| e.ok()).any(|e| {
+                e.file_name().to_str().is_some_and(|n| {
+                    n.starts_with(&start) && n.ends_with(leakcheck_protocol::children::RECORD)
+                })
+            })
+        })
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for &pid in pids.iter().filter(|&&p| handed_down(p)) {
+        while !has_record(pid) && running(pid) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+/// The live (not zombie) processes of process group `pgid`, from `/proc`: pid and name.
+fn group_pids(pgid: libc::pid_t) -> Vec<(libc::pid_t, String)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     let mut found = Vec::new();
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -470,11 +575,18 @@ fn group_members(pgid: libc::pid_t) -> Vec<String> {
         };
         if let Some((name, state, group)) = parse_stat(&stat) {
             if group == pgid && state != "Z" {
-                found.push(format!("pid {pid} ({name})"));
+                found.push((pid, name.to_string()));
             }
         }
     }
     found
+}
+
+/// The live (not zombie) processes of process group `pgid`: `pid N (name)`.
+fn group_members(pgid: libc::pid_t) -> Vec<String> {
+    (group_pids(pgid).into_iter())
+        .map(|(pid, name)| format!("pid {pid} ({name})"))
+        .collect()
 }
 
 /// From `/proc/<pid>/stat` (`pid (comm) state ppid pgrp …`, where comm may hold spaces and

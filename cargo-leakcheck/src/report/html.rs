@@ -381,7 +381,7 @@ fn test_details(h: &mut String, t: &TestReport, root: &Path, sources: &mut Sourc
     if !t.processes.is_empty() {
         let listed: Vec<String> = (t.processes.iter())
             .map(|p| match &p.not_checked {
-                None => format!("{} ×{} (checked at their exit)", p.name, p.started),
+                None => format!("{} ×{} (checked when they ended)", p.name, p.started),
                 Some(why) => format!("{} ×{} (not checked: {why})", p.name, p.started),
             })
             .collect();

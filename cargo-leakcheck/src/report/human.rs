@@ -40,7 +40,7 @@ pub(crate) fn unreachable_text(stack: &StackReport, root: &Path) -> Option<Strin
     match (&stack.unreachable, &stack.process) {
         (Some(u), _) => Some(u.text(|f| place_text(f, root))),
         (None, Some(process)) => Some(format!(
-            "lost by the child process `{process}`: unreachable at its exit, in every run that started it"
+            "lost by the child process `{process}`: unreachable when it ended, in every run that started it"
         )),
         (None, None) => None,
     }

@@ -241,7 +241,7 @@ pub fn processes_lines(report: &Report) -> Vec<String> {
     let mut lines = Vec::new();
     if scanned > 0 {
         lines.push(format!(
-            "processes the tests started: {} checked at their exit ({checked})",
+            "processes the tests started: {} checked when they ended ({checked})",
             scanned
         ));
     }
@@ -259,7 +259,7 @@ pub fn processes_lines(report: &Report) -> Vec<String> {
         .collect();
     if !unscanned.is_empty() {
         lines.push(format!(
-            "not checked: {} (did not end through `exit`: killed, or still running when their test ended)",
+            "not checked: {} (no scan when they ended: they crashed, or did not answer when asked for one)",
             list(unscanned)
         ));
     }
