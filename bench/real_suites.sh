@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a leak check costs on real crates' own test suites: `cargo nextest run` and
-# `cargo leakcheck test` timed back to back on each suite, with its tests already built,
+# `cargo leakcheck test --no-doc` (nextest runs no doc-tests; bench/doctests.sh times those)
+# timed back to back on each suite, with its tests already built,
 # best of N, and the ratio. Also prints every non-clean verdict, the clean tests that needed
 # more than one extra run, and checks the ones known
 # from these suites (the leaks below, nothing else), and that the verdicts do not depend on
@@ -116,7 +117,7 @@ prepare() {
   (cd "$dest" && cargo nextest run --no-run --cargo-quiet $(features "$name") >/dev/null 2>&1) ||
     { echo "$name $version: the tests do not build" >&2; return 1; }
   # Builds what cargo leakcheck builds (the same profile as cargo test) without running any test.
-  (cd "$dest" && cargo leakcheck test -q $(features "$name") -- --exact leakcheck-bench-no-such-test \
+  (cd "$dest" && cargo leakcheck test -q --no-doc $(features "$name") -- --exact leakcheck-bench-no-such-test \
     >/dev/null 2>&1) || true
 }
 
@@ -155,7 +156,7 @@ check_determinism() {
     if [ "$k" = loaded ]; then
       for _ in 1 2; do sh -c 'while :; do :; done' & pids+=($!); done
     fi
-    (cd "$dir" && cargo leakcheck test -q $(features "$name") >/dev/null 2>&1) || true
+    (cd "$dir" && cargo leakcheck test -q --no-doc $(features "$name") >/dev/null 2>&1) || true
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
     if ! diff <(echo "$base") <(verdicts_of "$dir/target/leakcheck/report.json") > "$diff_file"; then
       echo "verdicts DIFFER in run $k: $(grep '^[<>]' "$diff_file" | head -n 6 | tr '\n' ';')"
@@ -178,7 +179,7 @@ for c in "${crates[@]}"; do
   for _ in $(seq "$repeat"); do
     read -r t _rc <<<"$(cd "$dir" && secs cargo nextest run --no-fail-fast $(features "$name"))"
     nt_best=$(python3 -c "print(min(x for x in [$t, ${nt_best:-1e9}]))")
-    read -r t rc <<<"$(cd "$dir" && secs cargo leakcheck test -q $(features "$name"))"
+    read -r t rc <<<"$(cd "$dir" && secs cargo leakcheck test -q --no-doc $(features "$name"))"
     lc_rc=$rc
     lc_all="$lc_all $t"
     lc_best=$(python3 -c "print(min(x for x in [$t, ${lc_best:-1e9}]))")

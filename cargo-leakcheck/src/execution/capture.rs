@@ -83,6 +83,19 @@ pub struct ProcessFile {
     pub preload_dumps: Vec<String>,
     pub app_dumps: Vec<String>,
     pub run_dumps: Vec<Vec<String>>,
+    /// The processes it started.
+    #[serde(default)]
+    pub children: Vec<ChildFile>,
+}
+
+/// A process a captured process started: its record, and its exit dump (with its scan's
+/// files beside it) when it left one.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct ChildFile {
+    pub exe: String,
+    pub run: u32,
+    pub checked: bool,
+    pub dump: Option<String>,
 }
 
 fn end_word(end: &ProcessEnd) -> String {
@@ -234,6 +247,22 @@ fn copy_process(r: &ProcessResult, dir: &Path, prefix: &str) -> std::io::Result<
                     .collect::<Result<Vec<_>, _>>()
             })
             .collect::<Result<_, _>>()?,
+        children: r
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                Ok(ChildFile {
+                    exe: c.exe.clone(),
+                    run: c.run,
+                    checked: c.checked,
+                    dump: match &c.dump {
+                        Some(d) => Some(copy_dump(d, format!("{prefix}.child{i}.heap"))?),
+                        None => None,
+                    },
+                })
+            })
+            .collect::<std::io::Result<_>>()?,
     })
 }
 

@@ -59,17 +59,16 @@ pub(crate) fn through_wrapper(cmd: Command, wrapper: &[String]) -> Command {
     };
     let mut out = Command::new(program);
     out.args(runner_args).arg("env");
+    // `env` reads its options before the first assignment: the removals go first.
+    for (key, _) in cmd.get_envs().filter(|(_, v)| v.is_none()) {
+        out.arg("-u").arg(key);
+    }
     for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => {
-                let mut pair = key.to_os_string();
-                pair.push("=");
-                pair.push(value);
-                out.arg(pair);
-            }
-            None => {
-                out.arg("-u").arg(key);
-            }
+        if let Some(value) = value {
+            let mut pair = key.to_os_string();
+            pair.push("=");
+            pair.push(value);
+            out.arg(pair);
         }
     }
     out.arg(cmd.get_program()).args(cmd.get_args());
@@ -528,15 +527,18 @@ fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
 
 /// Waits until each of `pids` that was started with the runtime handed down (its
 /// environment names the test's process) has written its record, or ended: it may be in its
-/// loader yet (a minute at most).
+/// loader yet (a minute at most). One whose environment cannot be read yet (it is between
+/// `execve` and its first instruction) is waited for as one that has the runtime.
 fn wait_for_records(dir: &Path, pids: &[libc::pid_t]) {
     let marked = format!("{}=", env::PARENT.name());
-    let handed_down = |pid: libc::pid_t| {
-        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+    // Some(true): the runtime was handed down; Some(false): not; None: not known yet.
+    let handed_down = |pid: libc::pid_t| -> Option<bool> {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        Some(
             environ
                 .split(|&b| b == 0)
-                .any(|v| v.starts_with(marked.as_bytes()))
-        })
+                .any(|v| v.starts_with(marked.as_bytes())),
+        )
     };
     let has_record = |pid: libc::pid_t| {
         let start = format!("{pid}.");
@@ -548,9 +550,19 @@ fn wait_for_records(dir: &Path, pids: &[libc::pid_t]) {
             })
         })
     };
+    // A statically linked program never loads the runtime: the kernel maps no loader for it.
+    let static_program = |pid: libc::pid_t| {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|maps| !maps.is_empty() && !maps.contains("/ld-linux"))
+    };
+    let settled = |pid: libc::pid_t| {
+        !running(pid) || handed_down(pid) == Some(false) || has_record(pid) || static_program(pid)
+    };
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    for &pid in pids.iter().filter(|&&p| handed_down(p)) {
-        while !has_record(pid) && running(pid) && std::time::Instant::now() < until {
+    let mut left: Vec<libc::pid_t> = pids.to_vec();
+    while !left.is_empty() && std::time::Instant::now() < until {
+        left.retain(|&pid| !settled(pid));
+        if !left.is_empty() {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
@@ -603,4 +615,38 @@ fn parse_stat(stat: &str) -> Option<(&str, &str, libc::pid_t)> {
 
 pub(crate) fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -> ProcessResult {
     ProcessResult::ended(end, stdout, stderr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_runner_gets_the_removals_before_the_assignments() {
+        let mut cmd = Command::new("/t/test-bin");
+        cmd.arg("--exact")
+            .env("LEAKCHECK_RECORD", "/w/r")
+            .env_remove("LEAKCHECK_PARENT")
+            .env("RUST_BACKTRACE", "0");
+        let wrapped = through_wrapper(cmd, &["qemu".into(), "-L".into(), "/x".into()]);
+        let args: Vec<String> = wrapped
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(wrapped.get_program(), "qemu");
+        assert_eq!(
+            args,
+            [
+                "-L",
+                "/x",
+                "env",
+                "-u",
+                "LEAKCHECK_PARENT",
+                "LEAKCHECK_RECORD=/w/r",
+                "RUST_BACKTRACE=0",
+                "/t/test-bin",
+                "--exact"
+            ]
+        );
+    }
 }

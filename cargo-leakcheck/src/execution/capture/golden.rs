@@ -51,8 +51,16 @@ fn process_of(p: &ProcessFile, dir: &Path) -> Result<ProcessResult, String> {
         stdout: p.stdout.as_ref().map_or_else(|| missing.clone(), at),
         stderr: p.stderr.as_ref().map_or_else(|| missing.clone(), at),
         left_running: p.left_running.clone(),
-        // Cases are of a test's own processes.
-        children: Vec::new(),
+        children: p
+            .children
+            .iter()
+            .map(|c| crate::evidence::ChildProcess {
+                exe: c.exe.clone(),
+                run: c.run,
+                checked: c.checked,
+                dump: c.dump.as_ref().map(at),
+            })
+            .collect(),
     })
 }
 
