@@ -62,22 +62,19 @@ pub fn judge(children: &[ChildEvidence], symbols: &mut dyn Symbols, policy: &Pol
                 continue;
             }
             stack.process = Some(name.to_string());
-            stack.reason = Some(format!(
-                "unreachable when the process `{name}` ended, in each of its test's {} that started it",
-                runs_text(&started)
-            ));
+            stack.reason = Some(reason(name, scanned_runs(&started).len()));
             findings.stacks.push(stack);
         }
     }
     findings
 }
 
-/// `the run`, `2 runs`: the runs of the test in which a process of one executable ended
-/// and was scanned.
-fn runs_text(started: &[&ChildEvidence]) -> String {
-    match scanned_runs(started).len() {
-        1 => "run".into(),
-        n => format!("{n} runs"),
+/// Why a child's lost stack is a leak: lost in every run of the test that started the
+/// executable (`runs` of them).
+fn reason(name: &str, runs: usize) -> String {
+    match runs {
+        1 => format!("unreachable when the process `{name}` ended, in the one run of its test that started it"),
+        n => format!("unreachable when the processes `{name}` ended, in each of the {n} runs of its test that started one"),
     }
 }
 

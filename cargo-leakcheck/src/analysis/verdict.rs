@@ -152,7 +152,7 @@ fn add_children(
 ) {
     let found = children::judge(&evidence.children, symbols, policy);
     report.processes = found.processes;
-    for s in found.stacks.iter().filter(|s| s.fails) {
+    for s in found.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
         report.retained_objects = report.retained_objects.saturating_add(s.objects);
     }
