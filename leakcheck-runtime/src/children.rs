@@ -211,18 +211,7 @@ fn run_under_way(dir: &str) -> u32 {
         return 0;
     }
     let mut buf = [0u8; 16];
-    // SAFETY: a NUL-terminated path; the buffer is ours and its length given.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return 0;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        n
-    };
-    let n = usize::try_from(n).unwrap_or(0);
-    std::str::from_utf8(&buf[..n])
+    std::str::from_utf8(read_start(&path, &mut buf))
         .ok()
         .and_then(|t| sys::parse_u64(t.trim()))
         .map_or(0, |k| k as u32)
@@ -402,18 +391,7 @@ fn record_path(dir: &str, pid: libc::pid_t, n: u64, prefix: &mut FixedPath) -> b
 /// Whether the record at `path` says its process is checked.
 fn is_checked(path: &FixedPath) -> bool {
     let mut buf = [0u8; 1024];
-    // SAFETY: a NUL-terminated path; the buffer is ours and its length given.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return false;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        n
-    };
-    let n = usize::try_from(n).unwrap_or(0);
-    std::str::from_utf8(&buf[..n])
+    std::str::from_utf8(read_start(path, &mut buf))
         .unwrap_or("")
         .lines()
         .any(|l| Line::parse(l) == Some(Line::Checked))
@@ -426,21 +404,26 @@ fn alive(pid: libc::pid_t) -> bool {
         return false;
     }
     let mut buf = [0u8; 512];
-    // SAFETY: as in `is_checked`.
+    let text = read_start(&path, &mut buf);
+    // `pid (comm) S …`: the state after the last `)`.
+    match text.iter().rposition(|&b| b == b')') {
+        Some(close) => text.get(close + 2).is_some_and(|&s| s != b'Z' && s != b'X'),
+        None => false,
+    }
+}
+
+/// The start of the file at `path`, as much as `buf` holds (nothing when it cannot be
+/// read); allocates nothing.
+fn read_start<'b>(path: &FixedPath, buf: &'b mut [u8]) -> &'b [u8] {
+    // SAFETY: a NUL-terminated path; the buffer is ours and its length given.
     let n = unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
-            return false;
+            return &[];
         }
         let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
         libc::close(fd);
         n
     };
-    let n = usize::try_from(n).unwrap_or(0);
-    // `pid (comm) S …`: the state after the last `)`.
-    let text = &buf[..n];
-    match text.iter().rposition(|&b| b == b')') {
-        Some(close) => text.get(close + 2).is_some_and(|&s| s != b'Z' && s != b'X'),
-        None => false,
-    }
+    &buf[..usize::try_from(n).unwrap_or(0)]
 }

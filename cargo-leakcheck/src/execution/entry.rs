@@ -205,12 +205,7 @@ pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::held::DocTests
     let symbols = runtime_symbols(&file);
     Inspection {
         entries: doc.entries.clone(),
-        build_id: file
-            .build_id()
-            .ok()
-            .flatten()
-            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
-            .unwrap_or_default(),
+        build_id: build_id_of(&file),
         app_mallctl: symbols.mallctl,
         exit_guard: symbols.exit_guard,
         alloc_shims: symbols.alloc_shims,
@@ -218,6 +213,15 @@ pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::held::DocTests
         no_entry: doc.no_entry.clone(),
         ..Inspection::default()
     }
+}
+
+/// An executable's GNU build id, hexadecimal; empty without one.
+fn build_id_of(file: &ElfFile64<'_, LE>) -> String {
+    file.build_id()
+        .ok()
+        .flatten()
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+        .unwrap_or_default()
 }
 
 pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
@@ -231,12 +235,7 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
         }
     };
     let mut inspection = Inspection {
-        build_id: file
-            .build_id()
-            .ok()
-            .flatten()
-            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
-            .unwrap_or_default(),
+        build_id: build_id_of(&file),
         ..Inspection::default()
     };
     let image = match image_of(&file, data) {
