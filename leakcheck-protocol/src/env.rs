@@ -52,6 +52,10 @@ pub const RERUN_ENTRY: Var = Var(c"LEAKCHECK_RERUN_ENTRY");
 /// [`ON`] when the entry point is a `fn()` (a doc-test's `main`), not libtest's
 /// `fn() -> Result<(), String>`.
 pub const RERUN_ENTRY_UNIT: Var = Var(c"LEAKCHECK_RERUN_ENTRY_UNIT");
+/// [`ON`] when the test's own run is on the process's main thread (a doc-test), whose arena
+/// no count includes: what that run retained is not known, so the extra runs are made
+/// whatever its count says.
+pub const FIRST_RUN_ON_MAIN: Var = Var(c"LEAKCHECK_FIRST_RUN_ON_MAIN");
 /// The executable's build id, hexadecimal: the runtime refuses an entry point of another file.
 pub const RERUN_BUILD_ID: Var = Var(c"LEAKCHECK_RERUN_BUILD_ID");
 /// How many extra runs to make at most, decimal.
@@ -105,7 +109,7 @@ pub const PARENT: Var = Var(c"LEAKCHECK_PARENT");
 pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 25] = [
+pub const ALL: [Var; 26] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -114,6 +118,7 @@ pub const ALL: [Var; 25] = [
     TRACK_SAMPLE,
     RERUN_ENTRY,
     RERUN_ENTRY_UNIT,
+    FIRST_RUN_ON_MAIN,
     RERUN_BUILD_ID,
     EXTRA_RUNS,
     RERUN_SETTLE_MS,

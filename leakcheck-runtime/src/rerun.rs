@@ -60,6 +60,9 @@ pub struct Settings {
     pub entry: Option<u64>,
     /// The entry point is a `fn()` (a doc-test's `main`), not libtest's [`TestFn`].
     pub entry_unit: bool,
+    /// The test's own run is on the main thread, whose arena no count includes: extra runs
+    /// are made whatever it seemed to retain.
+    pub first_run_on_main: bool,
     /// The executable's build id, hexadecimal ("" when it has none).
     pub build_id: &'static str,
     /// At most this many extra runs.
@@ -97,6 +100,7 @@ static mut SETTINGS: Settings = Settings {
     counting: false,
     entry: None,
     entry_unit: false,
+    first_run_on_main: false,
     build_id: "",
     extra_runs: 0,
     settle_ms: 500,
@@ -302,7 +306,11 @@ fn entry_to_rerun(status: c_int, own_allocator: bool, first: Live) -> Result<usi
     // A collection that holds entries while the test's run left nothing allocated was
     // filled without an allocation of the run's (its capacity came from elsewhere): only
     // extra runs can show whether it grows on every run.
-    if s.counting && first == Live::default() && !crate::lengths::any_entries() {
+    if s.counting
+        && first == Live::default()
+        && !s.first_run_on_main
+        && !crate::lengths::any_entries()
+    {
         return Err(End::NothingRetained);
     }
     let Some(entry) = s.entry else {

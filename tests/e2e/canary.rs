@@ -20,6 +20,8 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+mod doc;
+
 pub const FIXTURE: &str = "tests/fixtures/canary";
 const PACKAGE: &str = "canary";
 
@@ -193,7 +195,11 @@ fn shapes_of(m: usize) -> Vec<Shape> {
 /// The cells of one mechanism's binary, in source order: each shape leaking, then its clean
 /// twin.
 fn cells_of(m: usize) -> Vec<Cell> {
-    let mechanism = &MECHANISMS[m];
+    cells_with(&MECHANISMS[m], m)
+}
+
+/// The cells of `mechanism`, shaped as those of the `m`th mechanism.
+fn cells_with(mechanism: &Mechanism, m: usize) -> Vec<Cell> {
     let mut cells = Vec::new();
     for (i, shape) in shapes_of(m).iter().enumerate() {
         for leak in [true, false] {
@@ -255,7 +261,10 @@ fn statement(shape: &Shape, leak: bool) -> String {
 }
 
 fn all_cells() -> Vec<Cell> {
-    (0..MECHANISMS.len()).flat_map(cells_of).collect()
+    (0..MECHANISMS.len())
+        .flat_map(cells_of)
+        .chain(doc::cells())
+        .collect()
 }
 
 /// The test file of mechanism `m`, as generated.
@@ -300,13 +309,29 @@ fn source_path(m: usize) -> std::path::PathBuf {
 /// The matrix's rows of the e2e table: every leaking cell `leak` at its line, every twin
 /// `clean`.
 pub fn rows() -> Vec<Expected> {
-    all_cells()
-        .into_iter()
+    (0..MECHANISMS.len())
+        .flat_map(cells_of)
         .map(|cell| {
             let name: &'static str = Box::leak(cell.name.into_boxed_str());
             Expected::generated(FIXTURE, PACKAGE, cell.binary, name, cell.leak)
         })
+        .chain(doc::rows())
         .collect()
+}
+
+/// `path` holds `want` (written there under `bless`).
+fn is_generated(path: &std::path::Path, want: &str, bless: bool) {
+    if bless {
+        std::fs::write(path, want).unwrap();
+        return;
+    }
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is not what the matrix in tests/e2e/canary.rs generates; \
+         rewrite it with LEAKCHECK_BLESS=1",
+        path.display()
+    );
 }
 
 /// The fixture's test files are the matrix's (rewritten under `LEAKCHECK_BLESS=1`), and the
@@ -315,32 +340,21 @@ pub fn rows() -> Vec<Expected> {
 fn canary_sources_are_the_matrix() {
     let bless = std::env::var_os("LEAKCHECK_BLESS").is_some_and(|v| v == "1");
     for m in 0..MECHANISMS.len() {
-        let path = source_path(m);
-        let want = source(m);
-        if bless {
-            std::fs::write(&path, &want).unwrap();
-            continue;
-        }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            have == want,
-            "{} is not what the matrix in tests/e2e/canary.rs generates; \
-             rewrite it with LEAKCHECK_BLESS=1",
-            path.display()
-        );
+        is_generated(&source_path(m), &source(m), bless);
     }
+    is_generated(&doc::source_path(), &doc::source(), bless);
     let cells = all_cells();
     let leaks: Vec<&Cell> = cells.iter().filter(|c| c.leak).collect();
     assert_eq!(
         leaks.len(),
-        MECHANISMS.len() * (CLASSES.len() * 3 + NAMES.count() + 1),
-        "in every binary, a leaking cell per class and kind, per name length and a helper \
+        (MECHANISMS.len() + 1) * (CLASSES.len() * 3 + NAMES.count() + 1),
+        "in every binary and in the doc-tests, a leaking cell per class and kind, per name length and a helper \
          thread's"
     );
     assert_eq!(cells.len(), 2 * leaks.len(), "a clean twin for every cell");
     let names: BTreeSet<&str> = cells.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names.len(), cells.len(), "names are unique in the fixture");
-    for m in MECHANISMS {
+    for m in MECHANISMS.iter().chain([&doc::MECHANISM]) {
         let of_binary: Vec<&&Cell> = leaks.iter().filter(|c| c.binary == m.binary).collect();
         let classes: BTreeSet<usize> = of_binary.iter().map(|c| c.class).collect();
         assert_eq!(classes.len(), CLASSES.len(), "{}: every class", m.binary);
@@ -368,8 +382,11 @@ fn canary_sources_are_the_matrix() {
 
 /// Every cell against the table; says how many cells there were, so that a shrinking
 /// matrix shows in the output.
-fn check_cells(run: &Run, command: &str) {
-    let rows: Vec<Expected> = rows();
+fn check_cells(run: &Run, command: &str, fixture: &str) {
+    let rows: Vec<Expected> = rows()
+        .into_iter()
+        .filter(|r| r.fixture == fixture)
+        .collect();
     let mut wrong = Vec::new();
     for row in &rows {
         wrong.extend(crate::verdicts::check_row(run, row));
@@ -383,13 +400,14 @@ fn check_cells(run: &Run, command: &str) {
         run.stderr
     );
     let leaks = rows.iter().filter(|r| r.verdict == "leak").count();
+    let binaries: BTreeSet<&str> = rows.iter().map(|r| r.binary).collect();
     // Straight to the descriptor, past libtest's capture: the count shows in every run's
     // output, passing or not.
     let _ = writeln!(
         std::io::stderr(),
-        "canary under `{command}`: {} cells in {} binaries, {leaks} leak and {} clean, all as the matrix says",
+        "canary under `{command}`: {} cells in {} binaries of {fixture}, {leaks} leak and {} clean, all as the matrix says",
         rows.len(),
-        MECHANISMS.len(),
+        binaries.len(),
         rows.len() - leaks
     );
     assert_eq!(run.code, 3, "leaks found; stderr:\n{}", run.stderr);
@@ -398,11 +416,18 @@ fn check_cells(run: &Run, command: &str) {
 #[test]
 fn every_canary_cell_is_judged_right_under_test() {
     let run = run_fixture(FIXTURE, &[]);
-    check_cells(&run, "cargo leakcheck test");
+    check_cells(&run, "cargo leakcheck test", FIXTURE);
+}
+
+/// The doc-tests' cells (nextest does not run doc-tests).
+#[test]
+fn every_canary_doc_test_cell_is_judged_right() {
+    let run = run_fixture(doc::FIXTURE, &[]);
+    check_cells(&run, "cargo leakcheck test", doc::FIXTURE);
 }
 
 #[test]
 fn every_canary_cell_is_judged_right_under_nextest() {
     let run = run_nextest(FIXTURE, &[], "canary--nextest");
-    check_cells(&run, "cargo leakcheck nextest");
+    check_cells(&run, "cargo leakcheck nextest", FIXTURE);
 }

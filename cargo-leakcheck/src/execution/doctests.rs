@@ -17,6 +17,7 @@
 pub mod held;
 pub mod keep;
 pub mod naming;
+pub mod positions;
 pub mod sources;
 
 use crate::evidence::Entry;
@@ -82,7 +83,7 @@ pub fn collect(req: &Request) -> Collected {
             ));
             continue;
         }
-        match run_rustdoc(req, m, &host, &dir) {
+        match run_rustdoc(req, m, &host, &dir, req.filters) {
             Ok(stdout) => {
                 let pkg = Package {
                     member: m,
@@ -115,7 +116,13 @@ fn host_triple(root: &Path) -> Option<String> {
 }
 
 /// The `cargo test --doc` arguments for one package, with this tool as the host's runner.
-pub fn rustdoc_args(req: &Request, member: &Member, host: &str, dir: &Path) -> Vec<String> {
+pub fn rustdoc_args(
+    req: &Request,
+    member: &Member,
+    host: &str,
+    dir: &Path,
+    filters: &[String],
+) -> Vec<String> {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cargo-leakcheck"));
     let toml = |s: &str| toml::Value::String(s.to_string()).to_string();
     let mut args: Vec<String> = vec![
@@ -159,7 +166,7 @@ pub fn rustdoc_args(req: &Request, member: &Member, host: &str, dir: &Path) -> V
         ]);
     }
     args.push("--".into());
-    args.extend(req.filters.iter().cloned());
+    args.extend(filters.iter().cloned());
     args
 }
 
@@ -186,8 +193,14 @@ fn rustdocflags_from_env() -> Option<(&'static str, String)> {
 
 /// Runs one package's doc-tests through rustdoc with this tool as the runner; returns what
 /// cargo printed on stdout, or why no doc-test ran.
-fn run_rustdoc(req: &Request, member: &Member, host: &str, dir: &Path) -> Result<String, String> {
-    let args = rustdoc_args(req, member, host, dir);
+fn run_rustdoc(
+    req: &Request,
+    member: &Member,
+    host: &str,
+    dir: &Path,
+    filters: &[String],
+) -> Result<String, String> {
+    let args = rustdoc_args(req, member, host, dir, filters);
     let program = cargo_program();
     let text = format!("{} {}", program.display(), args.join(" "));
     if req.verbose {
@@ -250,8 +263,8 @@ impl Package<'_> {
         let (path, line) = naming::place(name)?;
         let file = self.file(path);
         let source = std::fs::read_to_string(&file).ok()?;
-        let block = naming::code_block(&source, line)?;
-        Some((file, line, block))
+        let (fence, block) = naming::code_block(&source, line)?;
+        Some((file, fence, block))
     }
 }
 
@@ -332,13 +345,74 @@ fn place_own_mains(
         placed.push(left[0].name.clone());
         out.binaries.push(binary(pkg.member, exe, doc));
     } else if !own_mains.is_empty() {
-        out.problems.push(format!(
-            "{} doc-tests of `{}` with a `fn main` of their own could not be told apart (their executables name no line), so they are not checked: {}",
-            own_mains.len(),
-            pkg.member.name,
-            left.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
-        ));
+        // An executable whose code is at positions that fall on code of one doc-test's
+        // block, and of no other, is that one's.
+        let mut unplaced: Vec<&Outcome> = left.clone();
+        let mut unnamed = 0;
+        for (exe, kept, symbols) in own_mains {
+            let Some((o, before)) = by_positions(pkg, &exe, &symbols, &unplaced) else {
+                unnamed += 1;
+                continue;
+            };
+            unplaced.retain(|u| u.name != o.name);
+            let wrapper = symbols.wrapper.as_ref().map(|(_, start)| *start);
+            let mut doc = alone_named(pkg, o, kept, &symbols, wrapper);
+            for map in &mut doc.sources {
+                map.lines_from =
+                    (pkg.block(&o.name)).map(|(_, fence, _)| i64::from(fence) - i64::from(before));
+            }
+            placed.push(o.name.clone());
+            out.binaries.push(binary(pkg.member, exe, doc));
+        }
+        if unnamed > 0 {
+            // Said here, not again as doc-tests whose executables were not kept.
+            placed.extend(unplaced.iter().map(|o| o.name.clone()));
+            out.problems.push(format!(
+                "{unnamed} doc-tests of `{}` are not checked: their executables name no doc-test, and their code fits more than one (a doc comment a macro writes for many items, or blocks alike): {}",
+                pkg.member.name,
+                listed(unplaced.iter().map(|o| o.name.as_str()))
+            ));
+        }
     }
+}
+
+/// Names, the first few of them, and how many more.
+fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    const SHOWN: usize = 5;
+    let names: Vec<&str> = names.collect();
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
+}
+
+/// The one doc-test of `candidates` whose block holds code at every position of the code of
+/// crate `rust_out` in the executable `exe`, with how many lines rustdoc put before it;
+/// `None` when not exactly one does.
+fn by_positions<'o>(
+    pkg: &Package,
+    exe: &Path,
+    symbols: &Symbols,
+    candidates: &[&'o Outcome],
+) -> Option<(&'o Outcome, u32)> {
+    let code = symbols.addresses("rust_out::");
+    let mut positions: HashMap<&str, Vec<(u32, u32)>> = HashMap::new();
+    let mut fits = candidates.iter().filter_map(|o| {
+        let (path, _) = naming::place(&o.name)?;
+        let (_, _, block) = pkg.block(&o.name)?;
+        let at = positions
+            .entry(path)
+            .or_insert_with(|| positions::code_positions(exe, &code, path));
+        positions::fits(&block, at).map(|before| (*o, before))
+    });
+    let one = fits.next()?;
+    fits.next().is_none().then_some(one)
 }
 
 /// The test binary of a kept executable.
@@ -369,8 +443,8 @@ struct Symbols {
     merged_mains: HashMap<usize, (String, u64)>,
     /// The crate of a merged executable's `TEST` closures (rustdoc's runner).
     runner: Option<String>,
-    /// Every function: its name (hash dropped) and file offsets `[start, end)`.
-    functions: Vec<(String, u64, u64)>,
+    /// Every function: its name (hash dropped), file offsets `[start, end)` and address.
+    functions: Vec<(String, u64, u64, u64)>,
 }
 
 impl Symbols {
@@ -405,9 +479,12 @@ impl Symbols {
                 address: s.address(),
                 file_range: (at, at + s.size().max(1)),
             };
-            found
-                .functions
-                .push((name.to_string(), entry.file_range.0, entry.file_range.1));
+            found.functions.push((
+                name.to_string(),
+                entry.file_range.0,
+                entry.file_range.1,
+                s.address(),
+            ));
             if name.contains("::_doctest_main_") && !name.contains("{") {
                 found.wrapper = Some((name.to_string(), at));
             } else if name == "rust_out::main" {
@@ -426,12 +503,20 @@ impl Symbols {
         Some(found)
     }
 
+    /// The address ranges of the functions whose names start with `prefix`.
+    fn addresses(&self, prefix: &str) -> Vec<(u64, u64)> {
+        (self.functions.iter())
+            .filter(|(name, ..)| name.starts_with(prefix))
+            .map(|(_, start, end, address)| (*address, address + (end - start)))
+            .collect()
+    }
+
     /// The file offsets of the functions whose names start with `prefix`, rustdoc's own
     /// (named `prefix` then one of `rustdocs`) apart: (code, rustdoc's).
     fn ranges(&self, prefix: &str, rustdocs: &[&str]) -> (Ranges, Ranges) {
         let mut code = Vec::new();
         let mut outer = Vec::new();
-        for (name, start, end) in &self.functions {
+        for (name, start, end, _) in &self.functions {
             let Some(rest) = name.strip_prefix(prefix) else {
                 continue;
             };
@@ -529,6 +614,7 @@ fn alone_named(
             line_at_start,
             file: file.clone(),
             name,
+            lines_from: None,
         });
     }
     doc
@@ -599,5 +685,6 @@ fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &Symbols) -> Opti
         line_at_start,
         file,
         name: name.to_string(),
+        lines_from: None,
     })
 }

@@ -103,12 +103,24 @@ pub fn first_run_end(result: &ProcessResult) -> ProcessEnd {
     result.first_run_end()
 }
 
-/// Whether the counting pass can judge this binary's tests: a libtest harness, and either
+/// Whether the counting pass can judge this binary's tests: a libtest harness (or doc-tests
+/// that can run again), and either
 /// std's own global allocator or one the runtime can ask, at exit, whether it reaches its
 /// `malloc` (a counting process whose answer is no goes on to the stacks pass; see
 /// [`crate::execution::facts::BinaryFacts::alloc_probe`]).
 pub fn countable(binary: &TestBinary) -> bool {
-    binary.harness == Harness::Libtest
+    // A doc-test runs on the main thread, which no count includes: counted through its
+    // extra runs only, so only one that can run again.
+    let runs_again = match binary.harness {
+        Harness::Libtest => true,
+        Harness::Doc => binary
+            .facts
+            .tests
+            .as_ref()
+            .is_some_and(|t| !t.entries.is_empty()),
+        Harness::Trials | Harness::Whole => false,
+    };
+    runs_again
         && (!binary.facts.symbols.custom_global_allocator || binary.facts.alloc_probe().is_some())
 }
 

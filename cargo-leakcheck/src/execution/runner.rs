@@ -375,6 +375,9 @@ fn run_one(
         None => config.timeout,
     };
     let mut extra: Vec<(env::Var, String)> = Vec::new();
+    if binary.harness == crate::execution::cargo::Harness::Doc {
+        extra.push((env::FIRST_RUN_ON_MAIN, env::ON.into()));
+    }
     if let Some(r) = &job.rerun {
         extra.push((env::RERUN_ENTRY, format!("{:x}", r.entry)));
         if r.unit_entry {

@@ -154,10 +154,19 @@ pub fn merged_index(function: &str) -> Option<usize> {
     closure.then(|| index.parse().ok()).flatten()
 }
 
-/// The lines of the doc-test whose opening fence is line `fence` (1-based) of `source`, as
-/// rustdoc reads them: the comment marker (`///`, `//!`) and one space after it taken off,
-/// hidden lines (`# `) shown; up to the closing fence.
-pub fn code_block(source: &str, fence: u32) -> Option<Vec<String>> {
+/// The lines of the doc-test rustdoc names by line `line` (1-based) of `source`, as rustdoc
+/// reads them: the comment marker (`///`, `//!`) and one space after it taken off, hidden
+/// lines (`# `) shown; up to the closing fence. With them, the line of the opening fence:
+/// `line` itself, or the one after it in a `/*! … */` comment (which rustdoc counts from the
+/// comment's first line).
+pub fn code_block(source: &str, line: u32) -> Option<(u32, Vec<String>)> {
+    [line, line + 1]
+        .into_iter()
+        .find_map(|fence| block_at(source, fence).map(|block| (fence, block)))
+}
+
+/// The block whose opening fence is line `fence` of `source`.
+fn block_at(source: &str, fence: u32) -> Option<Vec<String>> {
     let strip = |line: &str| -> String {
         let t = line.trim_start();
         let t = t
@@ -166,7 +175,7 @@ pub fn code_block(source: &str, fence: u32) -> Option<Vec<String>> {
             .map_or(line, |rest| rest.strip_prefix(' ').unwrap_or(rest));
         t.to_string()
     };
-    let mut lines = source.lines().skip(fence as usize - 1);
+    let mut lines = source.lines().skip((fence as usize).checked_sub(1)?);
     let opening = strip(lines.next()?);
     let marker = if opening.trim_start().starts_with("```") {
         "```"
@@ -181,9 +190,12 @@ pub fn code_block(source: &str, fence: u32) -> Option<Vec<String>> {
         if text.trim_start().starts_with(marker) {
             return Some(block);
         }
-        let shown = match text.trim_start().strip_prefix('#') {
-            Some(rest) if rest.is_empty() || rest.starts_with(' ') => rest.trim_start().to_string(),
-            _ => text,
+        // As rustdoc shows a hidden line: what follows `# ` once the line is trimmed.
+        let trimmed = text.trim();
+        let shown = match trimmed.strip_prefix("# ") {
+            Some(rest) => rest.to_string(),
+            None if trimmed == "#" => String::new(),
+            None => text,
         };
         block.push(shown);
     }
@@ -325,7 +337,8 @@ mod tests {
             /// }\n\
             /// ```\n\
             pub fn add() {}\n";
-        let block = code_block(source, 4).unwrap();
+        let (fence, block) = code_block(source, 4).unwrap();
+        assert_eq!(fence, 4);
         assert_eq!(
             block,
             [
@@ -339,8 +352,13 @@ mod tests {
         assert_eq!(own_main(&block), Some((3, true)));
         assert_eq!(own_main(&["fn main() {".to_string()]), Some((1, false)));
         assert_eq!(own_main(&["let main = 1;".to_string()]), None);
-        assert_eq!(code_block(source, 2), None);
+        assert_eq!(code_block(source, 1), None);
         let markdown = "# Title\n\n```rust\nlet x = 1;\n```\n";
-        assert_eq!(code_block(markdown, 3).unwrap(), ["let x = 1;"]);
+        assert_eq!(
+            code_block(markdown, 3).unwrap(),
+            (3, vec!["let x = 1;".to_string()])
+        );
+        // A `/*! … */` comment's doc-test is named by the line before its fence.
+        assert_eq!(code_block(markdown, 2).unwrap().0, 3);
     }
 }

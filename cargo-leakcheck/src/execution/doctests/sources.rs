@@ -23,6 +23,10 @@ pub struct SourceMap {
     pub file: PathBuf,
     /// The doc-test's name, which its frames are named by.
     pub name: String,
+    /// When the lines rustdoc put before the code are known: the line of the file that
+    /// generated line 0 stands for (generated line `L` is then line `lines_from + L`,
+    /// whatever the anchor).
+    pub lines_from: Option<i64>,
 }
 
 /// Where a map's anchor is: the generated line and file of the code at its `start`.
@@ -65,7 +69,10 @@ pub fn map_frames(
             if f.file.as_deref() != Some(at.file.as_str()) || line < at.line {
                 return f;
             }
-            f.line = Some(map.line_at_start + (line - at.line));
+            f.line = Some(match map.lines_from {
+                Some(from) => u32::try_from(from + i64::from(line)).unwrap_or(line),
+                None => map.line_at_start + (line - at.line),
+            });
             f.file = Some(map.file.display().to_string());
             f.column = None;
             f.function = Some(doc_function(&map.name, f.function.as_deref()));
@@ -120,6 +127,7 @@ mod tests {
             line_at_start: 10,
             file: "/w/p/src/lib.rs".into(),
             name: "src/lib.rs - forget (line 10)".into(),
+            lines_from: None,
         }
     }
 
