@@ -612,7 +612,7 @@ fn child_processes_are_judged_with_their_test() {
     let processes = |t: &Value| -> Vec<(String, bool, u64)> {
         t["processes"]
             .as_array()
-            .unwrap()
+            .unwrap_or_else(|| panic!("{} lists the processes it started: {t}", t["name"]))
             .iter()
             .map(|p| {
                 let name = p["name"].as_str().unwrap().to_string();

@@ -555,8 +555,12 @@ fn wait_for_records(dir: &Path, pids: &[libc::pid_t]) {
         std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .is_ok_and(|maps| !maps.is_empty() && !maps.contains("/ld-linux"))
     };
+    // Its environment and mappings are its new program's only once `execve` has set up its
+    // stack: the test's `spawn` returns as soon as the old program is gone, before that.
     let settled = |pid: libc::pid_t| {
-        !running(pid) || handed_down(pid) == Some(false) || has_record(pid) || static_program(pid)
+        !running(pid)
+            || has_record(pid)
+            || (exec_done(pid) && (handed_down(pid) == Some(false) || static_program(pid)))
     };
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut left: Vec<libc::pid_t> = pids.to_vec();
@@ -566,6 +570,22 @@ fn wait_for_records(dir: &Path, pids: &[libc::pid_t]) {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
+}
+
+/// Whether process `pid`'s `execve` is over: its new program's environment is in place
+/// (`env_end` in `/proc/<pid>/stat` is set once its stack is; a kernel that does not show it
+/// counts as done).
+fn exec_done(pid: libc::pid_t) -> bool {
+    // `env_end` is field 51; fields from the state on (field 3) follow the command's `)`.
+    const ENV_END: usize = 51 - 3;
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let fields = stat
+            .rfind(')')
+            .map(|close| stat[close + 1..].split_whitespace());
+        fields
+            .and_then(|mut f| f.nth(ENV_END))
+            .is_none_or(|env_end| env_end != "0")
+    })
 }
 
 /// The live (not zombie) processes of process group `pgid`, from `/proc`: pid and name.
@@ -620,6 +640,13 @@ pub(crate) fn failed_result(end: ProcessEnd, stdout: PathBuf, stderr: PathBuf) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_program_is_past_its_exec_and_a_gone_one_is_not() {
+        assert!(exec_done(std::process::id() as libc::pid_t));
+        // Past the largest pid Linux gives.
+        assert!(!exec_done(1 << 23));
+    }
 
     #[test]
     fn a_users_runner_gets_the_removals_before_the_assignments() {
