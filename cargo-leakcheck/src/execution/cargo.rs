@@ -40,6 +40,9 @@ pub struct Member {
     pub name: String,
     /// Package version.
     pub version: String,
+    /// What names it alone to `cargo --package`: its package id spec, which a dependency
+    /// of the same name (another version, or the same version from crates.io) does not share.
+    pub spec: String,
     /// Directory holding its Cargo.toml (tests run there, as under `cargo test`).
     pub dir: PathBuf,
     /// Integration-test target names.
@@ -189,11 +192,13 @@ fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Wo
         let uses_criterion = pkg.dependencies.iter().any(|d| d.name == "criterion");
         let no_harness = no_harness_targets(pkg.manifest_path.as_std_path());
         let name = pkg.name.to_string();
+        let spec = package_spec(&pkg.id.repr, &name, &pkg.version.to_string());
         members.insert(
             name.clone(),
             Member {
                 name,
                 version: pkg.version.to_string(),
+                spec,
                 dir,
                 test_targets,
                 no_harness,
@@ -213,6 +218,16 @@ fn workspace_from_metadata(metadata: &Metadata, target_dir: Option<&Path>) -> Wo
             .unwrap_or_else(|| metadata.target_directory.as_std_path().to_path_buf()),
         members,
         toolchain_libdir: None,
+    }
+}
+
+/// What names a package alone to `--package`: its id, which cargo 1.77 and later write as a
+/// package id spec (`path+file:///ws/tokio#1.54.1`); `name@version` from an older cargo's
+/// (`tokio 1.54.1 (path+file:///ws/tokio)`).
+fn package_spec(id: &str, name: &str, version: &str) -> String {
+    match id.contains(' ') {
+        false => id.to_string(),
+        true => format!("{name}@{version}"),
     }
 }
 
@@ -703,6 +718,7 @@ mod tests {
         Member {
             name: name.into(),
             version: "0.1.0".into(),
+            spec: format!("path+file:///ws/{name}#0.1.0"),
             dir: PathBuf::from("/ws").join(name),
             test_targets: vec!["integration".into()],
             no_harness: Vec::new(),
@@ -710,6 +726,16 @@ mod tests {
             uses_tikv_jemallocator: jemalloc,
             uses_criterion: false,
         }
+    }
+
+    #[test]
+    fn a_member_is_named_by_its_id_not_a_name_a_dependency_shares() {
+        // tokio's own package, beside the tokio 1.54.0 of crates.io its dev-dependencies use:
+        // `--package tokio` is ambiguous there.
+        let id = "path+file:///ws/tokio#1.54.1";
+        assert_eq!(package_spec(id, "tokio", "1.54.1"), id);
+        let old = "tokio 1.54.1 (path+file:///ws/tokio)";
+        assert_eq!(package_spec(old, "tokio", "1.54.1"), "tokio@1.54.1");
     }
 
     #[test]

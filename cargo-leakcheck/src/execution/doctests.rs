@@ -130,7 +130,7 @@ pub fn rustdoc_args(
         "--doc".into(),
         "--no-fail-fast".into(),
         "--package".into(),
-        member.name.clone(),
+        member.spec.clone(),
         "--config".into(),
         format!(
             "target.{host}.runner=[{}, {}, {}]",
@@ -368,7 +368,7 @@ fn place_own_mains(
             // Said here, not again as doc-tests whose executables were not kept.
             placed.extend(unplaced.iter().map(|o| o.name.clone()));
             out.problems.push(format!(
-                "{unnamed} doc-tests of `{}` are not checked: their executables name no doc-test, and their code fits more than one (a doc comment a macro writes for many items, or blocks alike): {}",
+                "{unnamed} doc-tests of `{}` are not checked: their executables name no doc-test, and where their code is fits no single one of these (a doc comment a macro writes for many items, blocks alike, or a line rustdoc gives that holds no code block): {}",
                 pkg.member.name,
                 listed(unplaced.iter().map(|o| o.name.as_str()))
             ));
