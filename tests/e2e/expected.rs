@@ -943,6 +943,8 @@ const FIXTURE_ROWS: &[Expected] = &[
     // Its own `main` is the entry point, and its code's lines are its file's.
     leak(DOC2021, "doc2021/src/lib.rs - own_main (line 54)", "doc2021_own_main").runs("completed"),
     outcome(DOC2021, "doc2021/src/lib.rs - ignored (line 73)", IGNORED, None, false),
+    // Its own `main` too, told from `own_main` by where its code is: counted, settled.
+    clean(DOC2021, "doc2021/src/lib.rs - count_words (line 81)").by_counting(),
     clean(DOC2021, "tests::doc2021_adds").by_counting(),
     // --- tests/fixtures/doctests, edition 2024 ---
     // Counted through its extra runs (its own run is on the main thread): settled.
@@ -957,6 +959,8 @@ const FIXTURE_ROWS: &[Expected] = &[
     // Its own `main` is the entry point, and its code's lines are its file's.
     leak(DOC2024, "doc2024/src/lib.rs - own_main (line 54)", "doc2024_own_main").runs("completed"),
     outcome(DOC2024, "doc2024/src/lib.rs - ignored (line 73)", IGNORED, None, false),
+    // Its own `main` too, told from `own_main` by where its code is: counted, settled.
+    clean(DOC2024, "doc2024/src/lib.rs - count_words (line 81)").by_counting(),
     clean(DOC2024, "tests::doc2024_adds").by_counting(),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")

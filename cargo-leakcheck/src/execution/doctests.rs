@@ -345,35 +345,79 @@ fn place_own_mains(
         placed.push(left[0].name.clone());
         out.binaries.push(binary(pkg.member, exe, doc));
     } else if !own_mains.is_empty() {
-        // An executable whose code is at positions that fall on code of one doc-test's
-        // block, and of no other, is that one's.
-        let mut unplaced: Vec<&Outcome> = left.clone();
-        let mut unnamed = 0;
-        for (exe, kept, symbols) in own_mains {
-            let Some((o, before)) = by_positions(pkg, &exe, &symbols, &unplaced) else {
-                unnamed += 1;
-                continue;
-            };
-            unplaced.retain(|u| u.name != o.name);
+        let (named, unplaced) = match_by_positions(pkg, own_mains, &left);
+        for (exe, kept, symbols, o, before) in named {
             let wrapper = symbols.wrapper.as_ref().map(|(_, start)| *start);
             let mut doc = alone_named(pkg, o, kept, &symbols, wrapper);
             for map in &mut doc.sources {
-                map.lines_from =
-                    (pkg.block(&o.name)).map(|(_, fence, _)| i64::from(fence) - i64::from(before));
+                map.lines_from = (before.zip(pkg.block(&o.name)))
+                    .map(|(before, (_, fence, _))| i64::from(fence) - i64::from(before));
             }
             placed.push(o.name.clone());
             out.binaries.push(binary(pkg.member, exe, doc));
         }
-        if unnamed > 0 {
+        if !unplaced.is_empty() {
             // Said here, not again as doc-tests whose executables were not kept.
             placed.extend(unplaced.iter().map(|o| o.name.clone()));
             out.problems.push(format!(
-                "{unnamed} doc-tests of `{}` are not checked: their executables name no doc-test, and where their code is fits no single one of these (a doc comment a macro writes for many items, blocks alike, or a line rustdoc gives that holds no code block): {}",
+                "{} doc-tests of `{}` are not checked: their executables name no doc-test, and where their code is fits no single one of these (a doc comment a macro writes for many items, blocks alike, or a line rustdoc gives that holds no code block): {}",
+                unplaced.len(),
                 pkg.member.name,
                 listed(unplaced.iter().map(|o| o.name.as_str()))
             ));
         }
     }
+}
+
+/// An executable that names no doc-test, with the doc-test found to be its and how many
+/// lines rustdoc put before that one's code (`None`: found as the last one left).
+type Matched<'o> = (PathBuf, Kept, Symbols, &'o Outcome, Option<u32>);
+
+/// Pairs the executables that name no doc-test with `candidates` by the blocks their code
+/// fits ([`positions::pair`]). Returns the pairs and the candidates left unpaired.
+fn match_by_positions<'o>(
+    pkg: &Package,
+    exes: Vec<(PathBuf, Kept, Symbols)>,
+    candidates: &[&'o Outcome],
+) -> (Vec<Matched<'o>>, Vec<&'o Outcome>) {
+    let fits: Vec<Vec<(usize, u32)>> = (exes.iter())
+        .map(|(exe, _, symbols)| fitting(pkg, exe, symbols, candidates))
+        .collect();
+    let pairs = positions::pair(&fits, candidates.len());
+    let mut unpaired: Vec<&'o Outcome> = candidates.to_vec();
+    let mut by_exe: HashMap<usize, (usize, Option<u32>)> =
+        pairs.into_iter().map(|(e, c, b)| (e, (c, b))).collect();
+    let mut named = Vec::new();
+    for (i, (exe, kept, symbols)) in exes.into_iter().enumerate() {
+        if let Some((c, before)) = by_exe.remove(&i) {
+            let o = candidates[c];
+            unpaired.retain(|u| u.name != o.name);
+            named.push((exe, kept, symbols, o, before));
+        }
+    }
+    (named, unpaired)
+}
+
+/// The candidates (by index) whose block holds code at every position of the code of crate
+/// `rust_out` in the executable `exe`, each with how many lines rustdoc put before it.
+fn fitting(
+    pkg: &Package,
+    exe: &Path,
+    symbols: &Symbols,
+    candidates: &[&Outcome],
+) -> Vec<(usize, u32)> {
+    let code = symbols.addresses("rust_out::");
+    let mut positions: HashMap<&str, Vec<(u32, u32)>> = HashMap::new();
+    (candidates.iter().enumerate())
+        .filter_map(|(i, o)| {
+            let (path, _) = naming::place(&o.name)?;
+            let (_, _, block) = pkg.block(&o.name)?;
+            let at = positions
+                .entry(path)
+                .or_insert_with(|| positions::code_positions(exe, &code, path));
+            positions::fits(&block, at).map(|before| (i, before))
+        })
+        .collect()
 }
 
 /// Names, the first few of them, and how many more.
@@ -390,29 +434,6 @@ fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
         text.push_str(&format!(" and {} more", names.len() - SHOWN));
     }
     text
-}
-
-/// The one doc-test of `candidates` whose block holds code at every position of the code of
-/// crate `rust_out` in the executable `exe`, with how many lines rustdoc put before it;
-/// `None` when not exactly one does.
-fn by_positions<'o>(
-    pkg: &Package,
-    exe: &Path,
-    symbols: &Symbols,
-    candidates: &[&'o Outcome],
-) -> Option<(&'o Outcome, u32)> {
-    let code = symbols.addresses("rust_out::");
-    let mut positions: HashMap<&str, Vec<(u32, u32)>> = HashMap::new();
-    let mut fits = candidates.iter().filter_map(|o| {
-        let (path, _) = naming::place(&o.name)?;
-        let (_, _, block) = pkg.block(&o.name)?;
-        let at = positions
-            .entry(path)
-            .or_insert_with(|| positions::code_positions(exe, &code, path));
-        positions::fits(&block, at).map(|before| (*o, before))
-    });
-    let one = fits.next()?;
-    fits.next().is_none().then_some(one)
 }
 
 /// The test binary of a kept executable.

@@ -67,6 +67,41 @@ pub fn fits(block: &[String], positions: &[(u32, u32)]) -> Option<u32> {
     })
 }
 
+/// Pairs executables with candidate doc-tests, given the candidates (by index, with the
+/// lines before their code) each executable's code fits: an executable whose only candidate
+/// still unpaired is no other executable's only one is that one's; pairing one may leave
+/// another with a single candidate, so it goes on until nothing changes. A last executable
+/// left with a last candidate are a pair (each doc-test that ran has one executable), with
+/// no count of lines before. Returns (executable, candidate, lines before).
+pub fn pair(fits: &[Vec<(usize, u32)>], candidates: usize) -> Vec<(usize, usize, Option<u32>)> {
+    let mut open: Vec<usize> = (0..fits.len()).collect();
+    let mut unpaired: Vec<bool> = vec![true; candidates];
+    let mut pairs = Vec::new();
+    loop {
+        // Each open executable's one candidate still unpaired, when it has one.
+        let singles: Vec<Option<(usize, u32)>> = (open.iter())
+            .map(|&e| {
+                let mut left = fits[e].iter().filter(|(c, _)| unpaired[*c]);
+                let one = left.next().copied();
+                one.filter(|_| left.next().is_none())
+            })
+            .collect();
+        // A candidate that is the only one of two executables is neither's: one of them
+        // holds a block that could not be read, or blocks alike.
+        let claimed = |c: usize| singles.iter().flatten().filter(|(d, _)| *d == c).count();
+        let pick = (singles.iter().enumerate())
+            .find_map(|(i, one)| one.filter(|(c, _)| claimed(*c) == 1).map(|one| (i, one)));
+        let Some((i, (c, before))) = pick else { break };
+        pairs.push((open.swap_remove(i), c, Some(before)));
+        unpaired[c] = false;
+    }
+    let left: Vec<usize> = (0..candidates).filter(|&c| unpaired[c]).collect();
+    if let ([e], [c]) = (open.as_slice(), left.as_slice()) {
+        pairs.push((*e, *c, None));
+    }
+    pairs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +141,34 @@ mod tests {
         assert_eq!(fits(&count, &[]), None);
         // Column 0: any line with code.
         assert_eq!(fits(&count, &[(3, 0)]), Some(0));
+    }
+
+    #[test]
+    fn pairing_goes_on_while_one_pair_leaves_another_single() {
+        // Executable 0 fits only candidate 1; executable 1 fits candidates 1 and 2; once 0
+        // has 1, executable 1 has 2; executable 2 fits 0 and 3 alike, and 3 is left
+        // with 0 and 3: ambiguous.
+        let fits = vec![
+            vec![(1, 2)],
+            vec![(1, 2), (2, 2)],
+            vec![(0, 2), (3, 2)],
+            vec![(0, 2), (3, 2)],
+        ];
+        let mut pairs = pair(&fits, 4);
+        pairs.sort_unstable();
+        assert_eq!(pairs, [(0, 1, Some(2)), (1, 2, Some(2))]);
+    }
+
+    #[test]
+    fn a_candidate_two_executables_fit_alone_is_neithers() {
+        // Executable 1 holds a block that could not be read, whose code happens to fit 0.
+        let pairs = pair(&[vec![(0, 1)], vec![(0, 1)]], 2);
+        assert_eq!(pairs, []);
+        // The last one left: by elimination, with no count of lines before.
+        assert_eq!(pair(&[vec![]], 1), [(0, 0, None)]);
+        assert_eq!(
+            pair(&[vec![(0, 3)], vec![]], 2),
+            [(0, 0, Some(3)), (1, 1, None)]
+        );
     }
 }
