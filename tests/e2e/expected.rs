@@ -945,6 +945,11 @@ const FIXTURE_ROWS: &[Expected] = &[
     outcome(DOC2021, "doc2021/src/lib.rs - ignored (line 73)", IGNORED, None, false),
     // Its own `main` too, told from `own_main` by where its code is: counted, settled.
     clean(DOC2021, "doc2021/src/lib.rs - count_words (line 81)").by_counting(),
+    // A macro writes both doc comments alike: their executables are told apart by running
+    // them again one at a time. Their block is not in the file, so whether `fn main` returns
+    // a value is not known (edition 2021: each alone; judged by reachability).
+    leak(DOC2021, "doc2021/src/lib.rs - forget_buffer (line 113)", "doc2021_macro").runs("no-entry-point"),
+    clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").runs("no-entry-point"),
     clean(DOC2021, "tests::doc2021_adds").by_counting(),
     // --- tests/fixtures/doctests, edition 2024 ---
     // Counted through its extra runs (its own run is on the main thread): settled.
@@ -961,6 +966,11 @@ const FIXTURE_ROWS: &[Expected] = &[
     outcome(DOC2024, "doc2024/src/lib.rs - ignored (line 73)", IGNORED, None, false),
     // Its own `main` too, told from `own_main` by where its code is: counted, settled.
     clean(DOC2024, "doc2024/src/lib.rs - count_words (line 81)").by_counting(),
+    // A macro writes both doc comments alike: their executables are told apart by running
+    // them again one at a time. Their block is not in the file, so whether `fn main` returns
+    // a value is not known (edition 2024: merged, run through its closure).
+    leak(DOC2024, "doc2024/src/lib.rs - forget_buffer (line 105)", "doc2024_macro").runs("completed"),
+    clean(DOC2024, "doc2024/src/lib.rs - drop_buffer (line 105)").by_counting(),
     clean(DOC2024, "tests::doc2024_adds").by_counting(),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")

@@ -17,6 +17,7 @@
 pub mod held;
 pub mod keep;
 pub mod naming;
+mod ordered;
 pub mod positions;
 pub mod sources;
 
@@ -89,7 +90,25 @@ pub fn collect(req: &Request) -> Collected {
                     member: m,
                     root: &req.ws.root,
                 };
-                package(&pkg, &naming::outcomes(&stdout), &dir, &mut out)
+                let (unplaced, in_merged) =
+                    package(&pkg, &naming::outcomes(&stdout), &dir, &mut out);
+                if !unplaced.is_empty() {
+                    let run = ordered::Run {
+                        req,
+                        pkg: &pkg,
+                        host: &host,
+                        dir: &dir.join(ordered::DIR),
+                    };
+                    let still = ordered::place(&run, &unplaced, &in_merged, &mut out);
+                    if !still.is_empty() {
+                        out.problems.push(format!(
+                            "{} doc-tests of `{}` are not checked: their executables name no doc-test, where their code is fits no single one of them (a doc comment a macro writes for many items, blocks alike, or a line rustdoc gives that holds no code block), and run again one at a time their executables did not match the doc-tests rustdoc ran: {}",
+                            still.len(),
+                            m.name,
+                            listed(still.iter().map(|o| o.name.as_str()))
+                        ));
+                    }
+                }
             }
             Err(why) => out.problems.push(format!(
                 "the doc-tests of `{}` are not checked: {why}",
@@ -269,14 +288,21 @@ impl Package<'_> {
 }
 
 /// Makes a test binary of each executable kept in `dir` for the package, and sorts out the
-/// doc-tests that have none.
-fn package(pkg: &Package, outcomes: &[Outcome], dir: &Path, out: &mut Collected) {
+/// doc-tests that have none. Returns the doc-tests that ran whose executables could not be
+/// told apart, and those merged into one executable.
+fn package(
+    pkg: &Package,
+    outcomes: &[Outcome],
+    dir: &Path,
+    out: &mut Collected,
+) -> (Vec<Outcome>, Vec<String>) {
     let member = pkg.member;
     let mut kept: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
     kept.sort();
     let mut placed: Vec<String> = Vec::new();
+    let mut in_merged: Vec<String> = Vec::new();
     let mut own_mains: Vec<(PathBuf, Kept, Symbols)> = Vec::new();
     for d in kept {
         let Some(k) = Kept::read(&d) else { continue };
@@ -297,7 +323,10 @@ fn package(pkg: &Package, outcomes: &[Outcome], dir: &Path, out: &mut Collected)
             }
         } else {
             match merged(pkg, outcomes, &k, &symbols, &data) {
-                Ok(doc) => doc,
+                Ok(doc) => {
+                    in_merged.extend(doc.tests.iter().map(|t| t.name.clone()));
+                    doc
+                }
                 Err(why) => {
                     out.problems.push(why);
                     continue;
@@ -307,7 +336,7 @@ fn package(pkg: &Package, outcomes: &[Outcome], dir: &Path, out: &mut Collected)
         placed.extend(doc.tests.iter().map(|t| t.name.clone()));
         out.binaries.push(binary(member, exe, doc));
     }
-    place_own_mains(pkg, outcomes, own_mains, &mut placed, out);
+    let unplaced = place_own_mains(pkg, outcomes, own_mains, &mut placed, out);
     for o in outcomes {
         let name = (member.name.clone(), o.name.clone());
         if o.mode == Mode::CompileOnly {
@@ -324,49 +353,61 @@ fn package(pkg: &Package, outcomes: &[Outcome], dir: &Path, out: &mut Collected)
             ));
         }
     }
+    (unplaced, in_merged)
 }
 
 /// The executables of doc-tests with a `fn main` of their own, which no symbol names: one
-/// is its package's last unplaced doc-test only when it is the one such executable left.
+/// is its package's last unplaced doc-test only when it is the one such executable left;
+/// others are told by where their code is. Returns the doc-tests left unpaired.
 fn place_own_mains(
     pkg: &Package,
     outcomes: &[Outcome],
     own_mains: Vec<(PathBuf, Kept, Symbols)>,
     placed: &mut Vec<String>,
     out: &mut Collected,
-) {
+) -> Vec<Outcome> {
     let left: Vec<&Outcome> = outcomes
         .iter()
         .filter(|o| o.mode != Mode::CompileOnly && !o.ignored() && !placed.contains(&o.name))
         .collect();
+    if own_mains.is_empty() {
+        return Vec::new();
+    }
     if own_mains.len() == 1 && left.len() == 1 {
         let (exe, kept, symbols) = own_mains.into_iter().next().expect("one");
         let doc = alone_named(pkg, left[0], kept, &symbols, None);
         placed.push(left[0].name.clone());
         out.binaries.push(binary(pkg.member, exe, doc));
-    } else if !own_mains.is_empty() {
-        let (named, unplaced) = match_by_positions(pkg, own_mains, &left);
-        for (exe, kept, symbols, o, before) in named {
-            let wrapper = symbols.wrapper.as_ref().map(|(_, start)| *start);
-            let mut doc = alone_named(pkg, o, kept, &symbols, wrapper);
-            for map in &mut doc.sources {
-                map.lines_from = (before.zip(pkg.block(&o.name)))
-                    .map(|(before, (_, fence, _))| i64::from(fence) - i64::from(before));
-            }
-            placed.push(o.name.clone());
-            out.binaries.push(binary(pkg.member, exe, doc));
-        }
-        if !unplaced.is_empty() {
-            // Said here, not again as doc-tests whose executables were not kept.
-            placed.extend(unplaced.iter().map(|o| o.name.clone()));
-            out.problems.push(format!(
-                "{} doc-tests of `{}` are not checked: their executables name no doc-test, and where their code is fits no single one of these (a doc comment a macro writes for many items, blocks alike, or a line rustdoc gives that holds no code block): {}",
-                unplaced.len(),
-                pkg.member.name,
-                listed(unplaced.iter().map(|o| o.name.as_str()))
-            ));
-        }
+        return Vec::new();
     }
+    let (named, unplaced) = match_by_positions(pkg, own_mains, &left);
+    for (exe, kept, symbols, o, before) in named {
+        placed.push(o.name.clone());
+        out.binaries
+            .push(own_main_binary(pkg, exe, kept, &symbols, o, before));
+    }
+    // Said by the caller, not again as doc-tests whose executables were not kept.
+    placed.extend(unplaced.iter().map(|o| o.name.clone()));
+    unplaced.into_iter().cloned().collect()
+}
+
+/// The test binary of an executable found to be `o`'s, with `before` lines rustdoc put
+/// before its code (`None`: not known).
+fn own_main_binary(
+    pkg: &Package,
+    exe: PathBuf,
+    kept: Kept,
+    symbols: &Symbols,
+    o: &Outcome,
+    before: Option<u32>,
+) -> TestBinary {
+    let wrapper = symbols.wrapper.as_ref().map(|(_, start)| *start);
+    let mut doc = alone_named(pkg, o, kept, symbols, wrapper);
+    for map in &mut doc.sources {
+        map.lines_from = (before.zip(pkg.block(&o.name)))
+            .map(|(before, (_, fence, _))| i64::from(fence) - i64::from(before));
+    }
+    binary(pkg.member, exe, doc)
 }
 
 /// An executable that names no doc-test, with the doc-test found to be its and how many
@@ -607,19 +648,33 @@ fn alone_named(
             doc.no_entry
                 .insert(name.clone(), "its own `fn main` returns a value".into());
         }
+        (Some(_), None, None) if block.is_none() => {
+            doc.no_entry.insert(
+                name.clone(),
+                "its block is not in its file (a macro writes its doc comment), so whether its own `fn main` returns a value is not known".into(),
+            );
+        }
         _ => {
             doc.no_entry
                 .insert(name.clone(), "its `main` was not found".into());
         }
     }
+    // A block not in its file is put at the line rustdoc names it by.
+    let named = naming::place(&name).map(|(path, line)| (pkg.file(path), line));
+    let one_line = block.is_none();
     let anchor = match (wrapper_start, own_main, &block) {
         (Some(start), _, Some((_, line, _))) => Some((start, *line)),
         (None, Some((j, _)), Some((_, line, _))) => {
             symbols.main.map(|m| (m.file_range.0, line + j))
         }
+        (Some(start), _, None) => named.as_ref().map(|(_, line)| (start, *line)),
+        (None, _, None) => {
+            (symbols.main.zip(named.as_ref())).map(|(m, (_, line))| (m.file_range.0, *line))
+        }
         _ => None,
     };
-    if let (Some((start, line_at_start)), Some((file, _, _))) = (anchor, &block) {
+    let file = (block.as_ref().map(|(file, _, _)| file.clone())).or(named.map(|(file, _)| file));
+    if let (Some((start, line_at_start)), Some(file)) = (anchor, file) {
         // Everything of crate `rust_out` is the doc-test's, but rustdoc's `main` around
         // its wrapper.
         let rustdocs: &[&str] = if wrapper_start.is_some() {
@@ -633,9 +688,10 @@ fn alone_named(
             outer,
             start,
             line_at_start,
-            file: file.clone(),
+            file,
             name,
             lines_from: None,
+            one_line,
         });
     }
     doc
@@ -688,10 +744,15 @@ fn merged(
 /// offset) stands for the line before its code, or for its own `fn main` line.
 fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &Symbols) -> Option<SourceMap> {
     let (prefix, start) = symbols.merged_mains.get(&i)?;
-    let (file, line, block) = pkg.block(name)?;
-    let line_at_start = match naming::own_main(&block) {
-        Some((j, _)) => line + j,
-        None => line,
+    let (file, line_at_start, one_line) = match pkg.block(name) {
+        Some((file, line, block)) => match naming::own_main(&block) {
+            Some((j, _)) => (file, line + j, false),
+            None => (file, line, false),
+        },
+        None => {
+            let (path, line) = naming::place(name)?;
+            (pkg.file(path), line, true)
+        }
     };
     let (code, mut outer) = symbols.ranges(prefix, &["__main_fn"]);
     // The closure libtest keeps for it, in rustdoc's runner crate, is rustdoc's too.
@@ -707,5 +768,6 @@ fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &Symbols) -> Opti
         file,
         name: name.to_string(),
         lines_from: None,
+        one_line,
     })
 }

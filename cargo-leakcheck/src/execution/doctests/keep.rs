@@ -25,6 +25,10 @@ pub struct Kept {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// Its exit code, or `None` when a signal ended it.
     pub status: Option<i32>,
+    /// When it started, on the monotonic clock (ns): the order of the executables of one
+    /// rustdoc running its doc-tests one at a time.
+    #[serde(default)]
+    pub started: u64,
 }
 
 impl Kept {
@@ -45,6 +49,7 @@ impl Kept {
 /// Keeps `binary` in a new directory under `dir`, runs it with `args`, writes how it ran and
 /// returns the exit code to end with. Whatever fails in the keeping, the doc-test still runs.
 pub fn keep_and_run(dir: &Path, binary: &Path, args: &[OsString]) -> i32 {
+    let started = monotonic_ns();
     let kept_dir = new_dir(dir);
     let copied = kept_dir.as_deref().and_then(|d| {
         let to = d.join(EXECUTABLE);
@@ -71,6 +76,7 @@ pub fn keep_and_run(dir: &Path, binary: &Path, args: &[OsString]) -> i32 {
                 .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
                 .collect(),
             status: status.ok().and_then(|s| s.code()),
+            started,
         };
         let tmp = d.join(format!("{META}.tmp"));
         let written = serde_json::to_string(&kept)
@@ -82,6 +88,17 @@ pub fn keep_and_run(dir: &Path, binary: &Path, args: &[OsString]) -> i32 {
         }
     }
     code.unwrap_or(1)
+}
+
+/// The monotonic clock, in nanoseconds.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A new directory under `dir`, of its own: named by this process's id, and a number after
@@ -127,6 +144,7 @@ mod tests {
             .path();
         let kept = Kept::read(&kept_dir).unwrap();
         assert_eq!(kept.status, Some(3));
+        assert!(kept.started > 0 && kept.started <= monotonic_ns());
         assert_eq!(kept.args, vec![b"-c".to_vec(), b"exit 3".to_vec()]);
         assert_eq!(kept.cwd, std::env::current_dir().unwrap());
         assert!(kept.env_os().any(|(k, _)| k == "PATH"));

@@ -27,6 +27,9 @@ pub struct SourceMap {
     /// generated line 0 stands for (generated line `L` is then line `lines_from + L`,
     /// whatever the anchor).
     pub lines_from: Option<i64>,
+    /// The block is not in the file (a doc comment a macro writes): every line of its code
+    /// is put at `line_at_start`, the line rustdoc names the doc-test by.
+    pub one_line: bool,
 }
 
 /// Where a map's anchor is: the generated line and file of the code at its `start`.
@@ -70,6 +73,7 @@ pub fn map_frames(
                 return f;
             }
             f.line = Some(match map.lines_from {
+                _ if map.one_line => map.line_at_start,
                 Some(from) => u32::try_from(from + i64::from(line)).unwrap_or(line),
                 None => map.line_at_start + (line - at.line),
             });
@@ -128,6 +132,7 @@ mod tests {
             file: "/w/p/src/lib.rs".into(),
             name: "src/lib.rs - forget (line 10)".into(),
             lines_from: None,
+            one_line: false,
         }
     }
 
@@ -180,6 +185,23 @@ mod tests {
         // Without its anchor a frame keeps its place.
         let unanchored = map_frames(&frames[1..2], &[map()], |_| None);
         assert_eq!(unanchored[0].line, Some(3));
+    }
+
+    #[test]
+    fn a_block_not_in_its_file_puts_every_frame_at_the_named_line() {
+        let one_line = SourceMap {
+            one_line: true,
+            ..map()
+        };
+        let frames = [
+            frame("main", GENERATED, 3, 0x120),
+            frame("{closure#0}", GENERATED, 5, 0x310),
+            frame("alloc::vec::from_elem", "/rustc/x/vec.rs", 3651, 0x130),
+        ];
+        let mapped = map_frames(&frames, &[one_line], anchor);
+        let lines: Vec<Option<u32>> = mapped.iter().map(|f| f.line).collect();
+        assert_eq!(lines, [Some(10), Some(10), Some(3651)]);
+        assert_eq!(mapped[0].file.as_deref(), Some("/w/p/src/lib.rs"));
     }
 
     #[test]
