@@ -651,7 +651,7 @@ fn alone_named(
         (Some(_), None, None) if block.is_none() => {
             doc.no_entry.insert(
                 name.clone(),
-                "its block is not in its file (a macro writes its doc comment), so whether its own `fn main` returns a value is not known".into(),
+                "its block is not at the line rustdoc gives (a doc comment a macro writes, or one included from another file), so whether its own `fn main` returns a value is not known".into(),
             );
         }
         _ => {
@@ -659,7 +659,7 @@ fn alone_named(
                 .insert(name.clone(), "its `main` was not found".into());
         }
     }
-    // A block not in its file is put at the line rustdoc names it by.
+    // A block not at the line rustdoc gives is put at that line.
     let named = naming::place(&name).map(|(path, line)| (pkg.file(path), line));
     let one_line = block.is_none();
     let anchor = match (wrapper_start, own_main, &block) {

@@ -107,6 +107,25 @@ pub fn outcomes(stdout: &str) -> Vec<Outcome> {
     out
 }
 
+/// The doc-tests that failed because they did not build, as the failures rustdoc printed
+/// say (`---- NAME stdout ----` and, in what follows, `Couldn't compile the test.`): no
+/// executable of theirs ran.
+pub fn not_built(stdout: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<&str> = None;
+    for line in stdout.lines() {
+        let header = (line.strip_prefix("---- ")).and_then(|l| l.strip_suffix(" stdout ----"));
+        if let Some(name) = header {
+            current = Some(name);
+        } else if line.trim() == "Couldn't compile the test." {
+            if let Some(name) = current.take() {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// A doc-test's file and the line of its opening fence, from its name.
 pub fn place(name: &str) -> Option<(&str, u32)> {
     let (path, _) = name.split_once(" - ")?;
@@ -360,5 +379,18 @@ mod tests {
         );
         // A `/*! … */` comment's doc-test is named by the line before its fence.
         assert_eq!(code_block(markdown, 2).unwrap().0, 3);
+    }
+
+    #[test]
+    fn doc_tests_that_did_not_build_are_read_from_the_failures() {
+        let stdout = "test src/a.rs - a (line 3) ... FAILED\n\
+                      test src/b.rs - b (line 9) ... FAILED\n\
+                      \nfailures:\n\n\
+                      ---- src/a.rs - a (line 3) stdout ----\n\
+                      error[E0599]: no method named `start_paused`\n\
+                      Couldn't compile the test.\n\
+                      ---- src/b.rs - b (line 9) stdout ----\n\
+                      Test executable failed (exit status: 101).\n";
+        assert_eq!(not_built(stdout), ["src/a.rs - a (line 3)"]);
     }
 }

@@ -4,7 +4,8 @@
 //! executables in the order it prints their names, so the n-th executable it ran is the
 //! n-th doc-test it printed. rustdoc splits its test arguments at whitespace, so a doc-test
 //! is asked for by the part of its name without any (its item's path), which may bring
-//! others along: they are paired as well, and only those asked for are kept. The doc-tests
+//! others along: they are paired as well, and only those asked for are kept. One that did
+//! not build ran no executable and is left out of the order. The doc-tests
 //! are split among as many rustdoc runs as there are cores, each in a directory of its own.
 
 use super::keep::{self, Kept};
@@ -49,9 +50,10 @@ pub fn place(
     let mut still = Vec::new();
     for ((k, group), result) in groups.iter().enumerate().zip(results) {
         let paired = result.ok().and_then(|stdout| {
+            let not_built = naming::not_built(&stdout);
             let ran: Vec<Outcome> = (naming::outcomes(&stdout).into_iter())
                 .filter(|o| o.mode != Mode::CompileOnly && !o.ignored())
-                .filter(|o| !in_merged.contains(&o.name))
+                .filter(|o| !in_merged.contains(&o.name) && !not_built.contains(&o.name))
                 .collect();
             pair_group(run.pkg, &group_dir(run.dir, k), &ran)
         });
@@ -106,8 +108,14 @@ fn run_group(run: &Run, k: usize, group: &[&Outcome]) -> Result<String, String> 
             filters.push(f);
         }
     }
-    run_rustdoc(run.req, run.pkg.member, run.host, &dir, &filters)
+    let stdout = run_rustdoc(run.req, run.pkg.member, run.host, &dir, &filters)?;
+    // Kept beside the executables, for whoever wonders why they were not paired.
+    let _ = std::fs::write(dir.join(STDOUT), &stdout);
+    Ok(stdout)
 }
+
+/// What rustdoc printed in a run in order, in its directory.
+const STDOUT: &str = "rustdoc.stdout";
 
 /// A filter without whitespace that the doc-test `name` matches: its item's path when that
 /// has none, else the longest part of its name between whitespace.
@@ -128,8 +136,8 @@ fn filter(name: &str) -> String {
 type Paired = (PathBuf, Kept, Symbols, Outcome, Option<u32>);
 
 /// Pairs the executables kept in `dir`, by when they started, with the doc-tests that `ran`,
-/// in the order rustdoc printed them; `None` when they are not as many, or when the code of
-/// one does not fit the block of the doc-test it would be.
+/// in the order rustdoc printed them; `None` when they are not as many, or when one that
+/// names its doc-test is not the one the order gives it.
 fn pair_group(pkg: &Package, dir: &Path, ran: &[Outcome]) -> Option<Vec<Paired>> {
     let mut exes: Vec<(PathBuf, Kept, Symbols)> = (std::fs::read_dir(dir).ok()?)
         .filter_map(|e| e.ok())
@@ -148,16 +156,23 @@ fn pair_group(pkg: &Package, dir: &Path, ran: &[Outcome]) -> Option<Vec<Paired>>
     }
     let mut pairs = Vec::new();
     for ((exe, kept, symbols), o) in exes.into_iter().zip(ran) {
-        // A block read from the file (none for a doc comment a macro writes) that its
-        // executable's code does not fit says the order is not what it seems.
-        let before = match fitting(pkg, &exe, &symbols, &[o]).first() {
-            Some((_, before)) => Some(*before),
-            None if pkg.block(&o.name).is_some() => return None,
-            None => None,
-        };
+        // An executable that names its doc-test (rustdoc's wrapper does) must be the one
+        // the order gives it.
+        let named = naming_wrapper(&symbols, ran);
+        if named.is_some_and(|n| n != o.name) {
+            return None;
+        }
+        let before = fitting(pkg, &exe, &symbols, &[o]).first().map(|(_, b)| *b);
         pairs.push((exe, kept, symbols, o.clone(), before));
     }
     Some(pairs)
+}
+
+/// The doc-test among `ran` whose name an executable's wrapper function gives.
+fn naming_wrapper<'r>(symbols: &Symbols, ran: &'r [Outcome]) -> Option<&'r str> {
+    let (wrapper, _) = symbols.wrapper.as_ref()?;
+    let names: Vec<&str> = ran.iter().map(|o| o.name.as_str()).collect();
+    naming::by_wrapper(wrapper, &names)
 }
 
 /// Whether executables that started at `started` (sorted) can be paired one by one with

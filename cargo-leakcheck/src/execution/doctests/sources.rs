@@ -27,8 +27,9 @@ pub struct SourceMap {
     /// generated line 0 stands for (generated line `L` is then line `lines_from + L`,
     /// whatever the anchor).
     pub lines_from: Option<i64>,
-    /// The block is not in the file (a doc comment a macro writes): every line of its code
-    /// is put at `line_at_start`, the line rustdoc names the doc-test by.
+    /// The block is not at the line rustdoc gives (a doc comment a macro writes, or one
+    /// included from another file): every line of its code is put at `line_at_start`, the
+    /// line rustdoc names the doc-test by.
     pub one_line: bool,
 }
 
