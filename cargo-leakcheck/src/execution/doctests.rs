@@ -90,8 +90,7 @@ pub fn collect(req: &Request) -> Collected {
                     member: m,
                     root: &req.ws.root,
                 };
-                let (unplaced, in_merged) =
-                    package(&pkg, &naming::outcomes(&stdout), &dir, &mut out);
+                let (unplaced, in_merged) = package(&pkg, &Ran::of(&stdout), &dir, &mut out);
                 if !unplaced.is_empty() {
                     let run = ordered::Run {
                         req,
@@ -259,6 +258,22 @@ fn run_rustdoc(
     Ok(stdout)
 }
 
+/// What rustdoc printed of the doc-tests it ran.
+struct Ran {
+    outcomes: Vec<Outcome>,
+    /// Those that failed because they did not build.
+    not_built: Vec<String>,
+}
+
+impl Ran {
+    fn of(stdout: &str) -> Ran {
+        Ran {
+            outcomes: naming::outcomes(stdout),
+            not_built: naming::not_built(stdout),
+        }
+    }
+}
+
 /// The package whose doc-tests are collected, and the workspace they are named in.
 struct Package<'a> {
     member: &'a Member,
@@ -292,7 +307,7 @@ impl Package<'_> {
 /// told apart, and those merged into one executable.
 fn package(
     pkg: &Package,
-    outcomes: &[Outcome],
+    ran: &Ran,
     dir: &Path,
     out: &mut Collected,
 ) -> (Vec<Outcome>, Vec<String>) {
@@ -314,7 +329,7 @@ fn package(
             continue;
         };
         let doc = if symbols.merged.is_empty() {
-            match alone(pkg, outcomes, &k, &symbols) {
+            match alone(pkg, &ran.outcomes, &k, &symbols) {
                 Some(doc) => doc,
                 None => {
                     own_mains.push((exe, k, symbols));
@@ -322,7 +337,7 @@ fn package(
                 }
             }
         } else {
-            match merged(pkg, outcomes, &k, &symbols, &data) {
+            match merged(pkg, &ran.outcomes, &k, &symbols, &data) {
                 Ok(doc) => {
                     in_merged.extend(doc.tests.iter().map(|t| t.name.clone()));
                     doc
@@ -336,16 +351,25 @@ fn package(
         placed.extend(doc.tests.iter().map(|t| t.name.clone()));
         out.binaries.push(binary(member, exe, doc));
     }
-    let unplaced = place_own_mains(pkg, outcomes, own_mains, &mut placed, out);
-    for o in outcomes {
+    // One that did not build left no executable to place.
+    let built: Vec<Outcome> = (ran.outcomes.iter())
+        .filter(|o| !ran.not_built.contains(&o.name))
+        .cloned()
+        .collect();
+    let unplaced = place_own_mains(pkg, &built, own_mains, &mut placed, out);
+    for o in &ran.outcomes {
         let name = (member.name.clone(), o.name.clone());
         if o.mode == Mode::CompileOnly {
             out.compile_only.push(name);
         } else if o.ignored() {
             out.ignored.push(name);
         } else if !placed.contains(&o.name) && o.result == "FAILED" {
-            out.failed_to_build
-                .push((name.0, name.1, "rustdoc failed it before it ran".into()));
+            let why = if ran.not_built.contains(&o.name) {
+                "it did not build"
+            } else {
+                "rustdoc failed it before it ran"
+            };
+            out.failed_to_build.push((name.0, name.1, why.into()));
         } else if !placed.contains(&o.name) {
             out.problems.push(format!(
                 "the doc-test `{}` of `{}` ran, but its executable was not kept",
