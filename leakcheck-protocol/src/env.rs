@@ -52,6 +52,10 @@ pub const RERUN_ENTRY: Var = Var(c"LEAKCHECK_RERUN_ENTRY");
 /// [`ON`] when the entry point is a `fn()` (a doc-test's `main`), not libtest's
 /// `fn() -> Result<(), String>`.
 pub const RERUN_ENTRY_UNIT: Var = Var(c"LEAKCHECK_RERUN_ENTRY_UNIT");
+/// With [`RERUN_ENTRY_UNIT`]: the address of a doc-test's own `main`, hexadecimal in the
+/// executable image, when the entry point is std's `lang_start` closure that calls it (a
+/// `main` that returns a value); the closure is called with this address as what it holds.
+pub const RERUN_ENTRY_MAIN: Var = Var(c"LEAKCHECK_RERUN_ENTRY_MAIN");
 /// [`ON`] when the test's own run is on the process's main thread (a doc-test), whose arena
 /// no count includes: what that run retained is not known, so the extra runs are made
 /// whatever its count says.
@@ -109,7 +113,7 @@ pub const PARENT: Var = Var(c"LEAKCHECK_PARENT");
 pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 26] = [
+pub const ALL: [Var; 27] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -118,6 +122,7 @@ pub const ALL: [Var; 26] = [
     TRACK_SAMPLE,
     RERUN_ENTRY,
     RERUN_ENTRY_UNIT,
+    RERUN_ENTRY_MAIN,
     FIRST_RUN_ON_MAIN,
     RERUN_BUILD_ID,
     EXTRA_RUNS,

@@ -375,6 +375,7 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     s.counting = sys::var(env::COUNTING) == Some(env::ON);
     s.entry = sys::var(env::RERUN_ENTRY).and_then(sys::parse_hex);
     s.entry_unit = sys::var(env::RERUN_ENTRY_UNIT) == Some(env::ON);
+    s.entry_main = sys::var(env::RERUN_ENTRY_MAIN).and_then(sys::parse_hex);
     s.first_run_on_main = sys::var(env::FIRST_RUN_ON_MAIN) == Some(env::ON);
     s.build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");
     s.extra_runs = sys::var(env::EXTRA_RUNS)

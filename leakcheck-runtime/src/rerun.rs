@@ -60,6 +60,9 @@ pub struct Settings {
     pub entry: Option<u64>,
     /// The entry point is a `fn()` (a doc-test's `main`), not libtest's [`TestFn`].
     pub entry_unit: bool,
+    /// With `entry_unit`: the doc-test's own `main`, which the entry (std's `lang_start`
+    /// closure) calls and reports on.
+    pub entry_main: Option<u64>,
     /// The test's own run is on the main thread, whose arena no count includes: extra runs
     /// are made whatever it seemed to retain.
     pub first_run_on_main: bool,
@@ -100,6 +103,7 @@ static mut SETTINGS: Settings = Settings {
     counting: false,
     entry: None,
     entry_unit: false,
+    entry_main: None,
     first_run_on_main: false,
     build_id: "",
     extra_runs: 0,
@@ -316,12 +320,20 @@ fn entry_to_rerun(status: c_int, own_allocator: bool, first: Live) -> Result<usi
     let Some(entry) = s.entry else {
         return Err(End::NoEntry);
     };
-    image::resolve(entry as usize, s.build_id).map_err(|refusal| match refusal {
+    let refused = |refusal| match refusal {
         image::Refusal::NoImage => End::NoImage,
         image::Refusal::NotCode | image::Refusal::NotData => End::NotCode,
         image::Refusal::BuildId => End::BuildId,
-    })
+    };
+    if let Some(main) = s.entry_main {
+        let main = image::resolve(main as usize, s.build_id).map_err(refused)?;
+        ENTRY_MAIN.store(main, std::sync::atomic::Ordering::Release);
+    }
+    image::resolve(entry as usize, s.build_id).map_err(refused)
 }
+
+/// The resolved address of the `main` the `lang_start` closure entry calls (0: none).
+static ENTRY_MAIN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The threads before the extra runs, for their grace.
 struct BeforeRuns {
@@ -854,6 +866,10 @@ struct Slot<'a> {
 type TestFn = fn() -> Result<(), String>;
 /// A doc-test's entry point: the `fn main()` rustdoc wraps its code in.
 type UnitFn = fn();
+/// std's `lang_start` closure, which `lang_start_internal` calls as `Fn() -> i32`: given what
+/// it holds (the address of `main`), it calls `main`, reports its result as a `Termination`
+/// and returns the exit code.
+type StartFn = fn(&usize) -> i32;
 
 extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     let slot_ptr = arg.cast::<Slot>();
@@ -867,6 +883,22 @@ extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     let slot = unsafe { &mut *slot_ptr };
     // A panic unwinds to this `extern "C"` frame and aborts the process: the record says
     // which run was under way.
+    let main = ENTRY_MAIN.load(std::sync::atomic::Ordering::Acquire);
+    if settings().entry_unit && main != 0 {
+        // SAFETY: `entry` is std's `lang_start::{{closure}}` of this very executable (see
+        // cargo-leakcheck's `doctests` module), whose captured state is the `fn() -> T` it
+        // calls, passed here by reference as std passes it; `main` is that function.
+        let f: StartFn = unsafe { std::mem::transmute::<usize, StartFn>(slot.entry) };
+        if f(&main) == 0 {
+            slot.passed = true;
+        } else {
+            let text = b"its `main` reported a failure (a non-zero exit code)";
+            let n = text.len().min(slot.message.bytes.len());
+            slot.message.bytes[..n].copy_from_slice(&text[..n]);
+            slot.message.len = n;
+        }
+        return std::ptr::null_mut();
+    }
     if settings().entry_unit {
         // SAFETY: `entry` is a doc-test's `main`, a `fn()` (see cargo-leakcheck's `doctests`
         // module), checked to be code of this very executable.

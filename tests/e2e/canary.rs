@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 mod doc;
+mod own_main;
 
 pub const FIXTURE: &str = "tests/fixtures/canary";
 const PACKAGE: &str = "canary";
@@ -316,6 +317,7 @@ pub fn rows() -> Vec<Expected> {
             Expected::generated(FIXTURE, PACKAGE, cell.binary, name, cell.leak)
         })
         .chain(doc::rows())
+        .chain(own_main::rows())
         .collect()
 }
 
@@ -343,6 +345,16 @@ fn canary_sources_are_the_matrix() {
         is_generated(&source_path(m), &source(m), bless);
     }
     is_generated(&doc::source_path(), &doc::source(), bless);
+    is_generated(&own_main::source_path(), &own_main::source(), bless);
+    let classes: BTreeSet<usize> = (own_main::cells().iter())
+        .filter(|c| c.leak)
+        .map(|c| c.class)
+        .collect();
+    assert_eq!(
+        classes.len(),
+        CLASSES.len(),
+        "a doc-test whose `main` returns a value: every class"
+    );
     let cells = all_cells();
     let leaks: Vec<&Cell> = cells.iter().filter(|c| c.leak).collect();
     assert_eq!(
@@ -424,6 +436,13 @@ fn every_canary_cell_is_judged_right_under_test() {
 fn every_canary_doc_test_cell_is_judged_right() {
     let run = run_fixture(doc::FIXTURE, &[]);
     check_cells(&run, "cargo leakcheck test", doc::FIXTURE);
+}
+
+/// The cells of doc-tests whose own `main` returns a value, each an executable of its own.
+#[test]
+fn every_canary_own_main_cell_is_judged_right() {
+    let run = run_fixture(own_main::FIXTURE, &[]);
+    check_cells(&run, "cargo leakcheck test", own_main::FIXTURE);
 }
 
 #[test]

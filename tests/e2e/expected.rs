@@ -947,9 +947,11 @@ const FIXTURE_ROWS: &[Expected] = &[
     clean(DOC2021, "doc2021/src/lib.rs - count_words (line 81)").by_counting(),
     // A macro writes both doc comments alike: their executables are told apart by running
     // them again one at a time. Their block is not in the file, so whether `fn main` returns
-    // a value is not known (edition 2021: each alone; judged by reachability).
-    leak(DOC2021, "doc2021/src/lib.rs - forget_buffer (line 113)", "doc2021_macro").runs("no-entry-point"),
-    clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").runs("no-entry-point"),
+    // a value is not known: std's `lang_start` closure calls it again.
+    leak(DOC2021, "doc2021/src/lib.rs - forget_buffer (line 113)", "doc2021_macro").runs("completed"),
+    clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").by_counting(),
+    // Its own `main` returns a `Result`: called again through std's `lang_start` closure.
+    leak(DOC2021, "doc2021/src/lib.rs - fallible_main (line 119)", "doc2021_fallible_main").runs("completed"),
     clean(DOC2021, "tests::doc2021_adds").by_counting(),
     // --- tests/fixtures/doctests, edition 2024 ---
     // Counted through its extra runs (its own run is on the main thread): settled.
@@ -971,6 +973,8 @@ const FIXTURE_ROWS: &[Expected] = &[
     // a value is not known (edition 2024: merged, run through its closure).
     leak(DOC2024, "doc2024/src/lib.rs - forget_buffer (line 105)", "doc2024_macro").runs("completed"),
     clean(DOC2024, "doc2024/src/lib.rs - drop_buffer (line 105)").by_counting(),
+    // Its own `main` returns a `Result`: merged, run through its closure.
+    leak(DOC2024, "doc2024/src/lib.rs - fallible_main (line 118)", "doc2024_fallible_main").runs("completed"),
     clean(DOC2024, "tests::doc2024_adds").by_counting(),
     // --- tests/fixtures/token-macros: a proc-macro crate, std linked dynamically ---
     clean(TOKEN_MACROS, "tests::counts_words")

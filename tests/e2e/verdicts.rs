@@ -583,7 +583,7 @@ fn doc_tests_are_judged_like_any_test() {
     assert_eq!(kinds(&without), ["lib", "lib"], "{}", without.stderr);
     assert_eq!(without.code, 0, "{}", without.stderr);
     let only = run_fixture(FIXTURE, &["--workspace", "--doc"]);
-    assert_eq!(kinds(&only), vec!["doc"; 18], "{}", only.stderr);
+    assert_eq!(kinds(&only), vec!["doc"; 20], "{}", only.stderr);
     assert_eq!(only.code, 3, "{}", only.stderr);
 }
 

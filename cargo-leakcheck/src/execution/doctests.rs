@@ -258,6 +258,15 @@ fn run_rustdoc(
     Ok(stdout)
 }
 
+/// Whether `name` (demangled, hash dropped) is std's `lang_start` closure, in either
+/// mangling: `std::rt::lang_start::{{closure}}`, `std::rt::lang_start::<T>::{closure#0}`.
+fn is_lang_start_closure(name: &str) -> bool {
+    name.strip_prefix("std::rt::lang_start::")
+        .is_some_and(|rest| {
+            rest == "{{closure}}" || (rest.starts_with('<') && rest.ends_with("::{closure#0}"))
+        })
+}
+
 /// What rustdoc printed of the doc-tests it ran.
 struct Ran {
     outcomes: Vec<Outcome>,
@@ -523,6 +532,9 @@ struct Symbols {
     wrapper: Option<(String, u64)>,
     /// `rust_out::main` of a doc-test compiled alone: its entry point.
     main: Option<Entry>,
+    /// std's `lang_start` closure, which calls `main` and reports what it returns; `None`
+    /// when there is not exactly one.
+    lang_start: Option<Entry>,
     /// A merged executable's `TEST` closures by index: their entry points.
     merged: HashMap<usize, Entry>,
     /// A merged executable's `__doctest_<i>::main` by index: (crate path, file offset).
@@ -543,9 +555,11 @@ impl Symbols {
                 (address >= start && address < start + size).then(|| address - start + file_start)
             })
         };
+        let mut starts = 0;
         let mut found = Symbols {
             wrapper: None,
             main: None,
+            lang_start: None,
             merged: HashMap::new(),
             merged_mains: HashMap::new(),
             runner: None,
@@ -575,6 +589,9 @@ impl Symbols {
                 found.wrapper = Some((name.to_string(), at));
             } else if name == "rust_out::main" {
                 found.main = Some(entry);
+            } else if is_lang_start_closure(name) {
+                starts += 1;
+                found.lang_start = Some(entry);
             } else if let Some(i) = naming::merged_index(name) {
                 found.merged.insert(i, entry);
                 found.runner = name.split_once("::__doctest_").map(|(c, _)| c.to_string());
@@ -585,6 +602,9 @@ impl Symbols {
                         .insert(i, (format!("{krate}::__doctest_{i}::"), at));
                 }
             }
+        }
+        if starts != 1 {
+            found.lang_start = None;
         }
         Some(found)
     }
@@ -668,15 +688,27 @@ fn alone_named(
         (Some(main), Some(_), _) | (Some(main), None, Some((_, false))) => {
             doc.entries.insert(name.clone(), main);
         }
-        (_, None, Some((_, true))) => {
-            doc.no_entry
-                .insert(name.clone(), "its own `fn main` returns a value".into());
-        }
-        (Some(_), None, None) if block.is_none() => {
-            doc.no_entry.insert(
-                name.clone(),
-                "its block is not at the line rustdoc gives (a doc comment a macro writes, or one included from another file), so whether its own `fn main` returns a value is not known".into(),
-            );
+        // A `main` that returns a value, or may, is called through std's `lang_start`
+        // closure, which reports what it returns as the process would.
+        (Some(main), None, Some((_, true))) | (Some(main), None, None)
+            if block.is_none() || own_main.is_some() =>
+        {
+            match symbols.lang_start {
+                Some(start) => {
+                    let entry = Entry {
+                        address: start.address,
+                        file_range: main.file_range,
+                    };
+                    doc.entries.insert(name.clone(), entry);
+                    doc.entry_mains.insert(name.clone(), main.address);
+                }
+                None => {
+                    doc.no_entry.insert(
+                        name.clone(),
+                        "its own `fn main` returns a value, or may, and std's `lang_start` closure that calls it was not found".into(),
+                    );
+                }
+            }
         }
         _ => {
             doc.no_entry

@@ -83,6 +83,8 @@ pub struct Inspection {
     /// The entry points are `fn()` (a doc-test's `main`), not libtest's
     /// `fn() -> Result<(), String>`.
     pub unit_entries: bool,
+    /// Doc-tests whose entry point is std's `lang_start` closure: the `main` it calls.
+    pub entry_mains: HashMap<String, u64>,
     /// Why a test has no entry point, by name, when the reason is its own.
     pub no_entry: HashMap<String, String>,
 }
@@ -210,6 +212,7 @@ pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::held::DocTests
         exit_guard: symbols.exit_guard,
         alloc_shims: symbols.alloc_shims,
         unit_entries: doc.unit_entries,
+        entry_mains: doc.entry_mains.clone(),
         no_entry: doc.no_entry.clone(),
         ..Inspection::default()
     }

@@ -160,6 +160,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         collectors: inspection.collectors.clone(),
         grace_ms: extra_runs::GRACE_MS,
         unit_entry: inspection.unit_entries,
+        entry_main: inspection.entry_mains.get(&t.name).copied(),
     })
 }
 
@@ -937,6 +938,7 @@ mod tests {
             collectors: Vec::new(),
             grace_ms: extra_runs::GRACE_MS,
             unit_entry: false,
+            entry_main: None,
         }
     }
 

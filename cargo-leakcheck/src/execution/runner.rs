@@ -75,6 +75,8 @@ pub struct RerunRequest {
     /// The entry point is a `fn()` (a doc-test's `main`), not libtest's
     /// `fn() -> Result<(), String>`.
     pub unit_entry: bool,
+    /// With `unit_entry`: the `main` std's `lang_start` closure (the entry) calls.
+    pub entry_main: Option<u64>,
 }
 
 /// What a pass's jobs came to, one entry per job in order.
@@ -382,6 +384,9 @@ fn run_one(
         extra.push((env::RERUN_ENTRY, format!("{:x}", r.entry)));
         if r.unit_entry {
             extra.push((env::RERUN_ENTRY_UNIT, env::ON.into()));
+        }
+        if let Some(main) = r.entry_main {
+            extra.push((env::RERUN_ENTRY_MAIN, format!("{main:x}")));
         }
         extra.push((env::RERUN_BUILD_ID, r.build_id.clone()));
         extra.push((env::EXTRA_RUNS, r.extra_runs.to_string()));

@@ -21,6 +21,9 @@ pub struct DocTests {
     /// The entry points are `fn()` (a doc-test's `main`), not libtest's
     /// `fn() -> Result<(), String>`.
     pub unit_entries: bool,
+    /// The doc-tests whose entry point is std's `lang_start` closure (their own `main`
+    /// returns a value, or may): the address of that `main`, which the closure calls.
+    pub entry_mains: HashMap<String, u64>,
     /// Why a doc-test has no entry point, by name.
     pub no_entry: HashMap<String, String>,
     /// Where the frames of the doc-tests' code are in their files.
