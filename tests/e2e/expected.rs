@@ -8,7 +8,9 @@
 //!   by scanning the fixture's `.rs` files for it;
 //! - a marker exists exactly when the table below has `site: Some(..)` for that test. The
 //!   `custom-alloc` fixture leaks without a marker: the tool cannot see that allocator, so no
-//!   site can be expected.
+//!   site can be expected;
+//! - a doc-test is found by its code block in a doc comment; one whose doc comment a macro
+//!   writes is declared by a `// macro-doc-test: <name as rustdoc gives it>` line.
 //!
 //! The test at the bottom checks the table against the fixtures' sources (test functions and
 //! markers), without building anything.
@@ -948,7 +950,7 @@ const FIXTURE_ROWS: &[Expected] = &[
     // A macro writes both doc comments alike: their executables are told apart by running
     // them again one at a time. Their block is not in the file, so whether `fn main` returns
     // a value is not known: std's `lang_start` closure calls it again.
-    leak(DOC2021, "doc2021/src/lib.rs - forget_buffer (line 113)", "doc2021_macro").runs("completed"),
+    leak(DOC2021, "doc2021/src/lib.rs - forget_buffer (line 113)", "doc2021_forget_buffer").runs("completed"),
     clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").by_counting(),
     // Its own `main` returns a `Result`: called again through std's `lang_start` closure.
     leak(DOC2021, "doc2021/src/lib.rs - fallible_main (line 119)", "doc2021_fallible_main").runs("completed"),
@@ -971,7 +973,7 @@ const FIXTURE_ROWS: &[Expected] = &[
     // A macro writes both doc comments alike: their executables are told apart by running
     // them again one at a time. Their block is not in the file, so whether `fn main` returns
     // a value is not known (edition 2024: merged, run through its closure).
-    leak(DOC2024, "doc2024/src/lib.rs - forget_buffer (line 105)", "doc2024_macro").runs("completed"),
+    leak(DOC2024, "doc2024/src/lib.rs - forget_buffer (line 105)", "doc2024_forget_buffer").runs("completed"),
     clean(DOC2024, "doc2024/src/lib.rs - drop_buffer (line 105)").by_counting(),
     // Its own `main` returns a `Result`: merged, run through its closure.
     leak(DOC2024, "doc2024/src/lib.rs - fallible_main (line 118)", "doc2024_fallible_main").runs("completed"),
@@ -1583,6 +1585,14 @@ fn expected_table_matches_fixture_sources() {
                     assert!(
                         test_fns.insert(name.clone()),
                         "trial {name} twice in {fixture}"
+                    );
+                }
+                // A doc-test whose doc comment a macro writes is declared on a line marked
+                // `// macro-doc-test: name`, with its whole name as rustdoc gives it.
+                if let Some((_, name)) = line.split_once("// macro-doc-test: ") {
+                    assert!(
+                        test_fns.insert(name.trim().to_owned()),
+                        "doc-test {name} twice in {fixture}"
                     );
                 }
                 if let Some(name) = marked("// leak-site: ") {

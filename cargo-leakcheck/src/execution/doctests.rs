@@ -688,11 +688,10 @@ fn alone_named(
         (Some(main), Some(_), _) | (Some(main), None, Some((_, false))) => {
             doc.entries.insert(name.clone(), main);
         }
-        // A `main` that returns a value, or may, is called through std's `lang_start`
-        // closure, which reports what it returns as the process would.
-        (Some(main), None, Some((_, true))) | (Some(main), None, None)
-            if block.is_none() || own_main.is_some() =>
-        {
+        // A `main` of its own that returns a value, or may (its block not read, or its
+        // `fn main` not told from it), is called through std's `lang_start` closure, which
+        // reports what it returns as the process would.
+        (Some(main), None, _) => {
             match symbols.lang_start {
                 Some(start) => {
                     let entry = Entry {
