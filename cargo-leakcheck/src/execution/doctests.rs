@@ -691,24 +691,22 @@ fn alone_named(
         // A `main` of its own that returns a value, or may (its block not read, or its
         // `fn main` not told from it), is called through std's `lang_start` closure, which
         // reports what it returns as the process would.
-        (Some(main), None, _) => {
-            match symbols.lang_start {
-                Some(start) => {
-                    let entry = Entry {
-                        address: start.address,
-                        file_range: main.file_range,
-                    };
-                    doc.entries.insert(name.clone(), entry);
-                    doc.entry_mains.insert(name.clone(), main.address);
-                }
-                None => {
-                    doc.no_entry.insert(
+        (Some(main), None, _) => match symbols.lang_start {
+            Some(start) => {
+                let entry = Entry {
+                    address: start.address,
+                    file_range: main.file_range,
+                };
+                doc.entries.insert(name.clone(), entry);
+                doc.entry_mains.insert(name.clone(), main.address);
+            }
+            None => {
+                doc.no_entry.insert(
                         name.clone(),
                         "its own `fn main` returns a value, or may, and std's `lang_start` closure that calls it was not found".into(),
                     );
-                }
             }
-        }
+        },
         _ => {
             doc.no_entry
                 .insert(name.clone(), "its `main` was not found".into());
