@@ -24,70 +24,100 @@ pub fn cells() -> Vec<Cell> {
     cells_with(&MECHANISM, MECHANISMS.len())
 }
 
-/// A cell's marker: a doc-test's is named after its package and item.
-fn site(cell: &Cell) -> String {
-    format!("{PACKAGE}_{}", cell.name)
+/// A fixture of canary cells as doc-tests, generated from the matrix.
+pub struct DocFixture {
+    pub fixture: &'static str,
+    pub package: &'static str,
+    pub mechanism: &'static Mechanism,
+    pub cells: fn() -> Vec<Cell>,
+    /// Each cell in a `fn main` of the doc-test's own that returns a `Result`.
+    pub own_main: bool,
 }
 
-/// `src/lib.rs` as generated, and each cell's doc-test name as rustdoc gives it (the line
-/// of its opening fence).
-fn generate() -> (String, Vec<String>) {
-    let mut out = format!(
-        "//! Canary cells under {}.\n\
-         //!\n\
-         //! Generated from the matrix in tests/e2e/canary.rs (`LEAKCHECK_BLESS=1 cargo test\n\
-         //! -p cargo-leakcheck --test e2e canary` rewrites it): edit the matrix, not this file.\n",
-        MECHANISM.what
-    );
-    let mut names = Vec::new();
-    for cell in cells() {
-        let marker = if cell.leak {
-            format!(" // leak-site: {}", site(&cell))
-        } else {
-            String::new()
-        };
-        out.push('\n');
-        let fence = out.lines().count() + 1;
-        // No mechanism around the cell: its `before` and `after` only call it.
-        write!(
-            out,
-            "/// ```\n\
-             /// # use std::hint::black_box;\n\
-             /// # use std::mem::forget;\n\
-             /// # use std::thread;\n\
-             /// # fn before(cell: impl FnOnce()) {{ cell() }}\n\
-             /// # fn after(cell: impl FnOnce()) {{ cell() }}\n\
-             /// {}{marker}\n\
-             /// ```\n\
-             pub fn {}() {{}}\n",
-            cell.statement, cell.name
-        )
-        .unwrap();
-        names.push(format!("src/lib.rs - {} (line {fence})", cell.name));
+/// The cells as merged doc-tests.
+pub const MERGED: DocFixture = DocFixture {
+    fixture: FIXTURE,
+    package: PACKAGE,
+    mechanism: &MECHANISM,
+    cells,
+    own_main: false,
+};
+
+impl DocFixture {
+    /// A cell's marker: a doc-test's is named after its package and item.
+    fn site(&self, cell: &Cell) -> String {
+        format!("{}_{}", self.package, cell.name)
     }
-    (out, names)
-}
 
-/// The rows of the e2e table: every leaking cell `leak` at its line, every twin `clean`.
-pub fn rows() -> Vec<Expected> {
-    let (_, names) = generate();
-    cells()
-        .into_iter()
-        .zip(names)
-        .map(|(cell, name)| {
-            let test: &'static str = Box::leak(name.into_boxed_str());
-            let site = cell.leak.then(|| &*Box::leak(site(&cell).into_boxed_str()));
-            Expected::generated_at(FIXTURE, PACKAGE, PACKAGE, test, site)
-        })
-        .collect()
-}
+    /// `src/lib.rs` as generated, and each cell's doc-test name as rustdoc gives it (the
+    /// line of its opening fence).
+    fn generate(&self) -> (String, Vec<String>) {
+        let mut out = format!(
+            "//! Canary cells under {}.\n\
+             //!\n\
+             //! Generated from the matrix in tests/e2e/canary.rs (`LEAKCHECK_BLESS=1 cargo test\n\
+             //! -p cargo-leakcheck --test e2e canary` rewrites it): edit the matrix, not this file.\n",
+            self.mechanism.what
+        );
+        let mut names = Vec::new();
+        for cell in (self.cells)() {
+            let marker = if cell.leak {
+                format!(" // leak-site: {}", self.site(&cell))
+            } else {
+                String::new()
+            };
+            out.push('\n');
+            let fence = out.lines().count() + 1;
+            // No mechanism around the cell: its `before` and `after` only call it.
+            let body = if self.own_main {
+                format!(
+                    "/// fn main() -> Result<(), String> {{\n\
+                     ///     {}{marker}\n\
+                     ///     Ok(())\n\
+                     /// }}\n",
+                    cell.statement
+                )
+            } else {
+                format!("/// {}{marker}\n", cell.statement)
+            };
+            write!(
+                out,
+                "/// ```\n\
+                 /// # use std::hint::black_box;\n\
+                 /// # use std::mem::forget;\n\
+                 /// # use std::thread;\n\
+                 /// # fn before(cell: impl FnOnce()) {{ cell() }}\n\
+                 /// # fn after(cell: impl FnOnce()) {{ cell() }}\n\
+                 {body}\
+                 /// ```\n\
+                 pub fn {}() {{}}\n",
+                cell.name
+            )
+            .unwrap();
+            names.push(format!("src/lib.rs - {} (line {fence})", cell.name));
+        }
+        (out, names)
+    }
 
-/// The generated file.
-pub fn source_path() -> std::path::PathBuf {
-    repo_root().join(FIXTURE).join("src/lib.rs")
-}
+    /// The rows of the e2e table: every leaking cell `leak` at its line, every twin `clean`.
+    pub fn rows(&self) -> Vec<Expected> {
+        let (_, names) = self.generate();
+        ((self.cells)().into_iter().zip(names))
+            .map(|(cell, name)| {
+                let test: &'static str = Box::leak(name.into_boxed_str());
+                let site = (cell.leak).then(|| &*Box::leak(self.site(&cell).into_boxed_str()));
+                Expected::generated_at(self.fixture, self.package, self.package, test, site)
+            })
+            .collect()
+    }
 
-/// `src/lib.rs` as generated.
-pub fn source() -> String {
-    generate().0
+    /// The generated file.
+    pub fn source_path(&self) -> std::path::PathBuf {
+        repo_root().join(self.fixture).join("src/lib.rs")
+    }
+
+    /// `src/lib.rs` as generated.
+    pub fn source(&self) -> String {
+        self.generate().0
+    }
 }
