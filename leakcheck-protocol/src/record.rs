@@ -14,6 +14,9 @@
 //!                                             last one counts)
 //! cost <cpu-ms> <wall-ms>                     what the test's own run cost
 //! run <k> start
+//! run <k> stacks                              counting mode: from run k on, every allocation's
+//!                                             stack is taken too, and a dump written after
+//!                                             each run (`r<k-1>` just before run k)
 //! run <k> ok <objects> <bytes> <threads> <settled>
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
@@ -165,6 +168,9 @@ pub enum Entry<'a> {
     Cost { cpu_ms: i64, wall_ms: i64 },
     /// Extra run `run` (from 1) started.
     RunStart { run: u32 },
+    /// Counting mode: from extra run `run` on, stacks are taken as well (written before that
+    /// run starts).
+    RunStacks { run: u32 },
     /// Extra run `run` returned normally; `settled`: its threads were gone in time.
     RunOk {
         run: u32,
@@ -222,6 +228,7 @@ const FIRST: &str = "first";
 const COST: &str = "cost";
 const RUN: &str = "run";
 const START: &str = "start";
+const STACKS: &str = "stacks";
 const OK: &str = "ok";
 const FAILED: &str = "failed";
 const TIMEOUT: &str = "timeout";
@@ -249,6 +256,7 @@ impl<'a> Entry<'a> {
             } => head_and_nums(out, FIRST, &[status, live.objects, live.bytes, threads]),
             Entry::Cost { cpu_ms, wall_ms } => head_and_nums(out, COST, &[cpu_ms, wall_ms]),
             Entry::RunStart { run } => run_head(out, run, START),
+            Entry::RunStacks { run } => run_head(out, run, STACKS),
             Entry::RunOk {
                 run,
                 live,
@@ -371,6 +379,7 @@ fn decode_run<'a>(line: &'a str, w: &mut impl Iterator<Item = &'a [u8]>) -> Opti
     let run = u32::try_from(parse_num(w.next()?)?).ok()?;
     Some(match next_word(w)? {
         START => Entry::RunStart { run },
+        STACKS => Entry::RunStacks { run },
         OK => {
             let [objects, bytes, threads, settled] = nums(w)?;
             Entry::RunOk {
@@ -487,7 +496,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 17] {
+    fn every_entry() -> [Entry<'static>; 18] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -510,6 +519,7 @@ mod tests {
                 wall_ms: 0,
             },
             Entry::RunStart { run: 1 },
+            Entry::RunStacks { run: 3 },
             Entry::RunOk {
                 run: 2,
                 live,
@@ -576,13 +586,14 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 17] = [
+        let texts: [&str; 18] = [
             "arena -1",
             "allocator malloc",
             "allocator own",
             "first 101 3 -48 17",
             "cost 1200 0",
             "run 1 start",
+            "run 3 stacks",
             "run 2 ok 3 -48 4 1",
             "run 3 failed Error: \"no\" at line 3",
             "run 256 timeout",

@@ -70,6 +70,9 @@ pub struct Settings {
     pub build_id: &'static str,
     /// At most this many extra runs.
     pub extra_runs: u32,
+    /// Counting mode: from this extra run on, stacks are taken too, while the series has
+    /// not settled (see [`start_stacks`]).
+    pub stacks_from: Option<u32>,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
     /// Stack size of the thread each extra run runs on.
@@ -107,6 +110,7 @@ static mut SETTINGS: Settings = Settings {
     first_run_on_main: false,
     build_id: "",
     extra_runs: 0,
+    stacks_from: None,
     settle_ms: 500,
     stack_size: 2 << 20,
     dump_prefix: FixedPath::new(),
@@ -175,7 +179,8 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
     // thing in the handler (jemalloc writes its own, when profiling, from a handler that
     // runs after this one).
     let s = settings();
-    if crate::tracker::enabled() && !s.dump_prefix.is_empty() {
+    // Counting mode with stacks: the last run's dump, scanned, is all the tool reads.
+    if crate::tracker::enabled() && !s.counting && !s.dump_prefix.is_empty() {
         let mut path = FixedPath::new();
         // SAFETY: prefix holds len() initialised bytes before its NUL.
         let prefix = unsafe {
@@ -363,6 +368,9 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
     let mut settle_ms = s.settle_ms;
     for k in 1..=extra_runs {
         let i = (k - 1) as usize;
+        if s.counting && s.stacks_from == Some(k) {
+            start_stacks(fd, k);
+        }
         let (route, live, settled) = match run_extra(fd, status, address, k, &mut settle_ms) {
             Ok(run) => run,
             Err(why) => return why,
@@ -379,6 +387,9 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
         );
         if let Some(a) = route {
             if let Some(why) = runs.add(fd, k, a, live, settled, k == extra_runs) {
+                if why != End::Settled && crate::tracker::enabled() {
+                    scan_last_run(k);
+                }
                 return why;
             }
         }
@@ -428,6 +439,9 @@ fn run_extra(
     crate::maps::set_run(crate::maps::BETWEEN);
     drain_before_measuring(fd, k);
     let live = if s.counting {
+        if crate::tracker::enabled() {
+            dump(k, false, true);
+        }
         arenas::live_outside_main_arena()
     } else {
         dump(k, false, true);
@@ -505,7 +519,13 @@ impl Runs {
             return Some(End::Settled);
         }
         let threads_left = self.series.leaves_threads();
-        (last || threads_left).then(|| self.end_after_grace(fd, i, threads_left))
+        // With stacks still to take, threads that stay are no reason to stop: the runs with
+        // stacks are what the verdict is drawn from.
+        let stacks_to_come = settings()
+            .stacks_from
+            .is_some_and(|from| from > k && from <= settings().extra_runs);
+        (last || (threads_left && !stacks_to_come))
+            .then(|| self.end_after_grace(fd, i, threads_left))
     }
 
     /// Whether the series of the first `i + 1` runs settled.
@@ -533,6 +553,29 @@ impl Runs {
         } else {
             End::Kept
         }
+    }
+}
+
+/// Counting mode, before extra run `k`, the series not settled yet: every allocation's stack
+/// is taken from now on, and the dump `r<k-1>` written, which holds nothing yet (what was
+/// allocated before is not tracked). Only what the runs from `k` on allocate can grow over
+/// them, and their dumps say by which stacks; the counting goes on as before, so a series
+/// that settles later still settles.
+fn start_stacks(fd: c_int, k: u32) {
+    put(fd, Entry::RunStacks { run: k });
+    crate::tracker::switch_on();
+    dump(k - 1, false, true);
+}
+
+/// Counting mode with stacks, the series over unsettled after extra run `k` (and the grace
+/// for the runs' threads): that run's dump is taken again and scanned, and the stacks of the
+/// collections' buffers written beside it.
+fn scan_last_run(k: u32) {
+    let s = settings();
+    dump(k, true, true);
+    let mut last = FixedPath::new();
+    if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, k) {
+        crate::lengths::write_sites(&last);
     }
 }
 
@@ -789,7 +832,9 @@ fn dump(k: u32, scan: bool, write: bool) {
             let _ = unsafe { tikv_jemalloc_ctl::raw::write(b"prof.dump\0", path.as_ptr()) };
         }
     }
-    if !write {
+    // A program's own jemalloc is dumped only in stacks mode (counting a program whose
+    // allocator bypasses this one makes no extra runs).
+    if !write || s.counting {
         return;
     }
     let Some(mallctl) = s.app_mallctl else { return };

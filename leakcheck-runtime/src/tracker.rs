@@ -58,7 +58,21 @@ pub fn enabled() -> bool {
 /// single-threaded.
 pub fn enable(sample_mean: u64) {
     SAMPLE_MEAN.store(sample_mean.max(1), Ordering::SeqCst);
+    prepare();
+    switch_on();
+}
+
+/// Readies tracking that starts later ([`switch_on`]), with a stack for every allocation:
+/// the tracker's lock is held across `fork` from now on, registered before the thread
+/// registry's so that `fork` takes the two in the order the scan does. Called by the
+/// constructor, single-threaded.
+pub fn prepare() {
     crate::spin::hold_across_fork!(LOCK);
+}
+
+/// Tracks every allocation from now on. An object allocated before is not in the table: its
+/// free is no event, and a `realloc` of it tracks the new object.
+pub fn switch_on() {
     ON.store(true, Ordering::SeqCst);
 }
 

@@ -27,6 +27,25 @@ pub enum Counted {
     Stacks { rerun: bool, outcome: Reruns },
     /// Crashed or timed out while counting.
     Over(Reruns),
+    /// Every extra run was made and the series did not settle, and the runs from
+    /// `Record::stacks_from` on took stacks: the counting process is the stacks evidence.
+    StacksTaken(Reruns),
+}
+
+/// Whether the counting process took stacks from a run on and its series ran to its end:
+/// its last run's dump was scanned, once the runs' threads had their grace.
+fn stacks_taken(result: &ProcessResult) -> bool {
+    result.record.as_ref().is_some_and(|r| {
+        r.stacks_from
+            .is_some_and(|from| r.runs.len() as u32 >= from)
+            && matches!(
+                r.end,
+                Some(
+                    leakcheck_protocol::record::End::Kept
+                        | leakcheck_protocol::record::End::ThreadsLeft
+                )
+            )
+    })
 }
 
 /// What the counting pass settles about a test, from its counting run (its record read and
@@ -61,7 +80,10 @@ pub fn after_counting(result: &ProcessResult, outcome: Reruns, lifetime_fails: b
     });
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
-        // Every extra run left something behind: the stacks say what grows.
+        // Every extra run left something behind: the stacks say what grows, taken in this
+        // process from a run on when it could (a run that settled nothing after them:
+        // the series ended with its last run or the grace after it).
+        _ if outcome.usable() && stacks_taken(result) => Counted::StacksTaken(outcome),
         _ if outcome.usable() => Counted::Stacks {
             rerun: true,
             outcome,

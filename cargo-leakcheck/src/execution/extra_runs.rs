@@ -39,6 +39,10 @@ pub const SETTLE_MS: u64 = 200;
 /// running after this wait is taken to run for good.
 pub const GRACE_MS: u64 = 2000;
 
-/// The counting pass may make this many times the configured extra runs, to let state that
-/// warms up over several runs (a pool whose workers each allocate on their first job) settle.
+/// With fewer configured extra runs than stacks need (see [`counting_request`]), the counting
+/// pass may make this many times the configured extra runs, to let state that warms up over
+/// several runs (a pool whose workers each allocate on their first job) settle.
 pub const COUNTING_RUNS_FACTOR: u32 = 2;
+
+/// Extra runs counted before the runtime takes stacks as well, in the same process.
+pub const COUNTED_BEFORE_STACKS: u32 = 2;

@@ -112,6 +112,9 @@ fn children(processes: &[Option<&ProcessResult>]) -> Vec<ChildEvidence> {
 
 /// A profiled process's dumps, and the scan's files beside them.
 pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
+    if let Some(from) = result.record.as_ref().and_then(|r| r.stacks_from) {
+        return dumps_from_run(result, from);
+    }
     let own = own_profile(result)?;
     let kinds = 1 + usize::from(!result.app_dumps.is_empty());
     let runs = result
@@ -135,6 +138,39 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
         own_paths: own_dump.and_then(|d| paths(d)),
         last_run_paths: last_run.and_then(|d| paths(d)),
         own_cycles: own_dump.and_then(|d| cycles(d)),
+        last_run_cycles: last_run.and_then(|d| cycles(d)),
+        sites: last_run.and_then(|d| sites(d)).unwrap_or_default(),
+    })
+}
+
+/// The dumps of a counting process that took stacks from extra run `from` on: the one
+/// written just before that run (nothing tracked yet) stands for the test's own run, and
+/// each later run's is its run's.
+fn dumps_from_run(result: &ProcessResult, from: u32) -> Result<Dumps, DumpError> {
+    let from = from.max(1);
+    let file_of = |k: u32| -> Option<&PathBuf> {
+        match k {
+            0 => result.preload_dumps.first(),
+            k => result.run_dumps.get(k as usize - 1).and_then(|d| d.first()),
+        }
+    };
+    let start = file_of(from - 1).ok_or(DumpError::NoRunDump(from as usize - 1))?;
+    let own = merged(std::slice::from_ref(start), &[])?;
+    let made = result.record.as_ref().map_or(0, |r| r.runs.len() as u32);
+    let runs = (from..=made)
+        .map(|k| match file_of(k) {
+            Some(f) => merged(std::slice::from_ref(f), &[]),
+            None => Err(DumpError::NoRunDump(k as usize)),
+        })
+        .collect();
+    let last_run = (made >= from).then(|| file_of(made)).flatten();
+    Ok(Dumps {
+        own,
+        runs,
+        own_lost: None,
+        own_paths: None,
+        last_run_paths: last_run.and_then(|d| paths(d)),
+        own_cycles: None,
         last_run_cycles: last_run.and_then(|d| cycles(d)),
         sites: last_run.and_then(|d| sites(d)).unwrap_or_default(),
     })

@@ -161,6 +161,7 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         grace_ms: extra_runs::GRACE_MS,
         unit_entry: inspection.unit_entries,
         entry_main: inspection.entry_mains.get(&t.name).copied(),
+        stacks_from: None,
     })
 }
 
@@ -571,12 +572,7 @@ fn counting_jobs(
             test: Some(t),
             settings: count_mode,
             quiet_backtraces: true,
-            rerun: plan.requests[t].clone().ok().map(|r| RerunRequest {
-                extra_runs: r
-                    .extra_runs
-                    .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
-                ..r
-            }),
+            rerun: plan.requests[t].clone().ok().map(counting_request),
             first: true,
             expected: plan.expected[t],
             alone: plan.alone[t],
@@ -597,6 +593,27 @@ fn counting_jobs(
     (jobs, roles)
 }
 
+/// The extra runs a test's counting process is asked for, given what the test may have
+/// (`extra-runs`, N). With more than [`extra_runs::COUNTED_BEFORE_STACKS`]: N runs, the first two counted
+/// only; if neither settled the test, every run from the third on also takes the stacks of
+/// what it allocates, so that a test whose runs all leave memory behind is judged by its
+/// stacks in the same process, in N runs of it beyond its own. With fewer: up to
+/// [`extra_runs::COUNTING_RUNS_FACTOR`] × N counted runs, then a stacks process of its own.
+fn counting_request(r: RerunRequest) -> RerunRequest {
+    if r.extra_runs > extra_runs::COUNTED_BEFORE_STACKS {
+        RerunRequest {
+            stacks_from: Some(extra_runs::COUNTED_BEFORE_STACKS + 1),
+            ..r
+        }
+    } else {
+        RerunRequest {
+            extra_runs: r
+                .extra_runs
+                .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
+            ..r
+        }
+    }
+}
 /// The stacks process test `t` needs after its counting process ended with `result`, None
 /// when counting settled it, or when it ended the process itself (its stacks process needs
 /// the binary's table of live stack slots, written by the stacks pass).
@@ -720,7 +737,7 @@ fn profile_request(
     settled: Option<&Counted>,
 ) -> Option<Result<RerunRequest, Status>> {
     match settled {
-        Some(Counted::Clean(_)) | Some(Counted::Over(_)) => None,
+        Some(Counted::Clean(_) | Counted::Over(_) | Counted::StacksTaken(_)) => None,
         Some(Counted::Stacks { rerun, outcome }) => {
             // Threads the counting runs started that were still running after their
             // grace will not have ended in the stacks pass either: no second wait.
@@ -854,10 +871,16 @@ fn assemble(
             not_finished.push(case);
             continue;
         }
+        let mut counted = counted;
         let (result, method, extra_runs) = match (profiled[t].take(), &counted, settled[t].take()) {
             (Some(r), _, Some(Counted::Stacks { outcome, .. })) => (r, Method::Stacks, outcome),
             (None, Some(c), Some(Counted::Clean(outcome))) => {
                 (c.clone(), Method::Counters, outcome)
+            }
+            // Its stacks were taken in its counting process: that is its stacks process.
+            (None, Some(_), Some(Counted::StacksTaken(outcome))) => {
+                let c = counted.take().expect("matched as counted");
+                (c, Method::Stacks, outcome)
             }
             (None, Some(c), Some(Counted::Over(outcome))) => {
                 (c.clone(), Method::CountRunOnly, outcome)
@@ -939,6 +962,7 @@ mod tests {
             grace_ms: extra_runs::GRACE_MS,
             unit_entry: false,
             entry_main: None,
+            stacks_from: None,
         }
     }
 
