@@ -17,6 +17,10 @@
 //! run <k> stacks                              counting mode: from run k on, every allocation's
 //!                                             stack is taken too, and a dump written after
 //!                                             each run (`r<k-1>` just before run k)
+//! unreached <k> <objects>                     counting mode with stacks, once the series is
+//!                                             over: how many objects the runs with stacks
+//!                                             allocated that the scan after run k found no
+//!                                             root to reach (-1: no scan)
 //! run <k> ok <objects> <bytes> <threads> <settled>
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
@@ -171,6 +175,11 @@ pub enum Entry<'a> {
     /// Counting mode: from extra run `run` on, stacks are taken as well (written before that
     /// run starts).
     RunStacks { run: u32 },
+    /// Counting mode with stacks, after the series: of the objects the runs with stacks
+    /// allocated and still live after extra run `run`, how many the scan found no root to
+    /// reach (-1: the scan could not be made). Objects allocated before stacks were taken
+    /// are not known to the scan, so what only they hold is among these.
+    Unreached { run: u32, objects: i64 },
     /// Extra run `run` returned normally; `settled`: its threads were gone in time.
     RunOk {
         run: u32,
@@ -239,6 +248,7 @@ const WAITING: &str = "waiting";
 const DRAINED: &str = "drained";
 const END: &str = "end";
 const LEN: &str = "len";
+const UNREACHED: &str = "unreached";
 const AFTER_GRACE: &str = "grace";
 
 impl<'a> Entry<'a> {
@@ -257,6 +267,9 @@ impl<'a> Entry<'a> {
             Entry::Cost { cpu_ms, wall_ms } => head_and_nums(out, COST, &[cpu_ms, wall_ms]),
             Entry::RunStart { run } => run_head(out, run, START),
             Entry::RunStacks { run } => run_head(out, run, STACKS),
+            Entry::Unreached { run, objects } => {
+                head_and_nums(out, UNREACHED, &[i64::from(run), objects])
+            }
             Entry::RunOk {
                 run,
                 live,
@@ -367,6 +380,13 @@ impl<'a> Entry<'a> {
             DRAINED => decode_drained(&mut w)?,
             END => Entry::End(End::from_word(next_word(&mut w)?)?),
             LEN => decode_length(&mut w)?,
+            UNREACHED => {
+                let [run, objects] = nums(&mut w)?;
+                Entry::Unreached {
+                    run: u32::try_from(run).ok()?,
+                    objects,
+                }
+            }
             _ => return None,
         };
         Some(entry)
@@ -496,7 +516,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 18] {
+    fn every_entry() -> [Entry<'static>; 19] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -520,6 +540,7 @@ mod tests {
             },
             Entry::RunStart { run: 1 },
             Entry::RunStacks { run: 3 },
+            Entry::Unreached { run: 5, objects: 2 },
             Entry::RunOk {
                 run: 2,
                 live,
@@ -586,7 +607,7 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 18] = [
+        let texts: [&str; 19] = [
             "arena -1",
             "allocator malloc",
             "allocator own",
@@ -594,6 +615,7 @@ mod tests {
             "cost 1200 0",
             "run 1 start",
             "run 3 stacks",
+            "unreached 5 2",
             "run 2 ok 3 -48 4 1",
             "run 3 failed Error: \"no\" at line 3",
             "run 256 timeout",

@@ -26,7 +26,9 @@
 //!
 //! Counting mode (`LEAKCHECK_COUNTING=1`): cargo-leakcheck's first pass runs every test with
 //! profiling off and asks only how many objects and bytes are still live at exit that were
-//! allocated by threads other than the main one (the `arenas` module).
+//! allocated by threads other than the main one (the `arenas` module). With
+//! `LEAKCHECK_STACKS_FROM`, the tracker is readied (and the thread registry started) in the
+//! constructor and switched on before that extra run, if the series has not settled by then.
 //!
 //! At exit (the `rerun` module) the runtime writes a record of what the test's run left behind and,
 //! when asked to, calls the test's entry point again a few times in the same process, so

@@ -26,7 +26,9 @@
 //! garbage: each run's arena holds what later runs free), and the process's live memory has
 //! not grown on every run either (which would betray a leak made by a thread outside the
 //! run, on its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
-//! maximum, and cargo-leakcheck takes the test's stacks. (The series is not cut sooner when
+//! maximum; from the run cargo-leakcheck names (`LEAKCHECK_STACKS_FROM`) on, the tracker takes
+//! every allocation's stack as well and each run is dumped, so that a series that never
+//! settles is judged by those stacks without running the test again elsewhere. (The series is not cut sooner when
 //! every run so far left something: a pool whose workers each warm a cache on their first
 //! job leaves something on every run until each worker had one, however many runs that
 //! takes. It is cut when every run also left threads of its own running: their memory is in
@@ -388,7 +390,7 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
         if let Some(a) = route {
             if let Some(why) = runs.add(fd, k, a, live, settled, k == extra_runs) {
                 if why != End::Settled && crate::tracker::enabled() {
-                    scan_last_run(k);
+                    scan_last_run(fd, k);
                 }
                 return why;
             }
@@ -519,13 +521,12 @@ impl Runs {
             return Some(End::Settled);
         }
         let threads_left = self.series.leaves_threads();
-        // With stacks still to take, threads that stay are no reason to stop: the runs with
-        // stacks are what the verdict is drawn from.
-        let stacks_to_come = settings()
+        // With stacks to take, threads that stay are no reason to stop: the runs with stacks
+        // are what the verdict is drawn from.
+        let with_stacks = settings()
             .stacks_from
-            .is_some_and(|from| from > k && from <= settings().extra_runs);
-        (last || (threads_left && !stacks_to_come))
-            .then(|| self.end_after_grace(fd, i, threads_left))
+            .is_some_and(|from| from <= settings().extra_runs);
+        (last || (threads_left && !with_stacks)).then(|| self.end_after_grace(fd, i, threads_left))
     }
 
     /// Whether the series of the first `i + 1` runs settled.
@@ -568,11 +569,19 @@ fn start_stacks(fd: c_int, k: u32) {
 }
 
 /// Counting mode with stacks, the series over unsettled after extra run `k` (and the grace
-/// for the runs' threads): that run's dump is taken again and scanned, and the stacks of the
-/// collections' buffers written beside it.
-fn scan_last_run(k: u32) {
+/// for the runs' threads): that run's dump is taken again and scanned, how many of its
+/// objects the scan did not reach written to the record, and the stacks of the collections'
+/// buffers written beside the dump.
+fn scan_last_run(fd: c_int, k: u32) {
     let s = settings();
     dump(k, true, true);
+    put(
+        fd,
+        Entry::Unreached {
+            run: k,
+            objects: crate::scan::last_unreached(),
+        },
+    );
     let mut last = FixedPath::new();
     if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, k) {
         crate::lengths::write_sites(&last);

@@ -1017,7 +1017,9 @@ const FIXTURE_ROWS: &[Expected] = &[
         "registry_grows_on_every_run",
     )
     .runs("completed")
-    .held_by("static `retention::REGISTRY`", Some("retention::register")),
+    // Judged in its counting process, the map's table is among the growing stacks of its
+    // line, held straight from the static; the entries are held through it.
+    .held_by("static `retention::REGISTRY`", None),
     leak(
         RETENTION,
         "tests::thread_local_cache_grows_on_every_run",

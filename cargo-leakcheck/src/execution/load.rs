@@ -176,6 +176,29 @@ fn dumps_from_run(result: &ProcessResult, from: u32) -> Result<Dumps, DumpError>
     })
 }
 
+/// Of a counting process that took stacks from a run on and whose last scan did not reach
+/// everything: its dumps from the one before the first run with stacks on, and the objects
+/// that scan did not reach, by stack; None when it is not such a process or a file cannot be
+/// read.
+pub fn stacks_taken_in_counting(
+    result: &ProcessResult,
+) -> Option<(Vec<NormalizedProfile>, NormalizedProfile)> {
+    let record = result.record.as_ref()?;
+    let from = record.stacks_from?;
+    if record.unreached.is_none_or(|n| n <= 0) {
+        return None;
+    }
+    let dumps = dumps_from_run(result, from).ok()?;
+    let runs = dumps.runs.ok()?;
+    let last = result
+        .run_dumps
+        .get(record.runs.len().checked_sub(1)?)?
+        .first()?;
+    let unreached = diff::normalize(&heap_profile(&lost::unreached_path(last)).ok()?.unbiased());
+    let series = std::iter::once(dumps.own).chain(runs).collect();
+    Some((series, unreached))
+}
+
 /// The stacks of the collections' buffers written beside `dump`; None when there is no such
 /// file, or it is not whole.
 fn sites(dump: &Path) -> Option<HashMap<u32, crate::analysis::collections::BufferSite>> {

@@ -14,8 +14,9 @@
 //! once leaves memory behind that a second run would not add to. So a test that retains
 //! something is run again in its own process, after its own run ([`crate::execution::extra_runs`]): in the
 //! counting pass until one extra run leaves nothing behind, which settles it as clean
-//! without stacks; otherwise its stacks are profiled with extra runs too, and only the
-//! stacks that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
+//! without stacks; otherwise the runtime takes the stacks of the later runs in the same
+//! process (or, where it could not, a stacks process of its own runs the test again with
+//! extra runs), and only the stacks that grow on every run with stacks are leaks. A test that cannot be run again (`#[should_panic]`,
 //! `harness = false`, no entry point found, an extra run that panics, crashes, fails or
 //! times out) is judged on its own run alone, as before, and the report says why.
 //!
@@ -224,7 +225,9 @@ fn conclude_counting(
     lifetime_fails: bool,
 ) -> Counted {
     let outcome = conclude(result, test, not_asked);
-    counting::after_counting(result, outcome, lifetime_fails)
+    let grown_and_unreached = crate::execution::load::stacks_taken_in_counting(result)
+        .map(|(series, unreached)| counting::grown_and_unreached(&series, &unreached));
+    counting::after_counting(result, outcome, lifetime_fails, grown_and_unreached)
 }
 
 /// Runs the counting pass (unless `stacks_for_all`), then exact stack profiling where

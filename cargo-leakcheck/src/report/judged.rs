@@ -104,7 +104,7 @@ pub fn one_run_reason(t: &TestReport) -> Option<&str> {
 
 /// The runs a test was judged on, counted as the report counts them: `its own run and 5
 /// extra runs: 2 counted, then 3 with stacks` (stacks taken in the counting process), `its
-/// own run and 16 extra runs: 10 counted, then 1 from scratch and 5 with stacks` (in a
+/// own run and 11 extra runs: 5 counted, then 1 from scratch and 5 with stacks` (in a
 /// process of their own).
 pub fn runs_text(t: &TestReport) -> String {
     let all = t.extra_runs.in_all;
@@ -353,7 +353,7 @@ mod tests {
             {
                 assert_eq!(stack.growth_per_run.len() as u32, made, "{name}");
             }
-            // The page's: `stacks, 16 extra runs (5 with stacks)`.
+            // The page's: `stacks, 11 extra runs (5 with stacks)`.
             for n in numbers_after(&page, "stacks, ") {
                 assert_eq!(n, all, "{name}: the page's runs in all");
             }
