@@ -12,7 +12,6 @@ use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::CodeSymbols;
 use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
 use crate::evidence::{stderr_tail, ProcessResult};
-use crate::execution::passes::TestOutcome;
 use crate::execution::preload;
 use crate::model::Method;
 use std::collections::HashMap;
@@ -63,25 +62,33 @@ pub fn binary<S: CodeSymbols + ?Sized>(
     )
 }
 
-/// One judged test's evidence; its dumps are read when its verdict is drawn from them.
-pub fn test(t: &TestOutcome) -> TestEvidence<'_> {
-    let profiled = t.method != Method::Counters;
+/// One judged test's evidence (the process its verdict is drawn from, judged by `method`,
+/// its extra runs, its entry point and, when that process is its stacks process, its counting
+/// process); its dumps are read when its verdict is drawn from them.
+pub fn test<'a>(
+    result: &'a ProcessResult,
+    method: Method,
+    extra_runs: &'a crate::analysis::settling::Reruns,
+    entry: Option<&'a crate::execution::entry::Entry>,
+    counted: Option<&'a ProcessResult>,
+) -> TestEvidence<'a> {
+    let profiled = method != Method::Counters;
     TestEvidence {
-        result: &t.result,
-        method: t.method,
-        extra_runs: &t.extra_runs,
-        entry: t.entry.as_ref(),
-        counting: t.counted.as_ref(),
+        result,
+        method,
+        extra_runs,
+        entry,
+        counting: counted,
         stderr_tail: if profiled {
-            stderr_tail(&t.result.stderr)
+            stderr_tail(&result.stderr)
         } else {
             String::new()
         },
-        dumps: profiled.then(|| dumps(&t.result)),
+        dumps: profiled.then(|| dumps(result)),
         // A test settled by counting has one process, which is both.
-        children: children(&match t.method {
-            Method::Stacks => [t.counted.as_ref(), Some(&t.result)],
-            _ => [Some(&t.result), None],
+        children: children(&match method {
+            Method::Stacks => [counted, Some(result)],
+            _ => [Some(result), None],
         }),
     }
 }

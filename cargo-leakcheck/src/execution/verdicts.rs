@@ -197,7 +197,13 @@ impl Binary<'_> {
                 .suppressions_for(&t.case.name)
                 .collect(),
         };
-        let test = load::test(t);
+        let test = load::test(
+            &t.result,
+            t.method,
+            &t.extra_runs,
+            t.entry.as_ref(),
+            t.counted.as_ref(),
+        );
         let Some(root) = self.recorder.root() else {
             return verdict::judge(&id, &test, &bin.evidence, symbols, &policy);
         };

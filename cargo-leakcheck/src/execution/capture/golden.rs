@@ -136,7 +136,13 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         effective: &test.case.settings,
         suppressions: config.suppressions_for(&case.name).collect(),
     };
-    let evidence = load::test(&test);
+    let evidence = load::test(
+        &test.result,
+        test.method,
+        &test.extra_runs,
+        test.entry.as_ref(),
+        test.counted.as_ref(),
+    );
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
 }
 
