@@ -456,12 +456,29 @@ fn count_pass(
     }
     let baseline_handed_on = std::sync::Mutex::new(baseline_handed_on);
     let adopted = std::sync::Mutex::new(vec![false; tests.len()]);
+    let counted_again = std::sync::Mutex::new(vec![false; tests.len()]);
     let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
         let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
             return Vec::new();
         };
+        // A test's own run that failed beside its stacks process may have failed because of
+        // it (a fixed port, a lock file): that process is called off and the counting
+        // process runs again, alone, before anything is drawn from it.
+        let alone = {
+            let mut again = counted_again.lock().expect("no panic while held");
+            if let (Some(ahead), false) = (ahead_of[t], again[t]) {
+                if first_run_end(result) != ProcessEnd::Exited(0) {
+                    again[t] = true;
+                    if let Some(cancel) = ahead.ahead.as_ref() {
+                        cancel.call_off();
+                    }
+                    return vec![job.clone()];
+                }
+            }
+            again[t]
+        };
         let next = stacks_after_counting(t, tests, plan, result);
-        if let (Some(ahead), Some(real)) = (ahead_of[t], &next) {
+        if let (Some(ahead), Some(real), false) = (ahead_of[t], &next, alone) {
             if ahead.rerun == real.rerun && ahead.quiet_backtraces == real.quiet_backtraces {
                 adopted.lock().expect("no panic while held")[t] = true;
                 return Vec::new();
@@ -534,9 +551,14 @@ impl Ran {
             }
         }
         for (job, r, w) in followed {
-            match job.test {
-                None => self.baselines[job.binary] = Some(r),
-                Some(t) => self.profile(t, &job, r, w),
+            match (job.test, job.settings.mode) {
+                (None, _) => self.baselines[job.binary] = Some(r),
+                // Its counting process, run again alone (see `count_pass`).
+                (Some(t), Mode::Count) => {
+                    self.counted[t] = Some(r);
+                    self.wanted[t] = either_wanted(self.wanted[t], w);
+                }
+                (Some(t), _) => self.profile(t, &job, r, w),
             }
         }
     }
