@@ -521,12 +521,10 @@ impl Runs {
             return Some(End::Settled);
         }
         let threads_left = self.series.leaves_threads();
-        // With stacks to take, threads that stay are no reason to stop: the runs with stacks
-        // are what the verdict is drawn from.
-        let with_stacks = settings()
-            .stacks_from
-            .is_some_and(|from| from <= settings().extra_runs);
-        (last || (threads_left && !with_stacks)).then(|| self.end_after_grace(fd, i, threads_left))
+        // Threads that stay also end a series before its runs with stacks: each later run
+        // would wait for its own threads too, and a stacks process of its own makes the rest
+        // of the runs (its holders are named from the whole run there).
+        (last || threads_left).then(|| self.end_after_grace(fd, i, threads_left))
     }
 
     /// Whether the series of the first `i + 1` runs settled.

@@ -244,12 +244,11 @@ pub fn settled(
 /// test's `extra-runs`) in counting mode as far as `counting` shows. A series that stopped
 /// because every run left threads running (`End::ThreadsLeft`) already showed that shape
 /// on each of its runs: its stacks process makes the rest of the configured runs, two at
-/// least, so the test runs `configured` extra times in all. Any other series (one that made
-/// every run, stacks taken in the counting process or not) gets every configured run again:
-/// what its stacks show must hold over all of them.
+/// least, so the test runs `configured` extra times in all. Any other series gets every
+/// configured run again: what its stacks show must hold over all of them.
 pub fn stacks_runs(configured: u32, counting: Option<&Record>) -> u32 {
     match counting {
-        Some(r) if r.end == Some(End::ThreadsLeft) && r.stacks_from.is_none() => configured
+        Some(r) if r.end == Some(End::ThreadsLeft) => configured
             .saturating_sub(r.runs.len() as u32)
             .max(2)
             .min(configured),
