@@ -81,6 +81,19 @@ pub struct TestOutcome {
     pub ahead: Option<Ahead>,
 }
 
+impl TestOutcome {
+    /// Its evidence, as the verdict stage reads it (see [`crate::execution::load::test`]).
+    pub fn evidence(&self) -> crate::analysis::verdict::TestEvidence<'_> {
+        crate::execution::load::test(
+            &self.result,
+            self.method,
+            &self.extra_runs,
+            self.entry.as_ref(),
+            self.counted.as_ref(),
+        )
+    }
+}
+
 /// Writes the binary's table of live stack slots into the work directory; None when the
 /// executable cannot be read or describes none (the runtime then keeps whole frames).
 fn write_live_slots(

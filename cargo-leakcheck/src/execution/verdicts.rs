@@ -197,13 +197,7 @@ impl Binary<'_> {
                 .suppressions_for(&t.case.name)
                 .collect(),
         };
-        let test = load::test(
-            &t.result,
-            t.method,
-            &t.extra_runs,
-            t.entry.as_ref(),
-            t.counted.as_ref(),
-        );
+        let test = t.evidence();
         let Some(root) = self.recorder.root() else {
             return verdict::judge(&id, &test, &bin.evidence, symbols, &policy);
         };

@@ -136,13 +136,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         effective: &test.case.settings,
         suppressions: config.suppressions_for(&case.name).collect(),
     };
-    let evidence = load::test(
-        &test.result,
-        test.method,
-        &test.extra_runs,
-        test.entry.as_ref(),
-        test.counted.as_ref(),
-    );
+    let evidence = test.evidence();
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
 }
 
