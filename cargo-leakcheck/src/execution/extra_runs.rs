@@ -12,14 +12,12 @@
 //!   left nothing behind and the process's live memory has not grown on every run either
 //!   ([`crate::analysis::settling::settled`], applied by [`crate::analysis::counting`]):
 //!   whatever its first run retained is state the process keeps (a pool, a logger, a table
-//!   built once). N runs are made (N = `extra-runs`); when the first
-//!   [`COUNTED_BEFORE_STACKS`] settled nothing, the runtime takes the stacks of what the
-//!   later runs allocate as well, in the same process, and the counting goes on (state
-//!   warming up over several runs, a pool whose workers each allocate on their first job,
-//!   still settles). With N of [`COUNTED_BEFORE_STACKS`] or fewer, up to
-//!   [`COUNTING_RUNS_FACTOR`] × N counted runs are made and a stacks process follows. No
-//!   clock ends a series: a test is run again whatever its runs cost, so its verdict does not
-//!   depend on the machine's speed or load.
+//!   built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made (N = `extra-runs`), so
+//!   that state warming up over several runs (a pool whose workers each allocate on their
+//!   first job) has time to settle; when the first N settled nothing, the runtime takes the
+//!   stacks of what the later runs allocate as well, in the same process, and the counting
+//!   goes on. No clock ends a series: a test is run again whatever its runs cost, so its
+//!   verdict does not depend on the machine's speed or load.
 //! - **Stacks**, for the tests every extra run of which left something behind: a heap dump
 //!   before the first run with stacks and after each later one (in the counting process), or
 //!   after the first run and after each of N extra runs (a stacks process of its own). A stack is a leak when it
@@ -43,10 +41,6 @@ pub const SETTLE_MS: u64 = 200;
 /// running after this wait is taken to run for good.
 pub const GRACE_MS: u64 = 2000;
 
-/// With fewer configured extra runs than stacks need (see [`counting_request`]), the counting
-/// pass may make this many times the configured extra runs, to let state that warms up over
-/// several runs (a pool whose workers each allocate on their first job) settle.
+/// The counting pass may make this many times the configured extra runs, to let state that
+/// warms up over several runs (a pool whose workers each allocate on their first job) settle.
 pub const COUNTING_RUNS_FACTOR: u32 = 2;
-
-/// Extra runs counted before the runtime takes stacks as well, in the same process.
-pub const COUNTED_BEFORE_STACKS: u32 = 2;

@@ -632,26 +632,22 @@ fn counting_jobs(
 }
 
 /// The extra runs a test's counting process is asked for, given what the test may have
-/// (`extra-runs`, N). With more than [`extra_runs::COUNTED_BEFORE_STACKS`]: N runs, the first two counted
-/// only; if neither settled the test, every run from the third on also takes the stacks of
-/// what it allocates, so that a test whose runs all leave memory behind is judged by its
-/// stacks in the same process, in N runs of it beyond its own. With fewer: up to
-/// [`extra_runs::COUNTING_RUNS_FACTOR`] × N counted runs, then a stacks process of its own.
+/// (`extra-runs`, N): up to [`extra_runs::COUNTING_RUNS_FACTOR`] × N, the first N counted
+/// only; when none of them settled the test, each later run also takes the stacks of what it
+/// allocates, so that a test whose runs all leave memory behind can be judged by the stacks
+/// of its last N runs in the same process. The counting goes on meanwhile: state that warms
+/// over several runs (a pool whose workers each allocate on their first job) settles there as
+/// it did without stacks.
 fn counting_request(r: RerunRequest) -> RerunRequest {
-    if r.extra_runs > extra_runs::COUNTED_BEFORE_STACKS {
-        RerunRequest {
-            stacks_from: Some(extra_runs::COUNTED_BEFORE_STACKS + 1),
-            ..r
-        }
-    } else {
-        RerunRequest {
-            extra_runs: r
-                .extra_runs
-                .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
-            ..r
-        }
+    RerunRequest {
+        extra_runs: r
+            .extra_runs
+            .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
+        stacks_from: (r.extra_runs > 0).then(|| r.extra_runs + 1),
+        ..r
     }
 }
+
 /// The stacks process test `t` needs after its counting process ended with `result`, None
 /// when counting settled it, or when it ended the process itself (its stacks process needs
 /// the binary's table of live stack slots, written by the stacks pass).
