@@ -73,7 +73,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     for test in [leak, lock] {
         let t = second.test("history", test);
         assert_eq!(t["method"], "stacks", "{t}");
-        assert_eq!(t["extra_runs"]["made"], 2, "{t}");
+        assert_eq!(t["extra_runs"]["made"], 5, "{t}");
         assert!(t["exit"].as_str().unwrap().contains("exit code 0"), "{t}");
     }
 
