@@ -279,13 +279,6 @@ pub struct Record {
     pub runs: Vec<ExtraRun>,
     /// The highest extra run that was started.
     pub started: u32,
-    /// Counting mode: the extra run from which on the runtime took stacks as well (its
-    /// dumps, `r<k-1>` before it and one after each run, are what the verdict reads when the
-    /// series did not settle).
-    pub stacks_from: Option<u32>,
-    /// Counting mode with stacks, once the series was over: how many objects of the runs with
-    /// stacks the scan after the last one found no root to reach (-1: no scan).
-    pub unreached: Option<i64>,
     /// An extra run that returned an error: its message.
     pub failed: Option<String>,
     /// An extra run that outlived its deadline.
@@ -397,8 +390,6 @@ impl Record {
                     })
                 }
                 RecordEntry::RunStart { run } => r.started = r.started.max(run),
-                RecordEntry::RunStacks { run } => r.stacks_from = Some(run),
-                RecordEntry::Unreached { objects, .. } => r.unreached = Some(objects),
                 RecordEntry::RunOk {
                     live,
                     threads,

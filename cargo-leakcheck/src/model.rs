@@ -559,11 +559,6 @@ pub struct ExtraRuns {
     /// run from scratch and its extra runs. The summary's cost line counts these.
     #[serde(default)]
     pub in_all: u32,
-    /// When the stacks were taken in the counting process from a run on: how many extra
-    /// runs were counted before that (`made` are the runs with stacks after them).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(default)]
-    pub counted_before_stacks: Option<u32>,
     /// `status`: `completed`, or why there were none or fewer; `reason`: what the process
     /// said about it, for the statuses that carry one.
     #[serde(flatten)]
@@ -1080,7 +1075,6 @@ impl TestReport {
             extra_runs: ExtraRuns {
                 made: 2,
                 in_all: 2,
-                counted_before_stacks: None,
                 status: ExtraRunsStatus::Completed,
                 detail: None,
             },
@@ -1439,7 +1433,6 @@ mod tests {
         let crashed = ExtraRuns {
             made: 2,
             in_all: 2,
-            counted_before_stacks: None,
             status: ExtraRunsStatus::Crashed("SIGSEGV".into()),
             detail: Some("the process died in the 3rd extra run: SIGSEGV".into()),
         };
@@ -1451,7 +1444,6 @@ mod tests {
         let done = ExtraRuns {
             made: 3,
             in_all: 3,
-            counted_before_stacks: None,
             status: ExtraRunsStatus::Completed,
             detail: None,
         };

@@ -66,9 +66,6 @@ pub const RERUN_BUILD_ID: Var = Var(c"LEAKCHECK_RERUN_BUILD_ID");
 pub const EXTRA_RUNS: Var = Var(c"LEAKCHECK_EXTRA_RUNS");
 /// How long to wait after a run for its threads to be gone, milliseconds.
 pub const RERUN_SETTLE_MS: Var = Var(c"LEAKCHECK_RERUN_SETTLE_MS");
-/// Counting mode: from this extra run on (decimal, from 1), the stacks of what the runs
-/// allocate are taken in the same process, when the series has not settled by then.
-pub const STACKS_FROM: Var = Var(c"LEAKCHECK_STACKS_FROM");
 /// Once, after the last extra run, how long to wait for the runs' threads, milliseconds.
 pub const RERUN_GRACE_MS: Var = Var(c"LEAKCHECK_RERUN_GRACE_MS");
 /// Where std records the thread ending the process (hexadecimal address in the image), for
@@ -116,7 +113,7 @@ pub const PARENT: Var = Var(c"LEAKCHECK_PARENT");
 pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 28] = [
+pub const ALL: [Var; 27] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -131,7 +128,6 @@ pub const ALL: [Var; 28] = [
     EXTRA_RUNS,
     RERUN_SETTLE_MS,
     RERUN_GRACE_MS,
-    STACKS_FROM,
     RERUN_EXIT_GUARD,
     LIVE_SLOTS,
     APP_MALLCTL,

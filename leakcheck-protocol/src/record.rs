@@ -14,13 +14,6 @@
 //!                                             last one counts)
 //! cost <cpu-ms> <wall-ms>                     what the test's own run cost
 //! run <k> start
-//! run <k> stacks                              counting mode: from run k on, every allocation's
-//!                                             stack is taken too, and a dump written after
-//!                                             each run (`r<k-1>` just before run k)
-//! unreached <k> <objects>                     counting mode with stacks, once the series is
-//!                                             over: how many objects the runs with stacks
-//!                                             allocated that the scan after run k found no
-//!                                             root to reach (-1: no scan)
 //! run <k> ok <objects> <bytes> <threads> <settled>
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
@@ -172,14 +165,6 @@ pub enum Entry<'a> {
     Cost { cpu_ms: i64, wall_ms: i64 },
     /// Extra run `run` (from 1) started.
     RunStart { run: u32 },
-    /// Counting mode: from extra run `run` on, stacks are taken as well (written before that
-    /// run starts).
-    RunStacks { run: u32 },
-    /// Counting mode with stacks, after the series: of the objects the runs with stacks
-    /// allocated and still live after extra run `run`, how many the scan found no root to
-    /// reach (-1: the scan could not be made). Objects allocated before stacks were taken
-    /// are not known to the scan, so what only they hold is among these.
-    Unreached { run: u32, objects: i64 },
     /// Extra run `run` returned normally; `settled`: its threads were gone in time.
     RunOk {
         run: u32,
@@ -237,7 +222,6 @@ const FIRST: &str = "first";
 const COST: &str = "cost";
 const RUN: &str = "run";
 const START: &str = "start";
-const STACKS: &str = "stacks";
 const OK: &str = "ok";
 const FAILED: &str = "failed";
 const TIMEOUT: &str = "timeout";
@@ -248,7 +232,6 @@ const WAITING: &str = "waiting";
 const DRAINED: &str = "drained";
 const END: &str = "end";
 const LEN: &str = "len";
-const UNREACHED: &str = "unreached";
 const AFTER_GRACE: &str = "grace";
 
 impl<'a> Entry<'a> {
@@ -266,10 +249,6 @@ impl<'a> Entry<'a> {
             } => head_and_nums(out, FIRST, &[status, live.objects, live.bytes, threads]),
             Entry::Cost { cpu_ms, wall_ms } => head_and_nums(out, COST, &[cpu_ms, wall_ms]),
             Entry::RunStart { run } => run_head(out, run, START),
-            Entry::RunStacks { run } => run_head(out, run, STACKS),
-            Entry::Unreached { run, objects } => {
-                head_and_nums(out, UNREACHED, &[i64::from(run), objects])
-            }
             Entry::RunOk {
                 run,
                 live,
@@ -380,13 +359,6 @@ impl<'a> Entry<'a> {
             DRAINED => decode_drained(&mut w)?,
             END => Entry::End(End::from_word(next_word(&mut w)?)?),
             LEN => decode_length(&mut w)?,
-            UNREACHED => {
-                let [run, objects] = nums(&mut w)?;
-                Entry::Unreached {
-                    run: u32::try_from(run).ok()?,
-                    objects,
-                }
-            }
             _ => return None,
         };
         Some(entry)
@@ -399,7 +371,6 @@ fn decode_run<'a>(line: &'a str, w: &mut impl Iterator<Item = &'a [u8]>) -> Opti
     let run = u32::try_from(parse_num(w.next()?)?).ok()?;
     Some(match next_word(w)? {
         START => Entry::RunStart { run },
-        STACKS => Entry::RunStacks { run },
         OK => {
             let [objects, bytes, threads, settled] = nums(w)?;
             Entry::RunOk {
@@ -516,7 +487,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 19] {
+    fn every_entry() -> [Entry<'static>; 17] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -539,8 +510,6 @@ mod tests {
                 wall_ms: 0,
             },
             Entry::RunStart { run: 1 },
-            Entry::RunStacks { run: 3 },
-            Entry::Unreached { run: 5, objects: 2 },
             Entry::RunOk {
                 run: 2,
                 live,
@@ -607,15 +576,13 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 19] = [
+        let texts: [&str; 17] = [
             "arena -1",
             "allocator malloc",
             "allocator own",
             "first 101 3 -48 17",
             "cost 1200 0",
             "run 1 start",
-            "run 3 stacks",
-            "unreached 5 2",
             "run 2 ok 3 -48 4 1",
             "run 3 failed Error: \"no\" at line 3",
             "run 256 timeout",

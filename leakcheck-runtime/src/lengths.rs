@@ -41,9 +41,9 @@ static CHANGED: [AtomicU64; MAX_COLLECTIONS / 64] =
 
 /// Maps the table named by `LEAKCHECK_COLLECTIONS`, when its build id is the running
 /// program's; starts the thread registry when the table reads thread-locals and nothing
-/// started it (`registry_started`: the constructor did, for the tracker). Called by the constructor, on the main thread,
+/// started it (`tracking`: the tracker did). Called by the constructor, on the main thread,
 /// before any other thread exists.
-pub fn configure(registry_started: bool) {
+pub fn configure(tracking: bool) {
     let Some(path) = sys::var(leakcheck_protocol::env::COLLECTIONS) else {
         return;
     };
@@ -61,7 +61,7 @@ pub fn configure(registry_started: bool) {
     TABLE.store(table.as_ptr() as usize, Relaxed);
     TABLE_LEN.store(table.len(), Relaxed);
     let thread_locals = Entries::of(table).any(|e| e.thread_local);
-    if thread_locals && below_tp.is_some() && !registry_started {
+    if thread_locals && below_tp.is_some() && !tracking {
         threads::start_registry();
     }
 }

@@ -26,9 +26,7 @@
 //!
 //! Counting mode (`LEAKCHECK_COUNTING=1`): cargo-leakcheck's first pass runs every test with
 //! profiling off and asks only how many objects and bytes are still live at exit that were
-//! allocated by threads other than the main one (the `arenas` module). With
-//! `LEAKCHECK_STACKS_FROM`, the tracker is readied (and the thread registry started) in the
-//! constructor and switched on before that extra run, if the series has not settled by then.
+//! allocated by threads other than the main one (the `arenas` module).
 //!
 //! At exit (the `rerun` module) the runtime writes a record of what the test's run left behind and,
 //! when asked to, calls the test's entry point again a few times in the same process, so
@@ -385,10 +383,6 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
         .map_or(0, |n| {
             n.min(u64::from(leakcheck_protocol::MAX_EXTRA_RUNS)) as u32
         });
-    s.stacks_from = sys::var(env::STACKS_FROM)
-        .and_then(sys::parse_u64)
-        .filter(|&k| k >= 1)
-        .map(|k| k.min(u64::from(u32::MAX)) as u32);
     if let Some(ms) = sys::var(env::RERUN_SETTLE_MS).and_then(sys::parse_u64) {
         s.settle_ms = ms;
     }
@@ -474,16 +468,8 @@ extern "C" fn leakcheck_init() {
         // own NUL-terminated string, and jemalloc copies it.
         let _ = unsafe { ctl::raw::write(b"prof.prefix\0", prefix.as_ptr().cast::<c_char>()) };
     }
-    // Counting with stacks from a later extra run on: the scan after the last run needs the
-    // threads as they start, and the tracker's lock readied before the registry's.
-    let stacks_later =
-        !track && sys::var(env::COUNTING) == Some(env::ON) && sys::var(env::STACKS_FROM).is_some();
     if track {
         start_tracking(prefix);
-    } else if stacks_later {
-        tracker::prepare();
-    }
-    if track || stacks_later {
         threads::start_registry();
         reach::record_tls_layout();
     }
@@ -494,7 +480,7 @@ extern "C" fn leakcheck_init() {
     // SAFETY: the constructor runs before any other thread exists, so nothing else reads
     // the settings while they are written.
     read_rerun_settings(unsafe { rerun::settings_mut() }, prefix);
-    lengths::configure(track || stacks_later);
+    lengths::configure(track);
     // The processes the test starts get the runtime too, and know they are not this one.
     children::hand_down();
     if let Some(ms) = sys::var(env::DUMP_INTERVAL_MS)

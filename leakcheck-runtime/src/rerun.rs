@@ -26,9 +26,7 @@
 //! garbage: each run's arena holds what later runs free), and the process's live memory has
 //! not grown on every run either (which would betray a leak made by a thread outside the
 //! run, on its behalf, after it ended), the test is settled. Otherwise the runs go on up to the
-//! maximum; from the run cargo-leakcheck names (`LEAKCHECK_STACKS_FROM`) on, the tracker takes
-//! every allocation's stack as well and each run is dumped, so that a series that never
-//! settles is judged by those stacks without running the test again elsewhere. (The series is not cut sooner when
+//! maximum, and cargo-leakcheck takes the test's stacks. (The series is not cut sooner when
 //! every run so far left something: a pool whose workers each warm a cache on their first
 //! job leaves something on every run until each worker had one, however many runs that
 //! takes. It is cut when every run also left threads of its own running: their memory is in
@@ -72,9 +70,6 @@ pub struct Settings {
     pub build_id: &'static str,
     /// At most this many extra runs.
     pub extra_runs: u32,
-    /// Counting mode: from this extra run on, stacks are taken too, while the series has
-    /// not settled (see [`start_stacks`]).
-    pub stacks_from: Option<u32>,
     /// How long to wait after a run for the thread count to come back down.
     pub settle_ms: u64,
     /// Stack size of the thread each extra run runs on.
@@ -112,7 +107,6 @@ static mut SETTINGS: Settings = Settings {
     first_run_on_main: false,
     build_id: "",
     extra_runs: 0,
-    stacks_from: None,
     settle_ms: 500,
     stack_size: 2 << 20,
     dump_prefix: FixedPath::new(),
@@ -181,8 +175,7 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
     // thing in the handler (jemalloc writes its own, when profiling, from a handler that
     // runs after this one).
     let s = settings();
-    // Counting mode with stacks: the last run's dump, scanned, is all the tool reads.
-    if crate::tracker::enabled() && !s.counting && !s.dump_prefix.is_empty() {
+    if crate::tracker::enabled() && !s.dump_prefix.is_empty() {
         let mut path = FixedPath::new();
         // SAFETY: prefix holds len() initialised bytes before its NUL.
         let prefix = unsafe {
@@ -370,9 +363,6 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
     let mut settle_ms = s.settle_ms;
     for k in 1..=extra_runs {
         let i = (k - 1) as usize;
-        if s.counting && s.stacks_from == Some(k) {
-            start_stacks(fd, k);
-        }
         let (route, live, settled) = match run_extra(fd, status, address, k, &mut settle_ms) {
             Ok(run) => run,
             Err(why) => return why,
@@ -389,9 +379,6 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
         );
         if let Some(a) = route {
             if let Some(why) = runs.add(fd, k, a, live, settled, k == extra_runs) {
-                if why != End::Settled && crate::tracker::enabled() {
-                    scan_last_run(fd, k);
-                }
                 return why;
             }
         }
@@ -441,9 +428,6 @@ fn run_extra(
     crate::maps::set_run(crate::maps::BETWEEN);
     drain_before_measuring(fd, k);
     let live = if s.counting {
-        if crate::tracker::enabled() {
-            dump(k, false, true);
-        }
         arenas::live_outside_main_arena()
     } else {
         dump(k, false, true);
@@ -521,9 +505,6 @@ impl Runs {
             return Some(End::Settled);
         }
         let threads_left = self.series.leaves_threads();
-        // Threads that stay also end a series before its runs with stacks: each later run
-        // would wait for its own threads too, and a stacks process of its own makes the rest
-        // of the runs (its holders are named from the whole run there).
         (last || threads_left).then(|| self.end_after_grace(fd, i, threads_left))
     }
 
@@ -552,37 +533,6 @@ impl Runs {
         } else {
             End::Kept
         }
-    }
-}
-
-/// Counting mode, before extra run `k`, the series not settled yet: every allocation's stack
-/// is taken from now on, and the dump `r<k-1>` written, which holds nothing yet (what was
-/// allocated before is not tracked). Only what the runs from `k` on allocate can grow over
-/// them, and their dumps say by which stacks; the counting goes on as before, so a series
-/// that settles later still settles.
-fn start_stacks(fd: c_int, k: u32) {
-    put(fd, Entry::RunStacks { run: k });
-    crate::tracker::switch_on();
-    dump(k - 1, false, true);
-}
-
-/// Counting mode with stacks, the series over unsettled after extra run `k` (and the grace
-/// for the runs' threads): that run's dump is taken again and scanned, how many of its
-/// objects the scan did not reach written to the record, and the stacks of the collections'
-/// buffers written beside the dump.
-fn scan_last_run(fd: c_int, k: u32) {
-    let s = settings();
-    dump(k, true, true);
-    put(
-        fd,
-        Entry::Unreached {
-            run: k,
-            objects: crate::scan::last_unreached(),
-        },
-    );
-    let mut last = FixedPath::new();
-    if !s.dump_prefix.is_empty() && dump_name(&mut last, &s.dump_prefix, k) {
-        crate::lengths::write_sites(&last);
     }
 }
 
@@ -839,9 +789,7 @@ fn dump(k: u32, scan: bool, write: bool) {
             let _ = unsafe { tikv_jemalloc_ctl::raw::write(b"prof.dump\0", path.as_ptr()) };
         }
     }
-    // A program's own jemalloc is dumped only in stacks mode (counting a program whose
-    // allocator bypasses this one makes no extra runs).
-    if !write || s.counting {
+    if !write {
         return;
     }
     let Some(mallctl) = s.app_mallctl else { return };

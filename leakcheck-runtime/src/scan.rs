@@ -46,15 +46,6 @@ pub fn dump_unreached(path: &FixedPath, paths: Option<&FixedPath>) -> bool {
     written
 }
 
-/// How many live allocations the last scan found no root to reach (-1: none was made).
-static LAST_UNREACHED: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
-
-/// How many live allocations the last scan ([`dump_unreached`]) found no root to reach; -1
-/// when no scan was made.
-pub fn last_unreached() -> i64 {
-    LAST_UNREACHED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Marks what the roots reach among the live allocations (resuming the stopped threads as
 /// soon as that is done), then writes how the reached ones are held, the scan's cost, the
 /// cycles among the lost ones, and the lost ones by stack to `out`.
@@ -92,10 +83,6 @@ fn write_unreached(
     // freed: `forget` takes it before the allocator gets an object back).
     let reached = unsafe { reach::mark(objs, roots.ranges(), &|r| roots.lasting(r), work) };
     stop::resume(stop);
-    LAST_UNREACHED.store(
-        (k - reached.min(k)) as i64,
-        std::sync::atomic::Ordering::Relaxed,
-    );
     let marked = sys::now_us();
     let arena: &[u64] = s.stacks.arena.words();
     let path_words = match paths.filter(|_| paths_wanted()) {

@@ -58,26 +58,7 @@ pub fn enabled() -> bool {
 /// single-threaded.
 pub fn enable(sample_mean: u64) {
     SAMPLE_MEAN.store(sample_mean.max(1), Ordering::SeqCst);
-    prepare();
-    switch_on();
-}
-
-/// Readies tracking that starts later ([`switch_on`]), with a stack for every allocation:
-/// the tracker's lock is held across `fork` from now on, registered before the thread
-/// registry's so that `fork` takes the two in the order the scan does. Called by the
-/// constructor, single-threaded.
-pub fn prepare() {
     crate::spin::hold_across_fork!(LOCK);
-    PREPARED.store(true, Ordering::SeqCst);
-}
-
-/// Tracking will be switched on later ([`prepare`]): threads started before then are named
-/// by the code that spawned them all the same.
-static PREPARED: AtomicBool = AtomicBool::new(false);
-
-/// Tracks every allocation from now on. An object allocated before is not in the table: its
-/// free is no event, and a `realloc` of it tracks the new object.
-pub fn switch_on() {
     ON.store(true, Ordering::SeqCst);
 }
 
@@ -583,18 +564,6 @@ fn allocated_while_tracking(ptr: *mut c_void) {
 
 /// The tracker entered and an empty frame buffer, when the calling thread's stacks are
 /// tracked.
-/// As [`enter_for_stack`], before tracking is switched on.
-fn enter_for_spawn() -> Option<(Busy, Frames)> {
-    if UNTRACKED.try_with(Cell::get).unwrap_or(false) {
-        return None;
-    }
-    let frames = Frames {
-        pcs: [0; MAX_DEPTH],
-        n: 0,
-    };
-    Some((Busy::enter()?, frames))
-}
-
 fn enter_for_stack() -> Option<(Busy, Frames)> {
     if !enabled() || UNTRACKED.try_with(Cell::get).unwrap_or(false) {
         return None;
@@ -629,10 +598,7 @@ pub fn mapping_stack(marker: usize, bytes: u64) -> Option<u32> {
 /// The caller's stack, stored without counts, for naming what it starts (a thread by the
 /// code that spawned it); None when stacks are not tracked.
 pub fn spawn_stack() -> Option<u32> {
-    let (_busy, mut frames) = match PREPARED.load(Ordering::Relaxed) && !enabled() {
-        true => enter_for_spawn()?,
-        false => enter_for_stack()?,
-    };
+    let (_busy, mut frames) = enter_for_stack()?;
     backtrace(&mut frames);
     let pcs = &frames.pcs[..frames.n];
     with_state(|s| s.stacks.intern(pcs)).filter(|_| !pcs.is_empty())
@@ -932,32 +898,6 @@ pub(crate) fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tracking_switched_on_later_sees_only_what_is_allocated_after() {
-        crate::testing::in_own_process(
-            "tracker::tests::tracking_switched_on_later_sees_only_what_is_allocated_after",
-            || {
-                prepare();
-                let before = std::hint::black_box(vec![1u8; 100]);
-                let mut grown_later = std::hint::black_box(vec![2u8; 40]);
-                switch_on();
-                let after_switch = live_objects();
-                // A free of an object allocated before is no event.
-                drop(before);
-                assert_eq!(live_objects(), after_switch);
-                // Allocated now: tracked, with its stack.
-                let kept = std::hint::black_box(Box::new([3u8; 24]));
-                assert_eq!(live_objects(), after_switch + 1);
-                // An older object reallocated now is tracked as the new block.
-                grown_later.reserve_exact(4000);
-                assert_eq!(live_objects(), after_switch + 2);
-                drop(grown_later);
-                drop(kept);
-                assert_eq!(live_objects(), after_switch);
-            },
-        );
-    }
 
     #[test]
     fn the_live_table_finds_what_it_holds_across_growth_and_removals() {

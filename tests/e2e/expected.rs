@@ -1017,9 +1017,7 @@ const FIXTURE_ROWS: &[Expected] = &[
         "registry_grows_on_every_run",
     )
     .runs("completed")
-    // Judged in its counting process, the map's table is among the growing stacks of its
-    // line, held straight from the static; the entries are held through it.
-    .held_by("static `retention::REGISTRY`", None),
+    .held_by("static `retention::REGISTRY`", Some("retention::register")),
     leak(
         RETENTION,
         "tests::thread_local_cache_grows_on_every_run",
@@ -1267,14 +1265,17 @@ const FIXTURE_ROWS: &[Expected] = &[
     // --- tests/fixtures/healthy: a suite that must pass (exit 0) ---
     // A worker thread started by the first call, never joined.
     // --- tests/fixtures/history: the same verdicts whatever the previous run said ---
-    leak(HISTORY, "tests::leaks_until_fixed", "leaks_until_fixed").runs("completed"),
+    leak(HISTORY, "tests::leaks_until_fixed", "leaks_until_fixed")
+        .runs("completed")
+        .held_by("static `history::REQUESTS`", Some("history::record")),
     // Two of its processes side by side collide over its lock: one of them fails.
     leak(
         HISTORY,
         "tests::holds_a_lock_while_it_leaks",
         "holds_a_lock_while_it_leaks",
     )
-    .runs("completed"),
+    .runs("completed")
+    .held_by("static `history::SESSIONS`", None),
     clean(HISTORY, "tests::answers_without_keeping_anything").runs("not-needed"),
     clean_kept(HEALTHY, "tests::worker_squares")
         .runs("completed")

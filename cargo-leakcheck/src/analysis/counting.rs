@@ -1,7 +1,6 @@
 //! The counting pass's rule: which tests its exact counts settle (clean, or process-lifetime
 //! state its extra runs showed), and which go on to the stacks pass.
 
-use crate::analysis::diff::NormalizedProfile;
 use crate::analysis::settling::{self, Reruns};
 use crate::evidence::{ProcessEnd, ProcessResult};
 
@@ -28,65 +27,12 @@ pub enum Counted {
     Stacks { rerun: bool, outcome: Reruns },
     /// Crashed or timed out while counting.
     Over(Reruns),
-    /// Every extra run was made and the series did not settle, and the runs from
-    /// `Record::stacks_from` on took stacks: the counting process is the stacks evidence.
-    StacksTaken(Reruns),
-}
-
-/// Whether the counting process took stacks from a run on, its series ran to its end, and
-/// the scan after its last run reached every object the runs with stacks left.
-///
-/// What the runs allocated before stacks were taken is not known to that scan: an object
-/// held only through such memory (a registry's buffer allocated in the test's own run) is
-/// not reached, and neither is one nothing points to. Only a stacks process that tracks the
-/// whole run tells the two apart, so a scan that did not reach everything sends the test to
-/// one, where who holds what is named as before.
-fn stacks_taken(result: &ProcessResult, grown_unreached: Option<bool>) -> bool {
-    result.record.as_ref().is_some_and(|r| {
-        (r.unreached == Some(0) || grown_unreached == Some(false))
-            && r.stacks_from
-                .is_some_and(|from| r.runs.len() as u32 >= from)
-            && matches!(
-                r.end,
-                Some(
-                    leakcheck_protocol::record::End::Kept
-                        | leakcheck_protocol::record::End::ThreadsLeft
-                )
-            )
-    })
-}
-
-/// Of a counting process that took stacks from a run on: whether a stack whose bytes rose
-/// in every run with stacks (`series`: the dump before the first of them, then one after
-/// each) has objects the scan after the last run did not reach (`unreached`, the objects
-/// nothing reached, by stack). Objects that did not grow on every run are judged the same
-/// whoever holds them; those that did are a leak whose holder that scan cannot tell.
-pub fn grown_and_unreached(series: &[NormalizedProfile], unreached: &NormalizedProfile) -> bool {
-    unreached
-        .stacks
-        .iter()
-        .filter(|(_, c)| c.objects > 0)
-        .any(|(frames, _)| {
-            let bytes: Vec<u64> = series
-                .iter()
-                .map(|p| p.stacks.get(frames).map_or(0, |c| c.bytes))
-                .collect();
-            settling::grows_every_run(&bytes)
-        })
 }
 
 /// What the counting pass settles about a test, from its counting run (its record read and
 /// its end set to its own run's, see `ProcessResult::first_run_end`) and what its extra runs
 /// showed.
-///
-/// `grown_and_unreached`: for a counting process that took stacks and whose last scan did not
-/// reach everything, [`grown_and_unreached`] of its evidence (None: not known).
-pub fn after_counting(
-    result: &ProcessResult,
-    outcome: Reruns,
-    lifetime_fails: bool,
-    grown_and_unreached: Option<bool>,
-) -> Counted {
+pub fn after_counting(result: &ProcessResult, outcome: Reruns, lifetime_fails: bool) -> Counted {
     let ended_normally = matches!(result.first_run_end(), ProcessEnd::Exited(_));
     if !ended_normally {
         return Counted::Over(outcome);
@@ -115,12 +61,7 @@ pub fn after_counting(
     });
     match counts {
         Some(_) if outcome.usable() && !lifetime_fails && settled => Counted::Clean(outcome),
-        // Every extra run left something behind: the stacks say what grows, taken in this
-        // process from a run on when it could (a run that settled nothing after them:
-        // the series ended with its last run or the grace after it).
-        _ if outcome.usable() && stacks_taken(result, grown_and_unreached) => {
-            Counted::StacksTaken(outcome)
-        }
+        // Every extra run left something behind: the stacks say what grows.
         _ if outcome.usable() => Counted::Stacks {
             rerun: true,
             outcome,
@@ -166,72 +107,6 @@ pub(crate) mod tests {
         }
     }
 
-    fn profile(stacks: &[(u64, u64, u64)]) -> NormalizedProfile {
-        use crate::analysis::diff::FrameKey;
-        use crate::analysis::profile::Counts;
-        NormalizedProfile {
-            stacks: stacks
-                .iter()
-                .map(|&(at, objects, bytes)| {
-                    let frame = FrameKey {
-                        object: "/bin/t".into(),
-                        file_offset: at,
-                    };
-                    (vec![frame], Counts { objects, bytes })
-                })
-                .collect(),
-            sample_period: 1,
-        }
-    }
-
-    #[test]
-    fn a_scan_that_misses_only_what_did_not_grow_every_run_keeps_the_stacks_taken() {
-        // Stack 1 grew in every run with stacks; stack 2 appeared once.
-        let series = [
-            profile(&[]),
-            profile(&[(1, 1, 16)]),
-            profile(&[(1, 2, 32), (2, 1, 1536)]),
-            profile(&[(1, 3, 48), (2, 1, 1536)]),
-        ];
-        assert!(!grown_and_unreached(&series, &profile(&[(2, 1, 1536)])));
-        assert!(grown_and_unreached(&series, &profile(&[(1, 1, 16)])));
-        assert!(!grown_and_unreached(&series, &profile(&[(1, 0, 0)])));
-    }
-
-    #[test]
-    fn stacks_taken_in_counting_judge_the_test_only_when_the_scan_can_name_the_holders() {
-        let record = |unreached: &str| {
-            Record::parse(&format!(
-                "arena 3\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 2 16 1 1\nrun 2 start\nrun 2 ok 3 24 1 1\nrun 3 stacks\nrun 3 start\nrun 3 ok 4 32 1 1\nleft 1 1 8\nleft 2 1 8\nleft 3 1 8\n{unreached}end kept\n"
-            ))
-        };
-        let outcome = || Reruns {
-            made: 3,
-            status: settling::Status::Completed,
-        };
-        let mut r = result(ProcessEnd::Exited(0), Some((1, 8)));
-        r.record = Some(record("unreached 3 0\n"));
-        assert!(matches!(
-            after_counting(&r, outcome(), false, None),
-            Counted::StacksTaken(_)
-        ));
-        r.record = Some(record("unreached 3 2\n"));
-        assert!(matches!(
-            after_counting(&r, outcome(), false, Some(true)),
-            Counted::Stacks { rerun: true, .. }
-        ));
-        assert!(matches!(
-            after_counting(&r, outcome(), false, Some(false)),
-            Counted::StacksTaken(_)
-        ));
-        // No scan written: the stacks process decides.
-        r.record = Some(record(""));
-        assert!(matches!(
-            after_counting(&r, outcome(), false, None),
-            Counted::Stacks { rerun: true, .. }
-        ));
-    }
-
     #[test]
     fn only_a_passing_test_with_nothing_retained_skips_stack_profiling() {
         assert!(!needs_stacks(&result(ProcessEnd::Exited(0), Some((0, 0)))));
@@ -275,7 +150,7 @@ pub(crate) mod tests {
         ));
         assert!(needs_stacks(&own), "a zero count of it is no proof");
         let outcome = settling::Reruns::none(settling::Status::Completed);
-        match after_counting(&own, outcome, false, None) {
+        match after_counting(&own, outcome, false) {
             Counted::Stacks { rerun, .. } => assert!(rerun, "its stacks, with extra runs"),
             _ => panic!("judged by its stacks"),
         }

@@ -80,7 +80,6 @@ pub fn never_judged(id: &TestIdentity) -> TestReport {
         extra_runs: ExtraRuns {
             made: 0,
             in_all: 0,
-            counted_before_stacks: None,
             status: ExtraRunsStatus::Unavailable("the process ended before its verdict".into()),
             detail: None,
         },

@@ -161,26 +161,13 @@ pub fn with_growth(
         })
         .collect();
     late.sort_by(|a, b| a.0.cmp(b.0));
-    // A stack the test's own run did not retain at holds what the extra runs added to it.
     out.extend(late.into_iter().map(|(cut, s)| Retained {
         frames: cut.clone(),
-        live: added_over(s),
+        live: Counts::default(),
         growth: Some(growth_of(s)),
         reach: None,
     }));
     out
-}
-
-/// What a stack's series (its live counts after the test's own run and after each extra
-/// run) gained from its start to its end, none when it lost.
-fn added_over(series: &[Counts]) -> Counts {
-    match (series.first(), series.last()) {
-        (Some(first), Some(last)) => Counts {
-            objects: last.objects.saturating_sub(first.objects),
-            bytes: last.bytes.saturating_sub(first.bytes),
-        },
-        _ => Counts::default(),
-    }
 }
 
 /// The kind of a stack once its growth over the extra runs is known. Extra runs run nothing

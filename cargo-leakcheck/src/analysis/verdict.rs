@@ -128,7 +128,6 @@ pub fn judge(
     let mut report = judge_profiled(id, evidence, binary, symbols, policy);
     add_children(&mut report, evidence, symbols, policy);
     report.extra_runs.in_all = runs_in_all(evidence.method, evidence.counting, evidence.result);
-    count_runs_with_stacks(&mut report.extra_runs, evidence.result);
     let counting_run_passed = evidence
         .counting
         .is_some_and(|c| c.first_run_end() == ProcessEnd::Exited(0));
@@ -163,17 +162,6 @@ fn add_children(
         report.verdict = Verdict::Leak;
         report.message = None;
     }
-}
-
-/// Of a process that took stacks from extra run `k` on: its first `k - 1` extra runs were
-/// counted only, and the rest are the runs the stacks were measured over.
-fn count_runs_with_stacks(runs: &mut ExtraRuns, result: &ProcessResult) {
-    let Some(from) = result.record.as_ref().and_then(|r| r.stacks_from) else {
-        return;
-    };
-    let counted = from.saturating_sub(1).min(runs.made);
-    runs.made -= counted;
-    runs.counted_before_stacks = Some(counted);
 }
 
 /// Every run of a test beyond its own, in all its processes (see
@@ -222,7 +210,6 @@ pub fn extra_runs_of(outcome: &settling::Reruns) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
         in_all: outcome.made,
-        counted_before_stacks: None,
         detail: settling::detail(&outcome.status, outcome.made),
         status: outcome.status.clone(),
     }
@@ -422,16 +409,7 @@ fn judge_retained(
         stacks: HashMap::new(),
         sample_period: dumps.own.sample_period,
     };
-    // Stacks taken from a run on in the counting process hold nothing of the harness's.
-    let stacks_from_a_run = evidence
-        .result
-        .record
-        .as_ref()
-        .is_some_and(|r| r.stacks_from.is_some());
-    let before = match stacks_from_a_run {
-        true => &empty,
-        false => bin.baseline.as_ref().unwrap_or(&empty),
-    };
+    let before = bin.baseline.as_ref().unwrap_or(&empty);
     let deltas = diff::diff(&dumps.own, before);
     // Growth over the extra runs, when they were all made and measured.
     let series = match evidence.entry {

@@ -12,15 +12,13 @@
 //!   left nothing behind and the process's live memory has not grown on every run either
 //!   ([`crate::analysis::settling::settled`], applied by [`crate::analysis::counting`]):
 //!   whatever its first run retained is state the process keeps (a pool, a logger, a table
-//!   built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made (N = `extra-runs`), so
-//!   that state warming up over several runs (a pool whose workers each allocate on their
-//!   first job) has time to settle; when the first N settled nothing, the runtime takes the
-//!   stacks of what the later runs allocate as well, in the same process, and the counting
-//!   goes on. No clock ends a series: a test is run again whatever its runs cost, so its
-//!   verdict does not depend on the machine's speed or load.
-//! - **Stacks**, for the tests every extra run of which left something behind: a heap dump
-//!   before the first run with stacks and after each later one (in the counting process), or
-//!   after the first run and after each of N extra runs (a stacks process of its own). A stack is a leak when it
+//!   built once). Up to [`COUNTING_RUNS_FACTOR`] × N runs are made
+//!   (N = `extra-runs`), so that state warming up over several runs (a pool whose workers
+//!   each allocate on their first job) has time to settle. No clock ends a series: a test is
+//!   run again whatever its runs cost, so its verdict does not depend on the machine's speed
+//!   or load.
+//! - **Stacks pass**, for the tests every extra run of which left something behind: a heap
+//!   dump after the first run and after each of N extra runs. A stack is a leak when it
 //!   holds more after *every* extra run than before it ([`grows_every_run`]); a stack that
 //!   the first run filled and that then stops growing (a cache that warmed, a buffer reused
 //!   at its size, garbage freed a run or two later) is process-lifetime state.

@@ -12,6 +12,7 @@ use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::CodeSymbols;
 use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
 use crate::evidence::{stderr_tail, ProcessResult};
+use crate::execution::passes::TestOutcome;
 use crate::execution::preload;
 use crate::model::Method;
 use std::collections::HashMap;
@@ -62,33 +63,25 @@ pub fn binary<S: CodeSymbols + ?Sized>(
     )
 }
 
-/// One judged test's evidence (the process its verdict is drawn from, judged by `method`,
-/// its extra runs, its entry point and, when that process is its stacks process, its counting
-/// process); its dumps are read when its verdict is drawn from them.
-pub fn test<'a>(
-    result: &'a ProcessResult,
-    method: Method,
-    extra_runs: &'a crate::analysis::settling::Reruns,
-    entry: Option<&'a crate::execution::entry::Entry>,
-    counted: Option<&'a ProcessResult>,
-) -> TestEvidence<'a> {
-    let profiled = method != Method::Counters;
+/// One judged test's evidence; its dumps are read when its verdict is drawn from them.
+pub fn test(t: &TestOutcome) -> TestEvidence<'_> {
+    let profiled = t.method != Method::Counters;
     TestEvidence {
-        result,
-        method,
-        extra_runs,
-        entry,
-        counting: counted,
+        result: &t.result,
+        method: t.method,
+        extra_runs: &t.extra_runs,
+        entry: t.entry.as_ref(),
+        counting: t.counted.as_ref(),
         stderr_tail: if profiled {
-            stderr_tail(&result.stderr)
+            stderr_tail(&t.result.stderr)
         } else {
             String::new()
         },
-        dumps: profiled.then(|| dumps(result)),
+        dumps: profiled.then(|| dumps(&t.result)),
         // A test settled by counting has one process, which is both.
-        children: children(&match method {
-            Method::Stacks => [counted, Some(result)],
-            _ => [Some(result), None],
+        children: children(&match t.method {
+            Method::Stacks => [t.counted.as_ref(), Some(&t.result)],
+            _ => [Some(&t.result), None],
         }),
     }
 }
@@ -119,9 +112,6 @@ fn children(processes: &[Option<&ProcessResult>]) -> Vec<ChildEvidence> {
 
 /// A profiled process's dumps, and the scan's files beside them.
 pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
-    if let Some(from) = result.record.as_ref().and_then(|r| r.stacks_from) {
-        return dumps_from_run(result, from);
-    }
     let own = own_profile(result)?;
     let kinds = 1 + usize::from(!result.app_dumps.is_empty());
     let runs = result
@@ -148,62 +138,6 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
         last_run_cycles: last_run.and_then(|d| cycles(d)),
         sites: last_run.and_then(|d| sites(d)).unwrap_or_default(),
     })
-}
-
-/// The dumps of a counting process that took stacks from extra run `from` on: the one
-/// written just before that run (nothing tracked yet) stands for the test's own run, and
-/// each later run's is its run's.
-fn dumps_from_run(result: &ProcessResult, from: u32) -> Result<Dumps, DumpError> {
-    let from = from.max(1);
-    let file_of = |k: u32| -> Option<&PathBuf> {
-        match k {
-            0 => result.preload_dumps.first(),
-            k => result.run_dumps.get(k as usize - 1).and_then(|d| d.first()),
-        }
-    };
-    let start = file_of(from - 1).ok_or(DumpError::NoRunDump(from as usize - 1))?;
-    let own = merged(std::slice::from_ref(start), &[])?;
-    let made = result.record.as_ref().map_or(0, |r| r.runs.len() as u32);
-    let runs = (from..=made)
-        .map(|k| match file_of(k) {
-            Some(f) => merged(std::slice::from_ref(f), &[]),
-            None => Err(DumpError::NoRunDump(k as usize)),
-        })
-        .collect();
-    let last_run = (made >= from).then(|| file_of(made)).flatten();
-    Ok(Dumps {
-        own,
-        runs,
-        own_lost: None,
-        own_paths: None,
-        last_run_paths: last_run.and_then(|d| paths(d)),
-        own_cycles: None,
-        last_run_cycles: last_run.and_then(|d| cycles(d)),
-        sites: last_run.and_then(|d| sites(d)).unwrap_or_default(),
-    })
-}
-
-/// Of a counting process that took stacks from a run on and whose last scan did not reach
-/// everything: its dumps from the one before the first run with stacks on, and the objects
-/// that scan did not reach, by stack; None when it is not such a process or a file cannot be
-/// read.
-pub fn stacks_taken_in_counting(
-    result: &ProcessResult,
-) -> Option<(Vec<NormalizedProfile>, NormalizedProfile)> {
-    let record = result.record.as_ref()?;
-    let from = record.stacks_from?;
-    if record.unreached.is_none_or(|n| n <= 0) {
-        return None;
-    }
-    let dumps = dumps_from_run(result, from).ok()?;
-    let runs = dumps.runs.ok()?;
-    let last = result
-        .run_dumps
-        .get(record.runs.len().checked_sub(1)?)?
-        .first()?;
-    let unreached = diff::normalize(&heap_profile(&lost::unreached_path(last)).ok()?.unbiased());
-    let series = std::iter::once(dumps.own).chain(runs).collect();
-    Some((series, unreached))
 }
 
 /// The stacks of the collections' buffers written beside `dump`; None when there is no such

@@ -14,9 +14,8 @@
 //! once leaves memory behind that a second run would not add to. So a test that retains
 //! something is run again in its own process, after its own run ([`crate::execution::extra_runs`]): in the
 //! counting pass until one extra run leaves nothing behind, which settles it as clean
-//! without stacks; otherwise the runtime takes the stacks of the later runs in the same
-//! process (or, where it could not, a stacks process of its own runs the test again with
-//! extra runs), and only the stacks that grow on every run with stacks are leaks. A test that cannot be run again (`#[should_panic]`,
+//! without stacks; otherwise its stacks are profiled with extra runs too, and only the
+//! stacks that grow on every run are leaks. A test that cannot be run again (`#[should_panic]`,
 //! `harness = false`, no entry point found, an extra run that panics, crashes, fails or
 //! times out) is judged on its own run alone, as before, and the report says why.
 //!
@@ -79,19 +78,6 @@ pub struct TestOutcome {
     pub stacks_asked: Option<Option<StacksAsked>>,
     /// What became of a stacks process started beside its counting process, if one was.
     pub ahead: Option<Ahead>,
-}
-
-impl TestOutcome {
-    /// Its evidence, as the verdict stage reads it (see [`crate::execution::load::test`]).
-    pub fn evidence(&self) -> crate::analysis::verdict::TestEvidence<'_> {
-        crate::execution::load::test(
-            &self.result,
-            self.method,
-            &self.extra_runs,
-            self.entry.as_ref(),
-            self.counted.as_ref(),
-        )
-    }
 }
 
 /// Writes the binary's table of live stack slots into the work directory; None when the
@@ -175,7 +161,6 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
         grace_ms: extra_runs::GRACE_MS,
         unit_entry: inspection.unit_entries,
         entry_main: inspection.entry_mains.get(&t.name).copied(),
-        stacks_from: None,
     })
 }
 
@@ -238,9 +223,7 @@ fn conclude_counting(
     lifetime_fails: bool,
 ) -> Counted {
     let outcome = conclude(result, test, not_asked);
-    let grown_and_unreached = crate::execution::load::stacks_taken_in_counting(result)
-        .map(|(series, unreached)| counting::grown_and_unreached(&series, &unreached));
-    counting::after_counting(result, outcome, lifetime_fails, grown_and_unreached)
+    counting::after_counting(result, outcome, lifetime_fails)
 }
 
 /// Runs the counting pass (unless `stacks_for_all`), then exact stack profiling where
@@ -469,29 +452,12 @@ fn count_pass(
     }
     let baseline_handed_on = std::sync::Mutex::new(baseline_handed_on);
     let adopted = std::sync::Mutex::new(vec![false; tests.len()]);
-    let counted_again = std::sync::Mutex::new(vec![false; tests.len()]);
     let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
         let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
             return Vec::new();
         };
-        // A test's own run that failed beside its stacks process may have failed because of
-        // it (a fixed port, a lock file): that process is called off and the counting
-        // process runs again, alone, before anything is drawn from it.
-        let alone = {
-            let mut again = counted_again.lock().expect("no panic while held");
-            if let (Some(ahead), false) = (ahead_of[t], again[t]) {
-                if first_run_end(result) != ProcessEnd::Exited(0) {
-                    again[t] = true;
-                    if let Some(cancel) = ahead.ahead.as_ref() {
-                        cancel.call_off();
-                    }
-                    return vec![job.clone()];
-                }
-            }
-            again[t]
-        };
         let next = stacks_after_counting(t, tests, plan, result);
-        if let (Some(ahead), Some(real), false) = (ahead_of[t], &next, alone) {
+        if let (Some(ahead), Some(real)) = (ahead_of[t], &next) {
             if ahead.rerun == real.rerun && ahead.quiet_backtraces == real.quiet_backtraces {
                 adopted.lock().expect("no panic while held")[t] = true;
                 return Vec::new();
@@ -564,14 +530,9 @@ impl Ran {
             }
         }
         for (job, r, w) in followed {
-            match (job.test, job.settings.mode) {
-                (None, _) => self.baselines[job.binary] = Some(r),
-                // Its counting process, run again alone (see `count_pass`).
-                (Some(t), Mode::Count) => {
-                    self.counted[t] = Some(r);
-                    self.wanted[t] = either_wanted(self.wanted[t], w);
-                }
-                (Some(t), _) => self.profile(t, &job, r, w),
+            match job.test {
+                None => self.baselines[job.binary] = Some(r),
+                Some(t) => self.profile(t, &job, r, w),
             }
         }
     }
@@ -610,7 +571,12 @@ fn counting_jobs(
             test: Some(t),
             settings: count_mode,
             quiet_backtraces: true,
-            rerun: plan.requests[t].clone().ok().map(counting_request),
+            rerun: plan.requests[t].clone().ok().map(|r| RerunRequest {
+                extra_runs: r
+                    .extra_runs
+                    .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
+                ..r
+            }),
             first: true,
             expected: plan.expected[t],
             alone: plan.alone[t],
@@ -629,23 +595,6 @@ fn counting_jobs(
         roles.push(Role::Baseline(b));
     }
     (jobs, roles)
-}
-
-/// The extra runs a test's counting process is asked for, given what the test may have
-/// (`extra-runs`, N): up to [`extra_runs::COUNTING_RUNS_FACTOR`] × N, the first N counted
-/// only; when none of them settled the test, each later run also takes the stacks of what it
-/// allocates, so that a test whose runs all leave memory behind can be judged by the stacks
-/// of its last N runs in the same process. The counting goes on meanwhile: state that warms
-/// over several runs (a pool whose workers each allocate on their first job) settles there as
-/// it did without stacks.
-fn counting_request(r: RerunRequest) -> RerunRequest {
-    RerunRequest {
-        extra_runs: r
-            .extra_runs
-            .saturating_mul(extra_runs::COUNTING_RUNS_FACTOR),
-        stacks_from: (r.extra_runs > 0).then(|| r.extra_runs + 1),
-        ..r
-    }
 }
 
 /// The stacks process test `t` needs after its counting process ended with `result`, None
@@ -771,7 +720,7 @@ fn profile_request(
     settled: Option<&Counted>,
 ) -> Option<Result<RerunRequest, Status>> {
     match settled {
-        Some(Counted::Clean(_) | Counted::Over(_) | Counted::StacksTaken(_)) => None,
+        Some(Counted::Clean(_)) | Some(Counted::Over(_)) => None,
         Some(Counted::Stacks { rerun, outcome }) => {
             // Threads the counting runs started that were still running after their
             // grace will not have ended in the stacks pass either: no second wait.
@@ -905,16 +854,10 @@ fn assemble(
             not_finished.push(case);
             continue;
         }
-        let mut counted = counted;
         let (result, method, extra_runs) = match (profiled[t].take(), &counted, settled[t].take()) {
             (Some(r), _, Some(Counted::Stacks { outcome, .. })) => (r, Method::Stacks, outcome),
             (None, Some(c), Some(Counted::Clean(outcome))) => {
                 (c.clone(), Method::Counters, outcome)
-            }
-            // Its stacks were taken in its counting process: that is its stacks process.
-            (None, Some(_), Some(Counted::StacksTaken(outcome))) => {
-                let c = counted.take().expect("matched as counted");
-                (c, Method::Stacks, outcome)
             }
             (None, Some(c), Some(Counted::Over(outcome))) => {
                 (c.clone(), Method::CountRunOnly, outcome)
@@ -996,7 +939,6 @@ mod tests {
             grace_ms: extra_runs::GRACE_MS,
             unit_entry: false,
             entry_main: None,
-            stacks_from: None,
         }
     }
 

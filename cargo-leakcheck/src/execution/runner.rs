@@ -77,9 +77,6 @@ pub struct RerunRequest {
     pub unit_entry: bool,
     /// With `unit_entry`: the `main` std's `lang_start` closure (the entry) calls.
     pub entry_main: Option<u64>,
-    /// Counting mode: from this extra run on, the runtime takes stacks in the same process
-    /// while the series has not settled (see [`crate::execution::extra_runs`]).
-    pub stacks_from: Option<u32>,
 }
 
 /// What a pass's jobs came to, one entry per job in order.
@@ -393,9 +390,6 @@ fn run_one(
         }
         extra.push((env::RERUN_BUILD_ID, r.build_id.clone()));
         extra.push((env::EXTRA_RUNS, r.extra_runs.to_string()));
-        if let Some(from) = r.stacks_from {
-            extra.push((env::STACKS_FROM, from.to_string()));
-        }
         extra.push((
             env::RERUN_SETTLE_MS,
             crate::execution::extra_runs::SETTLE_MS.to_string(),

@@ -197,7 +197,7 @@ impl Binary<'_> {
                 .suppressions_for(&t.case.name)
                 .collect(),
         };
-        let test = t.evidence();
+        let test = load::test(t);
         let Some(root) = self.recorder.root() else {
             return verdict::judge(&id, &test, &bin.evidence, symbols, &policy);
         };

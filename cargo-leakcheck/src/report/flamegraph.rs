@@ -216,7 +216,6 @@ mod tests {
             extra_runs: crate::model::ExtraRuns {
                 made: 0,
                 in_all: 0,
-                counted_before_stacks: None,
                 status: crate::model::ExtraRunsStatus::Off,
                 detail: None,
             },

@@ -1203,7 +1203,6 @@ mod tests {
         failed.extra_runs = crate::model::ExtraRuns {
             made: 0,
             in_all: 0,
-            counted_before_stacks: None,
             status: Status::TestFailed,
             detail: Some("the test did not pass its own run".into()),
         };
@@ -1233,7 +1232,6 @@ mod tests {
         slow.extra_runs = crate::model::ExtraRuns {
             made: 0,
             in_all: 0,
-            counted_before_stacks: None,
             status: Status::TimedOut,
             detail: Some("the 1st extra run did not finish in time (…)".into()),
         };
@@ -1270,7 +1268,6 @@ mod tests {
         panics.extra_runs = crate::model::ExtraRuns {
             made: 0,
             in_all: 0,
-            counted_before_stacks: None,
             status: Status::ShouldPanic,
             detail: None,
         };

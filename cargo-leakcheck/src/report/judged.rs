@@ -102,10 +102,8 @@ pub fn one_run_reason(t: &TestReport) -> Option<&str> {
     }
 }
 
-/// The runs a test was judged on, counted as the report counts them: `its own run and 5
-/// extra runs: 2 counted, then 3 with stacks` (stacks taken in the counting process), `its
-/// own run and 11 extra runs: 5 counted, then 1 from scratch and 5 with stacks` (in a
-/// process of their own).
+/// The runs a test was judged on, counted as the report counts them: `its own run and 16
+/// extra runs: 10 counted, then 1 from scratch and 5 with stacks`.
 pub fn runs_text(t: &TestReport) -> String {
     let all = t.extra_runs.in_all;
     let measured = t.extra_runs.made;
@@ -113,14 +111,9 @@ pub fn runs_text(t: &TestReport) -> String {
         return "its own run only".into();
     }
     let extra = crate::model::count_of(u64::from(all), "extra run", "extra runs");
-    let how = match (t.method, t.extra_runs.counted_before_stacks) {
-        // The stacks were taken in the counting process, from a run on.
-        (Method::Stacks, Some(counted)) if counted > 0 => {
-            format!(": {counted} counted, then {measured} with stacks")
-        }
-        (Method::Stacks, Some(_)) => ", with stacks".into(),
+    let how = match t.method {
         // The stacks were taken in a process of their own, which ran the test from scratch.
-        (Method::Stacks, None) if all > measured => {
+        Method::Stacks if all > measured => {
             let counted = all - measured - 1;
             let mut parts = Vec::new();
             if counted > 0 {
@@ -136,7 +129,7 @@ pub fn runs_text(t: &TestReport) -> String {
                 false => format!(": {}, then {last}", parts.join(", then ")),
             }
         }
-        (Method::Stacks, None) => ", with stacks".into(),
+        Method::Stacks => ", with stacks".into(),
         _ => ", counted".into(),
     };
     format!("its own run and {extra}{how}")
@@ -353,7 +346,7 @@ mod tests {
             {
                 assert_eq!(stack.growth_per_run.len() as u32, made, "{name}");
             }
-            // The page's: `stacks, 11 extra runs (5 with stacks)`.
+            // The page's: `stacks, 16 extra runs (5 with stacks)`.
             for n in numbers_after(&page, "stacks, ") {
                 assert_eq!(n, all, "{name}: the page's runs in all");
             }

@@ -136,7 +136,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         effective: &test.case.settings,
         suppressions: config.suppressions_for(&case.name).collect(),
     };
-    let evidence = test.evidence();
+    let evidence = load::test(&test);
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
 }
 
