@@ -259,6 +259,9 @@ pub struct ExtraRun {
     pub threads: i64,
     /// Whether the thread count came back down to what it was before the run.
     pub settled: bool,
+    /// Counting mode: what the arenas of the extra runs up to this one held together right
+    /// after it; `None` in a record that does not say.
+    pub held: Option<ExitCounts>,
 }
 
 /// The runtime's exit record, written line by line (see the runtime's `rerun` module): what
@@ -399,7 +402,14 @@ impl Record {
                     live,
                     threads,
                     settled,
+                    held: None,
                 }),
+                RecordEntry::Held { run, live } => {
+                    let extra = run.checked_sub(1).and_then(|i| r.runs.get_mut(i as usize));
+                    if let Some(extra) = extra {
+                        extra.held = Some(live);
+                    }
+                }
                 RecordEntry::RunFailed { message, .. } => r.failed = Some(message.to_string()),
                 RecordEntry::RunTimeout { .. } => r.timed_out = true,
                 RecordEntry::Left { live, .. } => r.left.push(live),

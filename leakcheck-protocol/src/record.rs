@@ -18,6 +18,8 @@
 //! run <k> failed <message>                    the entry returned an error
 //! run <k> timeout
 //! grace <waited-ms> <threads> <objects> <bytes>  once, after the last extra run
+//! held <k> <objects> <bytes>                  counting mode: what the arenas of extra runs
+//!                                             1..=k held together right after run k
 //! left <k> <objects> <bytes>                  counting mode: what run k left behind
 //! draining <k> <kind>                         after run k, as the drain of one kind of
 //!                                             reclaimer starts (a deferred destructor that
@@ -187,6 +189,9 @@ pub enum Entry<'a> {
     /// deadline of their own: at most how much longer, written every few seconds so that
     /// a process that waits is seen to be making progress.
     Waiting { for_ms: i64 },
+    /// Counting mode, right after extra run `run`: what the arenas of extra runs 1 to `run`
+    /// held together (see `settling::Series::run`).
+    Held { run: u32, live: Counts },
     /// Counting mode, at the end: what extra run `run` left behind.
     Left { run: u32, live: Counts },
     /// After run `run` (0: the test's own), before its drain of `kind`: a drain runs the
@@ -227,6 +232,7 @@ const FAILED: &str = "failed";
 const TIMEOUT: &str = "timeout";
 const GRACE: &str = "grace";
 const LEFT: &str = "left";
+const HELD: &str = "held";
 const DRAINING: &str = "draining";
 const WAITING: &str = "waiting";
 const DRAINED: &str = "drained";
@@ -271,6 +277,9 @@ impl<'a> Entry<'a> {
                 threads,
                 live,
             } => head_and_nums(out, GRACE, &[waited_ms, threads, live.objects, live.bytes]),
+            Entry::Held { run, live } => {
+                head_and_nums(out, HELD, &[i64::from(run), live.objects, live.bytes]);
+            }
             Entry::Left { run, live } => {
                 head_and_nums(out, LEFT, &[i64::from(run), live.objects, live.bytes]);
             }
@@ -335,6 +344,13 @@ impl<'a> Entry<'a> {
                 Entry::Grace {
                     waited_ms,
                     threads,
+                    live: Counts { objects, bytes },
+                }
+            }
+            HELD => {
+                let [run, objects, bytes] = nums(&mut w)?;
+                Entry::Held {
+                    run: u32::try_from(run).ok()?,
                     live: Counts { objects, bytes },
                 }
             }
@@ -487,7 +503,7 @@ mod tests {
     use super::*;
     use std::string::{String, ToString};
 
-    fn every_entry() -> [Entry<'static>; 17] {
+    fn every_entry() -> [Entry<'static>; 18] {
         let live = Counts {
             objects: 3,
             bytes: -48,
@@ -526,6 +542,7 @@ mod tests {
                 threads: -1,
                 live,
             },
+            Entry::Held { run: 6, live },
             Entry::Left { run: 7, live },
             Entry::Draining {
                 run: 0,
@@ -576,7 +593,7 @@ mod tests {
 
     #[test]
     fn the_line_format_is_the_documented_one() {
-        let texts: [&str; 17] = [
+        let texts: [&str; 18] = [
             "arena -1",
             "allocator malloc",
             "allocator own",
@@ -587,6 +604,7 @@ mod tests {
             "run 3 failed Error: \"no\" at line 3",
             "run 256 timeout",
             "grace 250 -1 3 -48",
+            "held 6 3 -48",
             "left 7 3 -48",
             "draining 0 crossbeam-epoch",
             "waiting 28500",

@@ -286,6 +286,17 @@ unsafe fn scan(
     }
 }
 
+/// Whether the loaded object at `base` with these program headers is this runtime.
+fn is_runtime(base: usize, headers: &[libc::Elf64_Phdr]) -> bool {
+    let own = is_runtime as *const () as usize;
+    headers.iter().any(|h| {
+        h.p_type == libc::PT_LOAD && {
+            let lo = base + h.p_vaddr as usize;
+            (lo..lo + h.p_memsz as usize).contains(&own)
+        }
+    })
+}
+
 /// The writable segments of every loaded object except this runtime (whose own data holds
 /// nothing of the program's), and where code is. Call before taking any lock malloc takes:
 /// the loader holds its own lock while it calls back, and a thread in `dlopen` may be
@@ -300,13 +311,7 @@ pub fn add_image_roots(roots: &mut Roots) {
         // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
         let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
         let base = info.dlpi_addr as usize;
-        let own = add_image_roots as *const () as usize;
-        let is_own = headers.iter().any(|h| {
-            h.p_type == libc::PT_LOAD && {
-                let lo = base + h.p_vaddr as usize;
-                (lo..lo + h.p_memsz as usize).contains(&own)
-            }
-        });
+        let is_own = is_runtime(base, headers);
         for h in headers.iter().filter(|h| h.p_type == libc::PT_LOAD) {
             let lo = base + h.p_vaddr as usize;
             if h.p_flags & libc::PF_X != 0 && roots.n_code < MAX_CODE {
@@ -369,6 +374,11 @@ pub fn record_tls_layout() {
         let Some(tls) = headers.iter().find(|h| h.p_type == libc::PT_TLS) else {
             return 0;
         };
+        // The runtime's own thread-locals (jemalloc's thread state among them) hold nothing
+        // of the program's, only words the allocator keeps for itself.
+        if is_runtime(info.dlpi_addr as usize, headers) {
+            return 0;
+        }
         let n = N_TLS.load(Relaxed);
         if n < MAX_TLS {
             TLS[n].below_tp.store(tp - block, Relaxed);
@@ -843,6 +853,23 @@ mod tests {
         assert!(covered(&raw const environ as usize));
         static OWN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
         assert!(!covered(&raw const OWN as usize));
+    }
+
+    #[test]
+    fn the_runtime_s_own_thread_locals_are_no_root() {
+        thread_local! {
+            static OWN: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
+        }
+        record_tls_layout();
+        let mut roots = Roots::new();
+        add_tls(&mut roots, threads::thread_pointer(), 0);
+        // The runtime here is this test executable: its thread-locals, jemalloc's thread
+        // state among them, keep words of the allocator's, never the program's.
+        let own = OWN.with(|c| c as *const _ as usize);
+        assert!(!roots
+            .ranges()
+            .iter()
+            .any(|&(lo, hi)| (lo..hi).contains(&own)));
     }
 
     #[test]

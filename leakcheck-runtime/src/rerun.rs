@@ -498,8 +498,14 @@ impl Runs {
     ) -> Option<End> {
         let i = (k - 1) as usize;
         self.arenas[i] = arena;
-        self.series.run_with_threads(live, settled, self.grew[i]);
         left_by_runs(&self.arenas[..=i], &mut self.left[..=i]);
+        let held = self.left[..=i].iter().fold(Live::default(), |sum, l| Live {
+            objects: sum.objects + l.objects,
+            bytes: sum.bytes + l.bytes,
+        });
+        put(fd, Entry::Held { run: k, live: held });
+        self.series
+            .run_with_threads(live, held, settled, self.grew[i]);
         if self.settled(i) {
             write_left(fd, &self.left[..=i]);
             return Some(End::Settled);

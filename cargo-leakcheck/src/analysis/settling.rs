@@ -232,7 +232,7 @@ pub fn settled(
     let (grew, grew_in_grace) = crate::analysis::lengths::growth_by_run(lengths, runs.len());
     let mut series = leakcheck_protocol::settling::Series::new(first);
     for (r, &grew) in runs.iter().zip(&grew) {
-        series.run(r.live, grew);
+        series.run(r.live, r.held, grew);
     }
     if let Some(g) = grace {
         series.grace(g.live, grew_in_grace);
@@ -291,6 +291,7 @@ mod tests {
             live: live(objects, bytes),
             threads: 1,
             settled: true,
+            held: None,
         }
     }
 
@@ -356,6 +357,39 @@ mod tests {
         ));
         // No extra run, nothing settled.
         assert!(!settled(live(1, 8), &[], &[], None, &[]));
+    }
+
+    #[test]
+    fn an_equal_total_does_not_settle_a_leak_offset_by_memory_of_the_own_run() {
+        // rayon's `sort_panic_safe`, a panic hook chained on every call (16 B a run): in
+        // its third run a 16-byte object of the test's own run was freed, so the total
+        // stood still while the runs' arenas held one object more.
+        let record = Record::parse(concat!(
+            "arena 3\nfirst 0 36 99120 3\n",
+            "run 1 start\nrun 1 ok 37 99136 3 1\nheld 1 1 16\n",
+            "run 2 start\nrun 2 ok 38 99152 3 1\nheld 2 2 1552\n",
+            "run 3 start\nrun 3 ok 38 99152 3 1\nheld 3 4 1584\n",
+            "left 1 1 16\nleft 2 1 16\nleft 3 2 1552\nend kept\n",
+        ));
+        let first = record.counts().unwrap();
+        assert!(!settled(first, &record.runs, &record.left, None, &[]));
+        // The same totals from the series' own garbage (what run 3 left is what it freed
+        // of run 2's) settle.
+        let garbage = Record::parse(concat!(
+            "arena 3\nfirst 0 36 99120 3\n",
+            "run 1 start\nrun 1 ok 37 99136 3 1\nheld 1 1 16\n",
+            "run 2 start\nrun 2 ok 38 99152 3 1\nheld 2 2 1552\n",
+            "run 3 start\nrun 3 ok 38 99152 3 1\nheld 3 2 1552\n",
+            "left 1 1 16\nleft 2 0 0\nleft 3 1 1536\nend settled\n",
+        ));
+        let first = garbage.counts().unwrap();
+        assert!(settled(
+            first,
+            &garbage.runs,
+            &[live(1, 16), live(1, 16), live(1, 1536)],
+            None,
+            &[]
+        ));
     }
 
     #[test]

@@ -333,7 +333,8 @@ mod tests {
                     bytes: 320
                 },
                 threads: 1,
-                settled: false
+                settled: false,
+                held: None
             }
         );
         assert_eq!(r.started, 2);
