@@ -21,26 +21,47 @@ fn counting_entry(run: &Run, test: &str) -> Value {
         .clone()
 }
 
+/// The fixture's report writer waits, in its counting process's third extra run, for its
+/// stacks process to start (two places: one for each).
+const WAIT: (&str, &str) = ("HISTORY_FIXTURE_WAIT_FOR_STACKS", "1");
+
 fn run(envs: &[(&str, &str)]) -> Run {
-    run_fresh_with_env(HISTORY, &[], NAME, envs)
+    let mut all = vec![WAIT];
+    all.extend_from_slice(envs);
+    run_fresh_with_env(HISTORY, &["-j", "2"], NAME, &all)
+}
+
+/// Why the test's stacks process was started beside its counting process, if one was.
+fn beside_on(run: &Run, test: &str) -> Option<String> {
+    counting_entry(run, test)
+        .get("stacks_beside_on")
+        .and_then(|v| v.as_str().map(String::from))
 }
 
 #[test]
 fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_it() {
-    // No history: every stacks process follows its counting process.
+    // No history: nothing is started on a previous run's word. A counting process that goes
+    // on to a third extra run gets its stacks process beside it then: the report writer's
+    // waits there until it has started.
     let target = crate::harness::scratch().join("targets").join(NAME);
     let _ = std::fs::remove_dir_all(target.join("leakcheck"));
     let first = run(&[]);
     assert_eq!(first.code, 3, "{}", first.stderr);
     let leak = "tests::leaks_until_fixed";
     let lock = "tests::holds_a_lock_while_it_leaks";
-    for test in [leak, lock] {
+    let writer = "tests::leaks_while_its_stacks_start";
+    for test in [leak, lock, writer] {
         assert_eq!(first.test("history", test)["verdict"], "leak");
+        let on = beside_on(&first, test);
         assert!(
-            counting_entry(&first, test).get("stacks_beside").is_none(),
-            "nothing to go by on a first run"
+            on.is_none() || on.as_deref() == Some("counting-headed"),
+            "nothing to go by on a first run: {on:?}"
         );
     }
+    assert_eq!(counting_entry(&first, writer)["stacks_beside"], "kept");
+    let t = first.test("history", writer);
+    assert_eq!(t["method"], "stacks", "{t}");
+    assert_eq!(t["extra_runs"]["made"], 5, "{t}");
 
     // A run of one other test in between leaves the others' entries in metrics.json.
     let one = run_fresh_with_env(
@@ -65,6 +86,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
         second.stderr
     );
     assert_eq!(counting_entry(&second, leak)["stacks_beside"], "kept");
+    assert_eq!(beside_on(&second, leak).as_deref(), Some("previous-run"));
     let beside = counting_entry(&second, lock)["stacks_beside"].clone();
     assert!(
         beside == "not-used" || beside == "called-off",
@@ -85,6 +107,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     assert_eq!(t["verdict"], "clean", "{t}\n{}", fixed.stderr);
     assert_eq!(t["method"], "counters", "{t}");
     assert_eq!(counting_entry(&fixed, leak)["stacks_beside"], "called-off");
+    assert_eq!(beside_on(&fixed, leak).as_deref(), Some("previous-run"));
     assert_eq!(fixed.test("history", lock)["verdict"], "leak");
 
     // `--history FILE`, as a CI cache uses it. No FILE yet: the target directory's timings
@@ -94,11 +117,11 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     let _ = std::fs::remove_dir_all(&cache);
     let kept = cache.join("metrics.json");
     let kept_arg = kept.to_str().unwrap();
-    let cached = run_fresh_with_env(HISTORY, &["--history", kept_arg], NAME, &[]);
+    let cached = run_fresh_with_env(HISTORY, &["-j", "2", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(cached.code, 3, "{}", cached.stderr);
-    assert_eq!(
-        counting_entry(&cached, leak).get("stacks_beside"),
-        None,
+    assert_ne!(
+        beside_on(&cached, leak).as_deref(),
+        Some("previous-run"),
         "the target directory's timings were read"
     );
     assert_eq!(
@@ -108,9 +131,10 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     // A fresh machine: no target directory left, only the cached FILE, which says the leak
     // needed its stacks process.
     std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
-    let restored = run_fresh_with_env(HISTORY, &["--history", kept_arg], NAME, &[]);
+    let restored = run_fresh_with_env(HISTORY, &["-j", "2", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(restored.code, 3, "{}", restored.stderr);
     assert_eq!(counting_entry(&restored, leak)["stacks_beside"], "kept");
+    assert_eq!(beside_on(&restored, leak).as_deref(), Some("previous-run"));
     assert_eq!(
         verdicts_of(restored.report()),
         verdicts_of(cached.report()),

@@ -1276,6 +1276,14 @@ const FIXTURE_ROWS: &[Expected] = &[
     )
     .runs("completed")
     .held_by("static `history::SESSIONS`", None),
+    // Its counting process waits, in its third extra run, for its stacks process to start.
+    leak(
+        HISTORY,
+        "tests::leaks_while_its_stacks_start",
+        "leaks_while_its_stacks_start",
+    )
+    .runs("completed")
+    .held_by("static `history::REPORTS`", None),
     clean(HISTORY, "tests::answers_without_keeping_anything").runs("not-needed"),
     clean_kept(HEALTHY, "tests::worker_squares")
         .runs("completed")

@@ -2,7 +2,7 @@
 //! state its extra runs showed), and which go on to the stacks pass.
 
 use crate::analysis::settling::{self, Reruns};
-use crate::evidence::{ProcessEnd, ProcessResult};
+use crate::evidence::{ProcessEnd, ProcessResult, Record};
 
 /// Whether a counting run leaves the test's verdict open.
 pub fn needs_stacks(result: &ProcessResult) -> bool {
@@ -17,6 +17,21 @@ pub fn needs_stacks(result: &ProcessResult) -> bool {
         // Killed or never started: a second run would end the same way.
         _ => false,
     }
+}
+
+/// Extra runs after which a counting process that goes on is taken to be headed for its
+/// stacks (see [`headed_for_stacks`]).
+pub const HEADED_AFTER: u32 = 2;
+
+/// Whether a counting process, from the record it has written so far, is headed for its
+/// test's stacks: the runtime went on to another extra run after [`HEADED_AFTER`], so
+/// neither of those settled the test. Most settled tests settle in their first extra run or
+/// two; a leak never does. Its stacks process may then start beside it, rather than after
+/// it; whether that process is used is decided, as ever, by the finished record alone.
+pub fn headed_for_stacks(record: &Record) -> bool {
+    record.end.is_none()
+        && record.runs.len() as u32 >= HEADED_AFTER
+        && record.started > HEADED_AFTER
 }
 
 /// What the counting pass settled about one test.
@@ -139,6 +154,26 @@ pub(crate) mod tests {
         ));
         assert!(needs_stacks(&ran_again));
         assert!(!needs_stacks(&result(ProcessEnd::TimedOut, None)));
+    }
+
+    #[test]
+    fn a_counting_process_that_starts_a_third_extra_run_is_headed_for_stacks() {
+        let so_far = |text: &str| Record::parse(&format!("arena 3\nfirst 0 2 32 1\n{text}"));
+        let two = "run 1 start\nrun 1 ok 3 48 1 1\nheld 1 1 16\nrun 2 start\nrun 2 ok 4 64 1 1\nheld 2 2 32\n";
+        assert!(!headed_for_stacks(&so_far(
+            "run 1 start\nrun 1 ok 3 48 1 1\n"
+        )));
+        assert!(
+            !headed_for_stacks(&so_far(two)),
+            "run 2 may still settle it"
+        );
+        assert!(headed_for_stacks(&so_far(&format!("{two}run 3 start\n"))));
+        assert!(
+            !headed_for_stacks(&so_far(&format!(
+                "{two}run 3 start\nrun 3 ok 4 64 1 1\nend settled\n"
+            ))),
+            "a finished record is the counting pass's to judge"
+        );
     }
 
     #[test]

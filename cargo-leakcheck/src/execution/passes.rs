@@ -77,7 +77,7 @@ pub struct TestOutcome {
     /// (the inner None: no extra runs); remembered for the next run.
     pub stacks_asked: Option<Option<StacksAsked>>,
     /// What became of a stacks process started beside its counting process, if one was.
-    pub ahead: Option<Ahead>,
+    pub ahead: Option<Beside>,
 }
 
 /// Writes the binary's table of live stack slots into the work directory; None when the
@@ -316,6 +316,21 @@ impl Plan {
         Some(job)
     }
 
+    /// Test `t`'s stacks process to start beside its counting process once that is headed
+    /// for it (see [`counting::headed_for_stacks`]): with every extra run the test can
+    /// have, as after a counting process that kept what its runs left; None when the test
+    /// runs alone or can have no extra runs.
+    fn early_job(&self, t: usize) -> Option<Job> {
+        if self.alone[t] {
+            return None;
+        }
+        let request = Ok(self.requests[t].clone().ok()?);
+        let mut job = stacks_job(t, &request, None, self, None);
+        job.first = false;
+        job.ahead = Some(std::sync::Arc::new(Cancel::default()));
+        Some(job)
+    }
+
     fn of(tests: &[TestCase], binaries: &[TestBinary], config: &RunConfig) -> Plan {
         let id = |t: &TestCase| binaries[t.binary].id();
         Plan {
@@ -364,7 +379,37 @@ struct Ran {
     /// What its stacks process was asked for, when it had one after its counting process.
     asked: Vec<Option<Option<StacksAsked>>>,
     /// What became of its stacks process started beside its counting process.
-    ahead: Vec<Option<Ahead>>,
+    ahead: Vec<Option<Beside>>,
+}
+
+/// A test's stacks process started beside its counting process: why, and what became of
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Beside {
+    /// Why it was started then.
+    pub on: AheadOn,
+    /// What became of it.
+    pub came_to: Ahead,
+}
+
+/// Why a test's stacks process was started beside its counting process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AheadOn {
+    /// The previous run needed it: started with the counting process.
+    PreviousRun,
+    /// The counting process was headed for it (see [`counting::headed_for_stacks`]):
+    /// started while it ran.
+    CountingHeaded,
+}
+
+impl AheadOn {
+    /// The word `metrics.json` gives it.
+    pub fn word(self) -> &'static str {
+        match self {
+            AheadOn::PreviousRun => "previous-run",
+            AheadOn::CountingHeaded => "counting-headed",
+        }
+    }
 }
 
 /// What became of a test's stacks process started beside its counting process (see
@@ -441,49 +486,94 @@ fn count_pass(
     if jobs.is_empty() {
         return Ok(ran);
     }
-    let mut ahead_of: Vec<Option<&Job>> = vec![None; tests.len()];
-    let mut baseline_handed_on = vec![false; binaries.len()];
+    let mut ahead = AheadJobs {
+        of: vec![None; tests.len()],
+        decided: vec![false; tests.len()],
+        baseline_handed_on: vec![false; binaries.len()],
+    };
     for (job, role) in jobs.iter().zip(&roles) {
         match *role {
-            Role::Ahead(t) => ahead_of[t] = Some(job),
-            Role::Baseline(b) => baseline_handed_on[b] = true,
+            Role::Ahead(t) => ahead.of[t] = Some(job.clone()),
+            Role::Baseline(b) => ahead.baseline_handed_on[b] = true,
             Role::Count(_) => {}
         }
     }
-    let baseline_handed_on = std::sync::Mutex::new(baseline_handed_on);
+    let ahead = std::sync::Mutex::new(ahead);
     let adopted = std::sync::Mutex::new(vec![false; tests.len()]);
     let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
         let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
             return Vec::new();
         };
         let next = stacks_after_counting(t, tests, plan, result);
-        if let (Some(ahead), Some(real)) = (ahead_of[t], &next) {
-            if ahead.rerun == real.rerun && ahead.quiet_backtraces == real.quiet_backtraces {
+        let mut ahead = ahead.lock().expect("no panic while held");
+        ahead.decided[t] = true;
+        if let (Some(early), Some(real)) = (&ahead.of[t], &next) {
+            if early.rerun == real.rerun && early.quiet_backtraces == real.quiet_backtraces {
                 adopted.lock().expect("no panic while held")[t] = true;
                 return Vec::new();
             }
         }
-        if let Some(cancel) = ahead_of[t].and_then(|a| a.ahead.as_ref()) {
+        if let Some(cancel) = ahead.of[t].as_ref().and_then(|a| a.ahead.as_ref()) {
             cancel.call_off();
         }
         let Some(real) = next else {
             return Vec::new();
         };
-        let b = tests[t].binary;
-        let mut handed = Vec::new();
-        let mut baseline = baseline_handed_on.lock().expect("no panic while held");
-        if binaries[b].harness.lists() && !baseline[b] {
-            baseline[b] = true;
-            handed.push(baseline_job(b));
+        ahead.with_baseline(binaries, tests[t].binary, real)
+    };
+    // A counting process whose record shows it is headed for its stacks gets its stacks
+    // process now, beside it, when the previous run did not start one already.
+    let watch = |job: &Job, record: &std::path::Path| -> Vec<Job> {
+        let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
+            return Vec::new();
+        };
+        let mut ahead = ahead.lock().expect("no panic while held");
+        if ahead.decided[t] || ahead.of[t].is_some() {
+            return Vec::new();
         }
-        handed.push(real);
-        handed
+        let Ok(text) = std::fs::read_to_string(record) else {
+            return Vec::new();
+        };
+        if !counting::headed_for_stacks(&crate::evidence::Record::parse(&text)) {
+            return Vec::new();
+        }
+        let Some(early) = plan.early_job(t) else {
+            return Vec::new();
+        };
+        ahead.of[t] = Some(early.clone());
+        ahead.with_baseline(binaries, tests[t].binary, early)
     };
     let (done, followed) =
-        runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow)?;
+        runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow, &watch)?;
     let adopted = adopted.into_inner().expect("no panic while held");
     ran.take_counting(&jobs, &roles, done, followed, &adopted);
     Ok(ran)
+}
+
+/// The stacks processes started ahead of their counting processes' end, as the counting
+/// pass goes.
+struct AheadJobs {
+    /// Per test: its stacks process started ahead, on the previous run's word or because
+    /// its counting process was headed for it.
+    of: Vec<Option<Job>>,
+    /// Per test: its counting process ended, and what follows it is decided.
+    decided: Vec<bool>,
+    /// Per binary: its baseline is queued already.
+    baseline_handed_on: Vec<bool>,
+}
+
+impl AheadJobs {
+    /// `job`, after binary `b`'s baseline when that is not queued yet and the binary has
+    /// one.
+    fn with_baseline(&mut self, binaries: &[TestBinary], b: usize, job: Job) -> Vec<Job> {
+        let mut handed = Vec::new();
+        if binaries[b].harness.lists() && !self.baseline_handed_on[b] {
+            self.baseline_handed_on[b] = true;
+            handed.push(baseline_job(b));
+        }
+        handed.push(job);
+        handed
+    }
 }
 
 impl Ran {
@@ -513,27 +603,46 @@ impl Ran {
                 // not (a fixed port, a fixed file): a stacks process whose test did not end as
                 // its counting process's did is not used, and the stacks pass runs it again,
                 // alone.
-                Role::Ahead(t) => {
-                    let same_end = self.counted[t]
-                        .as_ref()
-                        .is_some_and(|c| first_run_end(c) == first_run_end(&r));
-                    self.ahead[t] = Some(match (adopted[t], same_end) {
-                        (true, true) => Ahead::Kept,
-                        (true, false) => Ahead::NotUsed,
-                        (false, _) => Ahead::CalledOff,
-                    });
-                    if self.ahead[t] == Some(Ahead::Kept) {
-                        self.profile(t, job, r, w);
-                    }
-                }
+                Role::Ahead(t) => self.take_ahead(t, job, r, w, adopted[t], AheadOn::PreviousRun),
                 Role::Baseline(b) => self.baselines[b] = Some(r),
             }
         }
+        // The counting processes' results are all in: a stacks process started ahead as
+        // its counting process went (not listed) is judged against its counting process
+        // as a listed one is.
         for (job, r, w) in followed {
             match job.test {
                 None => self.baselines[job.binary] = Some(r),
+                Some(t) if job.ahead.is_some() => {
+                    self.take_ahead(t, &job, r, w, adopted[t], AheadOn::CountingHeaded)
+                }
                 Some(t) => self.profile(t, &job, r, w),
             }
+        }
+    }
+
+    /// Takes test `t`'s stacks process started ahead, `job`, which came to `r`: kept when
+    /// its test `adopted` it and it ended as the counting process did.
+    fn take_ahead(
+        &mut self,
+        t: usize,
+        job: &Job,
+        r: ProcessResult,
+        w: Option<bool>,
+        adopted: bool,
+        on: AheadOn,
+    ) {
+        let same_end = self.counted[t]
+            .as_ref()
+            .is_some_and(|c| first_run_end(c) == first_run_end(&r));
+        let came_to = match (adopted, same_end) {
+            (true, true) => Ahead::Kept,
+            (true, false) => Ahead::NotUsed,
+            (false, _) => Ahead::CalledOff,
+        };
+        self.ahead[t] = Some(Beside { on, came_to });
+        if came_to == Ahead::Kept {
+            self.profile(t, job, r, w);
         }
     }
 }

@@ -16,8 +16,8 @@ use crate::execution::progress::Progress;
 pub use crate::execution::run_config::{RunConfig, TestFilter};
 use crate::execution::slots::{Slots, Ticket};
 use leakcheck_protocol::env;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -95,7 +95,9 @@ pub fn run_jobs(
     config: &RunConfig,
     label: &str,
 ) -> Result<Ran, Error> {
-    run_jobs_then(binaries, tests, jobs, config, label, &|_, _| Vec::new()).map(|(ran, _)| ran)
+    let nothing = |_: &Job, _: &ProcessResult| Vec::new();
+    let watch = |_: &Job, _: &Path| Vec::new();
+    run_jobs_then(binaries, tests, jobs, config, label, &nothing, &watch).map(|(ran, _)| ran)
 }
 
 /// A job `then` handed on, with what it came to and whether it wanted every core.
@@ -113,19 +115,29 @@ pub fn run_jobs_then(
     config: &RunConfig,
     label: &str,
     then: &(dyn Fn(&Job, &ProcessResult) -> Vec<Job> + Sync),
+    watch: &(dyn Fn(&Job, &Path) -> Vec<Job> + Sync),
 ) -> Result<(Ran, Vec<FollowedUp>), Error> {
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
     let pass = Pass::new(binaries, tests, jobs, config, label, then);
     let workers = pass.places.most().min(jobs.len().max(1));
+    let over = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| pass.work());
+        let handles: Vec<_> = (0..workers).map(|_| scope.spawn(|| pass.work())).collect();
+        scope.spawn(|| pass.watch(watch, &over));
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
+        over.store(true, Ordering::SeqCst);
     });
     pass.progress.clear();
     Ok(pass.into_ran())
 }
+
+/// How often the records of running processes are read (see [`Pass::watch`]).
+const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 /// Locks what the workers share (none of them panics while holding it).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -146,6 +158,8 @@ struct Pass<'a> {
     results: Mutex<Vec<Option<ProcessResult>>>,
     wanted: Mutex<Vec<Option<bool>>>,
     followed_up: Mutex<Vec<FollowedUp>>,
+    /// The jobs whose processes run now, with when each started (see [`Pass::watch`]).
+    running: Mutex<Vec<(Job, std::time::SystemTime)>>,
     progress: Progress,
     places: Slots,
 }
@@ -188,6 +202,7 @@ impl<'a> Pass<'a> {
             results: Mutex::new(vec![None; jobs.len()]),
             wanted: Mutex::new(vec![None; jobs.len()]),
             followed_up: Mutex::new(Vec::new()),
+            running: Mutex::new(Vec::new()),
             progress: Progress::new(total, label, config.progress),
             places,
         }
@@ -217,7 +232,10 @@ impl<'a> Pass<'a> {
             }
             let binary = &self.binaries[job.binary];
             let test = job.test.map(|t| &self.tests[t]);
-            let result = run_one(binary, test, &job_key(&job), self.config, &job, &place);
+            let key = job_key(&job);
+            lock(&self.running).push((job.clone(), std::time::SystemTime::now()));
+            let result = run_one(binary, test, &key, self.config, &job, &place);
+            lock(&self.running).retain(|(j, _)| job_key(j) != key);
             let wanted_every_core = place.wanted_every_core();
             drop(place);
             let more = (self.then)(&job, &result);
@@ -246,13 +264,38 @@ impl<'a> Pass<'a> {
     /// Queues the jobs a finished job hands on ahead of the rest, and frees its turn.
     fn hand_on(&self, more: Vec<Job>) {
         let mut q = lock(&self.queue);
-        for job in more {
-            q.followed.push(job);
-            let j = q.followed.len() - 1;
-            q.waiting.push_front(Next::Followed(j));
-        }
+        queue_first(&mut q, more);
         q.in_flight -= 1;
         self.changed.notify_all();
+    }
+
+    /// Until the pass is `over`: reads, every [`WATCH_EVERY`], the record each running
+    /// process has written so far, and queues ahead of the rest what `watch` hands on for
+    /// it. A record older than its process's start is a previous run's, not read.
+    fn watch(&self, watch: &(dyn Fn(&Job, &Path) -> Vec<Job> + Sync), over: &AtomicBool) {
+        while !over.load(Ordering::SeqCst) {
+            std::thread::sleep(WATCH_EVERY);
+            let running = lock(&self.running).clone();
+            for (job, started) in running {
+                let record = self
+                    .config
+                    .work_dir
+                    .join(format!("{}.record", job_key(&job)));
+                let fresh = std::fs::metadata(&record)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|written| written >= started);
+                if !fresh {
+                    continue;
+                }
+                let more = watch(&job, &record);
+                if !more.is_empty() {
+                    // Queued while the watched job still runs, so the pass cannot end
+                    // before these are taken.
+                    queue_first(&mut lock(&self.queue), more);
+                    self.changed.notify_all();
+                }
+            }
+        }
     }
 
     /// What the pass came to, once every worker ended.
@@ -272,6 +315,15 @@ impl<'a> Pass<'a> {
             wanted_every_core: self.wanted.into_inner().expect("workers ended"),
         };
         (ran, self.followed_up.into_inner().expect("workers ended"))
+    }
+}
+
+/// Puts `more` at the head of the waiting jobs (the last of them first).
+fn queue_first(q: &mut Queue, more: Vec<Job>) {
+    for job in more {
+        q.followed.push(job);
+        let j = q.followed.len() - 1;
+        q.waiting.push_front(Next::Followed(j));
     }
 }
 

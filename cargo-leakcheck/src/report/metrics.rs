@@ -158,8 +158,9 @@ fn test_entries(
         e["alone"] = next.alone.clone();
         e["expected_seconds"] = next.expected.clone();
         e["cost"] = cost.clone();
-        if let Some(ahead) = t.ahead {
-            e["stacks_beside"] = ahead.word().into();
+        if let Some(beside) = t.ahead {
+            e["stacks_beside"] = beside.came_to.word().into();
+            e["stacks_beside_on"] = beside.on.word().into();
         }
         entries.push(e);
     }
