@@ -75,9 +75,10 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
 
     // The previous run's word: both leaks' stacks processes start beside their counting
     // processes. The one whose two processes cannot run side by side (one fails to take the
-    // lock the other holds for its life) is not judged by the failure: its stacks process
-    // runs again, alone.
-    let second = run(&[]);
+    // lock the other holds for its life) is not judged by the failure: here its stacks
+    // process takes the lock first, so its counting process's own run fails; that stacks
+    // process is called off and the counting process runs again, alone.
+    let second = run(&[("HISTORY_FIXTURE_LOCK_STACKS_FIRST", "1")]);
     assert_eq!(second.code, 3, "{}", second.stderr);
     assert_eq!(
         verdicts_of(second.report()),
@@ -87,10 +88,15 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     );
     assert_eq!(counting_entry(&second, leak)["stacks_beside"], "kept");
     assert_eq!(beside_on(&second, leak).as_deref(), Some("previous-run"));
-    let beside = counting_entry(&second, lock)["stacks_beside"].clone();
-    assert!(
-        beside == "not-used" || beside == "called-off",
-        "the lock's two processes collide, so neither side-by-side result stands: {beside}"
+    assert_eq!(
+        counting_entry(&second, lock)["stacks_beside"],
+        "called-off",
+        "the lock's two processes collide, so neither side-by-side result stands"
+    );
+    assert_eq!(
+        counting_entry(&second, lock)["exit"],
+        "exit code 0",
+        "the counting process that ran again, alone"
     );
     for test in [leak, lock] {
         let t = second.test("history", test);

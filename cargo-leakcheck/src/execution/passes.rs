@@ -489,6 +489,7 @@ fn count_pass(
     let mut ahead = AheadJobs {
         of: vec![None; tests.len()],
         decided: vec![false; tests.len()],
+        counted_alone: vec![false; tests.len()],
         baseline_handed_on: vec![false; binaries.len()],
     };
     for (job, role) in jobs.iter().zip(&roles) {
@@ -504,10 +505,21 @@ fn count_pass(
         let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
             return Vec::new();
         };
-        let next = stacks_after_counting(t, tests, plan, result);
         let mut ahead = ahead.lock().expect("no panic while held");
         ahead.decided[t] = true;
-        if let (Some(early), Some(real)) = (&ahead.of[t], &next) {
+        // A test's own run that failed beside its stacks process may have failed because of
+        // it (a fixed port, a lock file): that process is called off and the counting
+        // process runs again, alone, before anything is drawn from it.
+        let beside = ahead.of[t].is_some() && !ahead.counted_alone[t];
+        if beside && first_run_end(result) != ProcessEnd::Exited(0) {
+            ahead.counted_alone[t] = true;
+            if let Some(cancel) = ahead.of[t].as_ref().and_then(|a| a.ahead.as_ref()) {
+                cancel.call_off();
+            }
+            return vec![job.clone()];
+        }
+        let next = stacks_after_counting(t, tests, plan, result);
+        if let (Some(early), Some(real), true) = (&ahead.of[t], &next, beside) {
             if early.rerun == real.rerun && early.quiet_backtraces == real.quiet_backtraces {
                 adopted.lock().expect("no panic while held")[t] = true;
                 return Vec::new();
@@ -558,6 +570,9 @@ struct AheadJobs {
     of: Vec<Option<Job>>,
     /// Per test: its counting process ended, and what follows it is decided.
     decided: Vec<bool>,
+    /// Per test: its counting process runs again, alone, its test having failed its own run
+    /// beside its stacks process.
+    counted_alone: Vec<bool>,
     /// Per binary: its baseline is queued already.
     baseline_handed_on: Vec<bool>,
 }
@@ -611,12 +626,17 @@ impl Ran {
         // its counting process went (not listed) is judged against its counting process
         // as a listed one is.
         for (job, r, w) in followed {
-            match job.test {
-                None => self.baselines[job.binary] = Some(r),
-                Some(t) if job.ahead.is_some() => {
+            match (job.test, job.settings.mode) {
+                (None, _) => self.baselines[job.binary] = Some(r),
+                // Its counting process, run again alone (see `count_pass`).
+                (Some(t), Mode::Count) => {
+                    self.counted[t] = Some(r);
+                    self.wanted[t] = either_wanted(self.wanted[t], w);
+                }
+                (Some(t), _) if job.ahead.is_some() => {
                     self.take_ahead(t, &job, r, w, adopted[t], AheadOn::CountingHeaded)
                 }
-                Some(t) => self.profile(t, &job, r, w),
+                (Some(t), _) => self.profile(t, &job, r, w),
             }
         }
     }
