@@ -148,6 +148,28 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
         restored.stderr
     );
 
+    // A counting process whose extra run fails beside its stacks process (the report
+    // writer's third run fails once, as a run that met the other over a port would) runs
+    // again alone; the stacks process started beside it is called off, and one runs after.
+    std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
+    let met = run(&[("HISTORY_FIXTURE_FAIL_BESIDE", "1")]);
+    assert_eq!(met.code, 3, "{}", met.stderr);
+    assert_eq!(
+        verdicts_of(met.report()),
+        verdicts_of(first.report()),
+        "{}",
+        met.stderr
+    );
+    assert_eq!(counting_entry(&met, writer)["stacks_beside"], "called-off");
+    assert_eq!(beside_on(&met, writer).as_deref(), Some("counting-headed"));
+    let t = met.test("history", writer);
+    assert_eq!(t["method"], "stacks", "{t}");
+    assert_eq!(t["extra_runs"]["made"], 5, "{t}");
+    assert_eq!(
+        t["extra_runs"]["in_all"], 16,
+        "ten counted alone, then six: {t}"
+    );
+
     // `cargo leakcheck nextest` on the same target directory keeps `test`'s timings for
     // its next run.
     let nextest = run_nextest(HISTORY, &[], NAME);

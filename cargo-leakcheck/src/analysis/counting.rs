@@ -34,6 +34,23 @@ pub fn headed_for_stacks(record: &Record) -> bool {
         && record.started > HEADED_AFTER
 }
 
+/// Whether a counting process ended in a way another process of the same test running
+/// beside it could have caused (both wanting one port, one lock file): the test's own run
+/// failed (`own_run`), or an extra run panicked, crashed, failed, timed out or died in a
+/// drain. Such a process says nothing until it has run again alone.
+pub fn may_have_met_its_neighbour(own_run: &ProcessEnd, outcome: &Reruns) -> bool {
+    use settling::Status;
+    *own_run != ProcessEnd::Exited(0)
+        || matches!(
+            outcome.status,
+            Status::Panicked(_)
+                | Status::Crashed(_)
+                | Status::Failed(_)
+                | Status::TimedOut
+                | Status::DrainFailed(_)
+        )
+}
+
 /// What the counting pass settled about one test.
 pub enum Counted {
     /// Nothing retained, or nothing extra runs add to.
@@ -174,6 +191,32 @@ pub(crate) mod tests {
             ))),
             "a finished record is the counting pass's to judge"
         );
+    }
+
+    #[test]
+    fn a_failed_run_or_extra_run_may_have_met_a_process_beside_it() {
+        use settling::{Reruns, Status};
+        let ok = ProcessEnd::Exited(0);
+        let done = Reruns {
+            made: 10,
+            status: Status::Completed,
+        };
+        assert!(!may_have_met_its_neighbour(&ok, &done));
+        assert!(may_have_met_its_neighbour(&ProcessEnd::Exited(101), &done));
+        for status in [
+            Status::Panicked("address in use".into()),
+            Status::Crashed("signal 11 (SIGSEGV)".into()),
+            Status::Failed("locked".into()),
+            Status::TimedOut,
+            Status::DrainFailed("crossbeam-epoch".into()),
+        ] {
+            let outcome = Reruns { made: 2, status };
+            assert!(may_have_met_its_neighbour(&ok, &outcome), "{outcome:?}");
+        }
+        // What the test is, not what ran beside it.
+        for status in [Status::ShouldPanic, Status::NoHarness, Status::ExitedEarly] {
+            assert!(!may_have_met_its_neighbour(&ok, &Reruns::none(status)));
+        }
     }
 
     #[test]

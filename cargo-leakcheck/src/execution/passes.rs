@@ -507,11 +507,14 @@ fn count_pass(
         };
         let mut ahead = ahead.lock().expect("no panic while held");
         ahead.decided[t] = true;
-        // A test's own run that failed beside its stacks process may have failed because of
-        // it (a fixed port, a lock file): that process is called off and the counting
-        // process runs again, alone, before anything is drawn from it.
+        // A counting process whose test's own run, or one of its extra runs, failed beside
+        // its stacks process may have failed because of it (a fixed port, a lock file):
+        // that process is called off and the counting process runs again, alone, before
+        // anything is drawn from it.
         let beside = ahead.of[t].is_some() && !ahead.counted_alone[t];
-        if beside && first_run_end(result) != ProcessEnd::Exited(0) {
+        let mut concluded = result.clone();
+        let outcome = conclude(&mut concluded, &tests[t], plan.requests[t].as_ref().err());
+        if beside && counting::may_have_met_its_neighbour(&concluded.end, &outcome) {
             ahead.counted_alone[t] = true;
             if let Some(cancel) = ahead.of[t].as_ref().and_then(|a| a.ahead.as_ref()) {
                 cancel.call_off();
