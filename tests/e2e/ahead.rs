@@ -62,6 +62,19 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     let t = first.test("history", writer);
     assert_eq!(t["method"], "stacks", "{t}");
     assert_eq!(t["extra_runs"]["made"], 5, "{t}");
+    // A thread per call that never ends: after one extra run that grew and left its thread
+    // running, its stacks process starts, asked for the runs a series stopped by its
+    // threads leaves (three), with no second wait for threads.
+    let waiter = "tests::leaks_a_waiting_thread_per_call";
+    assert_eq!(first.test("history", waiter)["verdict"], "leak");
+    assert_eq!(counting_entry(&first, waiter)["stacks_beside"], "kept");
+    assert_eq!(
+        beside_on(&first, waiter).as_deref(),
+        Some("counting-headed")
+    );
+    let t = first.test("history", waiter);
+    assert_eq!(t["extra_runs"]["made"], 3, "{t}");
+    assert_eq!(t["extra_runs"]["in_all"], 6, "two counted, then four: {t}");
 
     // A run of one other test in between leaves the others' entries in metrics.json.
     let one = run_fresh_with_env(

@@ -1284,6 +1284,15 @@ const FIXTURE_ROWS: &[Expected] = &[
     )
     .runs("completed")
     .held_by("static `history::REPORTS`", None),
+    // A thread per call that waits for ever: its counting process stops after two runs that
+    // left threads; the second waits for its stacks process to start.
+    leak(
+        HISTORY,
+        "tests::leaks_a_waiting_thread_per_call",
+        "leaks_a_waiting_thread_per_call",
+    )
+    .runs("completed")
+    .threads_left(),
     clean(HISTORY, "tests::answers_without_keeping_anything").runs("not-needed"),
     clean_kept(HEALTHY, "tests::worker_squares")
         .runs("completed")

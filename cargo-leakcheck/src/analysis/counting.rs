@@ -23,15 +23,42 @@ pub fn needs_stacks(result: &ProcessResult) -> bool {
 /// stacks (see [`headed_for_stacks`]).
 pub const HEADED_AFTER: u32 = 2;
 
-/// Whether a counting process, from the record it has written so far, is headed for its
-/// test's stacks: the runtime went on to another extra run after [`HEADED_AFTER`], so
-/// neither of those settled the test. Most settled tests settle in their first extra run or
-/// two; a leak never does. Its stacks process may then start beside it, rather than after
-/// it; whether that process is used is decided, as ever, by the finished record alone.
-pub fn headed_for_stacks(record: &Record) -> bool {
-    record.end.is_none()
-        && record.runs.len() as u32 >= HEADED_AFTER
-        && record.started > HEADED_AFTER
+/// Where a counting process still running is headed, from the record it has written so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Headed {
+    /// To its test's stacks, with every extra run: the runtime went on to another extra
+    /// run after [`HEADED_AFTER`], so neither of those settled the test. Most settled tests
+    /// settle in their first extra run or two; a leak never does.
+    Stacks,
+    /// To its test's stacks after a series stopped because its runs left threads running
+    /// (see `leakcheck_protocol::settling::Series::leaves_threads`): its first extra run
+    /// raised the live total and left threads of its own running, as every run of a test
+    /// that starts a thread per call and never ends it does. The series stops after its
+    /// second such run, the stacks process then makes the rest of the runs, and the threads
+    /// that stayed through the counting runs' grace get no second wait.
+    StacksAfterThreadsLeft,
+}
+
+/// Where a counting process is headed, from the record it has written so far; None while
+/// nothing says. Its stacks process may then start beside it, rather than after it; whether
+/// that process is used is decided, as ever, by the finished record alone.
+pub fn headed_for_stacks(record: &Record) -> Option<Headed> {
+    if record.end.is_some() {
+        return None;
+    }
+    let runs = record.runs.len() as u32;
+    if runs >= HEADED_AFTER && record.started > HEADED_AFTER {
+        return Some(Headed::Stacks);
+    }
+    let first = record.counts()?;
+    match record.runs.as_slice() {
+        [one] if record.started == 2 && !one.settled => {
+            let live = one.live;
+            let rose = live.objects >= first.objects && live.bytes >= first.bytes && live != first;
+            rose.then_some(Headed::StacksAfterThreadsLeft)
+        }
+        _ => None,
+    }
 }
 
 /// Whether a counting process ended in a way another process of the same test running
@@ -176,21 +203,41 @@ pub(crate) mod tests {
     #[test]
     fn a_counting_process_that_starts_a_third_extra_run_is_headed_for_stacks() {
         let so_far = |text: &str| Record::parse(&format!("arena 3\nfirst 0 2 32 1\n{text}"));
-        let two = "run 1 start\nrun 1 ok 3 48 1 1\nheld 1 1 16\nrun 2 start\nrun 2 ok 4 64 1 1\nheld 2 2 32\n";
-        assert!(!headed_for_stacks(&so_far(
-            "run 1 start\nrun 1 ok 3 48 1 1\n"
-        )));
-        assert!(
-            !headed_for_stacks(&so_far(two)),
-            "run 2 may still settle it"
+        let one = "run 1 start\nrun 1 ok 3 48 1 1\nheld 1 1 16\n";
+        let two = format!("{one}run 2 start\nrun 2 ok 4 64 1 1\nheld 2 2 32\n");
+        assert_eq!(headed_for_stacks(&so_far(one)), None);
+        assert_eq!(
+            headed_for_stacks(&so_far(&format!("{one}run 2 start\n"))),
+            None,
+            "its threads ended: run 2 may still settle it"
         );
-        assert!(headed_for_stacks(&so_far(&format!("{two}run 3 start\n"))));
-        assert!(
-            !headed_for_stacks(&so_far(&format!(
+        assert_eq!(headed_for_stacks(&so_far(&two)), None);
+        assert_eq!(
+            headed_for_stacks(&so_far(&format!("{two}run 3 start\n"))),
+            Some(Headed::Stacks)
+        );
+        assert_eq!(
+            headed_for_stacks(&so_far(&format!(
                 "{two}run 3 start\nrun 3 ok 4 64 1 1\nend settled\n"
             ))),
+            None,
             "a finished record is the counting pass's to judge"
         );
+    }
+
+    #[test]
+    fn a_first_extra_run_that_grew_and_left_threads_heads_for_the_stacks_after_threads_left() {
+        let so_far = |text: &str| Record::parse(&format!("arena 3\nfirst 0 240 89584 2\n{text}"));
+        let left = "run 1 start\nrun 1 ok 261 140864 3 0\nheld 1 21 51280\nrun 2 start\n";
+        assert_eq!(
+            headed_for_stacks(&so_far(left)),
+            Some(Headed::StacksAfterThreadsLeft)
+        );
+        // Threads left, but nothing grew (a pool started once), or they ended in time.
+        let flat = "run 1 start\nrun 1 ok 240 89584 3 0\nheld 1 0 0\nrun 2 start\n";
+        assert_eq!(headed_for_stacks(&so_far(flat)), None);
+        let ended = "run 1 start\nrun 1 ok 261 140864 2 1\nheld 1 21 51280\nrun 2 start\n";
+        assert_eq!(headed_for_stacks(&so_far(ended)), None);
     }
 
     #[test]

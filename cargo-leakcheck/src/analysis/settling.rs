@@ -248,12 +248,17 @@ pub fn settled(
 /// configured run again: what its stacks show must hold over all of them.
 pub fn stacks_runs(configured: u32, counting: Option<&Record>) -> u32 {
     match counting {
-        Some(r) if r.end == Some(End::ThreadsLeft) => configured
-            .saturating_sub(r.runs.len() as u32)
-            .max(2)
-            .min(configured),
+        Some(r) if r.end == Some(End::ThreadsLeft) => {
+            runs_after_threads_left(configured, r.runs.len() as u32)
+        }
         _ => configured,
     }
+}
+
+/// The stacks process's extra runs after a counting series of `counted` runs that stopped
+/// because each left threads running (see [`stacks_runs`]).
+pub fn runs_after_threads_left(configured: u32, counted: u32) -> u32 {
+    configured.saturating_sub(counted).max(2).min(configured)
 }
 
 /// Whether a stack leaks: its bytes rose across every extra run. `series` holds its live

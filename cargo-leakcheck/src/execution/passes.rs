@@ -317,14 +317,27 @@ impl Plan {
     }
 
     /// Test `t`'s stacks process to start beside its counting process once that is headed
-    /// for it (see [`counting::headed_for_stacks`]): with every extra run the test can
-    /// have, as after a counting process that kept what its runs left; None when the test
-    /// runs alone or can have no extra runs.
-    fn early_job(&self, t: usize) -> Option<Job> {
+    /// for it (see [`counting::headed_for_stacks`]), asked for what that counting process
+    /// will ask for if it goes where it is headed: every extra run the test can have after
+    /// a series that kept what its runs left; the rest of them, and no second wait for
+    /// threads, after one whose runs left threads. None when the test runs alone or can
+    /// have no extra runs.
+    fn early_job(&self, t: usize, headed: counting::Headed) -> Option<Job> {
         if self.alone[t] {
             return None;
         }
-        let request = Ok(self.requests[t].clone().ok()?);
+        let configured = self.requests[t].clone().ok()?;
+        let request = Ok(match headed {
+            counting::Headed::Stacks => configured,
+            counting::Headed::StacksAfterThreadsLeft => RerunRequest {
+                extra_runs: extra_runs::runs_after_threads_left(
+                    configured.extra_runs,
+                    leakcheck_protocol::settling::RUNS_LEAVING_THREADS,
+                ),
+                grace_ms: 0,
+                ..configured
+            },
+        });
         let mut job = stacks_job(t, &request, None, self, None);
         job.first = false;
         job.ahead = Some(std::sync::Arc::new(Cancel::default()));
@@ -549,10 +562,11 @@ fn count_pass(
         let Ok(text) = std::fs::read_to_string(record) else {
             return Vec::new();
         };
-        if !counting::headed_for_stacks(&crate::evidence::Record::parse(&text)) {
+        let Some(headed) = counting::headed_for_stacks(&crate::evidence::Record::parse(&text))
+        else {
             return Vec::new();
-        }
-        let Some(early) = plan.early_job(t) else {
+        };
+        let Some(early) = plan.early_job(t, headed) else {
             return Vec::new();
         };
         ahead.of[t] = Some(early.clone());
