@@ -587,6 +587,35 @@ fn doc_tests_are_judged_like_any_test() {
     assert_eq!(only.code, 3, "{}", only.stderr);
 }
 
+/// A relative `--manifest-path` and `--target-dir` are read from where the tool started,
+/// for the doc-tests too (cargo collects those from the workspace's root).
+#[test]
+fn doc_tests_take_relative_paths_from_where_the_tool_started() {
+    let project = crate::harness::copy_fixture("tests/fixtures/doctests");
+    let parent = project.parent().unwrap();
+    let name = project.file_name().unwrap().to_str().unwrap();
+    let target = format!("{name}--relative-target");
+    let out = crate::harness::tool()
+        .current_dir(parent)
+        .args(["test", "--doc", "--workspace", "--manifest-path"])
+        .arg(format!("{name}/Cargo.toml"))
+        .args(["--target-dir", &target])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(!stderr.contains("are not checked"), "{stderr}");
+    let report = parent.join(&target).join("leakcheck").join("report.json");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    let docs = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == "doc")
+        .count();
+    assert_eq!(docs, 20, "{stderr}");
+}
+
 /// The processes a test starts are judged with it: those of the build's executables checked
 /// at their exit (a leak there is the test's, named by the process), the others listed as
 /// not checked, one left running reported.

@@ -158,8 +158,16 @@ pub fn rustdoc_args(
         ),
     ];
     let s = req.selection;
+    // cargo runs from the workspace's root here: a path the user gave relative to where the
+    // tool started is made absolute first.
+    let from_here = |p: &Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
     if let Some(m) = &s.manifest_path {
-        args.extend(["--manifest-path".into(), m.display().to_string()]);
+        args.extend(["--manifest-path".into(), from_here(m)]);
     }
     if !s.features.is_empty() {
         args.extend(["--features".into(), s.features.join(",")]);
@@ -174,7 +182,7 @@ pub fn rustdoc_args(
         args.push("--release".into());
     }
     if let Some(t) = &s.target_dir {
-        args.extend(["--target-dir".into(), t.display().to_string()]);
+        args.extend(["--target-dir".into(), from_here(t)]);
     }
     if rustdocflags_from_env().is_none() {
         // Added to the configuration's own flags (cargo joins arrays across sources).
