@@ -11,6 +11,7 @@
 //! binaries' DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`);
 //! `capture` records golden cases.
 
+pub(crate) mod beside;
 pub(crate) mod binary_symbols;
 pub(crate) mod cancel;
 pub(crate) mod capture;

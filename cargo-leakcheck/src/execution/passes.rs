@@ -37,6 +37,7 @@ use crate::execution::runner::{
     self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase,
 };
 
+pub use crate::execution::beside::{Ahead, AheadOn, Beside};
 pub use crate::model::Method;
 
 /// Everything the passes produced.
@@ -395,63 +396,6 @@ struct Ran {
     ahead: Vec<Option<Beside>>,
 }
 
-/// A test's stacks process started beside its counting process: why, and what became of
-/// it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Beside {
-    /// Why it was started then.
-    pub on: AheadOn,
-    /// What became of it.
-    pub came_to: Ahead,
-}
-
-/// Why a test's stacks process was started beside its counting process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AheadOn {
-    /// The previous run needed it: started with the counting process.
-    PreviousRun,
-    /// The counting process was headed for it (see [`counting::headed_for_stacks`]):
-    /// started while it ran.
-    CountingHeaded,
-}
-
-impl AheadOn {
-    /// The word `metrics.json` gives it.
-    pub fn word(self) -> &'static str {
-        match self {
-            AheadOn::PreviousRun => "previous-run",
-            AheadOn::CountingHeaded => "counting-headed",
-        }
-    }
-}
-
-/// What became of a test's stacks process started beside its counting process (see
-/// [`crate::execution::cancel`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ahead {
-    /// Its counting process asked for exactly that process: it is what the test is judged
-    /// by.
-    Kept,
-    /// Its counting process settled the test, or asked for other extra runs: it was called
-    /// off (never started, or killed).
-    CalledOff,
-    /// Asked for, but its test's own run did not end as the counting process's did (the
-    /// two side by side may have met over a port or a file): not used, and run again
-    /// alone in the stacks pass.
-    NotUsed,
-}
-
-impl Ahead {
-    /// The word `metrics.json` gives it.
-    pub fn word(self) -> &'static str {
-        match self {
-            Ahead::Kept => "kept",
-            Ahead::CalledOff => "called-off",
-            Ahead::NotUsed => "not-used",
-        }
-    }
-}
-
 impl Ran {
     /// Test `t`'s stacks process `job` came to `result`.
     fn profile(&mut self, t: usize, job: &Job, result: ProcessResult, wanted: Option<bool>) {
@@ -499,20 +443,7 @@ fn count_pass(
     if jobs.is_empty() {
         return Ok(ran);
     }
-    let mut ahead = AheadJobs {
-        of: vec![None; tests.len()],
-        decided: vec![false; tests.len()],
-        counted_alone: vec![false; tests.len()],
-        baseline_handed_on: vec![false; binaries.len()],
-    };
-    for (job, role) in jobs.iter().zip(&roles) {
-        match *role {
-            Role::Ahead(t) => ahead.of[t] = Some(job.clone()),
-            Role::Baseline(b) => ahead.baseline_handed_on[b] = true,
-            Role::Count(_) => {}
-        }
-    }
-    let ahead = std::sync::Mutex::new(ahead);
+    let ahead = std::sync::Mutex::new(AheadJobs::listed(&jobs, &roles, tests, binaries));
     let adopted = std::sync::Mutex::new(vec![false; tests.len()]);
     let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
         let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
@@ -556,21 +487,7 @@ fn count_pass(
             return Vec::new();
         };
         let mut ahead = ahead.lock().expect("no panic while held");
-        if ahead.decided[t] || ahead.of[t].is_some() {
-            return Vec::new();
-        }
-        let Ok(text) = std::fs::read_to_string(record) else {
-            return Vec::new();
-        };
-        let Some(headed) = counting::headed_for_stacks(&crate::evidence::Record::parse(&text))
-        else {
-            return Vec::new();
-        };
-        let Some(early) = plan.early_job(t, headed) else {
-            return Vec::new();
-        };
-        ahead.of[t] = Some(early.clone());
-        ahead.with_baseline(binaries, tests[t].binary, early)
+        ahead.start_if_headed(t, record, plan, binaries)
     };
     let (done, followed) =
         runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow, &watch)?;
@@ -595,6 +512,52 @@ struct AheadJobs {
 }
 
 impl AheadJobs {
+    /// The counting pass's stacks processes started with it (`Role::Ahead`), and the
+    /// baselines listed for them.
+    fn listed(jobs: &[Job], roles: &[Role], tests: &[TestCase], binaries: &[TestBinary]) -> Self {
+        let mut ahead = AheadJobs {
+            of: vec![None; tests.len()],
+            decided: vec![false; tests.len()],
+            counted_alone: vec![false; tests.len()],
+            baseline_handed_on: vec![false; binaries.len()],
+        };
+        for (job, role) in jobs.iter().zip(roles) {
+            match *role {
+                Role::Ahead(t) => ahead.of[t] = Some(job.clone()),
+                Role::Baseline(b) => ahead.baseline_handed_on[b] = true,
+                Role::Count(_) => {}
+            }
+        }
+        ahead
+    }
+
+    /// Test `t`'s stacks process (after its binary's baseline, when needed) to start now,
+    /// beside its counting process, when the record that process has written so far
+    /// (`record`) shows it is headed for it and none was started already.
+    fn start_if_headed(
+        &mut self,
+        t: usize,
+        record: &std::path::Path,
+        plan: &Plan,
+        binaries: &[TestBinary],
+    ) -> Vec<Job> {
+        if self.decided[t] || self.of[t].is_some() {
+            return Vec::new();
+        }
+        let Ok(text) = std::fs::read_to_string(record) else {
+            return Vec::new();
+        };
+        let Some(headed) = counting::headed_for_stacks(&crate::evidence::Record::parse(&text))
+        else {
+            return Vec::new();
+        };
+        let Some(early) = plan.early_job(t, headed) else {
+            return Vec::new();
+        };
+        self.of[t] = Some(early.clone());
+        self.with_baseline(binaries, plan.binary[t], early)
+    }
+
     /// `job`, after binary `b`'s baseline when that is not queued yet and the binary has
     /// one.
     fn with_baseline(&mut self, binaries: &[TestBinary], b: usize, job: Job) -> Vec<Job> {
