@@ -21,14 +21,15 @@ fn counting_entry(run: &Run, test: &str) -> Value {
         .clone()
 }
 
-/// The fixture's report writer waits, in its counting process's third extra run, for its
-/// stacks process to start (two places: one for each).
+/// The fixture's report writer and thread starter wait, in an extra run of their counting
+/// processes, for their stacks processes to start: three places, so that one is free while
+/// both wait.
 const WAIT: (&str, &str) = ("HISTORY_FIXTURE_WAIT_FOR_STACKS", "1");
 
 fn run(envs: &[(&str, &str)]) -> Run {
     let mut all = vec![WAIT];
     all.extend_from_slice(envs);
-    run_fresh_with_env(HISTORY, &["-j", "2"], NAME, &all)
+    run_fresh_with_env(HISTORY, &["-j", "3"], NAME, &all)
 }
 
 /// Why the test's stacks process was started beside its counting process, if one was.
@@ -136,7 +137,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     let _ = std::fs::remove_dir_all(&cache);
     let kept = cache.join("metrics.json");
     let kept_arg = kept.to_str().unwrap();
-    let cached = run_fresh_with_env(HISTORY, &["-j", "2", "--history", kept_arg], NAME, &[WAIT]);
+    let cached = run_fresh_with_env(HISTORY, &["-j", "3", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(cached.code, 3, "{}", cached.stderr);
     assert_ne!(
         beside_on(&cached, leak).as_deref(),
@@ -150,7 +151,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     // A fresh machine: no target directory left, only the cached FILE, which says the leak
     // needed its stacks process.
     std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
-    let restored = run_fresh_with_env(HISTORY, &["-j", "2", "--history", kept_arg], NAME, &[WAIT]);
+    let restored = run_fresh_with_env(HISTORY, &["-j", "3", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(restored.code, 3, "{}", restored.stderr);
     assert_eq!(counting_entry(&restored, leak)["stacks_beside"], "kept");
     assert_eq!(beside_on(&restored, leak).as_deref(), Some("previous-run"));
