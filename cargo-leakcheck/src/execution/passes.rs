@@ -456,9 +456,7 @@ fn count_pass(
         // that process is called off and the counting process runs again, alone, before
         // anything is drawn from it.
         let beside = ahead.of[t].is_some() && !ahead.counted_alone[t];
-        let mut concluded = result.clone();
-        let outcome = conclude(&mut concluded, &tests[t], plan.requests[t].as_ref().err());
-        if beside && counting::may_have_met_its_neighbour(&concluded.end, &outcome) {
+        if beside && met_its_neighbour(result, &tests[t], plan, t) {
             ahead.counted_alone[t] = true;
             if let Some(cancel) = ahead.of[t].as_ref().and_then(|a| a.ahead.as_ref()) {
                 cancel.call_off();
@@ -489,11 +487,26 @@ fn count_pass(
         let mut ahead = ahead.lock().expect("no panic while held");
         ahead.start_if_headed(t, record, plan, binaries)
     };
-    let (done, followed) =
-        runner::run_jobs_then(binaries, tests, &jobs, config, "Counting", &follow, &watch)?;
+    let (done, followed) = runner::run_jobs_then(
+        binaries,
+        tests,
+        &jobs,
+        config,
+        "Counting",
+        &follow,
+        Some(&watch),
+    )?;
     let adopted = adopted.into_inner().expect("no panic while held");
     ran.take_counting(&jobs, &roles, done, followed, &adopted);
     Ok(ran)
+}
+
+/// Whether test `t`'s counting process, which ran beside its stacks process, ended as one
+/// that met that process might (see [`counting::may_have_met_its_neighbour`]).
+fn met_its_neighbour(result: &ProcessResult, test: &TestCase, plan: &Plan, t: usize) -> bool {
+    let mut concluded = result.clone();
+    let outcome = conclude(&mut concluded, test, plan.requests[t].as_ref().err());
+    counting::may_have_met_its_neighbour(&concluded.end, &outcome)
 }
 
 /// The stacks processes started ahead of their counting processes' end, as the counting

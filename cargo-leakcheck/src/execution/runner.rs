@@ -96,8 +96,7 @@ pub fn run_jobs(
     label: &str,
 ) -> Result<Ran, Error> {
     let nothing = |_: &Job, _: &ProcessResult| Vec::new();
-    let watch = |_: &Job, _: &Path| Vec::new();
-    run_jobs_then(binaries, tests, jobs, config, label, &nothing, &watch).map(|(ran, _)| ran)
+    run_jobs_then(binaries, tests, jobs, config, label, &nothing, None).map(|(ran, _)| ran)
 }
 
 /// A job `then` handed on, with what it came to and whether it wanted every core.
@@ -107,7 +106,9 @@ pub type FollowedUp = (Job, ProcessResult, Option<bool>);
 /// (a test's stacks process once its counting process shows it needs one). They start
 /// before any job of the list not yet started, so a slow test's next process does not wait
 /// for the rest of the pass, and come back apart, in the order they ended. They are not in
-/// the pass's progress count.
+/// the pass's progress count. `watch`, when given, is asked about each running job's record
+/// as it is written, and may hand on jobs too (see [`Pass::watch`]); without it no record
+/// is read while the jobs run.
 pub fn run_jobs_then(
     binaries: &[TestBinary],
     tests: &[TestCase],
@@ -115,7 +116,7 @@ pub fn run_jobs_then(
     config: &RunConfig,
     label: &str,
     then: &(dyn Fn(&Job, &ProcessResult) -> Vec<Job> + Sync),
-    watch: &(dyn Fn(&Job, &Path) -> Vec<Job> + Sync),
+    watch: Option<&Watch<'_>>,
 ) -> Result<(Ran, Vec<FollowedUp>), Error> {
     std::fs::create_dir_all(config.work_dir)
         .map_err(|e| Error::io(format!("create `{}`", config.work_dir.display()), e))?;
@@ -124,7 +125,9 @@ pub fn run_jobs_then(
     let over = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers).map(|_| scope.spawn(|| pass.work())).collect();
-        scope.spawn(|| pass.watch(watch, &over));
+        if let Some(watch) = watch {
+            scope.spawn(|| pass.watch(watch, &over));
+        }
         for h in handles {
             if let Err(panic) = h.join() {
                 std::panic::resume_unwind(panic);
@@ -135,6 +138,9 @@ pub fn run_jobs_then(
     pass.progress.clear();
     Ok(pass.into_ran())
 }
+
+/// What a pass asks about a running job's record as it is written (see [`Pass::watch`]).
+pub type Watch<'a> = dyn Fn(&Job, &Path) -> Vec<Job> + Sync + 'a;
 
 /// How often the records of running processes are read (see [`Pass::watch`]).
 const WATCH_EVERY: Duration = Duration::from_millis(100);
@@ -272,7 +278,7 @@ impl<'a> Pass<'a> {
     /// Until the pass is `over`: reads, every [`WATCH_EVERY`], the record each running
     /// process has written so far, and queues ahead of the rest what `watch` hands on for
     /// it. A record older than its process's start is a previous run's, not read.
-    fn watch(&self, watch: &(dyn Fn(&Job, &Path) -> Vec<Job> + Sync), over: &AtomicBool) {
+    fn watch(&self, watch: &Watch<'_>, over: &AtomicBool) {
         while !over.load(Ordering::SeqCst) {
             std::thread::sleep(WATCH_EVERY);
             let running = lock(&self.running).clone();
