@@ -26,10 +26,43 @@ fn counting_entry(run: &Run, test: &str) -> Value {
 /// both wait.
 const WAIT: (&str, &str) = ("HISTORY_FIXTURE_WAIT_FOR_STACKS", "1");
 
+/// Removes the marker files the fixture's tests leave beside its test executable, named
+/// after the tool's process id: a later run whose id is reused must not find them.
+fn clear_markers() {
+    let deps = crate::harness::scratch()
+        .join("targets")
+        .join(NAME)
+        .join("debug")
+        .join("deps");
+    let Ok(entries) = std::fs::read_dir(deps) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if [".stacks-started-", ".failed-beside-", ".lost-the-lock-"]
+            .iter()
+            .any(|m| name.contains(m))
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn run(envs: &[(&str, &str)]) -> Run {
+    clear_markers();
     let mut all = vec![WAIT];
     all.extend_from_slice(envs);
     run_fresh_with_env(HISTORY, &["-j", "3"], NAME, &all)
+}
+
+/// `run` gave every test the verdict `before` gave it.
+fn assert_same_verdicts(run: &Run, before: &Run) {
+    assert_eq!(
+        verdicts_of(run.report()),
+        verdicts_of(before.report()),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Why the test's stacks process was started beside its counting process, if one was.
@@ -94,12 +127,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     // process is called off and the counting process runs again, alone.
     let second = run(&[("HISTORY_FIXTURE_LOCK_STACKS_FIRST", "1")]);
     assert_eq!(second.code, 3, "{}", second.stderr);
-    assert_eq!(
-        verdicts_of(second.report()),
-        verdicts_of(first.report()),
-        "{}",
-        second.stderr
-    );
+    assert_same_verdicts(&second, &first);
     assert_eq!(counting_entry(&second, leak)["stacks_beside"], "kept");
     assert_eq!(beside_on(&second, leak).as_deref(), Some("previous-run"));
     assert_eq!(
@@ -137,6 +165,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     let _ = std::fs::remove_dir_all(&cache);
     let kept = cache.join("metrics.json");
     let kept_arg = kept.to_str().unwrap();
+    clear_markers();
     let cached = run_fresh_with_env(HISTORY, &["-j", "3", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(cached.code, 3, "{}", cached.stderr);
     assert_ne!(
@@ -151,16 +180,12 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     // A fresh machine: no target directory left, only the cached FILE, which says the leak
     // needed its stacks process.
     std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
+    clear_markers();
     let restored = run_fresh_with_env(HISTORY, &["-j", "3", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(restored.code, 3, "{}", restored.stderr);
     assert_eq!(counting_entry(&restored, leak)["stacks_beside"], "kept");
     assert_eq!(beside_on(&restored, leak).as_deref(), Some("previous-run"));
-    assert_eq!(
-        verdicts_of(restored.report()),
-        verdicts_of(cached.report()),
-        "{}",
-        restored.stderr
-    );
+    assert_same_verdicts(&restored, &cached);
 
     // A counting process whose extra run fails beside its stacks process (the report
     // writer's third run fails once, as a run that met the other over a port would) runs
@@ -168,12 +193,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
     let met = run(&[("HISTORY_FIXTURE_FAIL_BESIDE", "1")]);
     assert_eq!(met.code, 3, "{}", met.stderr);
-    assert_eq!(
-        verdicts_of(met.report()),
-        verdicts_of(first.report()),
-        "{}",
-        met.stderr
-    );
+    assert_same_verdicts(&met, &first);
     assert_eq!(counting_entry(&met, writer)["stacks_beside"], "called-off");
     assert_eq!(beside_on(&met, writer).as_deref(), Some("counting-headed"));
     let t = met.test("history", writer);
