@@ -22,8 +22,9 @@ fn counting_entry(run: &Run, test: &str) -> Value {
 }
 
 /// The fixture's report writer and thread starter wait, in an extra run of their counting
-/// processes, for their stacks processes to start: three places, so that one is free while
-/// both wait.
+/// processes, for their stacks processes to start: five places, so that both stacks
+/// processes find one free while both counting processes wait, however slowly a loaded
+/// machine runs the processes that hold the others.
 const WAIT: (&str, &str) = ("HISTORY_FIXTURE_WAIT_FOR_STACKS", "1");
 
 /// Removes the marker files the fixture's tests leave beside its test executable, named
@@ -52,7 +53,7 @@ fn run(envs: &[(&str, &str)]) -> Run {
     clear_markers();
     let mut all = vec![WAIT];
     all.extend_from_slice(envs);
-    run_fresh_with_env(HISTORY, &["-j", "3"], NAME, &all)
+    run_fresh_with_env(HISTORY, &["-j", "5"], NAME, &all)
 }
 
 /// `run` gave every test the verdict `before` gave it.
@@ -166,7 +167,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     let kept = cache.join("metrics.json");
     let kept_arg = kept.to_str().unwrap();
     clear_markers();
-    let cached = run_fresh_with_env(HISTORY, &["-j", "3", "--history", kept_arg], NAME, &[WAIT]);
+    let cached = run_fresh_with_env(HISTORY, &["-j", "5", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(cached.code, 3, "{}", cached.stderr);
     assert_ne!(
         beside_on(&cached, leak).as_deref(),
@@ -181,7 +182,7 @@ fn a_stacks_process_started_beside_counting_is_used_only_when_this_run_asks_for_
     // needed its stacks process.
     std::fs::remove_dir_all(target.join("leakcheck")).unwrap();
     clear_markers();
-    let restored = run_fresh_with_env(HISTORY, &["-j", "3", "--history", kept_arg], NAME, &[WAIT]);
+    let restored = run_fresh_with_env(HISTORY, &["-j", "5", "--history", kept_arg], NAME, &[WAIT]);
     assert_eq!(restored.code, 3, "{}", restored.stderr);
     assert_eq!(counting_entry(&restored, leak)["stacks_beside"], "kept");
     assert_eq!(beside_on(&restored, leak).as_deref(), Some("previous-run"));
