@@ -8,6 +8,7 @@ use std::path::Path;
 mod cycles;
 pub mod gate;
 mod memory;
+mod shown;
 pub use cycles::{CycleMember, CycleReport, Unreachable};
 pub use gate::growth_exit_code;
 pub use memory::{Memory, MemoryExplained, MemoryPart, MemoryPartFigures, MemoryPoint};

@@ -1020,6 +1020,16 @@ const FIXTURE_ROWS: &[Expected] = &[
     .held_by("static `retention::REGISTRY`", Some("retention::register")),
     leak(
         RETENTION,
+        "tests::chains_a_panic_hook_per_call",
+        "chains_a_panic_hook_per_call",
+    )
+    .runs("completed")
+    .held_by(
+        "static `std::panicking::HOOK`",
+        Some("retention::tests::chains_a_panic_hook_per_call"),
+    ),
+    leak(
+        RETENTION,
         "tests::thread_local_cache_grows_on_every_run",
         "thread_local_cache_grows_on_every_run",
     )
@@ -1072,6 +1082,18 @@ const FIXTURE_ROWS: &[Expected] = &[
     )
     .runs("completed"),
     leak(CYCLES, "tests::box_leak_per_call", "box_leak_per_call").runs("completed"),
+    leak(
+        CYCLES,
+        "tests::record_and_its_parts_lost_per_call",
+        "record_and_its_parts_lost_per_call",
+    )
+    .runs("completed"),
+    leak(
+        CYCLES,
+        "tests::buffer_lost_once_its_keeper_ends",
+        "buffer_lost_once_its_keeper_ends",
+    )
+    .runs("completed"),
     clean(CYCLES, "tests::weak_parent_pointers_are_freed"),
     // --- tests/fixtures/many-live: profiled at a few bytes per live allocation ---
     leak(

@@ -788,6 +788,38 @@ fn cycles_fixture_matches_the_table_and_names_each_cycle() {
         summary.contains("unreachable, no cycle: nothing points to these objects"),
         "{summary}"
     );
+    // A record's parts are inside the lost record, and the record itself is shown to say
+    // how it was lost, though smaller than the stacks shown before it.
+    let record = lost("tests::record_and_its_parts_lost_per_call");
+    let kinds: Vec<&str> = record.iter().map(|u| u["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "inside-lost",
+            "inside-lost",
+            "inside-lost",
+            "inside-lost",
+            "no-cycle"
+        ],
+        "{record:#?}"
+    );
+    let said = summary
+        .split("LEAK cycles tests::record_and_its_parts_lost_per_call")
+        .nth(1)
+        .and_then(|rest| rest.split("flame graph").next())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(!said.contains("cycle above"), "no cycle is shown: {said}");
+    assert!(said.contains("unreachable, no cycle"), "{said}");
+    // What grew is lost; the keeper of the last run's buffer is not said of it too.
+    let keeper = run.test("cycles", "tests::buffer_lost_once_its_keeper_ends");
+    let stack = keeper["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "leak")
+        .unwrap_or_else(|| panic!("{keeper:#}"));
+    assert_eq!(stack["unreachable"]["kind"], "no-cycle", "{stack:#}");
+    assert!(stack.get("retained_by").is_none(), "{stack:#}");
 }
 
 #[test]
@@ -1167,6 +1199,9 @@ fn report_schema_is_complete_and_sorted() {
                 leaked,
                 "retained_bytes sums the leak stacks"
             );
+            if t["verdict"] == "leak" && stacks.iter().any(|s| s["kind"] == "leak") {
+                assert!(leaked > 0, "a leak is never of 0 B: {t}");
+            }
             for s in stacks {
                 assert!(
                     kinds.contains(&s["kind"].as_str().unwrap()),

@@ -313,8 +313,12 @@ impl NamedRoot {
                 named(RootKind::ThreadLocal, symbol, words)
             }
             RawRoot::Stack { frame: at } => {
+                // A word in a frame of the tool's own runtime (a thread asleep in its clock)
+                // is the program's: its caller passed it down. The frame says nothing of the
+                // program's and is not shown.
                 let f = at
                     .as_ref()
+                    .filter(|k| !crate::analysis::symbols::is_runtime_object(&k.object))
                     .and_then(|k| symbols.code(&k.object, k.file_offset).first().cloned());
                 let symbol = f.as_ref().and_then(|f| f.function.clone());
                 NamedRoot {

@@ -163,11 +163,24 @@ pub fn with_growth(
     late.sort_by(|a, b| a.0.cmp(b.0));
     out.extend(late.into_iter().map(|(cut, s)| Retained {
         frames: cut.clone(),
-        live: Counts::default(),
+        live: kept_by_the_extra_runs(s),
         growth: Some(growth_of(s)),
         reach: None,
     }));
     out
+}
+
+/// What a stack the test's own run left nothing in holds at the end of its extra runs:
+/// its size, so that a stack that grew is never reported as holding nothing (its series'
+/// first point is the end of the own run).
+fn kept_by_the_extra_runs(series: &[Counts]) -> Counts {
+    match (series.first(), series.last()) {
+        (Some(first), Some(last)) => Counts {
+            objects: last.objects.saturating_sub(first.objects),
+            bytes: last.bytes.saturating_sub(first.bytes),
+        },
+        _ => Counts::default(),
+    }
 }
 
 /// The kind of a stack once its growth over the extra runs is known. Extra runs run nothing

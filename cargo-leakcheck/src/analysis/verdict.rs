@@ -659,6 +659,10 @@ fn explain_lost(
         for s in stacks.iter_mut() {
             if s.kind == StackKind::Leak && s.unreachable.is_none() && s.frames == shown {
                 s.unreachable = Some(how.clone());
+                // The same scan found a root for some of its objects (the last run's, held
+                // by a thread that had not ended yet): what grew is what no root reaches,
+                // and a holder beside it would be said of the same objects.
+                s.retained_by = None;
             }
         }
     }

@@ -174,13 +174,15 @@ fn case_stem(parts: &[&str]) -> String {
         .collect()
 }
 
-/// Copies a dump to `to`, with the scan's `.paths` and `.unreached` files beside it when
-/// `with_scan` (those a dump has not are not an error).
+/// Copies a dump to `to`, with the scan's `.paths`, `.unreached` and `.cycles` files and
+/// the collections' sites beside it when `with_scan` (those a dump has not are not an
+/// error).
 fn copy_with_scan(from: &Path, to: &Path, with_scan: bool) -> std::io::Result<()> {
     if with_scan {
         for side in [
             crate::analysis::retention::paths_file,
             crate::analysis::lost::unreached_path,
+            crate::analysis::cycles::cycles_file,
             crate::execution::load::sites_file,
         ] {
             if let Err(e) = std::fs::copy(side(from), side(to)) {
@@ -267,5 +269,5 @@ fn copy_process(r: &ProcessResult, dir: &Path, prefix: &str) -> std::io::Result<
 }
 
 #[cfg(test)]
-mod golden;
+pub(crate) mod golden;
 pub mod growth;

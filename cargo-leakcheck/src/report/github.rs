@@ -69,7 +69,7 @@ fn leak_sites(report: &Report, repo_root: &Path) -> Vec<Site> {
     // Under `--fail-on new`, the base run's unchanged leaks are not this change's.
     let failing = |t: &&crate::model::TestReport| t.verdict == Verdict::Leak && report.fails(t);
     for t in report.tests.iter().filter(failing) {
-        for st in t.failing_stacks() {
+        for st in t.shown_stacks(t.failing_stacks(), usize::MAX) {
             let Some((file, line)) = repo_line(&st.frames, repo_root) else {
                 continue;
             };
@@ -445,6 +445,14 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             first.and_then(|st| crate::report::human::unreachable_text(st, repo_root))
         {
             let _ = write!(site, "<br>{lost}");
+        }
+        // The stack that says how the first one's structure or cycle was lost, with it.
+        for st in t.shown_stacks(first, 1).into_iter().skip(1) {
+            let at = identifying_frame(&st.frames, repo_root).map(|f| site_text(f, repo_root));
+            let lost = crate::report::human::unreachable_text(st, repo_root);
+            if let (Some(at), Some(lost)) = (at, lost) {
+                let _ = write!(site, "<br>{at}: {lost}");
+            }
         }
         for c in t.collections.iter().filter(|c| c.fails) {
             if !site.is_empty() {

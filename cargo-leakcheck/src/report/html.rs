@@ -398,14 +398,15 @@ fn test_details(h: &mut String, t: &TestReport, root: &Path, sources: &mut Sourc
     }
     let mut stacks: Vec<&StackReport> = t.stacks.iter().collect();
     stacks.sort_by_key(|s| (!s.fails, std::cmp::Reverse(s.bytes)));
-    for st in stacks.iter().take(STACKS_SHOWN) {
+    let shown = t.shown_stacks(stacks.iter().copied(), STACKS_SHOWN);
+    for st in &shown {
         stack_block(h, st, root, sources);
     }
-    if stacks.len() > STACKS_SHOWN {
+    if stacks.len() > shown.len() {
         let _ = write!(
             h,
             "<p>… and {} more stacks in report.json</p>",
-            stacks.len() - STACKS_SHOWN
+            stacks.len() - shown.len()
         );
     }
     if let Some(svg) = &t.artifacts.flamegraph {

@@ -568,20 +568,18 @@ fn failing_text(
         );
     }
     let mut said_lost: Vec<String> = Vec::new();
-    for stack in t.failing_stacks().take(STACKS_SHOWN) {
+    let shown = t.shown_stacks(t.failing_stacks(), STACKS_SHOWN);
+    for stack in &shown {
         failing_stack_text(s, stack, workspace_root, &mut said_lost);
     }
     for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
         let _ = writeln!(s, "           {}", c.describe(workspace_root));
         frame_lines(s, &c.allocated_at, workspace_root, "grown at");
     }
-    let failing = t.failing_stacks().count();
-    if failing > STACKS_SHOWN {
-        let _ = writeln!(
-            s,
-            "           … and {} more stacks (see report.json)",
-            failing - STACKS_SHOWN
-        );
+    let more = t.failing_stacks().count() - shown.iter().filter(|s| s.fails).count();
+    if more > 0 {
+        let more = plural(more as u64, "more stack", "more stacks");
+        let _ = writeln!(s, "           … and {more} (see report.json)");
     }
     if let Some(svg) = &t.artifacts.flamegraph {
         let _ = writeln!(s, "           flame graph: {}", out_dir.join(svg).display());
@@ -655,7 +653,8 @@ fn failing_stack_text(
     }
     // Every member stack of a cycle is lost by the same cycle: said once a test.
     if let Some(lost) = unreachable_text(stack, workspace_root) {
-        match stack.unreachable.is_some() && said_lost.contains(&lost) {
+        let cycle = matches!(stack.unreachable, Some(crate::model::Unreachable::Cycle(_)));
+        match cycle && said_lost.contains(&lost) {
             true => {
                 let _ = writeln!(s, "             unreachable: in the reference cycle above");
             }

@@ -349,7 +349,7 @@ fn outcome(
         // Not shown to leak: it passes, with the reason in report.json and the summary.
         Verdict::Clean | Verdict::Unsettled => None,
         Verdict::Leak => {
-            let failing: Vec<_> = t.failing_stacks().collect();
+            let failing = t.shown_stacks(t.failing_stacks(), usize::MAX);
             let growing: Vec<_> = t.collections.iter().filter(|c| c.fails).collect();
             let mut message = match failing.len() {
                 0 => String::new(),

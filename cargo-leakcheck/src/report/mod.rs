@@ -4,6 +4,8 @@
 
 pub mod artifacts;
 pub mod bench;
+#[cfg(test)]
+mod consistency;
 pub mod cost;
 pub mod export;
 pub mod flamegraph;

@@ -11,13 +11,16 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// The workspace root every case is rendered from.
-const ROOT: &str = "/ws";
+pub(super) const ROOT: &str = "/ws";
 
 /// The output directory, as the summary shows it.
 const OUT_DIR: &str = "target/leakcheck";
 
-/// Where the cases' crates were when they were captured, and where they are under [`ROOT`].
-const CAPTURED_AT: &[(&str, &str)] = &[
+/// Where the cases' crates were when they were captured, and where they are under [`ROOT`];
+/// the dependencies' sources move to a cargo home that exists on no machine either, so that
+/// whether the capturing machine's registry cache still holds them changes nothing.
+pub(super) const CAPTURED_AT: &[(&str, &str)] = &[
+    ("/root/.cargo/registry/", "/ws-cargo-home/registry/"),
     ("/tmp/gsrc/", "/ws/"),
     ("/work/main/tests/fixtures/", "/ws/"),
     ("/tmp/wa/", "/ws/webapp/"),
@@ -25,12 +28,12 @@ const CAPTURED_AT: &[(&str, &str)] = &[
 ];
 
 /// A renderer of the whole report as text, from the workspace root.
-type Render = Box<dyn Fn(&Report, &Path) -> String>;
+pub(super) type Render = Box<dyn Fn(&Report, &Path) -> String>;
 
 /// Every text renderer: its name (the snapshots' directory), its snapshots' extension, and
 /// the renderer. The outputs written to a file the user names (JUnit, SARIF) are rendered
 /// by their exporters, every one of them, so a new format is covered by being registered.
-fn renderers() -> Vec<(&'static str, &'static str, Render)> {
+pub(super) fn renderers() -> Vec<(&'static str, &'static str, Render)> {
     let mut all: Vec<(&'static str, &'static str, Render)> = vec![
         ("summary", "txt", Box::new(summary)),
         (
@@ -135,6 +138,7 @@ fn every_renderer_shows_every_golden_case_as_its_snapshot() {
         !Path::new(ROOT).exists(),
         "{ROOT} must not exist: the renderers would read source lines from it"
     );
+    assert!(!Path::new("/ws-cargo-home").exists());
     let cases = cases();
     assert!(cases.len() >= 20, "{cases:?}");
     let artifacts =

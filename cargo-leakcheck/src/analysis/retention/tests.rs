@@ -334,3 +334,28 @@ fn a_threads_state_is_said_in_words() {
     );
     assert_eq!(state_words(ThreadState(0)), None, "not read");
 }
+
+#[test]
+fn a_word_in_a_frame_of_the_tool_s_runtime_names_no_frame() {
+    let runtime = "/cache/runtime-1/libleakcheck_runtime.so";
+    let text = PATHS.replace(
+        "MAPPED_LIBRARIES:\n",
+        &format!(
+            "MAPPED_LIBRARIES:\n7f0000000000-7f0000100000 r-xp 00002000 08:01 124 {runtime}\n"
+        ),
+    );
+    let text = text.replace("root stack 0x55d0a0005050", "root stack 0x7f0000005050");
+    let paths = parse(&text).unwrap();
+    let captured: crate::analysis::symbols::Captured = serde_json::from_value(serde_json::json!({
+        "code": [{"object": runtime, "offset": 0x7050, "frames": [{
+            "function": "leakcheck_runtime::clock::futex_call", "file": null, "line": null,
+            "column": null, "object": runtime, "offset": 0x7050, "inlined": false
+        }]}],
+        "data": [], "definitions": []
+    }))
+    .unwrap();
+    let mut symbols = crate::analysis::symbols::Replay::new(captured);
+    let stack = describe(&paths[2], "/work/prog", &mut symbols, &TaskWords::default());
+    assert_eq!(stack.root_kind, RootKind::Stack);
+    assert_eq!((stack.frame, stack.symbol), (None, None), "{}", stack.root);
+}

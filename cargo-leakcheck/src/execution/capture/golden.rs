@@ -334,3 +334,41 @@ fn the_growth_cases_notice_a_rule_that_judges_differently() {
         "{report:?}"
     );
 }
+
+#[test]
+fn the_suppressions_written_for_a_case_allow_its_leaks_on_the_next_run() {
+    // What `--write-suppressions` writes for a failing case, read back as its configuration:
+    // every entry is used, and nothing fails any more.
+    let mut checked = 0;
+    for name in listed_cases() {
+        let dir = corpus().join(&name);
+        if !dir.join("case.json").is_file() {
+            continue;
+        }
+        let report = replay(&dir).unwrap();
+        if !report.stacks.iter().any(|s| s.fails) && !report.collections.iter().any(|c| c.fails) {
+            continue;
+        }
+        let mut run = crate::model::Report::example();
+        run.tests = vec![report];
+        let written = crate::report::suppressions::entries(&run, Path::new("/tmp/gsrc"));
+        let entries = written.matches("[[suppress]]").count();
+        assert!(entries > 0, "{name}: nothing written");
+        let again = replay_with(&dir, |c| c.config = Some(written.clone())).unwrap();
+        let used = |i: usize| {
+            again.stacks.iter().any(|s| s.suppression == Some(i))
+                || again.collections.iter().any(|c| c.suppression == Some(i))
+        };
+        let unused: Vec<usize> = (0..entries).filter(|&i| !used(i)).collect();
+        assert!(
+            unused.is_empty(),
+            "{name}: entries {unused:?} of\n{written}\nmatch nothing"
+        );
+        assert!(
+            !again.stacks.iter().any(|s| s.fails) && !again.collections.iter().any(|c| c.fails),
+            "{name}: still fails with\n{written}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "{checked} failing cases");
+}

@@ -102,7 +102,7 @@ fn test_results(t: &TestReport, root: &Path, out: &mut Vec<Value>) {
         out.push(result("unsettled", &text, None, &test));
         return;
     }
-    for st in t.failing_stacks() {
+    for st in t.shown_stacks(t.failing_stacks(), usize::MAX) {
         let text = format!(
             "{} in {} object(s) allocated here by `{test}` and never freed{}{}",
             human_bytes(st.bytes),
