@@ -7,7 +7,7 @@
 //! saved under the temporary directory for replay.
 
 use crate::{
-    analysis::profile, config, execution::entry, execution::preload, execution::symbolize,
+    config, evidence::profile, execution::entry, execution::preload, execution::symbolize,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;

@@ -52,7 +52,7 @@ const SHARED_LITERALS: &[&str] = &["pthread_create", "0x"];
 const LAYERS: &[(&str, u8)] = &[
     // What everything shares: evidence a process leaves, the report's types, their errors.
     ("fnv.rs", 0),
-    ("evidence.rs", 0),
+    ("evidence/", 0),
     ("model.rs", 0),
     ("model/", 0),
     ("exit_code.rs", 0),
@@ -877,7 +877,7 @@ mod tests {
         let tested = format!("fn f() {{}}\n#[cfg(test)]\nmod tests {{\n{big}}}\n");
         let g = graph(&[
             ("model.rs", &big),
-            ("evidence.rs", &tested),
+            ("evidence/mod.rs", &tested),
             ("stray.rs", ""),
         ]);
         let wrong = findings(&g, true);

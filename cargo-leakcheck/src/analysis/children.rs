@@ -5,12 +5,12 @@
 //! objects there in every run of the test that started one; it is reported under the test,
 //! with the executable named. Processes of other executables are listed, never judged.
 
-use crate::analysis::diff::FrameKey;
 use crate::analysis::lost::Lost;
-use crate::analysis::profile::Counts;
 use crate::analysis::retention;
 use crate::analysis::stacks::{self, Policy, Reach, Retained};
 use crate::analysis::symbols::Symbols;
+use crate::evidence::normalized::FrameKey;
+use crate::evidence::profile::Counts;
 use crate::model::{ProcessReport, StackReport};
 use std::collections::{BTreeMap, HashMap};
 

@@ -10,12 +10,12 @@
 //! `execution::collections`); the call that last made a growing collection reallocate, from
 //! the stacks process's `<dump>.collections` file ([`parse_sites`]).
 
-use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::lengths::{identity, readings};
-use crate::analysis::profile;
 use crate::analysis::stacks::{allowance, Allowed, Policy};
 use crate::analysis::symbols::Symbols;
+use crate::evidence::normalized::{self, FrameKey};
+use crate::evidence::profile;
 use crate::evidence::{Collection, CollectionTable, Length};
 use crate::model::{CollectionReport, FrameReport, StackKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT, INCONSISTENT, UNREADABLE};
@@ -232,7 +232,7 @@ pub fn parse_sites(text: &str) -> Option<HashMap<u32, BufferSite>> {
             return None;
         }
     }
-    let mut keys = diff::frame_keys(&mappings, &stacks);
+    let mut keys = normalized::frame_keys(&mappings, &stacks);
     Some(
         sites
             .into_iter()

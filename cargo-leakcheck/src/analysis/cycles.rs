@@ -4,11 +4,11 @@
 //! `Rc`, `Box`, a `Vec`'s buffer), its type when the frames give it, its counts when it
 //! looks like an `Rc`/`Arc` allocation, and which pointer should be `Weak`.
 
-use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::profile;
 use crate::analysis::retention::allocation_site;
 use crate::analysis::symbols::{Frame, Symbols};
+use crate::evidence::normalized::{self, FrameKey};
+use crate::evidence::profile;
 use crate::model::{CycleMember, CycleReport, FrameReport, Unreachable};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -129,7 +129,7 @@ pub fn parse(text: &str) -> Option<Cycles> {
     if raw_members.len() != member_stacks.len() {
         return None;
     }
-    let mut keys: Vec<Option<Vec<FrameKey>>> = diff::frame_keys(&mappings, &stacks)
+    let mut keys: Vec<Option<Vec<FrameKey>>> = normalized::frame_keys(&mappings, &stacks)
         .into_iter()
         .map(Some)
         .collect();

@@ -9,13 +9,13 @@
 //! not flagged; a leak that grows with every iteration rises in both.
 
 use crate::analysis::classify;
-use crate::analysis::diff::{FrameKey, NormalizedProfile};
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
-use crate::analysis::profile::ProfileError;
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
+use crate::evidence::normalized::{FrameKey, NormalizedProfile};
+use crate::evidence::profile::ProfileError;
 use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchStack, GrowthReport, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
@@ -389,7 +389,7 @@ struct Listing<'a> {
     whole_program: bool,
     after: Option<&'a After>,
     /// The stacks of the last snapshot (their object counts).
-    last_snapshot: Option<&'a HashMap<Vec<FrameKey>, crate::analysis::profile::Counts>>,
+    last_snapshot: Option<&'a HashMap<Vec<FrameKey>, crate::evidence::profile::Counts>>,
     by_words: &'a retention::TaskWords,
     /// The sample period of the dumps.
     period: u64,
@@ -497,7 +497,7 @@ fn collections_over_time(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::analysis::profile::Counts;
+    use crate::evidence::profile::Counts;
     use std::sync::Arc;
 
     fn key(n: u64) -> Vec<FrameKey> {

@@ -4,10 +4,11 @@
 //! With no base, what is live. Pure: the dumps are read and the binaries checked by the
 //! caller.
 
-use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::delta;
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::profile::{Counts, HeapProfile, Mapping};
 use crate::analysis::symbols::CodeSymbols;
+use crate::evidence::normalized::{self, FrameKey, NormalizedProfile};
+use crate::evidence::profile::{Counts, HeapProfile, Mapping};
 use crate::model::FrameReport;
 use serde::Serialize;
 use std::sync::Arc;
@@ -96,14 +97,14 @@ pub fn growth(
             .collect();
         NormalizedProfile { stacks, ..p }
     };
-    let after = rename(diff::normalize(new));
+    let after = rename(normalized::normalize(new));
     let before = base
-        .map(|b| rename(diff::normalize(b)))
+        .map(|b| rename(normalized::normalize(b)))
         .unwrap_or(NormalizedProfile {
             stacks: Default::default(),
             sample_period: after.sample_period,
         });
-    let grown: Vec<_> = diff::diff(&after, &before)
+    let grown: Vec<_> = delta::diff(&after, &before)
         .into_iter()
         .filter(|d| d.live.bytes > 0)
         .collect();
@@ -155,7 +156,7 @@ pub fn growth(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::profile::parse_heap_profile;
+    use crate::evidence::profile::parse_heap_profile;
 
     fn dump(text: &str) -> HeapProfile {
         parse_heap_profile(text.as_bytes()).unwrap().unbiased()

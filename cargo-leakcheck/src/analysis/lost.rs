@@ -2,8 +2,8 @@
 //! runtime beside a dump), by stack and object size, and the subtraction of what the
 //! harness alone loses there, object for object.
 
-use crate::analysis::diff::{self, FrameKey};
-use crate::analysis::profile::{self, Counts};
+use crate::evidence::normalized::{self, FrameKey};
+use crate::evidence::profile::{self, Counts};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -31,7 +31,7 @@ pub fn unreached_path(dump: &Path) -> PathBuf {
 /// that moment, see [`unreached_path`]).
 pub fn add_unreached(lost: &mut Lost, parsed: &profile::HeapProfile) {
     let addrs: Vec<Vec<u64>> = parsed.stacks.iter().map(|s| s.addrs.clone()).collect();
-    let keys = diff::frame_keys(&parsed.mappings, &addrs);
+    let keys = normalized::frame_keys(&parsed.mappings, &addrs);
     for (frames, s) in keys.into_iter().zip(&parsed.stacks) {
         if s.live.objects == 0 {
             continue;

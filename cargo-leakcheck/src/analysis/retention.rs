@@ -4,12 +4,12 @@
 //! function whose frame holds the pointer, each object on the way by where it was allocated.
 
 use crate::analysis::classify;
-use crate::analysis::diff::{self, FrameKey};
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::profile;
 use crate::analysis::symbols::Frame;
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
+use crate::evidence::normalized::{self, FrameKey};
+use crate::evidence::profile;
 use crate::model::{FrameReport, HolderThread, HoldingTask, RetainedBy, RootKind, TaskReport};
 use leakcheck_protocol::paths::Root;
 use std::collections::HashMap;
@@ -83,9 +83,9 @@ pub fn parse(text: &str) -> Option<Vec<HeldPath>> {
         }
         stacks.extend(r.spawned.iter().cloned());
     }
-    let mut keys = diff::frame_keys(&mappings, &stacks).into_iter();
+    let mut keys = normalized::frame_keys(&mappings, &stacks).into_iter();
     let words: Vec<Vec<u64>> = raws.iter().flat_map(|r| r.words.iter().cloned()).collect();
-    let mut word_keys = diff::frame_keys(&mappings, &words).into_iter();
+    let mut word_keys = normalized::frame_keys(&mappings, &words).into_iter();
     raws.into_iter()
         .map(|r| r.keyed(&mut keys, &mut word_keys))
         .collect()

@@ -3,7 +3,7 @@
 //! ([`settled`]), and whether a stack grew in every run ([`grows_every_run`]), compared up
 //! to the call of the test's entry point ([`cut_at_entry`]).
 
-use crate::analysis::diff::FrameKey;
+use crate::evidence::normalized::FrameKey;
 use crate::evidence::{
     signal_name, End, ExitCounts, ExtraRun, Grace, Length, ProcessEnd, Reclaimer, Record,
 };

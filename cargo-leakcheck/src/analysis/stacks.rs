@@ -5,15 +5,16 @@
 //! them together into the test's verdict.
 
 use crate::analysis::classify;
-use crate::analysis::diff::{self, FrameKey};
+use crate::analysis::delta;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
 use crate::analysis::lost::{self, Lost};
-use crate::analysis::profile::Counts;
 use crate::analysis::retention;
 use crate::analysis::settling;
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::config::{Effective, Suppression};
+use crate::evidence::normalized::FrameKey;
+use crate::evidence::profile::Counts;
 use crate::evidence::Entry;
 use crate::model::{
     Allowance, AllowedBy, FrameReport, Memory, RunGrowth, StackKind, StackReport, TaskReport,
@@ -113,7 +114,7 @@ pub enum Reach {
 /// the first run did not retain but that grew over the extra runs (on every one, or in
 /// some: [`judge_stacks`] keeps those only when their line grew on every run).
 pub fn with_growth(
-    deltas: Vec<diff::StackDelta>,
+    deltas: Vec<delta::StackDelta>,
     series: Option<&HashMap<Vec<FrameKey>, Vec<Counts>>>,
     exe: &str,
     entry: Option<&Entry>,

@@ -11,17 +11,18 @@
 use crate::analysis::children;
 use crate::analysis::collections;
 use crate::analysis::cycles;
-use crate::analysis::diff::{self, FrameKey, NormalizedProfile};
+use crate::analysis::delta;
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
 pub use crate::analysis::identity::TestIdentity;
 use crate::analysis::lost::Lost;
-use crate::analysis::profile::{self, Counts};
 use crate::analysis::retention;
 use crate::analysis::settling;
 pub use crate::analysis::stacks::Policy;
 use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability, Retained};
 use crate::analysis::symbols::{CodeSymbols, Symbols};
+use crate::evidence::normalized::{FrameKey, NormalizedProfile};
+use crate::evidence::profile::{self, Counts};
 use crate::evidence::{Entry, ProcessEnd, ProcessResult};
 use crate::model::{
     Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, StackKind, StackReport,
@@ -410,7 +411,7 @@ fn judge_retained(
         sample_period: dumps.own.sample_period,
     };
     let before = bin.baseline.as_ref().unwrap_or(&empty);
-    let deltas = diff::diff(&dumps.own, before);
+    let deltas = delta::diff(&dumps.own, before);
     // Growth over the extra runs, when they were all made and measured.
     let series = match evidence.entry {
         Some(entry) if evidence.extra_runs.usable() && code == 0 => match &dumps.runs {
@@ -849,7 +850,7 @@ mod tests {
         Probe {
             bin: BinaryEvidence {
                 exe: MISSING_EXE.into(),
-                baseline: Some(diff::normalize(&clean.unbiased())),
+                baseline: Some(crate::evidence::normalized::normalize(&clean.unbiased())),
                 baseline_unreached: None,
                 rust_allocations_visible: true,
                 collections: Default::default(),

@@ -6,9 +6,9 @@
 
 use crate::analysis::classify;
 use crate::analysis::heap_growth::{self, Growth};
-use crate::analysis::profile::{HeapProfile, Mapping};
 use crate::cli::DiffArgs;
 use crate::errors::{Error, ExitCode};
+use crate::evidence::profile::{HeapProfile, Mapping};
 use crate::execution::symbolize::{code_offsets, NoCodeOffsets, Symbolizer};
 use crate::model::{human_bytes, FrameReport};
 use crate::report::{flamegraph, pprof};

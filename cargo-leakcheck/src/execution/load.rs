@@ -4,13 +4,13 @@
 //! is carried as such, for the verdict to say what that means.
 
 use crate::analysis::children::ChildEvidence;
-use crate::analysis::diff::{self, NormalizedProfile};
 use crate::analysis::growth::{After, GrowthEvidence, Snapshot, SnapshotsError};
 use crate::analysis::lost::{self, Lost};
-use crate::analysis::profile;
 use crate::analysis::retention::{self, HeldPath};
 use crate::analysis::symbols::CodeSymbols;
 use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
+use crate::evidence::normalized::{self, NormalizedProfile};
+use crate::evidence::profile;
 use crate::evidence::{stderr_tail, ProcessResult};
 use crate::execution::passes::TestOutcome;
 use crate::execution::preload;
@@ -168,7 +168,7 @@ fn merged(preload: &[PathBuf], app: &[PathBuf]) -> Result<NormalizedProfile, Dum
     let mut merged: Option<NormalizedProfile> = None;
     for path in preload.iter().chain(app) {
         let parsed = crate::execution::load::heap_profile(path)?;
-        let norm = diff::normalize(&parsed.unbiased());
+        let norm = normalized::normalize(&parsed.unbiased());
         match &mut merged {
             None => merged = Some(norm),
             Some(m) => {
@@ -193,7 +193,7 @@ fn ever_allocated(result: &ProcessResult) -> Vec<NormalizedProfile> {
             for s in &mut parsed.stacks {
                 s.live = s.accum;
             }
-            diff::normalize(&parsed)
+            normalized::normalize(&parsed)
         })
         .collect()
 }
@@ -216,9 +216,9 @@ pub fn own_lost(result: &ProcessResult) -> Option<Lost> {
 /// The retention paths written beside `dump`, by the frames of the stack each holds.
 pub fn held_by_stack(
     dump: &Path,
-) -> std::collections::HashMap<Vec<crate::analysis::diff::FrameKey>, HeldPath> {
+) -> std::collections::HashMap<Vec<crate::evidence::normalized::FrameKey>, HeldPath> {
     paths(dump).map_or_else(Default::default, |p| {
-        retention::by_stack(p, <[crate::analysis::diff::FrameKey]>::to_vec)
+        retention::by_stack(p, <[crate::evidence::normalized::FrameKey]>::to_vec)
     })
 }
 
@@ -404,7 +404,7 @@ pub fn growth(
 fn snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileError> {
     let mut merged: Option<NormalizedProfile> = None;
     for path in parts {
-        let one = diff::normalize(&crate::execution::load::heap_profile(path)?.unbiased());
+        let one = normalized::normalize(&crate::execution::load::heap_profile(path)?.unbiased());
         match &mut merged {
             None => merged = Some(one),
             Some(m) => {

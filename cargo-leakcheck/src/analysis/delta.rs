@@ -1,40 +1,9 @@
-//! Comparing heap profiles of different processes.
-//!
-//! Every test runs in its own process, and ASLR loads each object at a different address
-//! in each process, so raw addresses of two dumps cannot be compared. A frame is instead
-//! identified by the file it was loaded from and its offset in that file, which is the
-//! same in every process running the same binaries.
+//! What one heap profile holds beyond another, stack by stack (profiles of different
+//! processes compare by their frames' files and offsets, see
+//! [`crate::evidence::normalized`]).
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use crate::analysis::profile::{Counts, HeapProfile, Mapping};
-
-/// A frame identified independently of where the process loaded its objects.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FrameKey {
-    /// Path of the mapped file holding the frame's address, as in the dump (so possibly
-    /// `"[vdso]"` or ending in `" (deleted)"`). Empty when the address lies in no mapping
-    /// or in an anonymous one (JIT code, a corrupt stack): such frames are kept rather
-    /// than dropped so that a stack never silently loses a frame.
-    pub object: Arc<str>,
-    /// Offset of the address in `object`: `addr - mapping.start + mapping.offset`. It is
-    /// still a return address; the symbolizer subtracts 1 to land on the call. For an
-    /// empty `object` this is the raw address.
-    pub file_offset: u64,
-}
-
-/// A profile whose stacks are keyed by [`FrameKey`]s, ready to be compared with a
-/// profile of another process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NormalizedProfile {
-    /// Live counts per stack, frames innermost first. Stacks that normalize to the same
-    /// frames (which happens when an object is mapped twice) are summed.
-    pub stacks: HashMap<Vec<FrameKey>, Counts>,
-    /// The sample period of the profile this came from. Normalizing does not unbias:
-    /// call [`HeapProfile::unbiased`] first when the period is above 1.
-    pub sample_period: u64,
-}
+use crate::evidence::normalized::{FrameKey, NormalizedProfile};
+use crate::evidence::profile::Counts;
 
 /// What remains of one stack of a profile once an earlier profile is subtracted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,103 +13,6 @@ pub struct StackDelta {
     /// Objects and bytes that the later profile has beyond the earlier one. `objects`
     /// can be 0 while `bytes` is not, when the same objects grew (a `realloc`).
     pub live: Counts,
-}
-
-/// One mapping reduced to what address lookup needs.
-struct Region {
-    start: u64,
-    end: u64,
-    offset: u64,
-    /// `None` for an anonymous mapping.
-    object: Option<Arc<str>>,
-}
-
-/// Finds the mapping of an address with a binary search, since a profile can hold
-/// thousands of stacks of dozens of frames each.
-struct AddressMap {
-    /// Sorted by `start`.
-    regions: Vec<Region>,
-    unknown: Arc<str>,
-}
-
-impl AddressMap {
-    fn new(mappings: &[Mapping]) -> Self {
-        // One `Arc` per distinct path: a library is mapped 4 or 5 times and its frames
-        // appear in every stack, so sharing keeps keys small and comparisons cheap.
-        let mut interned: HashMap<&str, Arc<str>> = HashMap::new();
-        let mut regions: Vec<Region> = mappings
-            .iter()
-            .filter(|m| m.start < m.end)
-            .map(|m| Region {
-                start: m.start,
-                end: m.end,
-                offset: m.offset,
-                object: (!m.path.is_empty()).then(|| {
-                    interned
-                        .entry(m.path.as_str())
-                        .or_insert_with(|| Arc::from(m.path.as_str()))
-                        .clone()
-                }),
-            })
-            .collect();
-        regions.sort_by_key(|r| r.start);
-        AddressMap {
-            regions,
-            unknown: Arc::from(""),
-        }
-    }
-
-    fn key(&self, addr: u64) -> FrameKey {
-        // The last region starting at or before `addr` is the only one that can hold it,
-        // since the kernel's mappings never overlap.
-        let after = self.regions.partition_point(|r| r.start <= addr);
-        let region = after
-            .checked_sub(1)
-            .map(|i| &self.regions[i])
-            .filter(|r| addr < r.end);
-        match region {
-            Some(Region {
-                start,
-                offset,
-                object: Some(object),
-                ..
-            }) => FrameKey {
-                object: object.clone(),
-                // Wrapping: a corrupt dump must not crash the comparison.
-                file_offset: (addr - start).wrapping_add(*offset),
-            },
-            _ => FrameKey {
-                object: self.unknown.clone(),
-                file_offset: addr,
-            },
-        }
-    }
-}
-
-/// Each stack of raw addresses as frame keys, through a process's mappings.
-pub fn frame_keys(mappings: &[Mapping], stacks: &[Vec<u64>]) -> Vec<Vec<FrameKey>> {
-    let map = AddressMap::new(mappings);
-    stacks
-        .iter()
-        .map(|addrs| addrs.iter().map(|&a| map.key(a)).collect())
-        .collect()
-}
-
-/// Rewrites every stack of `profile` in terms of [`FrameKey`]s, using the dump's own
-/// mappings.
-pub fn normalize(profile: &HeapProfile) -> NormalizedProfile {
-    let map = AddressMap::new(&profile.mappings);
-    let mut stacks: HashMap<Vec<FrameKey>, Counts> = HashMap::with_capacity(profile.stacks.len());
-    for stack in &profile.stacks {
-        let frames = stack.addrs.iter().map(|&addr| map.key(addr)).collect();
-        let counts = stacks.entry(frames).or_default();
-        counts.objects = counts.objects.saturating_add(stack.live.objects);
-        counts.bytes = counts.bytes.saturating_add(stack.live.bytes);
-    }
-    NormalizedProfile {
-        stacks,
-        sample_period: profile.sample_period,
-    }
 }
 
 /// The memory that `after` holds beyond `before`, per stack.
@@ -178,9 +50,12 @@ pub fn diff(after: &NormalizedProfile, before: &NormalizedProfile) -> Vec<StackD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::profile::StackSample;
+    use crate::evidence::normalized::{frame_keys, normalize};
+    use crate::evidence::profile::StackSample;
+    use crate::evidence::profile::{HeapProfile, Mapping};
     use crate::execution::load::heap_profile as read_heap_profile;
     use std::path::Path;
+    use std::sync::Arc;
 
     const RUNTIME: &str = "/work/main/target/debug/libleakcheck_runtime.so";
     const TEST_BINARY: &str = "/tmp/probe/t";
@@ -231,25 +106,29 @@ mod tests {
     #[test]
     fn known_addresses_of_a_captured_dump() {
         let profile = dump("baseline.heap");
-        let map = AddressMap::new(&profile.mappings);
+        let key_of = |a: u64| {
+            frame_keys(&profile.mappings, &[vec![a]])
+                .remove(0)
+                .remove(0)
+        };
         // Text mapping of the test binary: 561fac374000-561fac40d000 r-xp 00033000, so
         // 0x561fac3eeada - 0x561fac374000 + 0x33000 = 0xadada.
-        assert_eq!(map.key(0x561fac3eeada), key(TEST_BINARY, 0xadada));
+        assert_eq!(key_of(0x561fac3eeada), key(TEST_BINARY, 0xadada));
         // Runtime text: 7f758205f000-7f7582644000 r-xp 0005e000.
-        assert_eq!(map.key(0x7f7582591e87), key(RUNTIME, 0x590e87));
+        assert_eq!(key_of(0x7f7582591e87), key(RUNTIME, 0x590e87));
         // libc text: 7f7581e44000-7f7581f9a000 r-xp 00026000; first and last byte.
-        assert_eq!(map.key(0x7f7581e44000), key(LIBC, 0x26000));
-        assert_eq!(map.key(0x7f7581f99fff), key(LIBC, 0x26000 + 0x155fff));
+        assert_eq!(key_of(0x7f7581e44000), key(LIBC, 0x26000));
+        assert_eq!(key_of(0x7f7581f99fff), key(LIBC, 0x26000 + 0x155fff));
         // The first page of libc (r--p, offset 0) ends where the text begins.
-        assert_eq!(map.key(0x7f7581e43fff), key(LIBC, 0x25fff));
+        assert_eq!(key_of(0x7f7581e43fff), key(LIBC, 0x25fff));
         // Anonymous (7f7581780000-7f7581e00000 rw-p) and unmapped addresses keep their
         // raw value.
-        assert_eq!(map.key(0x7f7581780010), key("", 0x7f7581780010));
-        assert_eq!(map.key(0x7f7581e00000), key("", 0x7f7581e00000));
-        assert_eq!(map.key(0x10), key("", 0x10));
-        assert_eq!(map.key(u64::MAX), key("", u64::MAX));
+        assert_eq!(key_of(0x7f7581780010), key("", 0x7f7581780010));
+        assert_eq!(key_of(0x7f7581e00000), key("", 0x7f7581e00000));
+        assert_eq!(key_of(0x10), key("", 0x10));
+        assert_eq!(key_of(u64::MAX), key("", u64::MAX));
         // Pseudo paths are objects too.
-        assert_eq!(map.key(0x7f758284b123), key("[vdso]", 0x123));
+        assert_eq!(key_of(0x7f758284b123), key("[vdso]", 0x123));
 
         let normalized = normalize(&profile);
         assert_eq!(normalized.sample_period, 1);

@@ -3,6 +3,9 @@
 //! output, and where the test's entry point is in its executable. `execution` collects it;
 //! `analysis` judges it; neither is needed to read it.
 
+pub mod normalized;
+pub mod profile;
+
 use leakcheck_protocol::record::Entry as RecordEntry;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
