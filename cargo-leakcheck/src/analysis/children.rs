@@ -5,12 +5,11 @@
 //! objects there in every run of the test that started one; it is reported under the test,
 //! with the executable named. Processes of other executables are listed, never judged.
 
-use crate::analysis::lost::Lost;
-use crate::analysis::retention;
 use crate::analysis::stacks::{self, Policy, Reach, Retained};
 use crate::analysis::symbols::Symbols;
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::profile::Counts;
+use crate::evidence::unreached::Lost;
 use crate::model::{ProcessReport, StackReport};
 use std::collections::{BTreeMap, HashMap};
 
@@ -55,7 +54,7 @@ pub fn judge(children: &[ChildEvidence], symbols: &mut dyn Symbols, policy: &Pol
             continue;
         }
         let retained = lost_every_run(&started);
-        let held = HashMap::<Vec<FrameKey>, retention::HeldPath>::new();
+        let held = HashMap::<Vec<FrameKey>, crate::evidence::paths::HeldPath>::new();
         let name = file_name(exe);
         for mut stack in stacks::judge_stacks(&retained, exe, symbols, policy, None, &held) {
             if stack.kind != crate::model::StackKind::Leak {

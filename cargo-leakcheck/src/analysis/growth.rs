@@ -11,10 +11,11 @@
 use crate::analysis::classify;
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
-use crate::analysis::retention::{self, HeldPath};
+use crate::analysis::retention;
 use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::evidence::normalized::{FrameKey, NormalizedProfile};
+use crate::evidence::paths::HeldPath;
 use crate::evidence::profile::ProfileError;
 use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchStack, GrowthReport, StackKind, Verdict};

@@ -7,7 +7,7 @@
 use crate::analysis::classify;
 use crate::analysis::delta;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
-use crate::analysis::lost::{self, Lost};
+use crate::analysis::lost;
 use crate::analysis::retention;
 use crate::analysis::settling;
 use crate::analysis::symbols::Symbols;
@@ -15,6 +15,7 @@ use crate::analysis::tasks;
 use crate::config::{Effective, Suppression};
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::profile::Counts;
+use crate::evidence::unreached::Lost;
 use crate::evidence::Entry;
 use crate::model::{
     Allowance, AllowedBy, FrameReport, Memory, RunGrowth, StackKind, StackReport, TaskReport,
@@ -244,7 +245,7 @@ pub fn judge_stacks(
     symbols: &mut dyn Symbols,
     policy: &Policy,
     entry_range: Option<(u64, u64)>,
-    held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
+    held: &HashMap<Vec<FrameKey>, crate::evidence::paths::HeldPath>,
 ) -> Vec<StackReport> {
     let merged = merge_by_kind_and_frames(retained, exe, symbols, entry_range, held);
     let by_words = retention::TaskWords::of(held.values(), exe, symbols);
@@ -295,7 +296,7 @@ struct Merged {
     objects: u64,
     reason: Option<String>,
     growth: Vec<RunGrowth>,
-    held: Option<retention::HeldPath>,
+    held: Option<crate::evidence::paths::HeldPath>,
     /// When its objects are task cells: what spawned them.
     task: Option<TaskReport>,
 }
@@ -308,7 +309,7 @@ fn merge_by_kind_and_frames(
     exe: &str,
     symbols: &mut dyn Symbols,
     entry_range: Option<(u64, u64)>,
-    held: &HashMap<Vec<FrameKey>, retention::HeldPath>,
+    held: &HashMap<Vec<FrameKey>, crate::evidence::paths::HeldPath>,
 ) -> HashMap<(StackKind, Memory, Vec<FrameReport>), Merged> {
     let mut merged: HashMap<(StackKind, Memory, Vec<FrameReport>), Merged> = HashMap::new();
     type Resolved = (

@@ -15,7 +15,6 @@ use crate::analysis::delta;
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
 pub use crate::analysis::identity::TestIdentity;
-use crate::analysis::lost::Lost;
 use crate::analysis::retention;
 use crate::analysis::settling;
 pub use crate::analysis::stacks::Policy;
@@ -23,6 +22,7 @@ use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability, Reta
 use crate::analysis::symbols::{CodeSymbols, Symbols};
 use crate::evidence::normalized::{FrameKey, NormalizedProfile};
 use crate::evidence::profile::{self, Counts};
+use crate::evidence::unreached::Lost;
 use crate::evidence::{Entry, ProcessEnd, ProcessResult};
 use crate::model::{
     Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, StackKind, StackReport,
@@ -70,16 +70,16 @@ pub struct Dumps {
     /// and saw every object (not so for a binary with its own jemalloc).
     pub own_lost: Option<Lost>,
     /// Retention paths of the own run's dump.
-    pub own_paths: Option<Vec<retention::HeldPath>>,
+    pub own_paths: Option<Vec<crate::evidence::paths::HeldPath>>,
     /// Retention paths of the last extra run's dump.
-    pub last_run_paths: Option<Vec<retention::HeldPath>>,
+    pub last_run_paths: Option<Vec<crate::evidence::paths::HeldPath>>,
     /// The reference cycles among the own run's dump's lost objects.
-    pub own_cycles: Option<cycles::Cycles>,
+    pub own_cycles: Option<crate::evidence::cycles::Cycles>,
     /// The same after the last extra run.
-    pub last_run_cycles: Option<cycles::Cycles>,
+    pub last_run_cycles: Option<crate::evidence::cycles::Cycles>,
     /// The stack that allocated each collection's buffer as the last run left it, by the
-    /// collection's index (see [`collections::parse_sites`]).
-    pub sites: HashMap<u32, collections::BufferSite>,
+    /// collection's index (see [`crate::evidence::sites::parse_sites`]).
+    pub sites: HashMap<u32, crate::evidence::sites::BufferSite>,
 }
 
 /// Everything one test's verdict is drawn from.
@@ -597,7 +597,7 @@ fn held_by(
     series: bool,
     entry: Option<&Entry>,
     exe: &str,
-) -> HashMap<Vec<FrameKey>, retention::HeldPath> {
+) -> HashMap<Vec<FrameKey>, crate::evidence::paths::HeldPath> {
     let paths = match series {
         true => &dumps.last_run_paths,
         false => &dumps.own_paths,
@@ -692,7 +692,6 @@ fn held_by_threads(result: &ProcessResult, counting: Option<&ProcessResult>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::lost;
     use crate::analysis::stacks::{LOST_REASON, REACHABLE_REASON};
     use crate::config::Effective;
     use crate::model::TargetKind;
@@ -885,7 +884,7 @@ mod tests {
         let text = std::fs::read_to_string(&dump).unwrap();
         let maps = &text[text.find("\nMAPPED_LIBRARIES:").unwrap()..];
         std::fs::write(
-            lost::unreached_path(&dump),
+            crate::evidence::unreached::unreached_path(&dump),
             format!("heap_v2/1\n  t*: 0: 0 [0: 0]{maps}"),
         )
         .unwrap();
@@ -902,7 +901,7 @@ mod tests {
             assert_eq!((kept.bytes, kept.objects), (s.bytes, s.objects));
         }
         // Nothing reached: the same leaks, now with the proof that they are lost.
-        std::fs::write(lost::unreached_path(&dump), &text).unwrap();
+        std::fs::write(crate::evidence::unreached::unreached_path(&dump), &text).unwrap();
         let lost = judge(&dump);
         assert_eq!(lost.verdict, Verdict::Leak);
         let lost_leaks: Vec<&StackReport> = lost

@@ -3,8 +3,12 @@
 //! output, and where the test's entry point is in its executable. `execution` collects it;
 //! `analysis` judges it; neither is needed to read it.
 
+pub mod cycles;
 pub mod normalized;
+pub mod paths;
 pub mod profile;
+pub mod sites;
+pub mod unreached;
 
 use leakcheck_protocol::record::Entry as RecordEntry;
 use std::path::{Path, PathBuf};

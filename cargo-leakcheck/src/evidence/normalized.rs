@@ -22,6 +22,14 @@ pub struct FrameKey {
     pub file_offset: u64,
 }
 
+impl FrameKey {
+    /// Whether the address is in a mapped file (not an anonymous or special mapping, nor
+    /// in no mapping at all).
+    pub fn in_a_file(&self) -> bool {
+        !self.object.is_empty() && !self.object.starts_with('[')
+    }
+}
+
 /// A profile whose stacks are keyed by [`FrameKey`]s, ready to be compared with a
 /// profile of another process.
 #[derive(Clone, Debug, PartialEq, Eq)]

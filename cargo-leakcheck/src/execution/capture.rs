@@ -180,9 +180,9 @@ fn case_stem(parts: &[&str]) -> String {
 fn copy_with_scan(from: &Path, to: &Path, with_scan: bool) -> std::io::Result<()> {
     if with_scan {
         for side in [
-            crate::analysis::retention::paths_file,
-            crate::analysis::lost::unreached_path,
-            crate::analysis::cycles::cycles_file,
+            crate::evidence::paths::paths_file,
+            crate::evidence::unreached::unreached_path,
+            crate::evidence::cycles::cycles_file,
             crate::execution::load::sites_file,
         ] {
             if let Err(e) = std::fs::copy(side(from), side(to)) {

@@ -5,12 +5,13 @@
 
 use crate::analysis::children::ChildEvidence;
 use crate::analysis::growth::{After, GrowthEvidence, Snapshot, SnapshotsError};
-use crate::analysis::lost::{self, Lost};
-use crate::analysis::retention::{self, HeldPath};
+use crate::analysis::retention;
 use crate::analysis::symbols::CodeSymbols;
 use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
 use crate::evidence::normalized::{self, NormalizedProfile};
+use crate::evidence::paths::HeldPath;
 use crate::evidence::profile;
+use crate::evidence::unreached::Lost;
 use crate::evidence::{stderr_tail, ProcessResult};
 use crate::execution::passes::TestOutcome;
 use crate::execution::preload;
@@ -93,9 +94,10 @@ fn children(processes: &[Option<&ProcessResult>]) -> Vec<ChildEvidence> {
     for (pass, p) in processes.iter().flatten().enumerate() {
         for c in &p.children {
             let lost = c.dump.as_ref().and_then(|dump| {
-                let parsed = heap_profile(&lost::unreached_path(dump)).ok()?;
+                let parsed =
+                    heap_profile(&crate::evidence::unreached::unreached_path(dump)).ok()?;
                 let mut lost = Lost::default();
-                lost::add_unreached(&mut lost, &parsed);
+                crate::evidence::unreached::add_unreached(&mut lost, &parsed);
                 Some(lost)
             });
             out.push(ChildEvidence {
@@ -142,8 +144,8 @@ pub fn dumps(result: &ProcessResult) -> Result<Dumps, DumpError> {
 
 /// The stacks of the collections' buffers written beside `dump`; None when there is no such
 /// file, or it is not whole.
-fn sites(dump: &Path) -> Option<HashMap<u32, crate::analysis::collections::BufferSite>> {
-    crate::analysis::collections::parse_sites(&std::fs::read_to_string(sites_file(dump)).ok()?)
+fn sites(dump: &Path) -> Option<HashMap<u32, crate::evidence::sites::BufferSite>> {
+    crate::evidence::sites::parse_sites(&std::fs::read_to_string(sites_file(dump)).ok()?)
 }
 
 /// The file of collection sites beside a dump.
@@ -207,8 +209,10 @@ pub fn own_lost(result: &ProcessResult) -> Option<Lost> {
     }
     let mut lost = Lost::default();
     for dump in &result.preload_dumps {
-        let parsed = crate::execution::load::heap_profile(&lost::unreached_path(dump)).ok()?;
-        lost::add_unreached(&mut lost, &parsed);
+        let parsed =
+            crate::execution::load::heap_profile(&crate::evidence::unreached::unreached_path(dump))
+                .ok()?;
+        crate::evidence::unreached::add_unreached(&mut lost, &parsed);
     }
     Some(lost)
 }
@@ -225,14 +229,17 @@ pub fn held_by_stack(
 /// The retention paths written beside `dump`; None when there are none, or the file is not
 /// whole (a process that died while writing it).
 fn paths(dump: &Path) -> Option<Vec<HeldPath>> {
-    retention::parse(&std::fs::read_to_string(retention::paths_file(dump)).ok()?)
+    crate::evidence::paths::parse(
+        &std::fs::read_to_string(crate::evidence::paths::paths_file(dump)).ok()?,
+    )
 }
 
 /// The reference cycles among the lost objects of `dump`; None when there is no such file,
 /// or it is not whole.
-fn cycles(dump: &Path) -> Option<crate::analysis::cycles::Cycles> {
-    use crate::analysis::cycles;
-    cycles::parse(&std::fs::read_to_string(cycles::cycles_file(dump)).ok()?)
+fn cycles(dump: &Path) -> Option<crate::evidence::cycles::Cycles> {
+    crate::evidence::cycles::parse(
+        &std::fs::read_to_string(crate::evidence::cycles::cycles_file(dump)).ok()?,
+    )
 }
 
 /// A bench's or a service's snapshots, each the dumps of one moment (see

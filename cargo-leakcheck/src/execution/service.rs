@@ -514,7 +514,7 @@ fn scan(spec: &ServiceSpec, service: &mut Running) -> Result<Option<PathBuf>, Pr
     Ok(dumps
         .into_iter()
         .rev()
-        .find(|d| crate::analysis::retention::paths_file(d).exists()))
+        .find(|d| crate::evidence::paths::paths_file(d).exists()))
 }
 
 /// The most snapshots kept on disk under load: past it, every other one goes, and from then

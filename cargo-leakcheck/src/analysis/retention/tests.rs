@@ -1,4 +1,5 @@
 use super::*;
+use crate::evidence::paths::parse;
 use std::sync::Arc;
 
 const PATHS: &str = "leakcheck-paths/2
