@@ -708,6 +708,74 @@ fn the_analysis_opens_no_file_and_reads_no_clock() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The modules of the analysis the execution may name: what to run next is the only
+/// question it asks; every verdict is drawn after it has run.
+const EXECUTION_ASKS: &[&str] = &["next"];
+
+#[test]
+fn the_execution_asks_the_analysis_only_what_to_run_next() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let wrong: BTreeSet<String> = read_crate(&src, "")
+        .iter()
+        .filter(|f| f.rel.starts_with("execution/"))
+        .flat_map(|f| {
+            named_paths(f)
+                .into_iter()
+                .filter(|p| p.first().is_some_and(|m| m == "analysis"))
+                .filter(|p| {
+                    !p.get(1)
+                        .is_some_and(|m| EXECUTION_ASKS.contains(&m.as_str()))
+                })
+                .map(|p| format!("{} names `crate::{}`", f.rel, p.join("::")))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{}",
+        wrong.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// The types a file's code declares (structs, enums, unions, traits and type aliases).
+fn declared_types(code: &str) -> Vec<String> {
+    let words: Vec<&str> = code
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|w| matches!(w[0], "struct" | "enum" | "union" | "trait" | "type"))
+        .filter(|w| w[1].starts_with(|c: char| c.is_ascii_uppercase()))
+        .map(|w| w[1].to_string())
+        .collect()
+}
+
+#[test]
+fn no_two_types_of_the_tool_share_a_name() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in read_crate(&src, "") {
+        for name in declared_types(&f.code) {
+            by_name.entry(name).or_default().push(f.rel.clone());
+        }
+    }
+    assert!(
+        by_name.contains_key("TestReport"),
+        "the check sees types at all"
+    );
+    let shared: Vec<String> = by_name
+        .into_iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "one name, several types:\n{}",
+        shared.join("\n")
+    );
+}
+
 #[test]
 fn no_name_of_the_contract_is_spelled_in_both_the_tool_and_the_runtime() {
     // Every file name, line word and variable the two exchange is spelled once, in
@@ -869,6 +937,13 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn declared_types_are_read_from_code_only() {
+        let text = "pub struct A;\nenum B { X }\n// struct C\ntype D<'a> = &'a str;\nimpl E for A {}\n#[cfg(test)]\nstruct T;\n";
+        let s = Source::new("model.rs".into(), text);
+        assert_eq!(declared_types(&s.code), ["A", "B", "D"]);
     }
 
     #[test]

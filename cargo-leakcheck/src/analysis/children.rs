@@ -6,31 +6,13 @@
 //! with the executable named. Processes of other executables are listed, never judged.
 
 use crate::analysis::stacks::{self, Policy, Reach, Retained};
-use crate::analysis::symbols::Symbols;
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::profile::Counts;
+use crate::evidence::symbols::Symbols;
+use crate::evidence::test_run::ChildEvidence;
 use crate::evidence::unreached::Lost;
 use crate::model::{ProcessReport, StackReport};
 use std::collections::{BTreeMap, HashMap};
-
-/// One process a test started, as its record and its scan said.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChildEvidence {
-    /// Its executable, as `/proc/<pid>/exe` named it.
-    pub exe: String,
-    /// The test's run under way when it started: 0 for its own run, `k` for extra run `k`,
-    /// in the process `pass` of the test's processes.
-    pub run: u32,
-    /// Which of the test's processes started it (0: the first, the counting one when there
-    /// were two), so that runs of two processes are not taken for one.
-    pub pass: u32,
-    /// It is the build's, and was tracked.
-    pub checked: bool,
-    /// What nothing reached when it ended (at its exit, or when it was asked before it was
-    /// stopped): `None` when it left no scan (it crashed, or did not answer), or the scan
-    /// could not be read.
-    pub lost: Option<Lost>,
-}
 
 /// What the processes a test started add to its report.
 #[derive(Debug, Default)]
@@ -164,7 +146,7 @@ fn file_name(exe: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::symbols::Replay;
+    use crate::evidence::symbols::Replay;
 
     fn key(offset: u64) -> Vec<FrameKey> {
         vec![FrameKey {

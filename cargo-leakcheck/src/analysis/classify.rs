@@ -9,7 +9,7 @@
 //!    libc and the dynamic loader is the harness's own memory, and so is glibc's cache
 //!    of thread stacks and their TLS, which outlives a joined thread by design.
 
-use crate::analysis::symbols::{is_runtime_object, Frame};
+use crate::evidence::symbols::{is_runtime_object, Frame};
 use crate::model::StackKind;
 
 /// Rust's allocation shims and the layers between them and malloc.

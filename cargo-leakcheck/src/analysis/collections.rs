@@ -13,8 +13,8 @@
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::lengths::{identity, readings};
 use crate::analysis::stacks::{allowance, Allowed, Policy};
-use crate::analysis::symbols::Symbols;
 use crate::evidence::sites::BufferSite;
+use crate::evidence::symbols::Symbols;
 use crate::evidence::{Collection, CollectionTable, Length};
 use crate::model::{CollectionReport, FrameReport, StackKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT, INCONSISTENT, UNREADABLE};

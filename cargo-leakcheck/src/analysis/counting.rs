@@ -1,7 +1,8 @@
 //! The counting pass's rule: which tests its exact counts settle (clean, or process-lifetime
 //! state its extra runs showed), and which go on to the stacks pass.
 
-use crate::analysis::settling::{self, Reruns};
+use crate::analysis::settling;
+use crate::evidence::test_run::Reruns;
 use crate::evidence::{ProcessEnd, ProcessResult, Record};
 
 /// Whether a counting run leaves the test's verdict open.
@@ -242,7 +243,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_failed_run_or_extra_run_may_have_met_a_process_beside_it() {
-        use settling::{Reruns, Status};
+        use settling::Status;
         let ok = ProcessEnd::Exited(0);
         let done = Reruns {
             made: 10,
@@ -274,7 +275,7 @@ pub(crate) mod tests {
             "arena 3\nallocator own\nfirst 0 0 0 1\ncost 1 1\nend own-allocator\n",
         ));
         assert!(needs_stacks(&own), "a zero count of it is no proof");
-        let outcome = settling::Reruns::none(settling::Status::Completed);
+        let outcome = crate::evidence::test_run::Reruns::none(settling::Status::Completed);
         match after_counting(&own, outcome, false) {
             Counted::Stacks { rerun, .. } => assert!(rerun, "its stacks, with extra runs"),
             _ => panic!("judged by its stacks"),

@@ -6,9 +6,9 @@
 
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::retention::allocation_site;
-use crate::analysis::symbols::{Frame, Symbols};
 use crate::evidence::cycles::{Cycles, Group, How, Member};
 use crate::evidence::normalized::FrameKey;
+use crate::evidence::symbols::{Frame, Symbols};
 use crate::model::{CycleMember, CycleReport, FrameReport, Unreachable};
 use std::collections::HashMap;
 

@@ -50,10 +50,10 @@ pub fn diff(after: &NormalizedProfile, before: &NormalizedProfile) -> Vec<StackD
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::load::heap_profile as read_heap_profile;
     use crate::evidence::normalized::{frame_keys, normalize};
     use crate::evidence::profile::StackSample;
     use crate::evidence::profile::{HeapProfile, Mapping};
-    use crate::execution::load::heap_profile as read_heap_profile;
     use std::path::Path;
     use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! What how a process ended decides before any dump is read: a test or bench that never
 //! ran, and a test whose verdict was never written.
 
-use crate::analysis::identity::TestIdentity;
+use crate::evidence::identity::TestIdentity;
 use crate::evidence::ProcessEnd;
 use crate::model::{Artifacts, ExtraRuns, ExtraRunsStatus, Method, TestReport, Verdict};
 

@@ -2,8 +2,8 @@
 //! shared by the verdict rules, the retention paths and the renderers.
 
 use crate::analysis::classify;
-use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
 use crate::evidence::normalized::FrameKey;
+use crate::evidence::symbols::{is_runtime_object, CodeSymbols, Frame};
 use crate::model::{FrameReport, Memory};
 use leakcheck_protocol::heap_v2::{MAPPED_FILE_FRAME, MAPPED_MEMORY_FRAME};
 use std::path::Path;

@@ -12,25 +12,14 @@ use crate::analysis::classify;
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, resolve_stack};
 use crate::analysis::retention;
-use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
+use crate::evidence::growth_run::{After, GrowthEvidence, Snapshot};
 use crate::evidence::normalized::{FrameKey, NormalizedProfile};
-use crate::evidence::paths::HeldPath;
-use crate::evidence::profile::ProfileError;
+use crate::evidence::symbols::Symbols;
 use crate::evidence::ProcessEnd;
 use crate::model::{BenchArtifacts, BenchStack, GrowthReport, StackKind, Verdict};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-
-/// One heap snapshot and when it was taken, in seconds since the first.
-pub struct Snapshot {
-    /// Seconds since the first snapshot.
-    pub seconds: f64,
-    /// Live bytes per stack (unbiased).
-    pub profile: NormalizedProfile,
-    /// The program's own collections' lengths at that moment, by index in its table.
-    pub lengths: BTreeMap<u32, i64>,
-}
+use std::path::Path;
 
 /// A stack's retained bytes over time and the verdict of the rule.
 #[derive(Clone, Debug, PartialEq)]
@@ -168,45 +157,6 @@ pub struct BenchIdentity<'a> {
 
 /// How many stacks a bench's report entry lists (flagged ones first).
 const STACKS_LISTED: usize = 10;
-
-/// A snapshot taken a while after the growth window (a service's, once its load ended and
-/// a settle pause passed), and how the reachability scan then found each stack held.
-pub struct After {
-    /// The snapshot, or why it could not be read.
-    pub profile: Result<NormalizedProfile, ProfileError>,
-    /// Retention paths by the held stack's frames (empty without a scan).
-    pub held: HashMap<Vec<FrameKey>, HeldPath>,
-    /// The program's own collections' lengths then, when the timeline gives them.
-    pub lengths: Option<BTreeMap<u32, i64>>,
-}
-
-/// Why a run's snapshots could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotsError {
-    /// The runtime's timeline of the dumps could not be read.
-    #[error("{}: {source}", path.display())]
-    Timeline {
-        /// The timeline.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A dump (not the last) could not be read; the error names the file.
-    #[error(transparent)]
-    Dump(#[from] ProfileError),
-}
-
-/// What a bench's or a service's run left, loaded (`execution::load`): its snapshots on the
-/// time axis of its timeline, and for a service the snapshot after its load.
-pub struct GrowthEvidence {
-    /// The tail of its stderr, for a message ([`crate::evidence::stderr_tail`]).
-    pub stderr_tail: String,
-    /// Oldest first, or why they could not be read.
-    pub snapshots: Result<Vec<Snapshot>, SnapshotsError>,
-    pub after: Option<After>,
-    /// The program's collections, in the order of its table.
-    pub collections: std::sync::Arc<crate::evidence::CollectionTable>,
-}
 
 /// Applies the growth rule to a bench's snapshots and symbolizes the stacks worth listing.
 /// With `after`, a stack that grew but no longer holds, there, what it held three quarters
@@ -600,13 +550,13 @@ pub(crate) mod tests {
     }
 
     /// Symbols that resolve stack 1 to the bench's own `intern_record`.
-    pub(crate) fn symbols() -> crate::analysis::symbols::Replay {
-        use crate::analysis::symbols::{Captured, CodeAnswer, Replay};
+    pub(crate) fn symbols() -> crate::evidence::symbols::Replay {
+        use crate::evidence::symbols::{Captured, CodeAnswer, Replay};
         Replay::new(Captured {
             code: vec![CodeAnswer {
                 object: "/bin/bench".into(),
                 offset: 1,
-                frames: vec![crate::analysis::symbols::Frame {
+                frames: vec![crate::evidence::symbols::Frame {
                     function: Some("bench::intern_record".into()),
                     file: Some("/src/bench/benches/intern.rs".into()),
                     line: Some(12),

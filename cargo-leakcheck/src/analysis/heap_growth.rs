@@ -6,9 +6,9 @@
 
 use crate::analysis::delta;
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::symbols::CodeSymbols;
 use crate::evidence::normalized::{self, FrameKey, NormalizedProfile};
 use crate::evidence::profile::{Counts, HeapProfile, Mapping};
+use crate::evidence::symbols::CodeSymbols;
 use crate::model::FrameReport;
 use serde::Serialize;
 use std::sync::Arc;

@@ -6,7 +6,6 @@
 use crate::evidence::{Collection, Length};
 use crate::model::{CollectionId, LengthUnit, RootKind};
 use leakcheck_protocol::collections::{rose, Reading, ABSENT};
-use leakcheck_protocol::timeline::LengthAt;
 use std::collections::BTreeMap;
 
 /// One collection's readings over a process's runs.
@@ -68,16 +67,6 @@ pub fn growth_by_run(lengths: &[Length], runs: usize) -> (Vec<bool>, bool) {
         }
     }
     (grew, grace)
-}
-
-/// The readings of every collection when the periodic dump `seq` was taken, from a
-/// timeline's length lines (each written when a reading changed, in order).
-pub fn at_dump(lines: &[LengthAt], seq: u64) -> BTreeMap<u32, Reading> {
-    let mut out = BTreeMap::new();
-    for l in lines.iter().filter(|l| l.seq <= seq) {
-        out.insert(l.index, l.reading);
-    }
-    out
 }
 
 /// What the reports say a collection of the binary's table is.

@@ -5,34 +5,14 @@
 
 use crate::analysis::classify;
 use crate::analysis::frames::{frame_report, resolve_stack};
-use crate::analysis::symbols::Frame;
-use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::paths::{HeldPath, RawRoot};
+use crate::evidence::symbols::Frame;
+use crate::evidence::symbols::Symbols;
 use crate::model::{FrameReport, HolderThread, HoldingTask, RetainedBy, RootKind, TaskReport};
 use std::collections::HashMap;
 use std::path::Path;
-
-/// The paths by the stack they hold, keyed as `key` turns the held stack's frames (the
-/// caller's keys: whole, or cut at the test's entry point).
-pub fn by_stack(
-    paths: Vec<HeldPath>,
-    key: impl Fn(&[FrameKey]) -> Vec<FrameKey>,
-) -> HashMap<Vec<FrameKey>, HeldPath> {
-    let mut by: HashMap<Vec<FrameKey>, HeldPath> = HashMap::new();
-    for p in paths {
-        let k = key(p.chain.last().expect("parse keeps paths with a chain"));
-        // The runtime writes one path per stack; after a cut, the shortest stands.
-        match by.get(&k) {
-            Some(q) if q.chain.len() as u64 + q.skipped <= p.chain.len() as u64 + p.skipped => {}
-            _ => {
-                by.insert(k, p);
-            }
-        }
-    }
-    by
-}
 
 /// Names a path's root and the objects on its way (`exe`: the test binary, which a static
 /// of `-` is in).
@@ -130,7 +110,7 @@ impl NamedRoot {
                 // program's and is not shown.
                 let f = at
                     .as_ref()
-                    .filter(|k| !crate::analysis::symbols::is_runtime_object(&k.object))
+                    .filter(|k| !crate::evidence::symbols::is_runtime_object(&k.object))
                     .and_then(|k| symbols.code(&k.object, k.file_offset).first().cloned());
                 let symbol = f.as_ref().and_then(|f| f.function.clone());
                 NamedRoot {

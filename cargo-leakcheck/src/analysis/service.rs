@@ -4,8 +4,9 @@
 //! end of the load are judged by the growth rule of benchmarks ([`crate::analysis::growth`]).
 
 use crate::analysis::ending::Ending;
-use crate::analysis::growth::{self, BenchIdentity, GrowthEvidence};
-use crate::analysis::symbols::Symbols;
+use crate::analysis::growth::{self, BenchIdentity};
+use crate::evidence::growth_run::GrowthEvidence;
+use crate::evidence::symbols::Symbols;
 use crate::evidence::{ProcessEnd, ServiceStage};
 use crate::model::{GrowthReport, Verdict};
 

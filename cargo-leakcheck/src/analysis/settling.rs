@@ -4,6 +4,7 @@
 //! to the call of the test's entry point ([`cut_at_entry`]).
 
 use crate::evidence::normalized::FrameKey;
+use crate::evidence::test_run::Reruns;
 use crate::evidence::{
     signal_name, End, ExitCounts, ExtraRun, Grace, Length, ProcessEnd, Reclaimer, Record,
 };
@@ -50,27 +51,6 @@ fn ordinal(n: u32) -> String {
         _ => "th",
     };
     format!("{n}{suffix}")
-}
-
-/// What the extra runs of one process came to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reruns {
-    /// Extra runs that returned normally (each measured).
-    pub made: u32,
-    /// Why no more.
-    pub status: Status,
-}
-
-impl Reruns {
-    /// No extra runs, for this reason.
-    pub fn none(status: Status) -> Reruns {
-        Reruns { made: 0, status }
-    }
-
-    /// Whether every extra run asked for was made, so the measurements can be judged.
-    pub fn usable(&self) -> bool {
-        self.status == Status::Completed && self.made > 0
-    }
 }
 
 /// What the process showed besides its record.

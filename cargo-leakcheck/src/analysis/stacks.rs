@@ -10,11 +10,11 @@ use crate::analysis::frames::{frame_report, is_allocator_mapping, memory_of, res
 use crate::analysis::lost;
 use crate::analysis::retention;
 use crate::analysis::settling;
-use crate::analysis::symbols::Symbols;
 use crate::analysis::tasks;
 use crate::config::{Effective, Suppression};
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::profile::Counts;
+use crate::evidence::symbols::Symbols;
 use crate::evidence::unreached::Lost;
 use crate::evidence::Entry;
 use crate::model::{

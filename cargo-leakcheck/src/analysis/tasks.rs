@@ -11,7 +11,7 @@
 
 use crate::analysis::classify;
 use crate::analysis::frames::frame_report;
-use crate::analysis::symbols::Frame;
+use crate::evidence::symbols::Frame;
 use crate::model::{FrameReport, TaskReport};
 
 /// A runtime's task constructor: the function its task cells are allocated in (a type by

@@ -14,94 +14,20 @@ use crate::analysis::cycles;
 use crate::analysis::delta;
 use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
-pub use crate::analysis::identity::TestIdentity;
-use crate::analysis::retention;
 use crate::analysis::settling;
 pub use crate::analysis::stacks::Policy;
 use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability, Retained};
-use crate::analysis::symbols::{CodeSymbols, Symbols};
+pub use crate::evidence::identity::TestIdentity;
 use crate::evidence::normalized::{FrameKey, NormalizedProfile};
-use crate::evidence::profile::{self, Counts};
-use crate::evidence::unreached::Lost;
+use crate::evidence::profile::Counts;
+use crate::evidence::symbols::{CodeSymbols, Symbols};
+use crate::evidence::test_run::{Allocator, BinaryEvidence, DumpError, Dumps, TestEvidence};
 use crate::evidence::{Entry, ProcessEnd, ProcessResult};
 use crate::model::{
     Artifacts, ExtraRuns, FrameReport, Method, Retained as RetainedCounts, StackKind, StackReport,
     TestReport, Verdict,
 };
 use std::collections::HashMap;
-
-/// What is known about one test binary, shared by all its tests.
-pub struct BinaryEvidence {
-    /// The executable's path as it appears in /proc/pid/maps (canonical).
-    pub exe: String,
-    /// The harness-only baseline, when it could be taken and read.
-    pub baseline: Option<NormalizedProfile>,
-    /// The objects of the baseline nothing pointed to at its exit.
-    pub baseline_unreached: Option<Lost>,
-    /// Whether the binary's Rust allocations reach malloc (or a profiled jemalloc of its
-    /// own): false for a custom `#[global_allocator]` with no evidence of that (see
-    /// [`allocator_reaches_malloc`]).
-    pub rust_allocations_visible: bool,
-    /// Its collections, in the order of the runtime's table.
-    pub collections: std::sync::Arc<crate::evidence::CollectionTable>,
-}
-
-/// Why a process's heap dumps could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum DumpError {
-    /// The process ended without writing its exit dump.
-    #[error("the process wrote no heap dump")]
-    NoExitDump,
-    /// An extra run's dump is missing (1-based run number).
-    #[error("the heap dump after extra run {0} is missing")]
-    NoRunDump(usize),
-    /// A dump could not be read or parsed (the error names the file and line).
-    #[error(transparent)]
-    Unreadable(#[from] profile::ProfileError),
-}
-
-/// A profiled process's dumps and what the runtime wrote beside them, read.
-pub struct Dumps {
-    /// After the test's own run: the runtime's dump merged with the binary's own jemalloc's.
-    pub own: NormalizedProfile,
-    /// After each extra run, in order; an error when one is missing or unreadable.
-    pub runs: Result<Vec<NormalizedProfile>, DumpError>,
-    /// The objects of the own run's dump that nothing pointed to, when the scan wrote them
-    /// and saw every object (not so for a binary with its own jemalloc).
-    pub own_lost: Option<Lost>,
-    /// Retention paths of the own run's dump.
-    pub own_paths: Option<Vec<crate::evidence::paths::HeldPath>>,
-    /// Retention paths of the last extra run's dump.
-    pub last_run_paths: Option<Vec<crate::evidence::paths::HeldPath>>,
-    /// The reference cycles among the own run's dump's lost objects.
-    pub own_cycles: Option<crate::evidence::cycles::Cycles>,
-    /// The same after the last extra run.
-    pub last_run_cycles: Option<crate::evidence::cycles::Cycles>,
-    /// The stack that allocated each collection's buffer as the last run left it, by the
-    /// collection's index (see [`crate::evidence::sites::parse_sites`]).
-    pub sites: HashMap<u32, crate::evidence::sites::BufferSite>,
-}
-
-/// Everything one test's verdict is drawn from.
-pub struct TestEvidence<'a> {
-    /// The process the verdict is drawn from (its `end` is how the test's own run ended).
-    pub result: &'a ProcessResult,
-    /// How the verdict is reached.
-    pub method: Method,
-    /// How its extra runs went.
-    pub extra_runs: &'a settling::Reruns,
-    /// The entry point its extra runs called, when found.
-    pub entry: Option<&'a Entry>,
-    /// Its counting-pass process, when it had one apart from `result`.
-    pub counting: Option<&'a ProcessResult>,
-    /// The last lines of its stderr, formatted to follow a message (see
-    /// [`crate::evidence::stderr_tail`]).
-    pub stderr_tail: String,
-    /// Its dumps, for a profiled test.
-    pub dumps: Option<Result<Dumps, DumpError>>,
-    /// The processes its processes started (see [`children`]).
-    pub children: Vec<children::ChildEvidence>,
-}
 
 /// The verdict on one test.
 pub fn judge(
@@ -180,6 +106,18 @@ pub fn runs_in_all(
     }
 }
 
+/// Whether a binary's Rust allocations reach malloc (or a profiled jemalloc of its own):
+/// false for a custom `#[global_allocator]` whose baseline shows neither.
+pub fn rust_allocations_visible(bin: &BinaryEvidence, symbols: &mut dyn Symbols) -> bool {
+    match &bin.allocator {
+        Allocator::Malloc => true,
+        Allocator::Own {
+            own_jemalloc,
+            ever_allocated,
+        } => *own_jemalloc || allocator_reaches_malloc(ever_allocated, symbols),
+    }
+}
+
 /// Whether the process's accumulated allocations (`prof_accum`, passed as `ever`: each
 /// stack's accumulated counts as its live ones) show the global allocator calling malloc:
 /// then a custom allocator forwards to the system allocator and everything it hands out is
@@ -207,7 +145,7 @@ pub fn allocator_reaches_malloc<S: CodeSymbols + ?Sized>(
 }
 
 /// The report's view of how a test's extra runs went.
-pub fn extra_runs_of(outcome: &settling::Reruns) -> ExtraRuns {
+pub fn extra_runs_of(outcome: &crate::evidence::test_run::Reruns) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
         in_all: outcome.made,
@@ -241,7 +179,7 @@ fn clean_report(
     result: &ProcessResult,
     policy: &Policy,
     method: Method,
-    extra_runs: &settling::Reruns,
+    extra_runs: &crate::evidence::test_run::Reruns,
 ) -> TestReport {
     let first_run_retained =
         result
@@ -346,7 +284,8 @@ fn judge_profiled(
         symbols,
         policy,
     ));
-    report.verdict = verdict_of_stacks(&mut report, code, counted, evidence, bin, policy);
+    let visible = rust_allocations_visible(bin, symbols);
+    report.verdict = verdict_of_stacks(&mut report, code, counted, evidence, visible, policy);
     if report.verdict == Verdict::Leak {
         if let Some(held) = held_by_threads(result, evidence.counting) {
             report.message = Some(match report.message.take() {
@@ -417,7 +356,7 @@ fn judge_retained(
         Some(entry) if evidence.extra_runs.usable() && code == 0 => match &dumps.runs {
             Ok(runs) => Some(series_of(&dumps.own, runs, &bin.exe, entry)),
             Err(e) => {
-                let unusable = settling::Reruns {
+                let unusable = crate::evidence::test_run::Reruns {
                     made: evidence.extra_runs.made,
                     status: settling::Status::Unavailable(e.to_string()),
                 };
@@ -506,13 +445,14 @@ fn judge_collections(
 }
 
 /// The verdict its stacks give a test that ran to its end (`code`: how its own run exited;
-/// `counted`: the bytes against the per-test threshold), with the message that says why.
+/// `counted`: the bytes against the per-test threshold; `rust_visible`: its binary's Rust
+/// allocations reach the profiled allocator), with the message that says why.
 fn verdict_of_stacks(
     report: &mut TestReport,
     code: i32,
     counted: u64,
     evidence: &TestEvidence,
-    bin: &BinaryEvidence,
+    rust_visible: bool,
     policy: &Policy,
 ) -> Verdict {
     let result = evidence.result;
@@ -524,7 +464,7 @@ fn verdict_of_stacks(
         .counting
         .and_then(|c| c.record.as_ref())
         .is_some_and(|r| r.allocator_reaches_malloc == Some(false));
-    let visible = (bin.rust_allocations_visible && !probe_saw_own) || !result.app_dumps.is_empty();
+    let visible = (rust_visible && !probe_saw_own) || !result.app_dumps.is_empty();
     // A collection's length is read from the program's own data, whatever its allocator.
     let collection_grows = report.collections.iter().any(|c| c.fails);
     if code != 0 {
@@ -606,10 +546,10 @@ fn held_by(
         return HashMap::new();
     };
     match entry {
-        Some(entry) => retention::by_stack(paths, |f| {
+        Some(entry) => crate::evidence::paths::by_stack(paths, |f| {
             settling::cut_at_entry(f, exe, entry.file_range).to_vec()
         }),
-        None => retention::by_stack(paths, <[FrameKey]>::to_vec),
+        None => crate::evidence::paths::by_stack(paths, <[FrameKey]>::to_vec),
     }
 }
 
@@ -803,7 +743,7 @@ mod tests {
         probe: &mut Probe,
         policy: &Policy,
     ) -> TestReport {
-        let none = settling::Reruns::none(settling::Status::Off);
+        let none = crate::evidence::test_run::Reruns::none(settling::Status::Off);
         let evidence = TestEvidence {
             result,
             method: Method::Stacks,
@@ -811,7 +751,7 @@ mod tests {
             entry: None,
             counting: None,
             stderr_tail: crate::evidence::stderr_tail(&result.stderr),
-            dumps: Some(crate::execution::load::dumps(result)),
+            dumps: Some(crate::evidence::load::dumps(result)),
             children: Vec::new(),
         };
         judge(id, &evidence, &probe.bin, &mut probe.symbols, policy)
@@ -845,13 +785,13 @@ mod tests {
     /// The captured dumps' test binary is made to not exist: its frames stay unresolved,
     /// which must not make them disappear.
     fn probe_binary() -> Probe {
-        let clean = crate::execution::load::heap_profile(&testdata("clean.heap")).unwrap();
+        let clean = crate::evidence::load::heap_profile(&testdata("clean.heap")).unwrap();
         Probe {
             bin: BinaryEvidence {
                 exe: MISSING_EXE.into(),
                 baseline: Some(crate::evidence::normalized::normalize(&clean.unbiased())),
                 baseline_unreached: None,
-                rust_allocations_visible: true,
+                allocator: Allocator::Malloc,
                 collections: Default::default(),
             },
             symbols: Default::default(),
@@ -917,7 +857,7 @@ mod tests {
         // not see) is not used.
         let mut with_app = exited(0, dump.clone());
         with_app.app_dumps = vec![dump.clone()];
-        assert!(crate::execution::load::own_lost(&with_app).is_none());
+        assert!(crate::evidence::load::own_lost(&with_app).is_none());
     }
 
     fn id(name: &str) -> TestIdentity<'_> {

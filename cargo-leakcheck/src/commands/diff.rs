@@ -85,7 +85,7 @@ fn read_dumps(paths: &[PathBuf]) -> Result<Vec<Dump>, Error> {
     paths
         .iter()
         .map(|path| {
-            let parsed = crate::execution::load::heap_profile(path).map_err(|e| Error::Dump {
+            let parsed = crate::evidence::load::heap_profile(path).map_err(|e| Error::Dump {
                 path: path.clone(),
                 message: e.to_string(),
             })?;

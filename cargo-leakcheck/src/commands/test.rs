@@ -201,7 +201,7 @@ fn add_doctests_not_run(report: &mut Report, docs: &doctests::Collected) {
     for (package, name, why) in &docs.failed_to_build {
         let target = package.replace('-', "_");
         let mut failed =
-            crate::analysis::ending::never_judged(&crate::analysis::identity::TestIdentity {
+            crate::analysis::ending::never_judged(&crate::evidence::identity::TestIdentity {
                 package,
                 binary: &target,
                 kind: crate::model::TargetKind::Doc,

@@ -4,10 +4,15 @@
 //! `analysis` judges it; neither is needed to read it.
 
 pub mod cycles;
+pub mod growth_run;
+pub mod identity;
+pub mod load;
 pub mod normalized;
 pub mod paths;
 pub mod profile;
 pub mod sites;
+pub mod symbols;
+pub mod test_run;
 pub mod unreached;
 
 use leakcheck_protocol::record::Entry as RecordEntry;

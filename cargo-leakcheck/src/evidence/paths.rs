@@ -5,6 +5,7 @@
 use crate::evidence::normalized::{self, FrameKey};
 use crate::evidence::profile;
 use leakcheck_protocol::paths::Root;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// One path as the runtime wrote it, its stacks as frame keys.
@@ -192,4 +193,24 @@ impl RawPath<'_> {
             first_words,
         })
     }
+}
+
+/// The paths by the stack they hold, keyed as `key` turns the held stack's frames (the
+/// caller's keys: whole, or cut at the test's entry point).
+pub fn by_stack(
+    paths: Vec<HeldPath>,
+    key: impl Fn(&[FrameKey]) -> Vec<FrameKey>,
+) -> HashMap<Vec<FrameKey>, HeldPath> {
+    let mut by: HashMap<Vec<FrameKey>, HeldPath> = HashMap::new();
+    for p in paths {
+        let k = key(p.chain.last().expect("parse keeps paths with a chain"));
+        // The runtime writes one path per stack; after a cut, the shortest stands.
+        match by.get(&k) {
+            Some(q) if q.chain.len() as u64 + q.skipped <= p.chain.len() as u64 + p.skipped => {}
+            _ => {
+                by.insert(k, p);
+            }
+        }
+    }
+    by
 }

@@ -545,7 +545,7 @@ pub fn parse_mapping(line: &str) -> Option<Mapping> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execution::load::heap_profile as read_heap_profile;
+    use crate::evidence::load::heap_profile as read_heap_profile;
     use std::fmt::Write as _;
 
     fn dump_path(name: &str) -> PathBuf {

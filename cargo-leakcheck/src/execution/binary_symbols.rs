@@ -1,8 +1,8 @@
 //! A binary's symbols read from its files, as the verdict rules ask for them
-//! (`analysis::symbols::Symbols`): code addresses through [`Symbolizer`], data and
+//! (`evidence::symbols::Symbols`): code addresses through [`Symbolizer`], data and
 //! thread-local addresses through [`DataSymbols`], each read lazily and cached.
 
-use crate::analysis::symbols::{CodeSymbols, Frame, Symbols};
+use crate::evidence::symbols::{CodeSymbols, Frame, Symbols};
 use crate::execution::data_symbols::DataSymbols;
 use crate::execution::symbolize::Symbolizer;
 use std::sync::Arc;

@@ -9,8 +9,8 @@
 //! `LEAKCHECK_BLESS=1` rewrites each case's `expected.json` with what it now gives. Benches
 //! and services are captured the same way by `cargo leakcheck bench` and `run` ([`growth`]).
 
-use crate::analysis::identity::TestIdentity;
-use crate::analysis::symbols::Captured;
+use crate::evidence::identity::TestIdentity;
+use crate::evidence::symbols::Captured;
 
 use crate::config::SettingsLayer;
 use crate::evidence::{ProcessEnd, ProcessResult};
@@ -183,7 +183,7 @@ fn copy_with_scan(from: &Path, to: &Path, with_scan: bool) -> std::io::Result<()
             crate::evidence::paths::paths_file,
             crate::evidence::unreached::unreached_path,
             crate::evidence::cycles::cycles_file,
-            crate::execution::load::sites_file,
+            crate::evidence::load::sites_file,
         ] {
             if let Err(e) = std::fs::copy(side(from), side(to)) {
                 if e.kind() != std::io::ErrorKind::NotFound {

@@ -28,8 +28,9 @@
 //! point ([`cut_at_entry`]).
 
 pub use crate::analysis::settling::{
-    interpret, runs_after_threads_left, stacks_runs, Evidence, Reruns, Status,
+    interpret, runs_after_threads_left, stacks_runs, Evidence, Status,
 };
+pub use crate::evidence::test_run::Reruns;
 
 /// How long the runtime waits after a run for the threads it started to be gone (once a
 /// run's threads did not all end in that time, later runs wait 20 ms).

@@ -27,7 +27,6 @@ pub(crate) mod inspect;
 pub(crate) mod interrupt;
 pub(crate) mod listing;
 pub(crate) mod live_slots;
-pub(crate) mod load;
 pub(crate) mod lock;
 pub(crate) mod nextest_list;
 pub(crate) mod partition;

@@ -94,17 +94,6 @@ pub fn timeline(dir: &Path, job: &str) -> PathBuf {
     path.into()
 }
 
-/// Which dump of the timeline a dump file is: the exit dump, or a periodic one by its
-/// sequence number.
-pub fn timeline_dump(path: &Path) -> Option<leakcheck_protocol::timeline::Dump> {
-    use leakcheck_protocol::timeline::Dump;
-    let name = path.file_name()?.to_str()?;
-    if files::is_final(name) {
-        return Some(Dump::Final);
-    }
-    files::dump_seq(name).map(Dump::Periodic)
-}
-
 /// A dump's sequence number: the number after its pid (`<prefix>.<pid>.<seq>.<kind>.heap`,
 /// counted from the end, since a prefix may hold dots).
 pub fn dump_seq(path: &Path) -> Option<u64> {

@@ -556,7 +556,7 @@ fn progress(spec: &ServiceSpec, service: &Running, elapsed: Duration) {
         preload::snapshot_parts(d, spec.key)
             .iter()
             .map(|p| {
-                crate::execution::load::heap_profile(p).ok().map(|p| {
+                crate::evidence::load::heap_profile(p).ok().map(|p| {
                     p.unbiased()
                         .stacks
                         .iter()

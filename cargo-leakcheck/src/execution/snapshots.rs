@@ -2,7 +2,7 @@
 //! process left: the evidence the growth rules read, selected here so that the rules (and
 //! the golden cases that replay them) see exactly these.
 
-use crate::execution::load;
+use crate::evidence::load;
 use crate::execution::preload;
 use crate::execution::service::{ServiceRun, Window};
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@
 //! processes (ASLR moves the mappings, not the bytes in the file), so frames computed once can be
 //! shared by every dump of the same binary.
 
-use crate::analysis::symbols::{is_runtime_object, CodeSymbols, Frame};
+use crate::evidence::symbols::{is_runtime_object, CodeSymbols, Frame};
 use crate::execution::doctests::sources::{map_frames, Anchor, SourceMap};
 use std::collections::HashMap;
 use std::fs::File;

@@ -1,18 +1,19 @@
 //! Every test's verdict from what its processes left: each binary's evidence and each
-//! test's are loaded ([`crate::execution::load`]) and handed to the verdict stage
+//! test's are loaded ([`crate::evidence::load`]) and handed to the verdict stage
 //! ([`crate::analysis::verdict`]), which decides; when the run records golden cases
 //! ([`Recorder`]), each test's case is written beside. One binary per thread (up to `jobs`
 //! at once): each binary has its own symbol contexts, and building them is most of the
 //! cost. Results are merged in binary order, so they do not depend on scheduling.
 
-use crate::analysis::identity::TestIdentity;
-use crate::analysis::symbols::{Captured, Recording, Symbols};
-use crate::analysis::verdict::{self, BinaryEvidence, Policy};
+use crate::analysis::verdict::{self, Policy};
 use crate::config;
+use crate::evidence::identity::TestIdentity;
+use crate::evidence::load;
+use crate::evidence::symbols::Recording;
+use crate::evidence::test_run::BinaryEvidence;
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::capture::{self, Recorder};
 use crate::execution::cargo::TestBinary;
-use crate::execution::load;
 use crate::execution::passes::{self, Method, TestOutcome};
 use crate::model::{StackReport, TestKey, TestReport};
 use std::collections::HashMap;
@@ -103,12 +104,6 @@ struct Binary<'a> {
     recorder: &'a Recorder,
 }
 
-/// A binary's evidence once loaded, with what loading it asked of its symbols.
-struct Loaded {
-    evidence: BinaryEvidence,
-    asked: Captured,
-}
-
 impl Binary<'_> {
     fn verdicts(&self) -> Verdicts {
         let mut out = Verdicts::default();
@@ -121,12 +116,12 @@ impl Binary<'_> {
                 .unwrap_or_else(|_| self.binary.path.clone());
             (symbols.code).map_sources(&path.display().to_string(), doc.sources.clone());
         }
-        let mut loaded: Option<Loaded> = None;
+        let mut loaded: Option<BinaryEvidence> = None;
         let tests = self.results.tests.iter();
         for t in tests.filter(|t| t.case.binary == self.index) {
             if loaded.is_none() {
                 let started = std::time::Instant::now();
-                loaded = Some(self.load(&mut symbols, &mut out.notes));
+                loaded = Some(self.load(&mut out.notes));
                 if t.method != Method::Counters {
                     let seconds = started.elapsed().as_secs_f64();
                     out.timings.binaries.push((self.binary.id(), seconds));
@@ -145,32 +140,17 @@ impl Binary<'_> {
         out
     }
 
-    /// The binary's own evidence (its baseline, its collections), recording what it asked
-    /// of the symbols when the run records cases.
-    fn load(&self, symbols: &mut FromFiles, notes: &mut Vec<String>) -> Loaded {
+    /// The binary's own evidence (its baseline, its collections).
+    fn load(&self, notes: &mut Vec<String>) -> BinaryEvidence {
         let b = self.binary;
-        let read = |symbols: &mut dyn Symbols| {
-            load::binary(
-                &b.path,
-                b.facts.symbols.custom_global_allocator,
-                self.results.baselines[self.index].as_ref(),
-                b.facts.collections.clone(),
-                symbols,
-            )
-        };
-        let (evidence, note, asked) = match self.recorder.root() {
-            None => {
-                let (e, note) = read(symbols);
-                (e, note, Captured::default())
-            }
-            Some(_) => {
-                let mut recording = Recording::new(symbols);
-                let (e, note) = read(&mut recording);
-                (e, note, recording.captured())
-            }
-        };
+        let (evidence, note) = load::binary(
+            &b.path,
+            b.facts.symbols.custom_global_allocator,
+            self.results.baselines[self.index].as_ref(),
+            b.facts.collections.clone(),
+        );
         notes.extend(note);
-        Loaded { evidence, asked }
+        evidence
     }
 
     /// One test's verdict; its case written when the run records cases (a case that
@@ -178,7 +158,7 @@ impl Binary<'_> {
     fn verdict(
         &self,
         t: &TestOutcome,
-        bin: &Loaded,
+        bin: &BinaryEvidence,
         symbols: &mut FromFiles,
         notes: &mut Vec<String>,
     ) -> TestReport {
@@ -197,18 +177,23 @@ impl Binary<'_> {
                 .suppressions_for(&t.case.name)
                 .collect(),
         };
-        let test = load::test(t);
+        let test = load::test(
+            &t.result,
+            t.counted.as_ref(),
+            t.method,
+            &t.extra_runs,
+            t.entry.as_ref(),
+        );
         let Some(root) = self.recorder.root() else {
-            return verdict::judge(&id, &test, &bin.evidence, symbols, &policy);
+            return verdict::judge(&id, &test, bin, symbols, &policy);
         };
         let mut recording = Recording::new(symbols);
-        let report = verdict::judge(&id, &test, &bin.evidence, &mut recording, &policy);
-        let mut asked = recording.captured();
-        asked.extend(bin.asked.clone());
+        let report = verdict::judge(&id, &test, bin, &mut recording, &policy);
+        let asked = recording.captured();
         let case = capture::Capture {
             id: &id,
             test: t,
-            exe: &bin.evidence.exe,
+            exe: &bin.exe,
             custom_allocator: b.facts.symbols.custom_global_allocator,
             baseline: self.results.baselines[self.index].as_ref(),
             cli: self.settings.cli,

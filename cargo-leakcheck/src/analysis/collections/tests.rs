@@ -1,8 +1,8 @@
 use super::*;
 use crate::analysis::lengths::growth_by_run;
-use crate::analysis::symbols::{Captured, Replay};
 use crate::config::{Config, SettingsLayer};
 use crate::evidence::sites::parse_sites;
+use crate::evidence::symbols::{Captured, Replay};
 use crate::evidence::{Collection, Record};
 use crate::model::AllowedBy;
 

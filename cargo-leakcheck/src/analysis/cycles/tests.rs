@@ -1,6 +1,6 @@
 use super::*;
-use crate::analysis::symbols::{Captured, CodeAnswer, Replay};
 use crate::evidence::cycles::parse;
+use crate::evidence::symbols::{Captured, CodeAnswer, Replay};
 
 /// Six cycles alike, as the runtime wrote them for a cache whose eviction callback holds the
 /// cell the cache is kept in: the cache's `Arc` (src/lib.rs:24), its callback's `Box`

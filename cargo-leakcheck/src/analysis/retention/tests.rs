@@ -1,5 +1,5 @@
 use super::*;
-use crate::evidence::paths::parse;
+use crate::evidence::paths::{by_stack, parse};
 use std::sync::Arc;
 
 const PATHS: &str = "leakcheck-paths/2
@@ -149,7 +149,7 @@ MAPPED_LIBRARIES:
 
 #[test]
 fn an_object_whose_stack_was_not_sampled_is_a_task_when_its_words_say_so() {
-    use crate::analysis::symbols::{Captured, Replay};
+    use crate::evidence::symbols::{Captured, Replay};
     let paths = parse(TASK_PATHS).expect("a whole paths file");
     // Only words inside a mapped file are kept, by their place in the object.
     assert_eq!(paths[0].words[1], vec![(2, key(0xf1000))]);
@@ -208,8 +208,8 @@ MAPPED_LIBRARIES:
 ";
 
 /// What the symbols of `/work/prog` say at `offset`.
-fn answer(offset: u64, frames: Vec<Frame>) -> crate::analysis::symbols::CodeAnswer {
-    crate::analysis::symbols::CodeAnswer {
+fn answer(offset: u64, frames: Vec<Frame>) -> crate::evidence::symbols::CodeAnswer {
+    crate::evidence::symbols::CodeAnswer {
         object: "/work/prog".into(),
         offset,
         frames,
@@ -230,7 +230,7 @@ fn frame(function: &str, file: &str, line: u32, offset: u64) -> Frame {
 
 #[test]
 fn a_thread_is_named_by_the_line_that_spawned_it_and_what_it_was_doing() {
-    use crate::analysis::symbols::{Captured, Replay};
+    use crate::evidence::symbols::{Captured, Replay};
     let paths = parse(THREAD_PATHS).expect("a whole paths file");
     assert_eq!(paths.len(), 2);
     assert_eq!(paths[0].chain.len(), 1, "the spawn stack is not an object");
@@ -347,7 +347,7 @@ fn a_word_in_a_frame_of_the_tool_s_runtime_names_no_frame() {
     );
     let text = text.replace("root stack 0x55d0a0005050", "root stack 0x7f0000005050");
     let paths = parse(&text).unwrap();
-    let captured: crate::analysis::symbols::Captured = serde_json::from_value(serde_json::json!({
+    let captured: crate::evidence::symbols::Captured = serde_json::from_value(serde_json::json!({
         "code": [{"object": runtime, "offset": 0x7050, "frames": [{
             "function": "leakcheck_runtime::clock::futex_call", "file": null, "line": null,
             "column": null, "object": runtime, "offset": 0x7050, "inlined": false
@@ -355,7 +355,7 @@ fn a_word_in_a_frame_of_the_tool_s_runtime_names_no_frame() {
         "data": [], "definitions": []
     }))
     .unwrap();
-    let mut symbols = crate::analysis::symbols::Replay::new(captured);
+    let mut symbols = crate::evidence::symbols::Replay::new(captured);
     let stack = describe(&paths[2], "/work/prog", &mut symbols, &TaskWords::default());
     assert_eq!(stack.root_kind, RootKind::Stack);
     assert_eq!((stack.frame, stack.symbol), (None, None), "{}", stack.root);

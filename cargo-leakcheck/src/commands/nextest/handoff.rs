@@ -80,7 +80,7 @@ pub fn identify(binary_id: &str, exe: &Path) -> (String, TargetKind, String) {
 
 /// The entry of a test whose process ended before its verdict was written.
 pub fn unjudged(id: &TestId) -> TestReport {
-    crate::analysis::ending::never_judged(&crate::analysis::identity::TestIdentity {
+    crate::analysis::ending::never_judged(&crate::evidence::identity::TestIdentity {
         package: &id.package,
         binary: &id.binary,
         kind: id.kind,

@@ -2,12 +2,12 @@
 //! compared with its `expected.json` (`LEAKCHECK_BLESS=1` rewrites those instead).
 
 use super::*;
-use crate::analysis::settling::Reruns;
-use crate::analysis::symbols::Replay;
 use crate::analysis::verdict::{self, Policy};
 use crate::config;
+use crate::evidence::load;
+use crate::evidence::symbols::Replay;
+use crate::evidence::test_run::Reruns;
 use crate::evidence::{Entry, Record};
-use crate::execution::load;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -124,7 +124,6 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         case.custom_allocator,
         baseline.as_ref(),
         std::sync::Arc::new(case.collections.clone().unwrap_or_default()),
-        &mut symbols,
     );
     let id = TestIdentity {
         package: &case.package,
@@ -136,7 +135,13 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         effective: &test.case.settings,
         suppressions: config.suppressions_for(&case.name).collect(),
     };
-    let evidence = load::test(&test);
+    let evidence = load::test(
+        &test.result,
+        test.counted.as_ref(),
+        test.method,
+        &test.extra_runs,
+        test.entry.as_ref(),
+    );
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
 }
 

@@ -7,7 +7,7 @@
 
 use crate::analysis::growth::{self, BenchIdentity};
 use crate::analysis::service;
-use crate::analysis::symbols::{Captured, Recording, Symbols};
+use crate::evidence::symbols::{Captured, Recording, Symbols};
 use crate::evidence::{ProcessEnd, ServiceStage};
 use crate::model::GrowthReport;
 use std::path::{Path, PathBuf};
@@ -66,7 +66,7 @@ pub struct Case<'a> {
 /// (a case that cannot be written is a note, never a lost result).
 pub fn verdict_of(
     case: &Case,
-    evidence: &growth::GrowthEvidence,
+    evidence: &crate::evidence::growth_run::GrowthEvidence,
     symbols: &mut dyn Symbols,
     notes: &mut Vec<String>,
     recorder: &super::Recorder,
@@ -164,7 +164,7 @@ fn write(
 fn verdict(
     id: &BenchIdentity,
     ran: &Ran,
-    evidence: &growth::GrowthEvidence,
+    evidence: &crate::evidence::growth_run::GrowthEvidence,
     symbols: &mut dyn Symbols,
     threshold: u64,
     period: u64,
@@ -189,7 +189,7 @@ pub fn replay_with(
     dir: &Path,
     change: impl Fn(&mut GrowthCaseFile),
 ) -> Result<GrowthReport, String> {
-    use crate::execution::load;
+    use crate::evidence::load;
     let path = dir.join("growth.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut case: GrowthCaseFile =
@@ -223,7 +223,7 @@ pub fn replay_with(
         criterion: case.criterion,
         whole_program: case.whole_program,
     };
-    let mut symbols = crate::analysis::symbols::Replay::new(case.symbols);
+    let mut symbols = crate::evidence::symbols::Replay::new(case.symbols);
     Ok(verdict(
         &id,
         &case.ran,

@@ -3,7 +3,7 @@
 //! source's lines: a frame at generated line `L` of a function whose generated first line is
 //! `W` (the anchor) is at line `line_at_start + (L - W)` of the doc-test's file.
 
-use crate::analysis::symbols::Frame;
+use crate::evidence::symbols::Frame;
 use std::path::PathBuf;
 
 /// The frames of one doc-test's code, and where they are in the doc-test's file.

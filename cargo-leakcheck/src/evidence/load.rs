@@ -3,31 +3,32 @@
 //! judges ([`crate::analysis::verdict`]). It decides nothing: a file that cannot be read
 //! is carried as such, for the verdict to say what that means.
 
-use crate::analysis::children::ChildEvidence;
-use crate::analysis::growth::{After, GrowthEvidence, Snapshot, SnapshotsError};
-use crate::analysis::retention;
-use crate::analysis::symbols::CodeSymbols;
-use crate::analysis::verdict::{self, BinaryEvidence, DumpError, Dumps, TestEvidence};
+use crate::evidence::growth_run::{After, GrowthEvidence, Snapshot, SnapshotsError};
 use crate::evidence::normalized::{self, NormalizedProfile};
 use crate::evidence::paths::HeldPath;
 use crate::evidence::profile;
+use crate::evidence::test_run::ChildEvidence;
+use crate::evidence::test_run::{
+    Allocator, BinaryEvidence, DumpError, Dumps, Reruns, TestEvidence,
+};
 use crate::evidence::unreached::Lost;
 use crate::evidence::{stderr_tail, ProcessResult};
-use crate::execution::passes::TestOutcome;
-use crate::execution::preload;
 use crate::model::Method;
-use std::collections::HashMap;
+use leakcheck_protocol::collections::Reading;
+use leakcheck_protocol::files;
+use leakcheck_protocol::timeline::LengthAt;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// What is known about a binary: its canonical path, and its harness baseline read, from
 /// `baseline` (its harness-only run, when it had one); a note when the baseline cannot be
-/// used. `custom_allocator`: the binary installs its own `#[global_allocator]`.
-pub fn binary<S: CodeSymbols + ?Sized>(
+/// used. `custom_allocator`: the binary installs its own `#[global_allocator]`; then what its
+/// baseline ever allocated is read too, for the analysis to see whether it reaches malloc.
+pub fn binary(
     exe_path: &Path,
     custom_allocator: bool,
     baseline: Option<&ProcessResult>,
     collections: std::sync::Arc<crate::evidence::CollectionTable>,
-    symbols: &mut S,
 ) -> (BinaryEvidence, Option<String>) {
     let exe = exe_path
         .canonicalize()
@@ -47,42 +48,56 @@ pub fn binary<S: CodeSymbols + ?Sized>(
             }
         },
     };
-    let rust_allocations_visible = !custom_allocator
-        || baseline.is_some_and(|r| {
-            !r.app_dumps.is_empty()
-                || verdict::allocator_reaches_malloc(&ever_allocated(r), symbols)
-        });
+    let allocator = match (custom_allocator, baseline) {
+        (false, _) => Allocator::Malloc,
+        (true, None) => Allocator::Own {
+            own_jemalloc: false,
+            ever_allocated: Vec::new(),
+        },
+        (true, Some(r)) => Allocator::Own {
+            own_jemalloc: !r.app_dumps.is_empty(),
+            ever_allocated: ever_allocated(r),
+        },
+    };
     (
         BinaryEvidence {
             exe,
             baseline: profile,
             baseline_unreached: baseline.and_then(own_lost),
-            rust_allocations_visible,
+            allocator,
             collections,
         },
         note,
     )
 }
 
-/// One judged test's evidence; its dumps are read when its verdict is drawn from them.
-pub fn test(t: &TestOutcome) -> TestEvidence<'_> {
-    let profiled = t.method != Method::Counters;
+/// One judged test's evidence, from its process (`result`, the one its verdict is drawn
+/// from) and its counting process when it had one apart; its dumps are read when its
+/// verdict is drawn from them.
+pub fn test<'a>(
+    result: &'a ProcessResult,
+    counted: Option<&'a ProcessResult>,
+    method: Method,
+    extra_runs: &'a Reruns,
+    entry: Option<&'a crate::evidence::Entry>,
+) -> TestEvidence<'a> {
+    let profiled = method != Method::Counters;
     TestEvidence {
-        result: &t.result,
-        method: t.method,
-        extra_runs: &t.extra_runs,
-        entry: t.entry.as_ref(),
-        counting: t.counted.as_ref(),
+        result,
+        method,
+        extra_runs,
+        entry,
+        counting: counted,
         stderr_tail: if profiled {
-            stderr_tail(&t.result.stderr)
+            stderr_tail(&result.stderr)
         } else {
             String::new()
         },
-        dumps: profiled.then(|| dumps(&t.result)),
+        dumps: profiled.then(|| dumps(result)),
         // A test settled by counting has one process, which is both.
-        children: children(&match t.method {
-            Method::Stacks => [t.counted.as_ref(), Some(&t.result)],
-            _ => [Some(&t.result), None],
+        children: children(&match method {
+            Method::Stacks => [counted, Some(result)],
+            _ => [Some(result), None],
         }),
     }
 }
@@ -169,7 +184,7 @@ pub fn own_profile(result: &ProcessResult) -> Result<NormalizedProfile, DumpErro
 fn merged(preload: &[PathBuf], app: &[PathBuf]) -> Result<NormalizedProfile, DumpError> {
     let mut merged: Option<NormalizedProfile> = None;
     for path in preload.iter().chain(app) {
-        let parsed = crate::execution::load::heap_profile(path)?;
+        let parsed = heap_profile(path)?;
         let norm = normalized::normalize(&parsed.unbiased());
         match &mut merged {
             None => merged = Some(norm),
@@ -190,7 +205,7 @@ fn ever_allocated(result: &ProcessResult) -> Vec<NormalizedProfile> {
     result
         .preload_dumps
         .iter()
-        .filter_map(|path| crate::execution::load::heap_profile(path).ok())
+        .filter_map(|path| heap_profile(path).ok())
         .map(|mut parsed| {
             for s in &mut parsed.stacks {
                 s.live = s.accum;
@@ -209,9 +224,7 @@ pub fn own_lost(result: &ProcessResult) -> Option<Lost> {
     }
     let mut lost = Lost::default();
     for dump in &result.preload_dumps {
-        let parsed =
-            crate::execution::load::heap_profile(&crate::evidence::unreached::unreached_path(dump))
-                .ok()?;
+        let parsed = heap_profile(&crate::evidence::unreached::unreached_path(dump)).ok()?;
         crate::evidence::unreached::add_unreached(&mut lost, &parsed);
     }
     Some(lost)
@@ -222,7 +235,7 @@ pub fn held_by_stack(
     dump: &Path,
 ) -> std::collections::HashMap<Vec<crate::evidence::normalized::FrameKey>, HeldPath> {
     paths(dump).map_or_else(Default::default, |p| {
-        retention::by_stack(p, <[crate::evidence::normalized::FrameKey]>::to_vec)
+        crate::evidence::paths::by_stack(p, <[crate::evidence::normalized::FrameKey]>::to_vec)
     })
 }
 
@@ -243,7 +256,7 @@ fn cycles(dump: &Path) -> Option<crate::evidence::cycles::Cycles> {
 }
 
 /// A bench's or a service's snapshots, each the dumps of one moment (see
-/// [`crate::execution::preload::snapshot_parts`]), on the time axis of the runtime's
+/// `snapshot_parts` of the execution), on the time axis of the runtime's
 /// timeline: seconds since the first. A dump the timeline does not name is left out (a kill
 /// cut its line short), and so is a last dump that cannot be read (cut short by the kill at
 /// the time cap); any other unreadable dump is an error.
@@ -299,10 +312,8 @@ fn lengths_at(
     lengths: &[leakcheck_protocol::timeline::LengthAt],
     dump: &Path,
 ) -> Option<std::collections::BTreeMap<u32, i64>> {
-    match preload::timeline_dump(dump)? {
-        leakcheck_protocol::timeline::Dump::Periodic(seq) => {
-            Some(crate::analysis::lengths::at_dump(lengths, seq))
-        }
+    match timeline_dump(dump)? {
+        leakcheck_protocol::timeline::Dump::Periodic(seq) => Some(at_dump(lengths, seq)),
         leakcheck_protocol::timeline::Dump::Final => None,
     }
 }
@@ -368,7 +379,7 @@ pub fn memory_points(
 
 /// When the timeline says `dump` was taken.
 pub fn moment_of(marks: &Marks, dump: &Path) -> Option<u64> {
-    marks.get(&preload::timeline_dump(dump)?).copied()
+    marks.get(&timeline_dump(dump)?).copied()
 }
 
 /// The snapshot after a service's load (its parts), with how the scan found each stack held
@@ -411,7 +422,7 @@ pub fn growth(
 fn snapshot(parts: &[PathBuf]) -> Result<NormalizedProfile, profile::ProfileError> {
     let mut merged: Option<NormalizedProfile> = None;
     for path in parts {
-        let one = normalized::normalize(&crate::execution::load::heap_profile(path)?.unbiased());
+        let one = normalized::normalize(&heap_profile(path)?.unbiased());
         match &mut merged {
             None => merged = Some(one),
             Some(m) => {
@@ -436,4 +447,25 @@ pub fn heap_profile(path: &Path) -> Result<profile::HeapProfile, profile::Profil
         profile::ProfileError::new(None, "", profile::ProfileErrorKind::Io(err)).with_path(path)
     })?;
     profile::parse_heap_profile(std::io::BufReader::new(file)).map_err(|err| err.with_path(path))
+}
+
+/// The readings of every collection when the periodic dump `seq` was taken, from a
+/// timeline's length lines (each written when a reading changed, in order).
+fn at_dump(lines: &[LengthAt], seq: u64) -> BTreeMap<u32, Reading> {
+    let mut out = BTreeMap::new();
+    for l in lines.iter().filter(|l| l.seq <= seq) {
+        out.insert(l.index, l.reading);
+    }
+    out
+}
+
+/// Which dump of the timeline a dump file is: the exit dump, or a periodic one by its
+/// sequence number.
+pub fn timeline_dump(path: &Path) -> Option<leakcheck_protocol::timeline::Dump> {
+    use leakcheck_protocol::timeline::Dump;
+    let name = path.file_name()?.to_str()?;
+    if files::is_final(name) {
+        return Some(Dump::Final);
+    }
+    files::dump_seq(name).map(Dump::Periodic)
 }

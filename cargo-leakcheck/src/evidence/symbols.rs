@@ -103,39 +103,6 @@ pub struct Captured {
     pub definitions: Vec<DefinitionAnswer>,
 }
 
-impl Captured {
-    /// Adds `other`'s answers to questions not answered here yet.
-    pub fn extend(&mut self, other: Captured) {
-        for a in other.code {
-            if !self
-                .code
-                .iter()
-                .any(|b| (&b.object, b.offset) == (&a.object, a.offset))
-            {
-                self.code.push(a);
-            }
-        }
-        for a in other.data {
-            if !self
-                .data
-                .iter()
-                .any(|b| (&b.object, b.at, b.tls) == (&a.object, a.at, a.tls))
-            {
-                self.data.push(a);
-            }
-        }
-        for a in other.definitions {
-            if !self
-                .definitions
-                .iter()
-                .any(|b| (&b.object, b.at) == (&a.object, a.at))
-            {
-                self.definitions.push(a);
-            }
-        }
-    }
-}
-
 /// One recorded code lookup.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CodeAnswer {
