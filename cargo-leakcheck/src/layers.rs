@@ -66,13 +66,15 @@ const LAYERS: &[(&str, u8)] = &[
     // run wrap the typed errors of this layer and the ones below.
     ("execution/", 3),
     ("errors.rs", 3),
+    // Evidence loaded once processes have run, and judged; golden cases recorded.
+    ("judging/", 4),
     // Renderers of the report.
-    ("report/", 4),
+    ("report/", 5),
     // Commands, the command line, and the crate's root that dispatches them.
-    ("commands/", 5),
-    ("cli.rs", 5),
-    ("lib.rs", 6),
-    ("main.rs", 6),
+    ("commands/", 6),
+    ("cli.rs", 6),
+    ("lib.rs", 7),
+    ("main.rs", 7),
 ];
 
 /// A source file read as code.
@@ -909,7 +911,7 @@ mod tests {
             [
                 "upward: model.rs → console.rs → execution/runtime.rs (layer 0 reaches layer 3)",
                 "upward: console.rs → execution/runtime.rs (layer 0 reaches layer 3)",
-                "upward: execution/runtime.rs → commands/test.rs (layer 3 reaches layer 5)",
+                "upward: execution/runtime.rs → commands/test.rs (layer 3 reaches layer 6)",
                 "upward: analysis/x.rs → model.rs → console.rs → execution/runtime.rs (layer 2 reaches layer 3)",
             ]
         );

@@ -32,7 +32,7 @@
 //!   explain a test's retained stacks, its collections and who holds them, `verdict` puts a
 //!   test's verdict together (one path from a raw stack to report frames, used by both
 //!   commands), `growth` is the bench rule and `service` the rule for `run`.
-//! - `execution::verdicts` hands every test's loaded evidence to `analysis::verdict`.
+//! - `judging::verdicts` hands every test's loaded evidence to `analysis::verdict`.
 //! - `model` is the typed report, with the gate (`model::gate`), the one place results map
 //!   to exit codes; `report` writes it through the exporters of `report::export`
 //!   (`report.json`, the page, JUnit, SARIF, GitHub's annotations, the summary), after the
@@ -51,6 +51,7 @@ pub(crate) mod exit_code;
 mod fnv;
 #[cfg(test)]
 mod fuzz;
+pub(crate) mod judging;
 #[cfg(test)]
 mod layers;
 pub(crate) mod model;

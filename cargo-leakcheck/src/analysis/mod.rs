@@ -19,6 +19,7 @@ pub(crate) mod heap_growth;
 pub(crate) mod lengths;
 pub(crate) mod lost;
 pub(crate) mod memory;
+pub(crate) mod next;
 pub(crate) mod retention;
 pub(crate) mod service;
 pub(crate) mod settling;

@@ -54,7 +54,7 @@ fn ordinal(n: u32) -> String {
 }
 
 /// What the process showed besides its record.
-pub struct Evidence<'a> {
+pub struct ProcessOutput<'a> {
     /// How the process really ended (an extra run may have killed it).
     pub end: &'a ProcessEnd,
     /// Its captured stdout: libtest marks a `#[should_panic]` test there.
@@ -76,7 +76,7 @@ pub fn is_should_panic(stdout: &str, test: &str) -> bool {
 pub fn interpret(
     record: Option<&Record>,
     not_asked: Option<&Status>,
-    evidence: &Evidence,
+    evidence: &ProcessOutput,
 ) -> Reruns {
     let Some(record) = record else {
         return Reruns::none(Status::TestFailed);
@@ -143,7 +143,7 @@ pub fn interpret(
 
 /// The process ended in the drain of `kind` after run `run` (0: the test's own): in a
 /// destructor the program had deferred, which the drain ran, not in the test's code.
-fn died_draining(run: u32, kind: Reclaimer, evidence: &Evidence) -> Status {
+fn died_draining(run: u32, kind: Reclaimer, evidence: &ProcessOutput) -> Status {
     let after = match run {
         0 => "the test's own run".to_string(),
         k => format!("the {} extra run", ordinal(k)),
@@ -156,7 +156,7 @@ fn died_draining(run: u32, kind: Reclaimer, evidence: &Evidence) -> Status {
     Status::DrainFailed(format!("{kind} after {after}: {how}"))
 }
 
-fn died_during_run(evidence: &Evidence) -> Status {
+fn died_during_run(evidence: &ProcessOutput) -> Status {
     // The test's own panic hook prints `thread '…' panicked at FILE:LINE:` and the message
     // on the lines after (an assertion's `left:` and `right:` too); the unwind then aborts
     // at the runtime's frame. A test may catch panics of its own before (`catch_unwind`):
@@ -524,8 +524,8 @@ mod tests {
         assert_eq!(cut_at_entry(&at_start, exe, range).len(), 2);
     }
 
-    fn evidence<'a>(end: &'a ProcessEnd, stdout: &'a str, stderr: &'a str) -> Evidence<'a> {
-        Evidence {
+    fn evidence<'a>(end: &'a ProcessEnd, stdout: &'a str, stderr: &'a str) -> ProcessOutput<'a> {
+        ProcessOutput {
             end,
             stdout,
             stderr,

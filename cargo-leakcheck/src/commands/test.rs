@@ -2,14 +2,14 @@
 
 use crate::cli::TestArgs;
 use crate::errors::{Error, ExitCode};
-use crate::execution::capture::Recorder;
 use crate::execution::cargo::{self, TestBinary};
 use crate::execution::doctests;
 use crate::execution::history::History;
 use crate::execution::passes;
 use crate::execution::preload::ProfileSettings;
 use crate::execution::runner::{RunConfig, TestFilter};
-use crate::execution::verdicts::{self, Timings};
+use crate::judging::capture::Recorder;
+use crate::judging::verdicts::{self, Timings};
 use crate::model::{NotRun, Report, ReportSettings, StackKind, TestReport};
 use crate::report::export::RunFacts;
 use crate::report::junit;

@@ -27,10 +27,9 @@
 //! frames, then the runtime's), so stacks are compared cut at the call of the test's entry
 //! point ([`cut_at_entry`]).
 
-pub use crate::analysis::settling::{
-    interpret, runs_after_threads_left, stacks_runs, Evidence, Status,
-};
+pub use crate::analysis::next::{interpret, runs_after_threads_left, stacks_runs};
 pub use crate::evidence::test_run::Reruns;
+pub use crate::model::ExtraRunsStatus as Status;
 
 /// How long the runtime waits after a run for the threads it started to be gone (once a
 /// run's threads did not all end in that time, later runs wait 20 ms).

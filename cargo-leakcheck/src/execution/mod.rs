@@ -14,7 +14,6 @@
 pub(crate) mod beside;
 pub(crate) mod binary_symbols;
 pub(crate) mod cancel;
-pub(crate) mod capture;
 pub(crate) mod cargo;
 pub(crate) mod collections;
 pub(crate) mod data_symbols;
@@ -42,4 +41,3 @@ pub(crate) mod service;
 pub(crate) mod slots;
 pub(crate) mod snapshots;
 pub(crate) mod symbolize;
-pub(crate) mod verdicts;

@@ -24,7 +24,7 @@
 //! allocations and a cache of tens of MiB. A test that fails is re-run with the user's
 //! environment, so its failure message keeps the backtrace the user asked for.
 
-use crate::analysis::counting::{self, Counted};
+use crate::analysis::next::{self, Counted};
 use crate::errors::Error;
 use crate::evidence::End;
 use crate::execution::cancel::Cancel;
@@ -178,7 +178,7 @@ fn conclude(
     let outcome = extra_runs::interpret(
         result.record.as_ref(),
         not_asked,
-        &extra_runs::Evidence {
+        &next::ProcessOutput {
             end: &result.end,
             stdout: &stdout,
             stderr: &stderr,
@@ -216,7 +216,7 @@ fn as_rustdoc_judges(
 const DID_NOT_PANIC: i32 = 1;
 
 /// Reads a counting process's extra runs (see [`conclude`]) and what counting settles of
-/// its test ([`counting::after_counting`]).
+/// its test ([`next::after_counting`]).
 fn conclude_counting(
     result: &mut ProcessResult,
     test: &TestCase,
@@ -224,7 +224,7 @@ fn conclude_counting(
     lifetime_fails: bool,
 ) -> Counted {
     let outcome = conclude(result, test, not_asked);
-    counting::after_counting(result, outcome, lifetime_fails)
+    next::after_counting(result, outcome, lifetime_fails)
 }
 
 /// Runs the counting pass (unless `stacks_for_all`), then exact stack profiling where
@@ -318,19 +318,19 @@ impl Plan {
     }
 
     /// Test `t`'s stacks process to start beside its counting process once that is headed
-    /// for it (see [`counting::headed_for_stacks`]), asked for what that counting process
+    /// for it (see [`next::headed_for_stacks`]), asked for what that counting process
     /// will ask for if it goes where it is headed: every extra run the test can have after
     /// a series that kept what its runs left; the rest of them, and no second wait for
     /// threads, after one whose runs left threads. None when the test runs alone or can
     /// have no extra runs.
-    fn early_job(&self, t: usize, headed: counting::Headed) -> Option<Job> {
+    fn early_job(&self, t: usize, headed: next::Headed) -> Option<Job> {
         if self.alone[t] {
             return None;
         }
         let configured = self.requests[t].clone().ok()?;
         let request = Ok(match headed {
-            counting::Headed::Stacks => configured,
-            counting::Headed::StacksAfterThreadsLeft => RerunRequest {
+            next::Headed::Stacks => configured,
+            next::Headed::StacksAfterThreadsLeft => RerunRequest {
                 extra_runs: extra_runs::runs_after_threads_left(
                     configured.extra_runs,
                     leakcheck_protocol::settling::RUNS_LEAVING_THREADS,
@@ -502,11 +502,11 @@ fn count_pass(
 }
 
 /// Whether test `t`'s counting process, which ran beside its stacks process, ended as one
-/// that met that process might (see [`counting::may_have_met_its_neighbour`]).
+/// that met that process might (see [`next::may_have_met_its_neighbour`]).
 fn met_its_neighbour(result: &ProcessResult, test: &TestCase, plan: &Plan, t: usize) -> bool {
     let mut concluded = result.clone();
     let outcome = conclude(&mut concluded, test, plan.requests[t].as_ref().err());
-    counting::may_have_met_its_neighbour(&concluded.end, &outcome)
+    next::may_have_met_its_neighbour(&concluded.end, &outcome)
 }
 
 /// The stacks processes started ahead of their counting processes' end, as the counting
@@ -560,8 +560,7 @@ impl AheadJobs {
         let Ok(text) = std::fs::read_to_string(record) else {
             return Vec::new();
         };
-        let Some(headed) = counting::headed_for_stacks(&crate::evidence::Record::parse(&text))
-        else {
+        let Some(headed) = next::headed_for_stacks(&crate::evidence::Record::parse(&text)) else {
             return Vec::new();
         };
         let Some(early) = plan.early_job(t, headed) else {
@@ -1107,7 +1106,7 @@ mod tests {
         let mut r = result(ProcessEnd::Signaled(6), Some((1, 8)));
         assert_eq!(first_run_end(&r), ProcessEnd::Exited(0));
         assert!(
-            counting::needs_stacks(&r),
+            crate::analysis::counting::needs_stacks(&r),
             "judged on its own run: it retained something"
         );
         r.record = None;

@@ -2,7 +2,7 @@
 //! evidence (not from its `expected.json`, so a rule put back wrong is caught before any
 //! blessing), and its report and every renderer's text of it are held to the rules below.
 
-use crate::execution::capture::golden;
+use crate::judging::capture::golden;
 use crate::model::{Report, StackKind, TestReport, Unreachable, Verdict};
 use crate::report::snapshots::{renderers, CAPTURED_AT, ROOT};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@ use crate::execution::cargo::TestBinary;
 use crate::execution::history::History;
 use crate::execution::passes::{self, Method};
 use crate::execution::runner;
-use crate::execution::verdicts::Timings;
+use crate::judging::verdicts::Timings;
 use crate::model::TestKey;
 use serde_json::{json, Value};
 

@@ -167,7 +167,7 @@ fn check_test(
         progress: false,
         known_layout: shared_layout(session, exe),
         history: &History::default(),
-        recorder: &crate::execution::capture::Recorder::from_env(),
+        recorder: &crate::judging::capture::Recorder::from_env(),
     };
     let mut notes = Vec::new();
     let checked = test_command::check(&mut binaries, &setup, &mut notes)?;
