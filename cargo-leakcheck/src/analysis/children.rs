@@ -5,7 +5,7 @@
 //! objects there in every run of the test that started one; it is reported under the test,
 //! with the executable named. Processes of other executables are listed, never judged.
 
-use crate::analysis::stacks::{self, Policy, Reach, Retained};
+use crate::analysis::stacks::{self, Policy, Reach, RetainedStack};
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::profile::Counts;
 use crate::evidence::symbols::Symbols;
@@ -78,16 +78,16 @@ fn scanned_runs(started: &[&ChildEvidence]) -> BTreeMap<(u32, u32), Lost> {
 
 /// The stacks every scanned run lost objects at, with what the first run lost there. A
 /// process that left no scan counts for nothing either way.
-fn lost_every_run(started: &[&ChildEvidence]) -> Vec<Retained> {
+fn lost_every_run(started: &[&ChildEvidence]) -> Vec<RetainedStack> {
     let runs = scanned_runs(started);
     let Some((_, first)) = runs.iter().next() else {
         return Vec::new();
     };
-    let mut retained: Vec<Retained> = first
+    let mut retained: Vec<RetainedStack> = first
         .stacks
         .iter()
         .filter(|(frames, _)| runs.values().all(|r| r.stacks.contains_key(*frames)))
-        .map(|(frames, sizes)| Retained {
+        .map(|(frames, sizes)| RetainedStack {
             frames: frames.clone(),
             live: sizes
                 .iter()

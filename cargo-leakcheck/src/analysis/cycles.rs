@@ -6,7 +6,7 @@
 
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::retention::allocation_site;
-use crate::evidence::cycles::{Cycles, Group, How, Member};
+use crate::evidence::cycles::{Cycles, Group, How, MemberObject};
 use crate::evidence::normalized::FrameKey;
 use crate::evidence::symbols::{Frame, Symbols};
 use crate::model::{CycleMember, CycleReport, FrameReport, Unreachable};
@@ -163,7 +163,7 @@ fn owner(members: &[CycleMember]) -> usize {
         .unwrap_or(0)
 }
 
-fn member(m: &Member, frames: &[Frame], exe: &str) -> CycleMember {
+fn member(m: &MemberObject, frames: &[Frame], exe: &str) -> CycleMember {
     let (container, type_name) = allocated_by(frames);
     let counted = matches!(container.as_deref(), Some("Arc" | "Rc") | None);
     let looks_counted = |w: u64| (1..=1 << 24).contains(&w);

@@ -281,7 +281,7 @@ pub fn judge_growth(
         Some(a) => retention::TaskWords::of(a.held.values(), &exe, symbols),
         None => retention::TaskWords::default(),
     };
-    let listing = Listing {
+    let listing = ListedStack {
         exe: &exe,
         whole_program: id.whole_program,
         after: evidence.after.as_ref(),
@@ -333,7 +333,7 @@ fn heap_line(snapshots: &[Snapshot], symbols: &mut dyn Symbols) -> Vec<(f64, u64
 }
 
 /// What a listed stack's report entry is drawn from besides its growth.
-struct Listing<'a> {
+struct ListedStack<'a> {
     /// The executable, as classification and retention name it.
     exe: &'a str,
     /// See [`BenchIdentity::whole_program`].
@@ -346,7 +346,7 @@ struct Listing<'a> {
     period: u64,
 }
 
-impl Listing<'_> {
+impl ListedStack<'_> {
     /// A growing stack's report entry: classified, flagged when it is a leak whose growth
     /// stands clear of sampling noise, with who holds it after the load.
     fn stack(&self, g: StackGrowth, symbols: &mut dyn Symbols) -> BenchStack {

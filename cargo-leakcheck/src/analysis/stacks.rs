@@ -45,10 +45,10 @@ impl Policy<'_> {
 /// Splits each retained stack into what is still reachable and what is lost, when the
 /// test has no extra runs to judge it by and its dump says which objects were reached.
 pub fn with_reachability(
-    retained: Vec<Retained>,
+    retained: Vec<RetainedStack>,
     lost: Option<&Lost>,
     baseline_lost: Option<&Lost>,
-) -> Vec<Retained> {
+) -> Vec<RetainedStack> {
     let Some(lost) = lost else {
         return retained;
     };
@@ -69,7 +69,7 @@ pub fn with_reachability(
             bytes: r.live.bytes - gone.bytes,
         };
         if gone.bytes > 0 {
-            out.push(Retained {
+            out.push(RetainedStack {
                 frames: r.frames.clone(),
                 live: gone,
                 growth: None,
@@ -77,7 +77,7 @@ pub fn with_reachability(
             });
         }
         if kept.bytes > 0 {
-            out.push(Retained {
+            out.push(RetainedStack {
                 frames: r.frames,
                 live: kept,
                 growth: None,
@@ -90,10 +90,10 @@ pub fn with_reachability(
 
 /// One retained stack to judge: its frames, what the first run retained beyond the
 /// harness, and what each extra run added, when extra runs were made.
-pub struct Retained {
+pub struct RetainedStack {
     /// Frames, innermost first.
     pub frames: Vec<FrameKey>,
-    /// Retained by the test's own run, beyond the baseline.
+    /// RetainedStack by the test's own run, beyond the baseline.
     pub live: Counts,
     /// Added by each extra run.
     pub growth: Option<Vec<RunGrowth>>,
@@ -119,11 +119,11 @@ pub fn with_growth(
     series: Option<&HashMap<Vec<FrameKey>, Vec<Counts>>>,
     exe: &str,
     entry: Option<&Entry>,
-) -> Vec<Retained> {
+) -> Vec<RetainedStack> {
     let (Some(series), Some(entry)) = (series, entry) else {
         return deltas
             .into_iter()
-            .map(|d| Retained {
+            .map(|d| RetainedStack {
                 frames: d.frames,
                 live: d.live,
                 growth: None,
@@ -140,13 +140,13 @@ pub fn with_growth(
             .collect()
     };
     let mut seen = std::collections::HashSet::new();
-    let mut out: Vec<Retained> = deltas
+    let mut out: Vec<RetainedStack> = deltas
         .into_iter()
         .map(|d| {
             let cut = settling::cut_at_entry(&d.frames, exe, entry.file_range).to_vec();
             let growth = series.get(&cut).map(|s| growth_of(s));
             seen.insert(cut);
-            Retained {
+            RetainedStack {
                 frames: d.frames,
                 live: d.live,
                 growth,
@@ -163,7 +163,7 @@ pub fn with_growth(
         })
         .collect();
     late.sort_by(|a, b| a.0.cmp(b.0));
-    out.extend(late.into_iter().map(|(cut, s)| Retained {
+    out.extend(late.into_iter().map(|(cut, s)| RetainedStack {
         frames: cut.clone(),
         live: kept_by_the_extra_runs(s),
         growth: Some(growth_of(s)),
@@ -240,7 +240,7 @@ pub const LOST_REASON: &str = "unreachable at exit: no pointer to it was found i
 /// Symbolizes, trims, classifies and judges the retained stacks (thresholds,
 /// suppressions), merging stacks that symbolize identically; largest first.
 pub fn judge_stacks(
-    retained: &[Retained],
+    retained: &[RetainedStack],
     exe: &str,
     symbols: &mut dyn Symbols,
     policy: &Policy,
@@ -289,7 +289,7 @@ pub fn judge_stacks(
     stacks
 }
 
-/// Retained stacks that show alike, summed: their kind, why, growth per run, who holds
+/// RetainedStack stacks that show alike, summed: their kind, why, growth per run, who holds
 /// them.
 struct Merged {
     bytes: u64,
@@ -305,7 +305,7 @@ struct Merged {
 /// scan reached when it has none), then merged with the stacks of the same kind that show
 /// alike.
 fn merge_by_kind_and_frames(
-    retained: &[Retained],
+    retained: &[RetainedStack],
     exe: &str,
     symbols: &mut dyn Symbols,
     entry_range: Option<(u64, u64)>,
@@ -392,7 +392,7 @@ fn merge_by_kind_and_frames(
 /// every run (`classified`: its frames' class; `shown`: its frames as reported; `growing`:
 /// the lines that grew on every run, all their stacks together).
 fn kind_of<'a>(
-    r: &Retained,
+    r: &RetainedStack,
     classified: &classify::Classified,
     shown: &'a [FrameReport],
     growing: &std::collections::HashSet<&[FrameReport]>,
@@ -428,7 +428,7 @@ fn kind_of<'a>(
 /// its stack that holds the most (by what the test's own run kept, then by what the extra
 /// runs added): the one the leak is shown by.
 fn representatives<'a>(
-    retained: &[Retained],
+    retained: &[RetainedStack],
     resolved: &'a [(
         Vec<FrameReport>,
         classify::Classified,
@@ -437,7 +437,7 @@ fn representatives<'a>(
     )],
     growing: &std::collections::HashSet<&[FrameReport]>,
 ) -> HashMap<&'a [FrameReport], &'a Vec<FrameReport>> {
-    let weight = |r: &Retained| {
+    let weight = |r: &RetainedStack| {
         let added: i64 = r.growth.iter().flatten().map(|g| g.bytes.max(0)).sum();
         (r.live.bytes, added)
     };
@@ -460,7 +460,7 @@ fn representatives<'a>(
 
 impl Merged {
     /// Adds a retained stack's bytes, objects and growth per run.
-    fn add(&mut self, r: &Retained) {
+    fn add(&mut self, r: &RetainedStack) {
         self.bytes = self.bytes.saturating_add(r.live.bytes);
         self.objects = self.objects.saturating_add(r.live.objects);
         for (sum, g) in self.growth.iter_mut().zip(r.growth.iter().flatten()) {
@@ -664,7 +664,7 @@ mod tests {
             object: "/x".into(),
             file_offset: 0x10,
         }];
-        let retained = vec![Retained {
+        let retained = vec![RetainedStack {
             frames: frames.clone(),
             live: Counts {
                 objects: 5,
@@ -695,7 +695,7 @@ mod tests {
             thread_cache: false,
         };
         // A stack with growth over extra runs is judged by it, whatever the scan says.
-        let grown = vec![Retained {
+        let grown = vec![RetainedStack {
             frames: frames.clone(),
             live: Counts {
                 objects: 5,

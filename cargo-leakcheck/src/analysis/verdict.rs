@@ -16,7 +16,7 @@ use crate::analysis::ending::Ending;
 use crate::analysis::frames::{frame_report, resolve_stack};
 use crate::analysis::settling;
 pub use crate::analysis::stacks::Policy;
-use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability, Retained};
+use crate::analysis::stacks::{judge_stacks, with_growth, with_reachability, RetainedStack};
 pub use crate::evidence::identity::TestIdentity;
 use crate::evidence::normalized::{FrameKey, NormalizedProfile};
 use crate::evidence::profile::Counts;
@@ -576,7 +576,7 @@ fn cycles_by(dumps: &Dumps, series: bool, entry: Option<&Entry>, exe: &str) -> c
 /// those that symbolize to them.
 fn explain_lost(
     stacks: &mut [StackReport],
-    retained: &[Retained],
+    retained: &[RetainedStack],
     lost_how: &cycles::ByStack,
     exe: &str,
     symbols: &mut dyn Symbols,

@@ -15,7 +15,7 @@ use crate::errors::{Error, ExitCode};
 use crate::evidence::load;
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::{self, TestBinary};
-use crate::execution::preload::{self, Mode, ProfileSettings};
+use crate::execution::preload::{self, ProfileMode, ProfileSettings};
 use crate::execution::runner::{self, ProcessEnd, ProcessSpec, RunConfig, TestFilter};
 use crate::execution::snapshots;
 use crate::judging::capture;
@@ -28,7 +28,7 @@ use std::time::Duration;
 /// of exact profiling.
 pub const LG_SAMPLE: u8 = 12;
 
-struct Case {
+struct BenchCase {
     binary: usize,
     name: String,
     criterion: bool,
@@ -149,7 +149,7 @@ fn run_benches(
     session: &session::Session,
     args: &BenchArgs,
     binaries: &[TestBinary],
-    cases: &[Case],
+    cases: &[BenchCase],
     growth_cli: Option<u64>,
     notes: &mut Vec<String>,
 ) -> Vec<GrowthReport> {
@@ -181,7 +181,7 @@ fn run_benches(
             break;
         }
         let symbols = symbolizers[case.binary].get_or_insert_with(FromFiles::default);
-        let ran = Ran {
+        let ran = BenchRun {
             session,
             binary,
             case,
@@ -194,7 +194,7 @@ fn run_benches(
     benches
 }
 
-fn announce(args: &BenchArgs, i: usize, of: usize, binary: &TestBinary, case: &Case) {
+fn announce(args: &BenchArgs, i: usize, of: usize, binary: &TestBinary, case: &BenchCase) {
     crate::say!(
         "{:>12} [{}/{}] {} {} (up to {}s, a snapshot every {} ms)",
         "Benchmarking",
@@ -213,7 +213,7 @@ fn run_one(
     args: &BenchArgs,
     run_config: &RunConfig,
     binary: &TestBinary,
-    case: &Case,
+    case: &BenchCase,
     key: &str,
     own_allocator: Option<&(u64, String)>,
 ) -> crate::evidence::ProcessResult {
@@ -233,7 +233,7 @@ fn run_one(
         args: &bench_args,
         program_env: &[],
         settings: ProfileSettings {
-            mode: Mode::Periodic,
+            mode: ProfileMode::Periodic,
             lg_sample: LG_SAMPLE,
         },
         quiet_backtraces: false,
@@ -258,10 +258,10 @@ fn run_one(
 }
 
 /// Which bench a result is of.
-struct Ran<'a> {
+struct BenchRun<'a> {
     session: &'a session::Session,
     binary: &'a TestBinary,
-    case: &'a Case,
+    case: &'a BenchCase,
     key: &'a str,
     /// Its global allocator is its own jemalloc (its dumps are paired with this runtime's).
     own_allocator: bool,
@@ -271,7 +271,7 @@ struct Ran<'a> {
 /// Loads what one bench's process left and asks for its verdict (recording the case when
 /// the run records cases).
 fn verdict_of_bench(
-    j: &Ran,
+    j: &BenchRun,
     result: &crate::evidence::ProcessResult,
     symbols: &mut FromFiles,
     notes: &mut Vec<String>,
@@ -299,9 +299,9 @@ fn verdict_of_bench(
         None,
         binary.facts.collections.clone(),
     );
-    let growth_case = capture::growth::Case {
+    let growth_case = capture::growth::GrowthCase {
         id: &id,
-        ran: capture::growth::Ran::Bench(result.end.clone()),
+        ran: capture::growth::GrowthRan::Bench(result.end.clone()),
         threshold,
         period: 1 << LG_SAMPLE,
         dumps: &dumps,
@@ -362,7 +362,7 @@ fn list_cases(
     ws: &cargo::Workspace,
     filters: &[String],
     notes: &mut Vec<String>,
-) -> Vec<Case> {
+) -> Vec<BenchCase> {
     let mut cases = Vec::new();
     for (i, b) in binaries.iter().enumerate() {
         // Per binary: a package that depends on criterion may also have plain benches, and
@@ -370,7 +370,7 @@ fn list_cases(
         let criterion = ws.members.get(&b.package).is_some_and(|m| m.uses_criterion)
             && b.facts.symbols.links_criterion;
         if !criterion {
-            cases.push(Case {
+            cases.push(BenchCase {
                 binary: i,
                 name: b.target.clone(),
                 criterion: false,
@@ -394,7 +394,7 @@ fn list_cases(
                 for line in String::from_utf8_lossy(&out.stdout).lines() {
                     if let Some(name) = line.strip_suffix(": benchmark") {
                         if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
-                            cases.push(Case {
+                            cases.push(BenchCase {
                                 binary: i,
                                 name: name.to_string(),
                                 criterion: true,

@@ -46,8 +46,7 @@ pub fn read(path: &Path) -> Result<Input, MergeError> {
     Ok(Input { path, report })
 }
 
-/// Identifies a test across reports.
-type TestKey = (String, crate::model::TargetKind, String, String);
+use crate::model::TestKey;
 
 /// Merges reports (pure: nothing is read or written). Returns the merged report and the
 /// artifacts to copy beside it.

@@ -257,9 +257,9 @@ fn verdict_of_service(
         after.map(|(dump, parts)| load::growth_after(parts, dump, &shots.timeline)),
         service.collections.clone(),
     );
-    let case = capture::growth::Case {
+    let case = capture::growth::GrowthCase {
         id: &id,
-        ran: capture::growth::Ran::Service {
+        ran: capture::growth::GrowthRan::Service {
             stage: ran.stage.clone(),
             ready: ready_text(ready, args),
         },

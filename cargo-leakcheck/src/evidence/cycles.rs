@@ -22,12 +22,12 @@ pub struct Group {
     pub count: u64,
     pub objects: u64,
     pub length: u64,
-    pub members: Vec<Member>,
+    pub members: Vec<MemberObject>,
 }
 
 /// One member of a group's representative cycle.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Member {
+pub struct MemberObject {
     pub stack: Vec<FrameKey>,
     pub size: u64,
     /// Where in it the pointer to the next member is.
@@ -136,7 +136,7 @@ pub fn parse(text: &str) -> Option<Cycles> {
         })
         .collect();
     for ((group, size, offset, words), at) in raw_members.into_iter().zip(member_stacks) {
-        groups[group].members.push(Member {
+        groups[group].members.push(MemberObject {
             stack: keys[at].take()?,
             size,
             offset,

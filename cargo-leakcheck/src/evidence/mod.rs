@@ -308,7 +308,7 @@ pub struct Record {
     pub grace: Option<Grace>,
     /// What draining the program's deferred-reclamation runtimes freed before each run was
     /// measured, in order (run 0 is the test's own).
-    pub drained: Vec<Drained>,
+    pub drained: Vec<DrainRecord>,
     /// The run and the kind whose drain started and is the record's last word: the process
     /// ended during that drain (a deferred destructor of the program panicked, say).
     pub draining: Option<(u32, Reclaimer)>,
@@ -332,7 +332,7 @@ pub struct Length {
 /// One drain of a deferred-reclamation runtime's garbage, after a run and before it was
 /// measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Drained {
+pub struct DrainRecord {
     /// The run it followed (0: the test's own).
     pub run: u32,
     /// The kind of reclaimer drained.
@@ -432,7 +432,7 @@ impl Record {
                     kind,
                     freed,
                     kept,
-                } => r.drained.push(Drained {
+                } => r.drained.push(DrainRecord {
                     run,
                     kind,
                     freed,

@@ -15,12 +15,12 @@ use std::sync::{Condvar, Mutex};
 /// Whether a process is still wanted, and the process group to kill when it is not.
 #[derive(Debug, Default)]
 pub struct Cancel {
-    state: Mutex<State>,
+    state: Mutex<CancelState>,
     ended: Condvar,
 }
 
 #[derive(Debug, Default)]
-struct State {
+struct CancelState {
     called_off: bool,
     /// Between [`Cancel::begin`] and [`Cancel::ending`]: the process is being started or
     /// runs.
@@ -85,7 +85,7 @@ impl Cancel {
         self.ended.notify_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

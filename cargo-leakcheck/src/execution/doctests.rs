@@ -27,7 +27,7 @@ use crate::execution::facts::BinaryFacts;
 use crate::model::TargetKind;
 pub use held::{DocTest, DocTests};
 use keep::Kept;
-use naming::{Mode, Outcome};
+use naming::{Outcome, RunMode};
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 pub use sources::SourceMap;
 use std::collections::HashMap;
@@ -90,7 +90,7 @@ pub fn collect(req: &Request) -> Collected {
                     member: m,
                     root: &req.ws.root,
                 };
-                let (unplaced, in_merged) = package(&pkg, &Ran::of(&stdout), &dir, &mut out);
+                let (unplaced, in_merged) = package(&pkg, &RustdocRan::of(&stdout), &dir, &mut out);
                 if !unplaced.is_empty() {
                     let run = ordered::Run {
                         req,
@@ -276,15 +276,15 @@ fn is_lang_start_closure(name: &str) -> bool {
 }
 
 /// What rustdoc printed of the doc-tests it ran.
-struct Ran {
+struct RustdocRan {
     outcomes: Vec<Outcome>,
     /// Those that failed because they did not build.
     not_built: Vec<String>,
 }
 
-impl Ran {
-    fn of(stdout: &str) -> Ran {
-        Ran {
+impl RustdocRan {
+    fn of(stdout: &str) -> RustdocRan {
+        RustdocRan {
             outcomes: naming::outcomes(stdout),
             not_built: naming::not_built(stdout),
         }
@@ -324,7 +324,7 @@ impl Package<'_> {
 /// told apart, and those merged into one executable.
 fn package(
     pkg: &Package,
-    ran: &Ran,
+    ran: &RustdocRan,
     dir: &Path,
     out: &mut Collected,
 ) -> (Vec<Outcome>, Vec<String>) {
@@ -335,14 +335,14 @@ fn package(
     kept.sort();
     let mut placed: Vec<String> = Vec::new();
     let mut in_merged: Vec<String> = Vec::new();
-    let mut own_mains: Vec<(PathBuf, Kept, Symbols)> = Vec::new();
+    let mut own_mains: Vec<(PathBuf, Kept, DocSymbols)> = Vec::new();
     for d in kept {
         let Some(k) = Kept::read(&d) else { continue };
         let exe = d.join(keep::EXECUTABLE);
         let Ok(data) = std::fs::read(&exe) else {
             continue;
         };
-        let Some(symbols) = Symbols::of(&data) else {
+        let Some(symbols) = DocSymbols::of(&data) else {
             continue;
         };
         let doc = if symbols.merged.is_empty() {
@@ -376,7 +376,7 @@ fn package(
     let unplaced = place_own_mains(pkg, &built, own_mains, &mut placed, out);
     for o in &ran.outcomes {
         let name = (member.name.clone(), o.name.clone());
-        if o.mode == Mode::CompileOnly {
+        if o.mode == RunMode::CompileOnly {
             out.compile_only.push(name);
         } else if o.ignored() {
             out.ignored.push(name);
@@ -403,13 +403,13 @@ fn package(
 fn place_own_mains(
     pkg: &Package,
     outcomes: &[Outcome],
-    own_mains: Vec<(PathBuf, Kept, Symbols)>,
+    own_mains: Vec<(PathBuf, Kept, DocSymbols)>,
     placed: &mut Vec<String>,
     out: &mut Collected,
 ) -> Vec<Outcome> {
     let left: Vec<&Outcome> = outcomes
         .iter()
-        .filter(|o| o.mode != Mode::CompileOnly && !o.ignored() && !placed.contains(&o.name))
+        .filter(|o| o.mode != RunMode::CompileOnly && !o.ignored() && !placed.contains(&o.name))
         .collect();
     if own_mains.is_empty() {
         return Vec::new();
@@ -438,7 +438,7 @@ fn own_main_binary(
     pkg: &Package,
     exe: PathBuf,
     kept: Kept,
-    symbols: &Symbols,
+    symbols: &DocSymbols,
     o: &Outcome,
     before: Option<u32>,
 ) -> TestBinary {
@@ -453,13 +453,13 @@ fn own_main_binary(
 
 /// An executable that names no doc-test, with the doc-test found to be its and how many
 /// lines rustdoc put before that one's code (`None`: found as the last one left).
-type Matched<'o> = (PathBuf, Kept, Symbols, &'o Outcome, Option<u32>);
+type Matched<'o> = (PathBuf, Kept, DocSymbols, &'o Outcome, Option<u32>);
 
 /// Pairs the executables that name no doc-test with `candidates` by the blocks their code
 /// fits ([`positions::pair`]). Returns the pairs and the candidates left unpaired.
 fn match_by_positions<'o>(
     pkg: &Package,
-    exes: Vec<(PathBuf, Kept, Symbols)>,
+    exes: Vec<(PathBuf, Kept, DocSymbols)>,
     candidates: &[&'o Outcome],
 ) -> (Vec<Matched<'o>>, Vec<&'o Outcome>) {
     let fits: Vec<Vec<(usize, u32)>> = (exes.iter())
@@ -485,7 +485,7 @@ fn match_by_positions<'o>(
 fn fitting(
     pkg: &Package,
     exe: &Path,
-    symbols: &Symbols,
+    symbols: &DocSymbols,
     candidates: &[&Outcome],
 ) -> Vec<(usize, u32)> {
     let code = symbols.addresses("rust_out::");
@@ -535,7 +535,7 @@ fn binary(member: &Member, exe: PathBuf, doc: DocTests) -> TestBinary {
 type Ranges = Vec<(u64, u64)>;
 
 /// The functions of an executable that tell which doc-tests it holds.
-struct Symbols {
+struct DocSymbols {
     /// A wrapper `…::_doctest_main_…` of a doc-test compiled alone: (name, file offset).
     wrapper: Option<(String, u64)>,
     /// `rust_out::main` of a doc-test compiled alone: its entry point.
@@ -553,8 +553,8 @@ struct Symbols {
     functions: Vec<(String, u64, u64, u64)>,
 }
 
-impl Symbols {
-    fn of(data: &[u8]) -> Option<Symbols> {
+impl DocSymbols {
+    fn of(data: &[u8]) -> Option<DocSymbols> {
         let file = object::File::parse(data).ok()?;
         let offset = |address: u64| -> Option<u64> {
             file.segments().find_map(|s| {
@@ -564,7 +564,7 @@ impl Symbols {
             })
         };
         let mut starts = 0;
-        let mut found = Symbols {
+        let mut found = DocSymbols {
             wrapper: None,
             main: None,
             lang_start: None,
@@ -646,11 +646,16 @@ impl Symbols {
 
 /// A doc-test compiled alone, named by its wrapper; `None` when it has none (its own
 /// `main`).
-fn alone(pkg: &Package, outcomes: &[Outcome], kept: &Kept, symbols: &Symbols) -> Option<DocTests> {
+fn alone(
+    pkg: &Package,
+    outcomes: &[Outcome],
+    kept: &Kept,
+    symbols: &DocSymbols,
+) -> Option<DocTests> {
     let (wrapper, start) = symbols.wrapper.as_ref()?;
     let names: Vec<&str> = outcomes
         .iter()
-        .filter(|o| o.mode != Mode::CompileOnly)
+        .filter(|o| o.mode != RunMode::CompileOnly)
         .map(|o| o.name.as_str())
         .collect();
     let name = naming::by_wrapper(wrapper, &names)?;
@@ -670,7 +675,7 @@ fn alone_named(
     pkg: &Package,
     outcome: &Outcome,
     kept: Kept,
-    symbols: &Symbols,
+    symbols: &DocSymbols,
     wrapper_start: Option<u64>,
 ) -> DocTests {
     // One compiled alone says nothing of `should_panic`: rustdoc passed it although it
@@ -764,7 +769,7 @@ fn merged(
     pkg: &Package,
     outcomes: &[Outcome],
     kept: &Kept,
-    symbols: &Symbols,
+    symbols: &DocSymbols,
     data: &[u8],
 ) -> Result<DocTests, String> {
     let names: Vec<&str> = outcomes.iter().map(|o| o.name.as_str()).collect();
@@ -790,8 +795,8 @@ fn merged(
         doc.tests.push(DocTest {
             name: o.name.clone(),
             index: Some(i),
-            should_panic: o.mode == Mode::ShouldPanic,
-            runs: o.mode != Mode::CompileOnly && !o.ignored(),
+            should_panic: o.mode == RunMode::ShouldPanic,
+            runs: o.mode != RunMode::CompileOnly && !o.ignored(),
         });
         doc.entries.insert(o.name.clone(), symbols.merged[&i]);
         if let Some(map) = merged_source(pkg, &o.name, i, symbols) {
@@ -803,7 +808,7 @@ fn merged(
 
 /// Where the code of merged doc-test `name` is: its generated `main` (`prefix`, file
 /// offset) stands for the line before its code, or for its own `fn main` line.
-fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &Symbols) -> Option<SourceMap> {
+fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &DocSymbols) -> Option<SourceMap> {
     let (prefix, start) = symbols.merged_mains.get(&i)?;
     let (file, line_at_start, one_line) = match pkg.block(name) {
         Some((file, line, block)) => match naming::own_main(&block) {

@@ -107,7 +107,7 @@ struct RuntimeSymbols {
 /// thread in a static, `unique_thread_exit::EXITING_THREAD_ID`, and any other thread that
 /// calls `exit` afterwards waits forever. Extra runs happen after `main` returned, so a
 /// child a run forks, ending with `exit`, would wait forever; the runtime clears the record
-/// for the runs and puts it back after them. Found by its mangled name (v0 and legacy
+/// for the runs and puts it back after them. EntryPoints by its mangled name (v0 and legacy
 /// manglings both hold this part).
 ///
 /// The allocation shims are what every `Box` and `Vec` allocates through: plain
@@ -542,7 +542,7 @@ struct Candidate {
 
 /// The entry points found, and the layout the image proved.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub struct EntryPoints {
     /// Entry points by test name.
     pub entries: HashMap<String, Entry>,
     /// The layout.
@@ -618,7 +618,7 @@ fn candidates(
 }
 
 /// Finds every named test's entry point; see the module documentation for the rules.
-pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
+pub fn find_entries(image: &Image, names: &[&str]) -> Result<EntryPoints, NotFound> {
     if names.is_empty() {
         return Err(not_found("no tests to look up"));
     }
@@ -682,7 +682,7 @@ pub fn find_entries(image: &Image, names: &[&str]) -> Result<Found, NotFound> {
         function,
     };
     match offsets.as_slice() {
-        [one] => Ok(Found {
+        [one] => Ok(EntryPoints {
             entries: entries_for(*one),
             layout: layout(*one),
         }),
@@ -712,7 +712,7 @@ pub fn find_entries_by_symbols(
     closures: &HashMap<u64, String>,
     names: &[&str],
     krate: &str,
-) -> Option<Found> {
+) -> Option<EntryPoints> {
     if closures.is_empty() {
         return None;
     }
@@ -784,7 +784,7 @@ pub fn find_entries_by_symbols(
             ))
         })
         .collect();
-    Some(Found { entries, layout })
+    Some(EntryPoints { entries, layout })
 }
 
 /// The furthest a struct's function pointer may lie from the struct's start, when it is

@@ -26,7 +26,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-type R<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
+type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
 
 /// One function's slots.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -103,9 +103,9 @@ pub fn render(functions: &[Function]) -> String {
 }
 
 fn visit<'a>(
-    dwarf: &gimli::Dwarf<R<'a>>,
-    unit: &gimli::Unit<R<'a>>,
-    node: gimli::EntriesTreeNode<R<'a>>,
+    dwarf: &gimli::Dwarf<Slice<'a>>,
+    unit: &gimli::Unit<Slice<'a>>,
+    node: gimli::EntriesTreeNode<Slice<'a>>,
     saved: &HashMap<u64, Vec<i64>>,
     out: &mut Vec<Function>,
 ) -> gimli::Result<()> {
@@ -125,9 +125,9 @@ fn visit<'a>(
 /// A concrete function with a stack-pointer frame base, or None (not described well enough:
 /// the runtime keeps its whole frame).
 fn function<'a>(
-    dwarf: &gimli::Dwarf<R<'a>>,
-    unit: &gimli::Unit<R<'a>>,
-    node: gimli::EntriesTreeNode<R<'a>>,
+    dwarf: &gimli::Dwarf<Slice<'a>>,
+    unit: &gimli::Unit<Slice<'a>>,
+    node: gimli::EntriesTreeNode<Slice<'a>>,
     saved: &HashMap<u64, Vec<i64>>,
 ) -> gimli::Result<Option<Function>> {
     let entry = node.entry();
@@ -165,8 +165,8 @@ fn function<'a>(
 /// the whole function. False: one of them is not at a fixed slot, so the function is not
 /// described well enough.
 fn variables<'a>(
-    unit: &gimli::Unit<R<'a>>,
-    node: gimli::EntriesTreeNode<R<'a>>,
+    unit: &gimli::Unit<Slice<'a>>,
+    node: gimli::EntriesTreeNode<Slice<'a>>,
     f: &mut Function,
 ) -> gimli::Result<bool> {
     let mut children = node.children();
@@ -198,7 +198,7 @@ fn variables<'a>(
 }
 
 /// The offset of a location that is exactly `DW_OP_fbreg <offset>`.
-fn fbreg(location: &gimli::AttributeValue<R<'_>>) -> Option<i64> {
+fn fbreg(location: &gimli::AttributeValue<Slice<'_>>) -> Option<i64> {
     let gimli::AttributeValue::Exprloc(expr) = location else {
         return None;
     };
@@ -214,8 +214,8 @@ fn fbreg(location: &gimli::AttributeValue<R<'_>>) -> Option<i64> {
 /// The size of a variable's type, following its abstract origin (inlined code) and
 /// typedefs; None when it cannot be told.
 fn size_of_variable<'a>(
-    unit: &gimli::Unit<R<'a>>,
-    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+    unit: &gimli::Unit<Slice<'a>>,
+    entry: &gimli::DebuggingInformationEntry<Slice<'a>>,
 ) -> Option<u64> {
     let typ = match entry.attr_value(gimli::DW_AT_type) {
         Some(t) => t,
@@ -258,8 +258,8 @@ fn size_of_variable<'a>(
 
 /// An array type's size: its element's size times the count of each dimension.
 fn array_size<'a>(
-    unit: &gimli::Unit<R<'a>>,
-    array: &gimli::DebuggingInformationEntry<R<'a>>,
+    unit: &gimli::Unit<Slice<'a>>,
+    array: &gimli::DebuggingInformationEntry<Slice<'a>>,
 ) -> Option<u64> {
     let element = {
         let gimli::AttributeValue::UnitRef(offset) = array.attr_value(gimli::DW_AT_type)? else {
@@ -293,9 +293,9 @@ fn array_size<'a>(
 }
 
 fn ranges_of<'a>(
-    dwarf: &gimli::Dwarf<R<'a>>,
-    unit: &gimli::Unit<R<'a>>,
-    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+    dwarf: &gimli::Dwarf<Slice<'a>>,
+    unit: &gimli::Unit<Slice<'a>>,
+    entry: &gimli::DebuggingInformationEntry<Slice<'a>>,
 ) -> gimli::Result<Vec<(u64, u64)>> {
     let mut out = Vec::new();
     let mut ranges = dwarf.die_ranges(unit, entry)?;

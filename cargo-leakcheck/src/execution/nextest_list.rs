@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 /// What nextest's listing says about the tests of one run.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Listing {
+pub struct NextestListing {
     /// The tests the filters select, as `<binary id> <name>`.
     pub selected: BTreeSet<String>,
     /// Tests left out because they are `#[ignore]`d.
@@ -112,13 +112,13 @@ pub enum NextestListError {
 }
 
 /// Reads the JSON `cargo nextest list --message-format json` prints.
-pub fn parse(json: &str) -> Result<Listing, NextestListError> {
+pub fn parse(json: &str) -> Result<NextestListing, NextestListError> {
     let value: serde_json::Value = serde_json::from_str(json).map_err(NextestListError::NotJson)?;
     let suites = value
         .get("rust-suites")
         .and_then(|s| s.as_object())
         .ok_or(NextestListError::NoSuites)?;
-    let mut listing = Listing::default();
+    let mut listing = NextestListing::default();
     for (key, suite) in suites {
         let id = suite
             .get("binary-id")
@@ -147,7 +147,7 @@ pub fn list(
     program: &Path,
     args: &[String],
     envs: &[(String, String)],
-) -> Result<Listing, NextestListError> {
+) -> Result<NextestListing, NextestListError> {
     let out = Command::new(program)
         .args(["nextest", "list", "--message-format", "json"])
         .args(args)

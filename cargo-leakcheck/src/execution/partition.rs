@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 /// How tests are dealt to shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum PartitionKind {
     /// Round-robin over the whole run.
     Slice,
     /// By a hash of binary and name.
@@ -29,7 +29,7 @@ pub enum Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partition {
     /// How tests are dealt.
-    pub kind: Kind,
+    pub kind: PartitionKind,
     /// This run's shard, 1 ≤ shard ≤ total.
     pub shard: u64,
     /// How many shards there are.
@@ -54,9 +54,9 @@ impl FromStr for Partition {
         let syntax = || PartitionError::Syntax(text.to_string());
         let (kind, shards) = text.split_once(':').ok_or_else(syntax)?;
         let kind = match kind {
-            "slice" => Kind::Slice,
-            "hash" => Kind::Hash,
-            "count" => Kind::Count,
+            "slice" => PartitionKind::Slice,
+            "hash" => PartitionKind::Hash,
+            "count" => PartitionKind::Count,
             _ => return Err(syntax()),
         };
         let (m, n) = shards.split_once('/').ok_or_else(syntax)?;
@@ -78,9 +78,9 @@ impl FromStr for Partition {
 impl fmt::Display for Partition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {
-            Kind::Slice => "slice",
-            Kind::Hash => "hash",
-            Kind::Count => "count",
+            PartitionKind::Slice => "slice",
+            PartitionKind::Hash => "hash",
+            PartitionKind::Count => "count",
         };
         write!(f, "{kind}:{}/{}", self.shard, self.total)
     }
@@ -119,13 +119,13 @@ impl Dealer {
     /// Whether the next test, `name` of the binary `binary`, belongs to this shard.
     pub fn keeps(&mut self, binary: &str, name: &str) -> bool {
         let index = match self.partition.kind {
-            Kind::Slice => self.dealt,
-            Kind::Count => {
+            PartitionKind::Slice => self.dealt,
+            PartitionKind::Count => {
                 let n = self.in_binary.entry(binary.to_string()).or_default();
                 *n += 1;
                 *n - 1
             }
-            Kind::Hash => Fnv::new()
+            PartitionKind::Hash => Fnv::new()
                 .bytes(binary.as_bytes())
                 .bytes(&[0])
                 .bytes(name.as_bytes())
@@ -150,7 +150,7 @@ mod tests {
         tests
     }
 
-    fn shard_of(kind: Kind, total: u64) -> Vec<u64> {
+    fn shard_of(kind: PartitionKind, total: u64) -> Vec<u64> {
         let tests = suite();
         let mut owner = vec![0; tests.len()];
         for shard in 1..=total {
@@ -167,7 +167,11 @@ mod tests {
 
     #[test]
     fn every_test_is_in_exactly_one_shard() {
-        for kind in [Kind::Slice, Kind::Hash, Kind::Count] {
+        for kind in [
+            PartitionKind::Slice,
+            PartitionKind::Hash,
+            PartitionKind::Count,
+        ] {
             for total in 1..=4 {
                 let owner = shard_of(kind, total);
                 assert!(owner.iter().all(|&s| s >= 1), "{kind:?} {total}: {owner:?}");
@@ -179,10 +183,10 @@ mod tests {
     fn slices_deal_across_binaries_and_counts_within_each() {
         // 15 tests over 2 shards: slice deals 8 and 7; count restarts in every binary
         // (5 tests each: 3 + 2), so shard 1 gets 9.
-        let slice = shard_of(Kind::Slice, 2);
+        let slice = shard_of(PartitionKind::Slice, 2);
         assert_eq!(slice.iter().filter(|&&s| s == 1).count(), 8);
         assert_eq!(&slice[4..7], &[1, 2, 1]);
-        let count = shard_of(Kind::Count, 2);
+        let count = shard_of(PartitionKind::Count, 2);
         assert_eq!(count.iter().filter(|&&s| s == 1).count(), 9);
         assert_eq!(&count[4..7], &[1, 1, 2]);
     }
@@ -190,7 +194,7 @@ mod tests {
     #[test]
     fn a_hashed_test_keeps_its_shard_whatever_else_is_listed() {
         let p = Partition {
-            kind: Kind::Hash,
+            kind: PartitionKind::Hash,
             shard: 1,
             total: 3,
         };
@@ -198,7 +202,7 @@ mod tests {
         let alone: Vec<bool> = suite().into_iter().map(|t| p.keeps([t])[0]).collect();
         assert_eq!(all, alone);
         // The binary is part of the key: the same name in two binaries is two tests.
-        let owners = shard_of(Kind::Hash, 3);
+        let owners = shard_of(PartitionKind::Hash, 3);
         assert!(owners.chunks(5).any(|c| c != &owners[..5]), "{owners:?}");
     }
 

@@ -32,7 +32,7 @@ use crate::execution::cargo::{Harness, TestBinary};
 use crate::execution::entry::Entry;
 use crate::execution::extra_runs::{self, Status};
 use crate::execution::history::StacksAsked;
-use crate::execution::preload::{Mode, ProfileSettings};
+use crate::execution::preload::{ProfileMode, ProfileSettings};
 use crate::execution::runner::{
     self, Job, ProcessEnd, ProcessResult, RerunRequest, RunConfig, TestCase,
 };
@@ -380,7 +380,7 @@ impl Plan {
 }
 
 /// What the passes ran, per test.
-struct Ran {
+struct Concluded {
     /// Its counting process.
     counted: Vec<Option<ProcessResult>>,
     /// Its stacks process.
@@ -396,7 +396,7 @@ struct Ran {
     ahead: Vec<Option<Beside>>,
 }
 
-impl Ran {
+impl Concluded {
     /// Test `t`'s stacks process `job` came to `result`.
     fn profile(&mut self, t: usize, job: &Job, result: ProcessResult, wanted: Option<bool>) {
         self.profiled[t] = Some(result);
@@ -426,13 +426,13 @@ fn count_pass(
     plan: &Plan,
     config: &RunConfig,
     stacks_for_all: bool,
-) -> Result<Ran, Error> {
+) -> Result<Concluded, Error> {
     let counting: Vec<bool> = binaries
         .iter()
         .map(|b| !stacks_for_all && countable(b))
         .collect();
     let (jobs, roles) = counting_jobs(binaries, tests, plan, &counting);
-    let mut ran = Ran {
+    let mut ran = Concluded {
         counted: vec![None; tests.len()],
         profiled: vec![None; tests.len()],
         wanted: vec![None; tests.len()],
@@ -446,7 +446,7 @@ fn count_pass(
     let ahead = std::sync::Mutex::new(AheadJobs::listed(&jobs, &roles, tests, binaries));
     let adopted = std::sync::Mutex::new(vec![false; tests.len()]);
     let follow = |job: &Job, result: &ProcessResult| -> Vec<Job> {
-        let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
+        let (Some(t), ProfileMode::Count) = (job.test, job.settings.mode) else {
             return Vec::new();
         };
         let mut ahead = ahead.lock().expect("no panic while held");
@@ -481,7 +481,7 @@ fn count_pass(
     // A counting process whose record shows it is headed for its stacks gets its stacks
     // process now, beside it, when the previous run did not start one already.
     let watch = |job: &Job, record: &std::path::Path| -> Vec<Job> {
-        let (Some(t), Mode::Count) = (job.test, job.settings.mode) else {
+        let (Some(t), ProfileMode::Count) = (job.test, job.settings.mode) else {
             return Vec::new();
         };
         let mut ahead = ahead.lock().expect("no panic while held");
@@ -525,9 +525,14 @@ struct AheadJobs {
 }
 
 impl AheadJobs {
-    /// The counting pass's stacks processes started with it (`Role::Ahead`), and the
+    /// The counting pass's stacks processes started with it (`ProcessRole::Ahead`), and the
     /// baselines listed for them.
-    fn listed(jobs: &[Job], roles: &[Role], tests: &[TestCase], binaries: &[TestBinary]) -> Self {
+    fn listed(
+        jobs: &[Job],
+        roles: &[ProcessRole],
+        tests: &[TestCase],
+        binaries: &[TestBinary],
+    ) -> Self {
         let mut ahead = AheadJobs {
             of: vec![None; tests.len()],
             decided: vec![false; tests.len()],
@@ -536,9 +541,9 @@ impl AheadJobs {
         };
         for (job, role) in jobs.iter().zip(roles) {
             match *role {
-                Role::Ahead(t) => ahead.of[t] = Some(job.clone()),
-                Role::Baseline(b) => ahead.baseline_handed_on[b] = true,
-                Role::Count(_) => {}
+                ProcessRole::Ahead(t) => ahead.of[t] = Some(job.clone()),
+                ProcessRole::Baseline(b) => ahead.baseline_handed_on[b] = true,
+                ProcessRole::Count(_) => {}
             }
         }
         ahead
@@ -583,14 +588,14 @@ impl AheadJobs {
     }
 }
 
-impl Ran {
+impl Concluded {
     /// Takes what the counting pass's `jobs` (each of its role) and the jobs they handed on
     /// came to; a stacks process started ahead is kept when its test `adopted` it and ended
     /// as its counting process did.
     fn take_counting(
         &mut self,
         jobs: &[Job],
-        roles: &[Role],
+        roles: &[ProcessRole],
         done: runner::Ran,
         followed: Vec<runner::FollowedUp>,
         adopted: &[bool],
@@ -602,7 +607,7 @@ impl Ran {
             .zip(done.wanted_every_core)
         {
             match *role {
-                Role::Count(t) => {
+                ProcessRole::Count(t) => {
                     self.counted[t] = Some(r);
                     self.wanted[t] = either_wanted(self.wanted[t], w);
                 }
@@ -610,8 +615,10 @@ impl Ran {
                 // not (a fixed port, a fixed file): a stacks process whose test did not end as
                 // its counting process's did is not used, and the stacks pass runs it again,
                 // alone.
-                Role::Ahead(t) => self.take_ahead(t, job, r, w, adopted[t], AheadOn::PreviousRun),
-                Role::Baseline(b) => self.baselines[b] = Some(r),
+                ProcessRole::Ahead(t) => {
+                    self.take_ahead(t, job, r, w, adopted[t], AheadOn::PreviousRun)
+                }
+                ProcessRole::Baseline(b) => self.baselines[b] = Some(r),
             }
         }
         // The counting processes' results are all in: a stacks process started ahead as
@@ -621,7 +628,7 @@ impl Ran {
             match (job.test, job.settings.mode) {
                 (None, _) => self.baselines[job.binary] = Some(r),
                 // Its counting process, run again alone (see `count_pass`).
-                (Some(t), Mode::Count) => {
+                (Some(t), ProfileMode::Count) => {
                     self.counted[t] = Some(r);
                     self.wanted[t] = either_wanted(self.wanted[t], w);
                 }
@@ -661,7 +668,7 @@ impl Ran {
 
 /// What a job of the counting pass is.
 #[derive(Clone, Copy)]
-enum Role {
+enum ProcessRole {
     /// Test `t`'s counting process.
     Count(usize),
     /// Test `t`'s stacks process, started beside its counting process on the previous
@@ -678,9 +685,9 @@ fn counting_jobs(
     tests: &[TestCase],
     plan: &Plan,
     counting: &[bool],
-) -> (Vec<Job>, Vec<Role>) {
+) -> (Vec<Job>, Vec<ProcessRole>) {
     let count_mode = ProfileSettings {
-        mode: Mode::Count,
+        mode: ProfileMode::Count,
         lg_sample: 0,
     };
     let mut jobs = Vec::new();
@@ -704,16 +711,16 @@ fn counting_jobs(
             live_slots: None,
             ahead: None,
         });
-        roles.push(Role::Count(t));
+        roles.push(ProcessRole::Count(t));
         if let Some(job) = plan.ahead_job(t) {
             baseline_needed[tests[t].binary] |= binaries[tests[t].binary].harness.lists();
             jobs.push(job);
-            roles.push(Role::Ahead(t));
+            roles.push(ProcessRole::Ahead(t));
         }
     }
     for (b, _) in baseline_needed.iter().enumerate().filter(|(_, n)| **n) {
         jobs.push(baseline_job(b));
-        roles.push(Role::Baseline(b));
+        roles.push(ProcessRole::Baseline(b));
     }
     (jobs, roles)
 }
@@ -871,7 +878,7 @@ fn stacks_pass(
     plan: &Plan,
     profile: &[(usize, Result<RerunRequest, Status>)],
     config: &RunConfig,
-    ran: &mut Ran,
+    ran: &mut Concluded,
 ) -> Result<Vec<Option<ProcessResult>>, Error> {
     let mut stack_jobs: Vec<Job> = Vec::new();
     // What followed a counting process during the counting pass has run already.
@@ -931,7 +938,7 @@ fn unfinished(
     tests: &[TestCase],
     profile: &[(usize, Result<RerunRequest, Status>)],
     baselines: &[Option<ProcessResult>],
-    ran: &Ran,
+    ran: &Concluded,
 ) -> Vec<bool> {
     let interrupted = |r: &ProcessResult| r.end == ProcessEnd::Interrupted;
     let mut needs_profile = vec![false; tests.len()];
@@ -956,11 +963,11 @@ fn unfinished(
 fn assemble(
     tests: Vec<TestCase>,
     entries: Vec<Option<Entry>>,
-    ran: Ran,
+    ran: Concluded,
     mut settled: Vec<Option<Counted>>,
     unfinished: &[bool],
 ) -> (Vec<TestOutcome>, Vec<TestCase>) {
-    let Ran {
+    let Concluded {
         counted,
         mut profiled,
         wanted,
@@ -1077,7 +1084,7 @@ mod tests {
         assert_eq!(rerun.entry, 0x1000, "the rest is this run's");
         assert!(job.ahead.is_some(), "it can be called off");
         assert!(!job.first && job.quiet_backtraces);
-        assert_eq!(job.settings.mode, Mode::Stacks);
+        assert_eq!(job.settings.mode, ProfileMode::Stacks);
 
         // A test that cannot run again had one without extra runs.
         let no_runs = plan_of_one(Err(Status::ShouldPanic), Some(None), false)

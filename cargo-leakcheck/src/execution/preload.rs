@@ -13,7 +13,7 @@ pub const APP_STEM: &str = "jemalloc";
 
 /// What a test process is run for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
+pub enum ProfileMode {
     /// Profiling off; the runtime reports how many objects and bytes allocated off the
     /// main thread are still live at exit (exact, nearly free).
     Count,
@@ -105,7 +105,7 @@ pub fn dump_seq(path: &Path) -> Option<u64> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProfileSettings {
     /// Counting or stacks.
-    pub mode: Mode,
+    pub mode: ProfileMode,
     /// log2 of the mean sampling interval in bytes; 0 (the default) records every
     /// allocation exactly.
     pub lg_sample: u8,
@@ -118,14 +118,14 @@ impl ProfileSettings {
     /// analysis tells "this process allocated through malloc and freed everything" apart
     /// from "this process's Rust allocations never reached malloc" (a custom allocator).
     pub fn malloc_conf(&self, dir: &Path, job: &str) -> String {
-        if self.mode == Mode::Periodic {
+        if self.mode == ProfileMode::Periodic {
             return format!(
                 "prof:true,prof_active:true,lg_prof_sample:{},prof_final:true,prof_prefix:{}",
                 self.lg_sample,
                 dump_prefix(dir, job, APP_STEM).display()
             );
         }
-        if self.mode == Mode::Count {
+        if self.mode == ProfileMode::Count {
             // Thread caches on: the runtime takes them out of the count where it measures
             // (see the runtime's `arenas` module).
             return "prof:false".into();
@@ -369,7 +369,7 @@ mod tests {
     #[test]
     fn counting_turns_profiling_off_and_keeps_thread_caches() {
         let count = ProfileSettings {
-            mode: Mode::Count,
+            mode: ProfileMode::Count,
             lg_sample: 0,
         };
         assert_eq!(count.malloc_conf(Path::new("/d"), "j"), "prof:false");

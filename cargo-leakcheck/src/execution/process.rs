@@ -164,7 +164,7 @@ pub fn run_process(
     let waited = wait_or_kill(child, spec.timeout, &record_file, spec.cancel.clone());
     let left_running = match waited {
         Some(Ok(_)) => {
-            if spec.settings.mode != preload::Mode::Periodic {
+            if spec.settings.mode != preload::ProfileMode::Periodic {
                 scan_left_children(&preload::children_dir(dir, key), pid);
             }
             end_leftovers(pid)
@@ -177,7 +177,7 @@ pub fn run_process(
         .map(|t| preload::Record::parse(&t));
     let dumps = dumps(dir, key, pid, record.as_ref());
     let children = match spec.settings.mode {
-        preload::Mode::Periodic => Vec::new(),
+        preload::ProfileMode::Periodic => Vec::new(),
         _ => preload::children(&preload::children_dir(dir, key)),
     };
     ProcessResult {
@@ -188,7 +188,7 @@ pub fn run_process(
         timeout: spec.timeout.unwrap_or_default(),
         peak_rss_kib,
         record,
-        record_file: (spec.settings.mode != preload::Mode::Periodic).then_some(record_file),
+        record_file: (spec.settings.mode != preload::ProfileMode::Periodic).then_some(record_file),
         preload_dumps: dumps.preload,
         app_dumps: dumps.app,
         run_dumps: dumps.runs,
@@ -229,16 +229,16 @@ fn command(
         cmd.env("RUST_BACKTRACE", "0")
             .env("RUST_LIB_BACKTRACE", "0");
     }
-    if settings.mode != preload::Mode::Periodic {
+    if settings.mode != preload::ProfileMode::Periodic {
         cmd.env(env::RECORD.name(), record_file);
     }
-    if settings.mode == preload::Mode::Count {
+    if settings.mode == preload::ProfileMode::Count {
         cmd.env(env::COUNTING.name(), env::ON);
     }
-    if settings.mode == preload::Mode::Stacks {
+    if settings.mode == preload::ProfileMode::Stacks {
         cmd.env(env::TRACK.name(), env::ON);
     }
-    if settings.mode != preload::Mode::Periodic {
+    if settings.mode != preload::ProfileMode::Periodic {
         // The processes the test starts say what they are there; those of the build's
         // executables are checked.
         let children = preload::children_dir(dir, key);
@@ -343,7 +343,7 @@ fn ending(waited: Waited) -> (ProcessEnd, Option<u64>) {
 }
 
 /// A process's dumps, as [`ProcessResult`] holds them.
-struct Dumps {
+struct DumpPaths {
     preload: Vec<PathBuf>,
     app: Vec<PathBuf>,
     runs: Vec<Vec<PathBuf>>,
@@ -351,7 +351,7 @@ struct Dumps {
 
 /// The dumps of the test's own run (the runtime's and the program's own jemalloc's), and of
 /// each extra run the record lists.
-fn dumps(dir: &Path, key: &str, pid: libc::pid_t, record: Option<&preload::Record>) -> Dumps {
+fn dumps(dir: &Path, key: &str, pid: libc::pid_t, record: Option<&preload::Record>) -> DumpPaths {
     // With extra runs, the state the test's own run left is the dump taken before them
     // (the exit dump has the extra runs in it, or is missing if one crashed).
     let first = |stem: &str| {
@@ -375,7 +375,7 @@ fn dumps(dir: &Path, key: &str, pid: libc::pid_t, record: Option<&preload::Recor
                 .collect()
         })
         .collect();
-    Dumps {
+    DumpPaths {
         preload: preload_dumps,
         app: app_dumps,
         runs: run_dumps,

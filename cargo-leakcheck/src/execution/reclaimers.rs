@@ -49,21 +49,21 @@ fn finder(kind: Reclaimer) -> Finder {
 
 /// Which of a collector's two functions a symbol is.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Role {
+enum ReclaimerRole {
     Enter,
     Leave,
 }
 
 impl Finder {
     /// Which of the two functions a raw symbol name is, if either.
-    fn role(&self, raw: &str) -> Option<Role> {
+    fn role(&self, raw: &str) -> Option<ReclaimerRole> {
         if !raw.contains(self.krate) {
             return None;
         }
         let demangled = addr2line::demangle_auto(raw.into(), None);
         match crate::execution::symbolize::strip_hash(&demangled) {
-            f if f == self.enter => Some(Role::Enter),
-            f if f == self.leave => Some(Role::Leave),
+            f if f == self.enter => Some(ReclaimerRole::Enter),
+            f if f == self.leave => Some(ReclaimerRole::Leave),
             _ => None,
         }
     }
@@ -107,7 +107,7 @@ pub fn collectors<'a>(
 ) -> (Vec<Collector>, Vec<PairingError>) {
     let finders = Reclaimer::ALL.map(|k| (k, finder(k)));
     // Each distinct name is one version's function; its copies' addresses, by kind.
-    let mut found: BTreeMap<(Reclaimer, Role), BTreeMap<&str, Vec<u64>>> = BTreeMap::new();
+    let mut found: BTreeMap<(Reclaimer, ReclaimerRole), BTreeMap<&str, Vec<u64>>> = BTreeMap::new();
     for s in symbols {
         for (kind, f) in &finders {
             if let Some(role) = f.role(s.name) {
@@ -118,8 +118,12 @@ pub fn collectors<'a>(
     }
     let (mut out, mut problems) = (Vec::new(), Vec::new());
     for (kind, f) in &finders {
-        let enters = found.remove(&(*kind, Role::Enter)).unwrap_or_default();
-        let leaves = found.remove(&(*kind, Role::Leave)).unwrap_or_default();
+        let enters = found
+            .remove(&(*kind, ReclaimerRole::Enter))
+            .unwrap_or_default();
+        let leaves = found
+            .remove(&(*kind, ReclaimerRole::Leave))
+            .unwrap_or_default();
         match pair(*kind, f, &enters, &leaves) {
             Ok(c) if out.len() + c.len() > MAX_COLLECTORS => {
                 problems.push(PairingError::TooMany(*kind, c.len()))

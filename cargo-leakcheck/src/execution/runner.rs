@@ -336,9 +336,9 @@ fn queue_first(q: &mut Queue, more: Vec<Job>) {
 /// The name of a job's files in the work directory.
 fn job_key(job: &Job) -> String {
     let mode = match job.settings.mode {
-        preload::Mode::Count => "count",
-        preload::Mode::Stacks => "stacks",
-        preload::Mode::Periodic => "periodic",
+        preload::ProfileMode::Count => "count",
+        preload::ProfileMode::Stacks => "stacks",
+        preload::ProfileMode::Periodic => "periodic",
     };
     match job.test {
         Some(t) => format!("b{}-t{t}-{mode}", job.binary),
@@ -472,7 +472,7 @@ fn run_one(
             ));
         }
     }
-    if job.settings.mode == preload::Mode::Count {
+    if job.settings.mode == preload::ProfileMode::Count {
         let probe = binary.facts.alloc_probe();
         let build_id = binary.facts.tests.as_ref().map(|i| i.build_id.clone());
         if let (Some((alloc, dealloc)), Some(build_id)) = (probe, build_id) {

@@ -258,7 +258,7 @@ fn start(spec: &ServiceSpec, stdout: &Path, stderr: &Path) -> Result<Child, Star
     // profiler is off while it tracks): sampled even when exact, since jemalloc gives every
     // sampled object a page of its own.
     let settings = ProfileSettings {
-        mode: preload::Mode::Periodic,
+        mode: preload::ProfileMode::Periodic,
         lg_sample: spec.lg_sample,
     };
     let files = std::fs::File::create(stdout)

@@ -42,12 +42,12 @@ const IDLE_SHARE: f64 = 0.1;
 pub struct Slots {
     jobs: usize,
     most: usize,
-    state: Mutex<State>,
+    state: Mutex<SlotsState>,
     freed: Condvar,
 }
 
 #[derive(Default)]
-struct State {
+struct SlotsState {
     /// Places taken, by ticket number: the process in it, once started.
     taken: Vec<(u64, Option<Watched>)>,
     /// Ticket numbers whose process runs alone (counts as `jobs` while computing).
@@ -87,7 +87,7 @@ impl Slots {
         Slots {
             jobs,
             most: jobs * 2,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(SlotsState::default()),
             freed: Condvar::new(),
         }
     }
@@ -222,7 +222,7 @@ impl Drop for Ticket<'_> {
 
 /// Reads every started process's CPU time and marks those that used under a tenth of a
 /// core since the previous reading.
-fn sample(state: &mut State, now: Instant, jobs: usize) {
+fn sample(state: &mut SlotsState, now: Instant, jobs: usize) {
     state.last_sample = Some(now);
     // Enough runnable threads to fill three quarters of the cores, and two at least: a
     // single-threaded test gains nothing from running alone.

@@ -6,7 +6,7 @@
 use super::{StackReport, TestReport, Unreachable};
 
 /// Whether a stack's lost objects are so.
-type Lost = fn(&Unreachable) -> bool;
+type IsLost = fn(&Unreachable) -> bool;
 
 fn in_other_cycle(u: &Unreachable) -> bool {
     matches!(u, Unreachable::InCycle)
@@ -25,9 +25,9 @@ fn lost_whole(u: &Unreachable) -> bool {
 }
 
 /// A stack lost the first way is explained by a stack lost the second.
-const EXPLAINED_BY: [(Lost, Lost); 2] = [(in_other_cycle, cycle), (inside_lost, lost_whole)];
+const EXPLAINED_BY: [(IsLost, IsLost); 2] = [(in_other_cycle, cycle), (inside_lost, lost_whole)];
 
-fn is(s: &StackReport, lost: Lost) -> bool {
+fn is(s: &StackReport, lost: IsLost) -> bool {
     s.unreachable.as_ref().is_some_and(lost)
 }
 

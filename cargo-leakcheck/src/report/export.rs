@@ -20,7 +20,14 @@ mod sarif;
 
 /// The exporters, in the order they write: what a later one fails to write never costs an
 /// earlier one's file (report.json first), and the summary comes last on the terminal.
-pub const EXPORTERS: &[&dyn Exporter] = &[&Json, &Page, &JUnit, &sarif::Sarif, &Github, &Summary];
+pub const EXPORTERS: &[&dyn Exporter] = &[
+    &Json,
+    &PageExporter,
+    &JUnit,
+    &sarif::Sarif,
+    &Github,
+    &Summary,
+];
 
 /// One output of a run.
 pub trait Exporter: Sync {
@@ -207,9 +214,9 @@ impl Exporter for Json {
 
 /// `index.html` beside the report; a page that cannot be written is a warning, never a
 /// lost result (report.json is written already).
-struct Page;
+struct PageExporter;
 
-impl Exporter for Page {
+impl Exporter for PageExporter {
     fn name(&self) -> &'static str {
         "page"
     }

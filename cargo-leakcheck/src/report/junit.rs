@@ -29,22 +29,22 @@ pub fn render(
     out_dir: &Path,
     root: &Path,
 ) -> String {
-    enum Case<'a> {
+    enum JunitCase<'a> {
         Judged(&'a TestReport),
         Skipped(&'a str, &'a str),
     }
-    let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
+    let mut suites: BTreeMap<String, Vec<JunitCase>> = BTreeMap::new();
     for t in &report.tests {
         suites
             .entry(t.binary_id())
             .or_default()
-            .push(Case::Judged(t));
+            .push(JunitCase::Judged(t));
     }
     for (id, name, why) in skipped {
         suites
             .entry(id.clone())
             .or_default()
-            .push(Case::Skipped(name, why));
+            .push(JunitCase::Skipped(name, why));
     }
     let time_of = |t: &TestReport| {
         durations
@@ -52,10 +52,10 @@ pub fn render(
             .copied()
             .unwrap_or(0.0)
     };
-    let count = |cases: &[Case], f: &dyn Fn(&TestReport) -> bool| {
+    let count = |cases: &[JunitCase], f: &dyn Fn(&TestReport) -> bool| {
         cases
             .iter()
-            .filter(|c| matches!(c, Case::Judged(t) if f(t)))
+            .filter(|c| matches!(c, JunitCase::Judged(t) if f(t)))
             .count()
     };
     let is_error = |t: &TestReport| {
@@ -66,7 +66,7 @@ pub fn render(
     };
     // What fails the run is the gate's to say; JUnit only sorts it into failures and errors.
     let is_failure = |t: &TestReport| report.fails(t) && !is_error(t);
-    let all: Vec<Case> = report.tests.iter().map(Case::Judged).collect();
+    let all: Vec<JunitCase> = report.tests.iter().map(JunitCase::Judged).collect();
     let benches = bench_suites(report, out_dir, root);
     let total_time: f64 = report.tests.iter().map(time_of).sum::<f64>() + benches.time;
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -83,8 +83,8 @@ pub fn render(
         let time: f64 = cases
             .iter()
             .map(|c| match c {
-                Case::Judged(t) => time_of(t),
-                Case::Skipped(..) => 0.0,
+                JunitCase::Judged(t) => time_of(t),
+                JunitCase::Skipped(..) => 0.0,
             })
             .sum();
         let _ = writeln!(
@@ -94,11 +94,11 @@ pub fn render(
             cases.len(),
             count(cases, &is_failure),
             count(cases, &is_error),
-            cases.iter().filter(|c| matches!(c, Case::Skipped(..))).count()
+            cases.iter().filter(|c| matches!(c, JunitCase::Skipped(..))).count()
         );
         for case in cases {
             match case {
-                Case::Skipped(name, why) => {
+                JunitCase::Skipped(name, why) => {
                     let _ = writeln!(
                         x,
                         "    <testcase name=\"{}\" classname=\"{}\" time=\"0.000\">\n      <skipped message=\"{}\"/>\n    </testcase>",
@@ -107,7 +107,9 @@ pub fn render(
                         escape(why)
                     );
                 }
-                Case::Judged(t) => judged_case(&mut x, report, t, suite, time_of(t), out_dir, root),
+                JunitCase::Judged(t) => {
+                    judged_case(&mut x, report, t, suite, time_of(t), out_dir, root)
+                }
             }
         }
         x.push_str("  </testsuite>\n");

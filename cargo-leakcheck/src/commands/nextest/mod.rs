@@ -98,7 +98,7 @@ fn gather_verdicts(
     launch: &Launch,
     ran: &NextestRun,
     notes: &mut Vec<String>,
-) -> Result<(Vec<TestReport>, Selected), Error> {
+) -> Result<(Vec<TestReport>, Chosen), Error> {
     let interrupted = crate::execution::interrupt::requested().is_some();
     let tests = gather(&launch.dir, notes, !interrupted);
     let code = ran.status.code();
@@ -116,7 +116,7 @@ fn gather_verdicts(
         ));
     }
     if interrupted {
-        return Ok((tests, Selected::default()));
+        return Ok((tests, Chosen::default()));
     }
     let program = cargo::cargo_program();
     let (args, envs) = (&launch.nextest_args, &launch.envs);
@@ -129,7 +129,7 @@ fn assemble(
     session: &session::Session,
     cli: &crate::config::SettingsLayer,
     tests: Vec<TestReport>,
-    selection: Selected,
+    selection: Chosen,
     notes: Vec<String>,
 ) -> Report {
     Report {
@@ -304,7 +304,7 @@ fn run_nextest(nextest_args: &[String], envs: &[(String, String)]) -> Result<Nex
 
 /// What nextest's own listing says about the run's selection.
 #[derive(Default)]
-struct Selected {
+struct Chosen {
     ignored: usize,
     partition: Option<String>,
     other_shards: usize,
@@ -320,7 +320,7 @@ fn selected(
     tests: &[TestReport],
     status: &std::process::ExitStatus,
     notes: &mut Vec<String>,
-) -> Selected {
+) -> Chosen {
     let listing = match nextest_list::list_args(nextest_args) {
         Some(args) => nextest_list::list(program, &args, envs),
         None => Err(nextest_list::NextestListError::NotListed(
@@ -331,7 +331,7 @@ fn selected(
         Ok(l) => l,
         Err(e) => {
             notes.push(format!("whether every selected test ran is not known: {e}"));
-            return Selected::default();
+            return Chosen::default();
         }
     };
     let partition = option_value(nextest_args, "--partition");
@@ -340,7 +340,7 @@ fn selected(
         .map(|t| format!("{} {}", t.binary_id(), t.name))
         .collect();
     let missing: Vec<String> = listing.selected.difference(&judged).cloned().collect();
-    Selected {
+    Chosen {
         // nextest leaves ignored tests out before it splits the rest into shards, so every
         // shard would count all of them: a shard counts none, as merging expects.
         ignored: if partition.is_some() {

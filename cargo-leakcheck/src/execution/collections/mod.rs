@@ -102,7 +102,7 @@ pub fn read(data: &[u8]) -> Table {
         }
     }
     let writable = writable_segments(&file);
-    let symbols = Symbols::of(&file);
+    let symbols = DataAddresses::of(&file);
     let (roots, any_types) = roots(&dwarf, &units, &writable, &symbols);
     if !any_types {
         return Table {
@@ -179,7 +179,7 @@ fn roots<'a>(
     dwarf: &gimli::Dwarf<R<'a>>,
     units: &[(u64, gimli::Unit<R<'a>>)],
     writable: &[(u64, u64)],
-    symbols: &Symbols,
+    symbols: &DataAddresses,
 ) -> (Vec<RootVar>, bool) {
     let mut out = Vec::new();
     let mut any_types = false;
@@ -277,7 +277,7 @@ impl Variable<'_, '_> {
         self,
         namespaces: &[(isize, String)],
         writable: &[(u64, u64)],
-        symbols: &Symbols,
+        symbols: &DataAddresses,
     ) -> Option<RootVar> {
         let Some(gimli::AttributeValue::Exprloc(expr)) = self.attrs.location else {
             return None;
@@ -330,15 +330,15 @@ impl Variable<'_, '_> {
 /// The addresses of the executable's data and thread-local symbols: a static or
 /// thread-local the linker kept has one. Empty when the executable has no symbol table,
 /// and then nothing is ruled out.
-struct Symbols {
+struct DataAddresses {
     data: std::collections::HashSet<u64>,
     tls: std::collections::HashSet<u64>,
 }
 
-impl Symbols {
-    fn of(file: &object::File) -> Symbols {
+impl DataAddresses {
+    fn of(file: &object::File) -> DataAddresses {
         use object::ObjectSymbol;
-        let mut s = Symbols {
+        let mut s = DataAddresses {
             data: Default::default(),
             tls: Default::default(),
         };

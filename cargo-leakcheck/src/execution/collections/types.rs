@@ -14,7 +14,7 @@ pub type TypeRef = u64;
 
 /// One member of a structure, a union or an enum's variant.
 #[derive(Clone, Debug)]
-pub struct Member {
+pub struct TypeMember {
     pub name: String,
     pub offset: u64,
     pub ty: Option<TypeRef>,
@@ -26,15 +26,15 @@ pub struct Member {
 pub struct Variants {
     /// The discriminant's offset and size, when the enum has one.
     pub discr: Option<(u64, u8)>,
-    pub variants: Vec<(Option<u64>, Member)>,
+    pub variants: Vec<(Option<u64>, TypeMember)>,
 }
 
 /// What a type is.
 #[derive(Clone, Debug)]
-pub enum Kind {
+pub enum TypeKind {
     /// A structure (a Rust enum is one with variants), or a union.
     Struct {
-        members: Vec<Member>,
+        members: Vec<TypeMember>,
         variants: Option<Variants>,
         union: bool,
         /// Its template type parameters, by name.
@@ -57,14 +57,14 @@ pub struct Type {
     pub name: String,
     pub size: u64,
     pub align: u64,
-    pub kind: Kind,
+    pub kind: TypeKind,
 }
 
 impl Type {
     /// The member named `name`.
-    pub fn member(&self, name: &str) -> Option<&Member> {
+    pub fn member(&self, name: &str) -> Option<&TypeMember> {
         match &self.kind {
-            Kind::Struct { members, .. } => members.iter().find(|m| m.name == name),
+            TypeKind::Struct { members, .. } => members.iter().find(|m| m.name == name),
             _ => None,
         }
     }
@@ -72,7 +72,9 @@ impl Type {
     /// The template parameter named `name`.
     pub fn param(&self, name: &str) -> Option<TypeRef> {
         match &self.kind {
-            Kind::Struct { params, .. } => params.iter().find(|(n, _)| n == name).map(|(_, t)| *t),
+            TypeKind::Struct { params, .. } => {
+                params.iter().find(|(n, _)| n == name).map(|(_, t)| *t)
+            }
             _ => None,
         }
     }
@@ -168,7 +170,7 @@ impl<'u, 'a> Types<'u, 'a> {
                 name,
                 size: size.unwrap_or(8),
                 align: 8,
-                kind: Kind::Pointer { target },
+                kind: TypeKind::Pointer { target },
             }),
             gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
                 let kind = self.struct_kind(u, root, tag == gimli::DW_TAG_union_type);
@@ -189,14 +191,14 @@ impl<'u, 'a> Types<'u, 'a> {
                     name,
                     size: size.unwrap_or(element_size.saturating_mul(count)),
                     align,
-                    kind: Kind::Array { element, count },
+                    kind: TypeKind::Array { element, count },
                 })
             }
             _ => Some(Type {
                 name,
                 size: size.unwrap_or(0),
                 align,
-                kind: Kind::Other,
+                kind: TypeKind::Other,
             }),
         }
     }
@@ -207,7 +209,7 @@ impl<'u, 'a> Types<'u, 'a> {
         u: usize,
         root: gimli::EntriesTreeNode<'_, '_, R<'a>>,
         union: bool,
-    ) -> Kind {
+    ) -> TypeKind {
         let mut members = Vec::new();
         let mut params = Vec::new();
         let mut variants = None;
@@ -233,7 +235,7 @@ impl<'u, 'a> Types<'u, 'a> {
                 _ => {}
             }
         }
-        Kind::Struct {
+        TypeKind::Struct {
             members,
             variants,
             union,
@@ -241,12 +243,12 @@ impl<'u, 'a> Types<'u, 'a> {
         }
     }
 
-    fn member(&self, u: usize, e: &gimli::DebuggingInformationEntry<R<'a>>) -> Option<Member> {
+    fn member(&self, u: usize, e: &gimli::DebuggingInformationEntry<R<'a>>) -> Option<TypeMember> {
         let offset = match e.attr_value(gimli::DW_AT_data_member_location) {
             Some(v) => v.udata_value()?,
             None => 0,
         };
-        Some(Member {
+        Some(TypeMember {
             name: self
                 .string(u, e.attr_value(gimli::DW_AT_name))
                 .unwrap_or_default(),

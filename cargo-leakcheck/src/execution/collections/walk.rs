@@ -16,7 +16,7 @@
 //! executable), a thread-local's value only while its state is `Alive`, an enum's variant only
 //! when its discriminant says so. A union is read through only behind such a guard.
 
-use super::types::{Kind, Type, TypeRef, Types, Variants};
+use super::types::{Type, TypeKind, TypeRef, Types, Variants};
 use leakcheck_protocol::collections::{Length, Step};
 use std::rc::Rc;
 
@@ -42,7 +42,7 @@ pub struct Root<'b> {
     pub initial: Option<&'b [u8]>,
 }
 
-impl Found {
+impl FoundCollection {
     /// Gives the guards on a `Once` behind a pointer the value `once` starts in; false when
     /// there are some and it is not known (the collection cannot be vouched for).
     pub fn vouch(&mut self, once: Option<u32>) -> bool {
@@ -62,7 +62,7 @@ impl Found {
 
 /// A collection found: the steps from its root to its length.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub struct FoundCollection {
     pub steps: Vec<Step>,
     /// The collection's type, as declared (`HashSet<u64, RandomState>`).
     pub type_name: String,
@@ -121,7 +121,7 @@ pub struct Walk<'t, 'u, 'a> {
     pub types: &'t mut Types<'u, 'a>,
     /// The value a `Once` starts in, as read from statics' initial bytes.
     once_initial: Vec<u32>,
-    found: Vec<Found>,
+    found: Vec<FoundCollection>,
     visits: u32,
 }
 
@@ -136,7 +136,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
     }
 
     /// The collections under one root.
-    pub fn root(&mut self, root: &Root) -> Vec<Found> {
+    pub fn root(&mut self, root: &Root) -> Vec<FoundCollection> {
         self.found.clear();
         self.visits = 0;
         let at = At {
@@ -180,7 +180,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
             return;
         }
         match &t.kind {
-            Kind::Pointer { target } => {
+            TypeKind::Pointer { target } => {
                 // A `Box` is a pointer type of its own in the DWARF.
                 let owned = at.owner || t.name.starts_with('&') || is_owner(&t.name);
                 // A static's own raw pointer to a struct (an `AtomicPtr` or lazy_static
@@ -214,7 +214,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
                     }
                 }
             }
-            Kind::Array { element, count } => {
+            TypeKind::Array { element, count } => {
                 let Some(element) = *element else { return };
                 let stride = self.types.get(element).map_or(0, |e| e.size);
                 if *count == 0 || stride == 0 {
@@ -233,8 +233,8 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
                     self.walk(element, next, root);
                 }
             }
-            Kind::Struct { .. } => self.structure(&t, at, root),
-            Kind::Other => {}
+            TypeKind::Struct { .. } => self.structure(&t, at, root),
+            TypeKind::Other => {}
         }
     }
 
@@ -242,11 +242,11 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
     fn is_struct(&mut self, ty: TypeRef) -> bool {
         self.types
             .get(ty)
-            .is_some_and(|t| t.size > 0 && matches!(t.kind, Kind::Struct { .. }))
+            .is_some_and(|t| t.size > 0 && matches!(t.kind, TypeKind::Struct { .. }))
     }
 
     fn structure(&mut self, t: &Rc<Type>, mut at: At, root: &Root) {
-        let Kind::Struct {
+        let TypeKind::Struct {
             members,
             variants,
             union,
@@ -373,7 +373,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         // The storage of a lazily initialised `thread_local!`: { value, state }.
         if let (Some(value), Some(state)) = (t.member("value"), t.member("state")) {
             let (state_type, inner) = self.enum_inside(state.ty?)?;
-            let Kind::Struct {
+            let TypeKind::Struct {
                 variants: Some(v), ..
             } = &state_type.kind
             else {
@@ -405,10 +405,10 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         let mut offset = 0;
         for _ in 0..8 {
             match &t.kind {
-                Kind::Struct {
+                TypeKind::Struct {
                     variants: Some(_), ..
                 } => return Some((t, offset)),
-                Kind::Struct { members, .. } if members.len() == 1 => {
+                TypeKind::Struct { members, .. } if members.len() == 1 => {
                     offset += members[0].offset;
                     let next = self.types.get(members[0].ty?)?;
                     t = next;
@@ -423,7 +423,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         let Some(pointer) = data.and_then(|d| self.types.get(d)) else {
             return;
         };
-        let Kind::Pointer {
+        let TypeKind::Pointer {
             target: Some(element),
         } = pointer.kind
         else {
@@ -536,7 +536,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         let mut steps = at.steps.clone();
         steps.push(Step::Length(length));
         let family = at.family.clone().unwrap_or_else(|| name.to_string());
-        self.found.push(Found {
+        self.found.push(FoundCollection {
             steps,
             type_name: short_type(&family),
             bytes: at.bytes,
@@ -564,7 +564,7 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
         if depth == 0 {
             return None;
         }
-        let Kind::Struct { members, .. } = &t.kind else {
+        let TypeKind::Struct { members, .. } = &t.kind else {
             return None;
         };
         members.iter().find_map(|m| {
@@ -578,14 +578,14 @@ impl<'t, 'u, 'a> Walk<'t, 'u, 'a> {
     /// use follows from the capacity, so only where the heap's pointer and length are matters.
     fn small_vec(&mut self, t: &Type, at: &At) -> Option<(Length, u64)> {
         let array = self.types.get(t.param("A")?)?;
-        let Kind::Array { element, count } = array.kind else {
+        let TypeKind::Array { element, count } = array.kind else {
             return None;
         };
         let data = t.member("data")?;
         let data_type = self.types.get(data.ty?)?;
         let heap = match &data_type.kind {
-            Kind::Struct { union: true, .. } => data_type.member("heap")?.clone(),
-            Kind::Struct {
+            TypeKind::Struct { union: true, .. } => data_type.member("heap")?.clone(),
+            TypeKind::Struct {
                 variants: Some(v), ..
             } => v.variants.iter().find(|(_, m)| m.name == "Heap")?.1.clone(),
             _ => return None,

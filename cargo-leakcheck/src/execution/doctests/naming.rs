@@ -46,7 +46,7 @@ pub fn names_in<'n>(data: &[u8], names: &[&'n str]) -> std::collections::HashSet
 
 /// How rustdoc ran a doc-test, as its result line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum RunMode {
     /// Run, and passes by returning.
     Run,
     /// Run, and passes by panicking (`should_panic`; a merged executable says so, one compiled
@@ -61,7 +61,7 @@ pub enum Mode {
 pub struct Outcome {
     /// Its name, as rustdoc names it.
     pub name: String,
-    pub mode: Mode,
+    pub mode: RunMode,
     /// `ok`, `FAILED` or `ignored`.
     pub result: String,
 }
@@ -87,13 +87,13 @@ pub fn outcomes(stdout: &str) -> Vec<Outcome> {
             continue;
         }
         let (name, mode) = if let Some(n) = named.strip_suffix(" - compile fail") {
-            (n, Mode::CompileOnly)
+            (n, RunMode::CompileOnly)
         } else if let Some(n) = named.strip_suffix(" - compile") {
-            (n, Mode::CompileOnly)
+            (n, RunMode::CompileOnly)
         } else if let Some(n) = named.strip_suffix(" - should panic") {
-            (n, Mode::ShouldPanic)
+            (n, RunMode::ShouldPanic)
         } else {
-            (named, Mode::Run)
+            (named, RunMode::Run)
         };
         if place(name).is_none() || out.iter().any(|o| o.name == name) {
             continue;
@@ -251,19 +251,19 @@ mod tests {
             ---- src/lib.rs - x (line 9) stdout ----\n\
             test something printed by a doc-test\n";
         let found = outcomes(stdout);
-        let got: Vec<(&str, Mode, &str)> = found
+        let got: Vec<(&str, RunMode, &str)> = found
             .iter()
             .map(|o| (o.name.as_str(), o.mode, o.result.as_str()))
             .collect();
         assert_eq!(
             got,
             [
-                ("src/lib.rs - add (line 3)", Mode::Run, "ok"),
-                ("src/lib.rs - forget (line 19)", Mode::CompileOnly, "ok"),
-                ("src/lib.rs - forget (line 15)", Mode::ShouldPanic, "ok"),
-                ("src/lib.rs - bad (line 30)", Mode::CompileOnly, "ok"),
-                ("src/lib.rs - skip (line 40)", Mode::Run, "ignored"),
-                ("src/lib.rs - x (line 9)", Mode::Run, "FAILED"),
+                ("src/lib.rs - add (line 3)", RunMode::Run, "ok"),
+                ("src/lib.rs - forget (line 19)", RunMode::CompileOnly, "ok"),
+                ("src/lib.rs - forget (line 15)", RunMode::ShouldPanic, "ok"),
+                ("src/lib.rs - bad (line 30)", RunMode::CompileOnly, "ok"),
+                ("src/lib.rs - skip (line 40)", RunMode::Run, "ignored"),
+                ("src/lib.rs - x (line 9)", RunMode::Run, "FAILED"),
             ]
         );
         assert!(found[4].ignored() && !found[0].ignored());

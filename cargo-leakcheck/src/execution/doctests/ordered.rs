@@ -9,8 +9,8 @@
 //! are split among as many rustdoc runs as there are cores, each in a directory of its own.
 
 use super::keep::{self, Kept};
-use super::naming::{self, Mode, Outcome};
-use super::{fitting, own_main_binary, run_rustdoc, Collected, Package, Request, Symbols};
+use super::naming::{self, Outcome, RunMode};
+use super::{fitting, own_main_binary, run_rustdoc, Collected, DocSymbols, Package, Request};
 use std::path::{Path, PathBuf};
 
 /// Where, under a package's directory of kept executables, the runs in order keep theirs.
@@ -52,7 +52,7 @@ pub fn place(
         let paired = result.ok().and_then(|stdout| {
             let not_built = naming::not_built(&stdout);
             let ran: Vec<Outcome> = (naming::outcomes(&stdout).into_iter())
-                .filter(|o| o.mode != Mode::CompileOnly && !o.ignored())
+                .filter(|o| o.mode != RunMode::CompileOnly && !o.ignored())
                 .filter(|o| !in_merged.contains(&o.name) && !not_built.contains(&o.name))
                 .collect();
             pair_group(run.pkg, &group_dir(run.dir, k), &ran)
@@ -133,19 +133,19 @@ fn filter(name: &str) -> String {
 }
 
 /// An executable paired with its doc-test, and how many lines rustdoc put before its code.
-type Paired = (PathBuf, Kept, Symbols, Outcome, Option<u32>);
+type Paired = (PathBuf, Kept, DocSymbols, Outcome, Option<u32>);
 
 /// Pairs the executables kept in `dir`, by when they started, with the doc-tests that `ran`,
 /// in the order rustdoc printed them; `None` when they are not as many, or when one that
 /// names its doc-test is not the one the order gives it.
 fn pair_group(pkg: &Package, dir: &Path, ran: &[Outcome]) -> Option<Vec<Paired>> {
-    let mut exes: Vec<(PathBuf, Kept, Symbols)> = (std::fs::read_dir(dir).ok()?)
+    let mut exes: Vec<(PathBuf, Kept, DocSymbols)> = (std::fs::read_dir(dir).ok()?)
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let d = e.path();
             let kept = Kept::read(&d)?;
             let exe = d.join(keep::EXECUTABLE);
-            let symbols = Symbols::of(&std::fs::read(&exe).ok()?)?;
+            let symbols = DocSymbols::of(&std::fs::read(&exe).ok()?)?;
             Some((exe, kept, symbols))
         })
         .collect();
@@ -169,7 +169,7 @@ fn pair_group(pkg: &Package, dir: &Path, ran: &[Outcome]) -> Option<Vec<Paired>>
 }
 
 /// The doc-test among `ran` whose name an executable's wrapper function gives.
-fn naming_wrapper<'r>(symbols: &Symbols, ran: &'r [Outcome]) -> Option<&'r str> {
+fn naming_wrapper<'r>(symbols: &DocSymbols, ran: &'r [Outcome]) -> Option<&'r str> {
     let (wrapper, _) = symbols.wrapper.as_ref()?;
     let names: Vec<&str> = ran.iter().map(|o| o.name.as_str()).collect();
     naming::by_wrapper(wrapper, &names)

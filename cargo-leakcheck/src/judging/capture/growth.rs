@@ -23,7 +23,7 @@ pub struct GrowthCaseFile {
     pub criterion: bool,
     pub whole_program: bool,
     /// How it went: a bench's end, or a service's stage and what readiness waited for.
-    pub ran: Ran,
+    pub ran: GrowthRan,
     pub threshold: u64,
     pub period: u64,
     /// Each snapshot's dumps (this runtime's, then the program's own jemalloc's).
@@ -42,16 +42,16 @@ pub struct GrowthCaseFile {
 /// How a bench or a service ran.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Ran {
+pub enum GrowthRan {
     Bench(ProcessEnd),
     Service { stage: ServiceStage, ready: String },
 }
 
 /// One bench or service as a run judges it: who, how it ran, its settings, and the files
 /// its evidence was loaded from (what a capture copies).
-pub struct Case<'a> {
+pub struct GrowthCase<'a> {
     pub id: &'a BenchIdentity<'a>,
-    pub ran: Ran,
+    pub ran: GrowthRan,
     pub threshold: u64,
     pub period: u64,
     pub dumps: &'a [Vec<PathBuf>],
@@ -65,7 +65,7 @@ pub struct Case<'a> {
 /// the case is also written, with the symbols its verdict asked for, under its directory
 /// (a case that cannot be written is a note, never a lost result).
 pub fn verdict_of(
-    case: &Case,
+    case: &GrowthCase,
     evidence: &crate::evidence::growth_run::GrowthEvidence,
     symbols: &mut dyn Symbols,
     notes: &mut Vec<String>,
@@ -104,7 +104,7 @@ pub fn verdict_of(
 /// Writes a case under `root`, in a directory named after the bench; returns it.
 fn write(
     root: &Path,
-    c: &Case,
+    c: &GrowthCase,
     symbols: Captured,
     collections: &crate::evidence::CollectionTable,
     report: &GrowthReport,
@@ -163,15 +163,15 @@ fn write(
 /// A bench's or a service's verdict from what it left, as a run asks for it.
 fn verdict(
     id: &BenchIdentity,
-    ran: &Ran,
+    ran: &GrowthRan,
     evidence: &crate::evidence::growth_run::GrowthEvidence,
     symbols: &mut dyn Symbols,
     threshold: u64,
     period: u64,
 ) -> GrowthReport {
     match ran {
-        Ran::Bench(end) => growth::judge_bench(id, end, evidence, symbols, threshold, period),
-        Ran::Service { stage, ready } => {
+        GrowthRan::Bench(end) => growth::judge_bench(id, end, evidence, symbols, threshold, period),
+        GrowthRan::Service { stage, ready } => {
             service::judge(id, stage, ready, evidence, symbols, threshold, period)
         }
     }
