@@ -102,25 +102,69 @@ pub struct DiffArgs {
 /// How tests are checked, shared by `test` and `nextest`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Checking {
-    /// Kill a test whose own run takes longer than this many seconds; it is reported as
-    /// `timeout` [default: none, as under nextest, or `timeout` in leakcheck.toml].
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
-
-    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`,
-    /// `1MiB`); overrides leakcheck.toml for every test [default: 0B].
-    #[arg(long, value_name = "SIZE")]
-    pub threshold: Option<String>,
-
-    /// A test whose leaked stacks retain more than this in total fails; overrides
-    /// leakcheck.toml for every test [default: none].
-    #[arg(long, value_name = "SIZE")]
-    pub test_threshold: Option<String>,
+    #[command(flatten)]
+    pub settings: SettingFlags,
 
     /// Profile the stacks of every test, instead of only those the exact counting pass
     /// finds retaining memory (slower; the verdicts are the same).
     #[arg(long)]
     pub stacks_for_all: bool,
+
+    /// No effect any more (kept so that scripts that pass it still run): every test that
+    /// retained memory is run again as often as its evidence needs, whatever the runs cost.
+    #[arg(long, hide = true)]
+    pub full_repetition: bool,
+
+    #[command(flatten)]
+    pub against: Against,
+}
+
+/// Declares the flags that set a per-test setting (`config::SettingsLayer`) for every test:
+/// each is a clap field named as its flag, the setting it sets and the function of
+/// `config::flags` that checks its value. From them come [`SettingFlags`] and
+/// [`SettingFlags::layer`], the command line's layer of settings.
+macro_rules! setting_flags {
+    ($(
+        $(#[$attr:meta])*
+        $flag:ident: $t:ty => $setting:ident via $check:ident,
+    )+) => {
+        /// The flags that set a per-test setting for every test, over leakcheck.toml.
+        #[derive(Debug, Args, Clone, Default)]
+        pub struct SettingFlags {
+            $($(#[$attr])* pub $flag: $t,)+
+        }
+
+        impl SettingFlags {
+            /// The command line's layer of settings, or the text of the first flag's problem.
+            #[allow(clippy::needless_update)]
+            pub fn layer(&self) -> Result<crate::config::SettingsLayer, String> {
+                Ok(crate::config::SettingsLayer {
+                    $($setting: crate::config::flags::$check(
+                        &format!("--{}", stringify!($flag).replace('_', "-")),
+                        &self.$flag,
+                    )?,)+
+                    ..Default::default()
+                })
+            }
+        }
+    };
+}
+
+setting_flags! {
+    /// Kill a test whose own run takes longer than this many seconds; it is reported as
+    /// `timeout` [default: none, as under nextest, or `timeout` in leakcheck.toml].
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64> => timeout via seconds,
+
+    /// A stack that retains more than this fails its test (e.g. `0B`, `512B`, `4KiB`,
+    /// `1MiB`); overrides leakcheck.toml for every test [default: 0B].
+    #[arg(long, value_name = "SIZE")]
+    threshold: Option<String> => stack_threshold via size,
+
+    /// A test whose leaked stacks retain more than this in total fails; overrides
+    /// leakcheck.toml for every test [default: none].
+    #[arg(long, value_name = "SIZE")]
+    test_threshold: Option<String> => test_threshold via size,
 
     /// How many times a test that retained memory runs again in its own process, to tell
     /// what grows on every run (a leak) from what the process keeps (0 turns it off)
@@ -131,15 +175,7 @@ pub struct Checking {
         allow_negative_numbers = true,
         value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::config::MAX_EXTRA_RUNS))
     )]
-    pub extra_runs: Option<u32>,
-
-    /// No effect any more (kept so that scripts that pass it still run): every test that
-    /// retained memory is run again as often as its evidence needs, whatever the runs cost.
-    #[arg(long, hide = true)]
-    pub full_repetition: bool,
-
-    #[command(flatten)]
-    pub against: Against,
+    extra_runs: Option<u32> => extra_runs via given,
 }
 
 /// A base run to compare with, shared by `test`, `nextest` and `merge`.
@@ -523,5 +559,68 @@ where
         Ok(cli)
     } else {
         Cli::try_parse_from(args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SettingsLayer;
+    use clap::CommandFactory;
+
+    fn checking(args: &[&str]) -> Checking {
+        let words = ["cargo-leakcheck", "test"].iter().chain(args);
+        match parse_args(words) {
+            Ok(Cli {
+                command: Command::Test(t),
+            }) => t.checking,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_setting_flag_is_spelled_as_its_field_which_its_problems_name() {
+        let test = Cli::command();
+        let test = test.find_subcommand("test").unwrap();
+        let flags = SettingFlags::augment_args(clap::Command::new("flags"));
+        for arg in flags.get_arguments() {
+            let id = arg.get_id().as_str();
+            assert_eq!(arg.get_long(), Some(id.replace('_', "-").as_str()), "{id}");
+            assert!(test.get_arguments().any(|a| a.get_id() == id), "{id}");
+        }
+    }
+
+    #[test]
+    fn the_setting_flags_give_the_command_lines_layer() {
+        let given = checking(&[
+            "--timeout",
+            "7",
+            "--threshold",
+            "1KiB",
+            "--test-threshold",
+            "2KiB",
+            "--extra-runs",
+            "3",
+        ]);
+        let expected = SettingsLayer {
+            stack_threshold: Some(1024),
+            test_threshold: Some(2048),
+            timeout: Some(7),
+            extra_runs: Some(3),
+            ..SettingsLayer::default()
+        };
+        assert_eq!(given.settings.layer(), Ok(expected));
+        assert_eq!(checking(&[]).settings.layer(), Ok(SettingsLayer::default()));
+        let zero = checking(&["--timeout", "0", "--threshold", "4XB"]);
+        assert_eq!(
+            zero.settings.layer(),
+            Err("--timeout must be at least 1 second".into())
+        );
+        let bad = checking(&["--test-threshold", "4XB"]).settings.layer();
+        assert!(
+            bad.as_ref()
+                .is_err_and(|e| e.starts_with("--test-threshold: invalid size `4XB`")),
+            "{bad:?}"
+        );
     }
 }

@@ -247,30 +247,15 @@ pub fn command_line() -> String {
     line
 }
 
-/// The settings given on the command line (`--threshold`, `--test-threshold`,
-/// `--timeout`, `--extra-runs`), which win over the configuration file's.
+/// The settings given on the command line (`cli::SettingFlags`: `--threshold`,
+/// `--test-threshold`, `--timeout`, `--extra-runs`), which win over the configuration file's.
 pub fn cli_settings(flags: &crate::cli::Checking) -> Result<config::SettingsLayer, Error> {
-    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
-        v.as_deref()
-            .map(|t| config::parse_size(t).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
-            .transpose()
-    };
     if flags.full_repetition {
         eprintln!(
             "warning: --full-repetition has no effect any more: every test that retained memory is run again as often as its evidence needs, whatever the runs cost"
         );
     }
-    if flags.timeout == Some(0) {
-        return Err(Error::Usage("--timeout must be at least 1 second".into()));
-    }
-    Ok(config::SettingsLayer {
-        stack_threshold: size("--threshold", &flags.threshold)?,
-        test_threshold: size("--test-threshold", &flags.test_threshold)?,
-        one_time_fails: None,
-        timeout: flags.timeout,
-        extra_runs: flags.extra_runs,
-        unsettled_fails: None,
-    })
+    flags.settings.layer().map_err(Error::Usage)
 }
 
 /// Why an interruption left tests unjudged: "interrupted by SIGINT".

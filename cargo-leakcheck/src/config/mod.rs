@@ -5,9 +5,12 @@
 //! without errors becomes a [`Config`]. Unknown keys are warnings (a typo must not pass
 //! silently, but must not stop a run either). Settings are layered (`settings`): command-line
 //! flags over the last matching `[[tests]]` entry over `[defaults]` over the built-in
-//! defaults. `load` finds the file and checks its encoding; `size` and `glob` read the values
-//! the file and the command line share.
+//! defaults. The per-test settings are declared once, in `settings`' `per_test_settings!`,
+//! which gives the layer type, its keys and reading, the merge and the resolved settings;
+//! `flags` checks the command line's values for them. `load` finds the file and checks its
+//! encoding; `size` and `glob` read the values the file and the command line share.
 
+pub mod flags;
 mod glob;
 mod load;
 mod read;

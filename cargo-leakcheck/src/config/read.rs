@@ -84,98 +84,6 @@ impl Reader<'_> {
         });
     }
 
-    fn size(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u64> {
-        match v.get_ref() {
-            DeValue::String(s) => match parse_size(s) {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    self.error(v.span().start, key, e.to_string());
-                    None
-                }
-            },
-            DeValue::Integer(i) => match i.as_str().parse::<u64>() {
-                Ok(n) if i.radix() == 10 => Some(n),
-                _ => {
-                    self.error(v.span().start, key, "expected a size such as \"64KiB\"");
-                    None
-                }
-            },
-            other => {
-                self.error(
-                    v.span().start,
-                    key,
-                    format!(
-                        "expected a size such as \"64KiB\", found {}",
-                        other.type_str()
-                    ),
-                );
-                None
-            }
-        }
-    }
-
-    fn boolean(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<bool> {
-        match v.get_ref() {
-            DeValue::Boolean(b) => Some(*b),
-            other => {
-                self.error(
-                    v.span().start,
-                    key,
-                    format!("expected true or false, found {}", other.type_str()),
-                );
-                None
-            }
-        }
-    }
-
-    fn seconds(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u64> {
-        let parsed = match v.get_ref() {
-            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u64>().ok(),
-            DeValue::String(s) => {
-                let s = s.trim();
-                let (num, mult) = if let Some(n) = s.strip_suffix('m') {
-                    (n, 60)
-                } else {
-                    (s.strip_suffix('s').unwrap_or(s), 1)
-                };
-                num.trim()
-                    .parse::<u64>()
-                    .ok()
-                    .and_then(|n| n.checked_mul(mult))
-            }
-            _ => None,
-        };
-        match parsed {
-            Some(n) if n > 0 => Some(n),
-            _ => {
-                self.error(
-                    v.span().start,
-                    key,
-                    "expected a positive number of seconds (300, \"30s\" or \"5m\")",
-                );
-                None
-            }
-        }
-    }
-
-    fn extra_runs(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<u32> {
-        let parsed = match v.get_ref() {
-            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u32>().ok(),
-            _ => None,
-        };
-        match parsed {
-            Some(n) if n <= MAX_EXTRA_RUNS => Some(n),
-            _ => {
-                self.error(
-                    v.span().start,
-                    key,
-                    format!("expected a whole number of runs from 0 (off) to {MAX_EXTRA_RUNS}"),
-                );
-                None
-            }
-        }
-    }
-
     fn string(&mut self, key: &str, v: &Spanned<DeValue>) -> Option<String> {
         match v.get_ref() {
             DeValue::String(s) => Some(s.to_string()),
@@ -192,25 +100,14 @@ impl Reader<'_> {
 
     /// Reads the setting keys of a table; `extra` lists further keys the caller handles.
     fn settings(&mut self, table: &DeTable, prefix: &str, extra: &[&str]) -> SettingsLayer {
-        const KEYS: [&str; 6] = [
-            "stack-threshold",
-            "test-threshold",
-            "one-time-fails",
-            "timeout",
-            "extra-runs",
-            "unsettled-fails",
-        ];
         let mut s = SettingsLayer::default();
         for (k, v) in table.iter() {
             let name = k.get_ref().as_ref();
             let key = format!("{prefix}{name}");
+            if s.read(self, name, &key, v) {
+                continue;
+            }
             match name {
-                "stack-threshold" => s.stack_threshold = self.size(&key, v),
-                "test-threshold" => s.test_threshold = self.size(&key, v),
-                "one-time-fails" => s.one_time_fails = self.boolean(&key, v),
-                "timeout" => s.timeout = self.seconds(&key, v),
-                "extra-runs" => s.extra_runs = self.extra_runs(&key, v),
-                "unsettled-fails" => s.unsettled_fails = self.boolean(&key, v),
                 // Extra runs are not cut by their cost, so there is nothing to lift.
                 "full-repetition" => {
                     let line = self.line(k.span().start);
@@ -222,7 +119,8 @@ impl Reader<'_> {
                 }
                 n if extra.contains(&n) => {}
                 _ => {
-                    let known: Vec<&str> = KEYS.iter().chain(extra).copied().collect();
+                    let known: Vec<&str> =
+                        SettingsLayer::KEYS.iter().chain(extra).copied().collect();
                     self.unknown(k.span().start, &key, &known);
                 }
             }
@@ -258,6 +156,101 @@ impl Reader<'_> {
             }
         }
         out
+    }
+}
+
+/// The values of the per-test settings, each problem an error naming its key and line.
+impl<'v> ReadValue<Spanned<DeValue<'v>>> for Reader<'_> {
+    fn size(&mut self, key: &str, v: &Spanned<DeValue<'v>>) -> Option<u64> {
+        match v.get_ref() {
+            DeValue::String(s) => match parse_size(s) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    self.error(v.span().start, key, e.to_string());
+                    None
+                }
+            },
+            DeValue::Integer(i) => match i.as_str().parse::<u64>() {
+                Ok(n) if i.radix() == 10 => Some(n),
+                _ => {
+                    self.error(v.span().start, key, "expected a size such as \"64KiB\"");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!(
+                        "expected a size such as \"64KiB\", found {}",
+                        other.type_str()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str, v: &Spanned<DeValue<'v>>) -> Option<bool> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected true or false, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn seconds(&mut self, key: &str, v: &Spanned<DeValue<'v>>) -> Option<u64> {
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u64>().ok(),
+            DeValue::String(s) => {
+                let s = s.trim();
+                let (num, mult) = if let Some(n) = s.strip_suffix('m') {
+                    (n, 60)
+                } else {
+                    (s.strip_suffix('s').unwrap_or(s), 1)
+                };
+                num.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(mult))
+            }
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                self.error(
+                    v.span().start,
+                    key,
+                    "expected a positive number of seconds (300, \"30s\" or \"5m\")",
+                );
+                None
+            }
+        }
+    }
+
+    fn runs(&mut self, key: &str, v: &Spanned<DeValue<'v>>) -> Option<u32> {
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) if i.radix() == 10 => i.as_str().parse::<u32>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n <= MAX_EXTRA_RUNS => Some(n),
+            _ => {
+                self.error(
+                    v.span().start,
+                    key,
+                    format!("expected a whole number of runs from 0 (off) to {MAX_EXTRA_RUNS}"),
+                );
+                None
+            }
+        }
     }
 }
 

@@ -19,23 +19,156 @@ pub const FILE_NAMES: [&str; 2] = ["leakcheck.toml", ".config/leakcheck.toml"];
 /// The most extra runs a test may be given.
 pub const MAX_EXTRA_RUNS: u32 = leakcheck_protocol::MAX_EXTRA_RUNS;
 
-/// One layer of settings: what `[defaults]`, a `[[tests]]` entry or the command line says;
-/// `None` means "not said here".
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SettingsLayer {
-    /// `stack-threshold`, bytes.
-    pub stack_threshold: Option<u64>,
-    /// `test-threshold`, bytes.
-    pub test_threshold: Option<u64>,
-    /// `one-time-fails`.
-    pub one_time_fails: Option<bool>,
-    /// `timeout`, seconds.
-    pub timeout: Option<u64>,
-    /// `extra-runs`: how many times a retaining test runs again in its process.
-    pub extra_runs: Option<u32>,
-    /// `unsettled-fails`: a test that could not be judged (`unsettled`) fails the run.
-    #[serde(default)]
-    pub unsettled_fails: Option<bool>,
+/// Where a setting no layer says comes from.
+const BUILT_IN: &str = "built-in default";
+
+/// Declares the per-test settings once. Each entry is a setting's documentation, its field
+/// and type (`= DEFAULT` when it has one; without, it stays optional), its key in
+/// `[defaults]` and `[[tests]]`, the [`ReadValue`] method its value is read with, and, for
+/// the settings whose origin a report names, the field of [`Effective`] that says where it
+/// was set. From it come [`SettingsLayer`] (every field an `Option`, `None`: not said here),
+/// its keys ([`SettingsLayer::KEYS`]) and reading ([`SettingsLayer::read`]), the merge of
+/// two layers ([`SettingsLayer::or`]) and [`Effective`], resolved from the layers in
+/// precedence order ([`Effective::from_layers`]). A new per-test setting is one entry here
+/// and, when the command line gives it, one flag in `cli::SettingFlags`.
+macro_rules! per_test_settings {
+    ($(
+        $(#[doc = $doc:literal])+
+        $field:ident: $t:ty $(= $default:expr)?,
+            key $key:literal, read $read:ident $(, source $source:ident)?;
+    )+) => {
+        /// One layer of settings: what `[defaults]`, a `[[tests]]` entry or the command line
+        /// says; `None` means "not said here".
+        #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[serde(default)]
+        pub struct SettingsLayer {
+            $(
+                #[doc = concat!("`", $key, "`: ")]
+                $(#[doc = $doc])+
+                pub $field: Option<$t>,
+            )+
+        }
+
+        /// The settings in force for one test, and where the thresholds came from.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct Effective {
+            $(
+                $(#[doc = $doc])+
+                pub $field: resolved_type!($t $(, $default)?),
+            )+
+            $($(
+                #[doc = concat!(
+                    "Where `", $key, "` was set: `built-in default`, `[defaults] in FILE`, ",
+                    "`[[tests]] #2 (filter \"cache::*\") in FILE` or `the command line`."
+                )]
+                pub $source: String,
+            )?)+
+        }
+
+        impl SettingsLayer {
+            /// The keys of the settings, as `[defaults]` and `[[tests]]` spell them.
+            pub const KEYS: &'static [&'static str] = &[$($key),+];
+
+            /// Reads the setting `name` (its dotted `key` for messages) from `v` into this
+            /// layer; false when `name` is not a setting's key.
+            pub fn read<V: ?Sized>(
+                &mut self,
+                values: &mut impl ReadValue<V>,
+                name: &str,
+                key: &str,
+                v: &V,
+            ) -> bool {
+                match name {
+                    $($key => self.$field = values.$read(key, v),)+
+                    _ => return false,
+                }
+                true
+            }
+
+            /// This layer over `lower`: each setting this one says, else the one `lower` says.
+            pub fn or(self, lower: &SettingsLayer) -> SettingsLayer {
+                SettingsLayer {
+                    $($field: self.$field.or_else(|| lower.$field.clone()),)+
+                }
+            }
+        }
+
+        impl Effective {
+            /// The settings `layers` give, the highest first, each with where it comes from:
+            /// of every setting, what the first layer that says it says, else its built-in
+            /// default.
+            pub fn from_layers<'a>(
+                layers: impl IntoIterator<Item = (String, &'a SettingsLayer)>,
+            ) -> Effective {
+                let mut said = SettingsLayer::default();
+                $($(let mut $source = None::<String>;)?)+
+                for (from, layer) in layers {
+                    $($(
+                        if said.$field.is_none() && layer.$field.is_some() {
+                            $source = Some(from.clone());
+                        }
+                    )?)+
+                    said = said.or(layer);
+                }
+                Effective {
+                    $($field: resolved_value!(said.$field $(, $default)?),)+
+                    $($($source: $source.unwrap_or_else(|| BUILT_IN.into()),)?)+
+                }
+            }
+        }
+    };
+}
+
+/// A setting's type in [`Effective`]: its own with a default, else optional.
+macro_rules! resolved_type {
+    ($t:ty) => { Option<$t> };
+    ($t:ty, $default:expr) => { $t };
+}
+
+/// A setting's value in [`Effective`]: what the layers said, else its default, if any.
+macro_rules! resolved_value {
+    ($said:expr) => {
+        $said
+    };
+    ($said:expr, $default:expr) => {
+        $said.unwrap_or($default)
+    };
+}
+
+per_test_settings! {
+    /// Bytes a stack may retain.
+    stack_threshold: u64 = 0,
+        key "stack-threshold", read size, source stack_threshold_source;
+    /// Bytes all leaked stacks of the test together may retain.
+    test_threshold: u64,
+        key "test-threshold", read size, source test_threshold_source;
+    /// Whether one-time initialisation counts as a leak.
+    one_time_fails: bool = false,
+        key "one-time-fails", read boolean;
+    /// Seconds the test's own run may take before it is killed; none by default, as under
+    /// `cargo test` and nextest (its extra runs are bounded by the runtime).
+    timeout: u64,
+        key "timeout", read seconds;
+    /// How many times a test that retained memory runs again in its process (0: never).
+    extra_runs: u32 = DEFAULT_EXTRA_RUNS,
+        key "extra-runs", read runs;
+    /// Whether an `unsettled` verdict (a test that could not be judged) fails the run
+    /// (exit 5).
+    unsettled_fails: bool = false,
+        key "unsettled-fails", read boolean;
+}
+
+/// How the configuration file's values are read, one method for each kind a setting takes
+/// (its entry in `per_test_settings!` names which); each problem is the reader's to report.
+pub trait ReadValue<V: ?Sized> {
+    /// A size: `"64KiB"` or a number of bytes.
+    fn size(&mut self, key: &str, v: &V) -> Option<u64>;
+    /// `true` or `false`.
+    fn boolean(&mut self, key: &str, v: &V) -> Option<bool>;
+    /// A positive number of seconds: `300`, `"30s"` or `"5m"`.
+    fn seconds(&mut self, key: &str, v: &V) -> Option<u64>;
+    /// A number of extra runs, from 0 to [`MAX_EXTRA_RUNS`].
+    fn runs(&mut self, key: &str, v: &V) -> Option<u32>;
 }
 
 /// A `[[tests]]` entry.
@@ -141,7 +274,7 @@ impl Config {
         }
         match self.bench_growth_threshold {
             Some(v) => (v, "[bench]".into()),
-            None => (DEFAULT_GROWTH_THRESHOLD, "built-in default".into()),
+            None => (DEFAULT_GROWTH_THRESHOLD, BUILT_IN.into()),
         }
     }
 
@@ -152,32 +285,9 @@ impl Config {
         match (cli, self.run_growth_threshold) {
             (Some(v), _) => (v, "the command line".into()),
             (None, Some(v)) => (v, "[run]".into()),
-            (None, None) => (DEFAULT_GROWTH_THRESHOLD, "built-in default".into()),
+            (None, None) => (DEFAULT_GROWTH_THRESHOLD, BUILT_IN.into()),
         }
     }
-}
-
-/// The settings in force for one test, and where the stack threshold came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Effective {
-    /// Bytes a stack may retain.
-    pub stack_threshold: u64,
-    /// Bytes all leaked stacks of the test together may retain.
-    pub test_threshold: Option<u64>,
-    /// Whether one-time initialisation counts as a leak.
-    pub one_time_fails: bool,
-    /// Seconds the test's own run may take before it is killed; none by default, as under
-    /// `cargo test` and nextest (its extra runs are bounded by the runtime).
-    pub timeout: Option<u64>,
-    /// How many times a test that retained memory runs again in its process (0: never).
-    pub extra_runs: u32,
-    /// Whether an `unsettled` verdict fails the run (exit 5).
-    pub unsettled_fails: bool,
-    /// Where `stack_threshold` was set: `built-in default`, `[defaults]`,
-    /// `[[tests]] #2 (filter "cache::*")` or `command line`.
-    pub stack_threshold_source: String,
-    /// Where `test_threshold` was set.
-    pub test_threshold_source: String,
 }
 
 /// What every test's settings are computed from: the configuration, and the command line's
@@ -216,62 +326,32 @@ impl Config {
         self.layered(None, cli)
     }
 
+    /// The layers of one test (none of `[[tests]]` outside a test), highest first: the
+    /// command line, the matching `[[tests]]` entries from the last, `[defaults]`.
     fn layered(&self, test: Option<&str>, cli: &SettingsLayer) -> Effective {
-        let mut e = Effective {
-            stack_threshold: 0,
-            test_threshold: None,
-            one_time_fails: false,
-            timeout: None,
-            extra_runs: DEFAULT_EXTRA_RUNS,
-            unsettled_fails: false,
-            stack_threshold_source: "built-in default".into(),
-            test_threshold_source: "built-in default".into(),
-        };
         let file = self
             .path
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let mut layers: Vec<(String, &SettingsLayer)> =
-            vec![(format!("[defaults] in {file}"), &self.defaults)];
-        for rule in self
+        let rules = self
             .tests
             .iter()
+            .rev()
             .filter(|r| test.is_some_and(|t| r.filter.matches(t)))
-        {
-            layers.push((
-                format!(
+            .map(|rule| {
+                let source = format!(
                     "[[tests]] #{} (filter \"{}\") in {file}",
                     rule.index,
                     rule.filter.as_str()
-                ),
-                &rule.settings,
-            ));
-        }
-        layers.push(("the command line".into(), cli));
-        for (source, s) in layers {
-            if let Some(v) = s.stack_threshold {
-                e.stack_threshold = v;
-                e.stack_threshold_source = source.clone();
-            }
-            if let Some(v) = s.test_threshold {
-                e.test_threshold = Some(v);
-                e.test_threshold_source = source.clone();
-            }
-            if let Some(v) = s.one_time_fails {
-                e.one_time_fails = v;
-            }
-            if let Some(v) = s.timeout {
-                e.timeout = Some(v);
-            }
-            if let Some(v) = s.extra_runs {
-                e.extra_runs = v;
-            }
-            if let Some(v) = s.unsettled_fails {
-                e.unsettled_fails = v;
-            }
-        }
-        e
+                );
+                (source, &rule.settings)
+            });
+        let defaults = (format!("[defaults] in {file}"), &self.defaults);
+        let layers = std::iter::once(("the command line".to_string(), cli))
+            .chain(rules)
+            .chain(std::iter::once(defaults));
+        Effective::from_layers(layers)
     }
 
     /// The suppressions that may apply to a test, with their index among all of them.
@@ -283,5 +363,51 @@ impl Config {
             .iter()
             .enumerate()
             .filter(move |(_, s)| s.applies_to(test))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_higher_layer_wins_setting_by_setting_and_says_where() {
+        let cli = SettingsLayer {
+            timeout: Some(5),
+            ..SettingsLayer::default()
+        };
+        let rule = SettingsLayer {
+            timeout: Some(7),
+            test_threshold: Some(9),
+            ..SettingsLayer::default()
+        };
+        let merged = cli.clone().or(&rule);
+        assert_eq!((merged.timeout, merged.test_threshold), (Some(5), Some(9)));
+        let e = Effective::from_layers([("cli".to_string(), &cli), ("rule".to_string(), &rule)]);
+        assert_eq!((e.timeout, e.test_threshold), (Some(5), Some(9)));
+        assert_eq!(e.extra_runs, DEFAULT_EXTRA_RUNS);
+        assert_eq!(e.test_threshold_source, "rule");
+        assert_eq!(e.stack_threshold_source, BUILT_IN);
+    }
+
+    #[test]
+    fn every_setting_is_in_the_reference_configuration_and_the_guide() {
+        let guide = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+        let guide = std::fs::read_to_string(guide).unwrap();
+        let reference: Vec<&str> = DEFAULT_CONFIG
+            .lines()
+            .map(|l| l.trim_start_matches("# "))
+            .collect();
+        for key in SettingsLayer::KEYS {
+            let set = format!("{key} =");
+            assert!(
+                reference.iter().any(|l| l.starts_with(&set)),
+                "`{key}` is not in src/default-config.toml"
+            );
+            assert!(
+                guide.lines().any(|l| l.starts_with(&set)),
+                "`{key}` is not in docs/configuration.md"
+            );
+        }
     }
 }
