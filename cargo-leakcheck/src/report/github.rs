@@ -3,8 +3,7 @@
 //! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
 
 use crate::analysis::frames::{identifying_frame, repo_line};
-use crate::model::{Change, Report, Verdict};
-use crate::report::human::human_bytes;
+use crate::model::{human_bytes, Change, Report, Verdict};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -92,7 +91,7 @@ fn leak_sites(report: &Report, repo_root: &Path) -> Vec<Site> {
             site.bytes = site.bytes.saturating_add(st.bytes);
             site.objects = site.objects.saturating_add(st.objects);
             if site.lost.is_none() {
-                site.lost = crate::report::human::unreachable_text(st, repo_root);
+                site.lost = crate::report::text::unreachable_text(st, repo_root);
             }
             if !site.tests.contains(&test) {
                 site.tests.push(test);
@@ -206,7 +205,7 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let held = st
                 .retained_by
                 .as_ref()
-                .map(|h| format!(", {}", crate::report::human::held_phrase(h, repo_root)))
+                .map(|h| format!(", {}", crate::report::text::held_phrase(h, repo_root)))
                 .unwrap_or_default();
             out.push(format!(
                 "::error file={},line={line},title={}::{}",
@@ -320,7 +319,7 @@ fn benches_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &
             .map(|f| site_text(f, repo_root))
             .unwrap_or_else(|| b.message.clone().unwrap_or_default());
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
-            let lines = crate::report::human::held_text(held, repo_root);
+            let lines = crate::report::text::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
         }
         for c in b.collections.iter().filter(|c| c.flagged) {
@@ -438,18 +437,18 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             .map(|f| site_text(f, repo_root))
             .unwrap_or_default();
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
-            let lines = crate::report::human::held_text(held, repo_root);
+            let lines = crate::report::text::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
         }
         if let Some(lost) =
-            first.and_then(|st| crate::report::human::unreachable_text(st, repo_root))
+            first.and_then(|st| crate::report::text::unreachable_text(st, repo_root))
         {
             let _ = write!(site, "<br>{lost}");
         }
         // The stack that says how the first one's structure or cycle was lost, with it.
         for st in t.shown_stacks(first, 1).into_iter().skip(1) {
             let at = identifying_frame(&st.frames, repo_root).map(|f| site_text(f, repo_root));
-            let lost = crate::report::human::unreachable_text(st, repo_root);
+            let lost = crate::report::text::unreachable_text(st, repo_root);
             if let (Some(at), Some(lost)) = (at, lost) {
                 let _ = write!(site, "<br>{at}: {lost}");
             }

@@ -17,8 +17,8 @@ use crate::model::{
     human_bytes, Baseline, Change, FrameReport, GrowthReport, Method, Report, RetainedBy,
     StackKind, StackReport, TaskReport, TestReport, Verdict,
 };
-use crate::report::human::{frame_text, held_text, is_harness_frame, live_tasks_text, task_text};
 use crate::report::markup::escape as esc;
+use crate::report::text::{frame_text, held_text, is_harness_frame, live_tasks_text, task_text};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
@@ -459,7 +459,7 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     if let Some(lost) = &st.unreachable {
         lost::block(h, lost, root);
     } else if let Some(text) = (st.process.is_some())
-        .then(|| crate::report::human::unreachable_text(st, root))
+        .then(|| crate::report::text::unreachable_text(st, root))
         .flatten()
     {
         let _ = write!(h, "<p class=\"lost\">{}</p>", esc(&text));

@@ -1,6 +1,6 @@
 //! Renderers of the run's report and the exporters that write them ([`export`]): the
 //! JSON report, the page, JUnit XML, GitHub's annotations, flame graphs and pprof profiles
-//! ([`artifacts`]), and the summary.
+//! ([`artifacts`]), and the summary ([`human`]). The text they share is in [`text`].
 
 pub mod artifacts;
 pub mod bench;
@@ -24,3 +24,4 @@ pub mod snapshot;
 #[cfg(test)]
 mod snapshots;
 pub mod suppressions;
+pub mod text;

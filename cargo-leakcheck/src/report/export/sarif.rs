@@ -8,7 +8,7 @@ use super::{Export, Exporter, FileOutput};
 use crate::analysis::frames::{in_repo, repo_line};
 use crate::model::Verdict;
 use crate::model::{human_bytes, GrowthReport, Report, StackReport, TestReport};
-use crate::report::human::{held_phrase, unreachable_text};
+use crate::report::text::{held_phrase, unreachable_text};
 use serde_json::{json, Value};
 use std::path::Path;
 
