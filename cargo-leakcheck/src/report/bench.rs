@@ -118,7 +118,7 @@ fn folded_growth(b: &GrowthReport) -> Vec<String> {
         let what = &c.collection;
         let frame = FrameReport::named(&format!(
             "[collection {}: {}]",
-            what.holder(),
+            crate::report::text::collection_holder(what, Path::new("")),
             what.type_name
         ));
         flamegraph::folded_line(&[frame], what.bytes_of(c.growth))
@@ -326,7 +326,11 @@ fn growing_text(s: &mut String, b: &GrowthReport, root: &Path, out_dir: &Path) {
     }
     let _ = writeln!(s, "{collections}");
     for c in b.collections.iter().filter(|c| c.flagged).take(3) {
-        let _ = writeln!(s, "           {}", c.describe(root));
+        let _ = writeln!(
+            s,
+            "           {}",
+            crate::report::text::bench_collection_text(c, root)
+        );
     }
     for st in flagged.iter().take(3) {
         growing_stack_text(s, st, root);

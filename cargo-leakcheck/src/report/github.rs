@@ -168,7 +168,12 @@ fn collection_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let test = format!("{} {}", t.binary, t.name);
             match sites.iter_mut().find(|s| s.0 == file && s.1 == line) {
                 Some(site) => site.3.push(test),
-                None => sites.push((file, line, c.describe(repo_root), vec![test])),
+                None => sites.push((
+                    file,
+                    line,
+                    crate::report::text::collection_text(c, repo_root),
+                    vec![test],
+                )),
             }
         }
     }
@@ -230,7 +235,10 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
                 "::error file={},line={line},title={}::{}",
                 property(&file.display().to_string()),
                 property(&format!("collection grows in {}", b.name)),
-                data(&format!("{} (cargo-leakcheck)", c.describe(repo_root)))
+                data(&format!(
+                    "{} (cargo-leakcheck)",
+                    crate::report::text::bench_collection_text(c, repo_root)
+                ))
             ));
         }
     }
@@ -245,7 +253,7 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         let _ = writeln!(
             s,
             "**Against the base run**: {}{}\n",
-            b.counts_text(),
+            crate::report::text::baseline_counts(b),
             if b.fail_on_new {
                 " (only new and grown leaks fail)"
             } else {
@@ -326,7 +334,7 @@ fn benches_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &
             if !site.is_empty() {
                 site.push_str("<br>");
             }
-            site.push_str(&c.describe(repo_root));
+            site.push_str(&crate::report::text::bench_collection_text(c, repo_root));
         }
         let growth = match b.verdict {
             Verdict::Leak => {
@@ -457,7 +465,7 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             if !site.is_empty() {
                 site.push_str("<br>");
             }
-            site.push_str(&c.describe(repo_root));
+            site.push_str(&crate::report::text::collection_text(c, repo_root));
         }
         let retained = match (t.verdict, &t.first_run_retained) {
             (Verdict::Leak, _) => human_bytes(t.retained_bytes),

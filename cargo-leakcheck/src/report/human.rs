@@ -7,7 +7,10 @@ use crate::model::{
     human_bytes, AllowedBy, Change, FrameReport, Method, Report, StackKind, StackReport,
     TestReport, Verdict,
 };
-use crate::report::text::{frame_text, held_text, notes_and_outputs, task_text, unreachable_text};
+use crate::report::text::{
+    baseline_counts, collection_text, frame_text, held_text, notes_and_outputs, task_text,
+    unreachable_text,
+};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -204,7 +207,7 @@ fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
         "{:>8} against `{}`: {}{}",
         "Baseline",
         b.path,
-        b.counts_text(),
+        baseline_counts(b),
         if b.fail_on_new {
             "; only new and grown leaks fail (--fail-on new)"
         } else {
@@ -341,7 +344,7 @@ fn failing_text(
         failing_stack_text(s, stack, workspace_root, &mut said_lost);
     }
     for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
-        let _ = writeln!(s, "           {}", c.describe(workspace_root));
+        let _ = writeln!(s, "           {}", collection_text(c, workspace_root));
         frame_lines(s, &c.allocated_at, workspace_root, "grown at");
     }
     let more = t.failing_stacks().count() - shown.iter().filter(|s| s.fails).count();
@@ -639,15 +642,6 @@ fn after_summary_text(s: &mut String, report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_read_naturally() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1024), "1.0 KiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
-    }
 
     fn stack(kind: StackKind, bytes: u64, growth: &[i64]) -> StackReport {
         StackReport {

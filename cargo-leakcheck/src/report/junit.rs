@@ -287,12 +287,16 @@ fn bench_outcome(
                     message,
                     "{} collection(s) longer over the later half: {}",
                     growing.len(),
-                    c.describe(root)
+                    crate::report::text::bench_collection_text(c, root)
                 );
             }
             let mut text = String::new();
             for c in &growing {
-                let _ = writeln!(text, "{}", c.describe(root));
+                let _ = writeln!(
+                    text,
+                    "{}",
+                    crate::report::text::bench_collection_text(c, root)
+                );
             }
             for st in &flagged {
                 let _ = writeln!(
@@ -367,12 +371,12 @@ fn outcome(
                     message,
                     "{} collection(s) longer on every run: {}",
                     growing.len(),
-                    growing[0].describe(root)
+                    crate::report::text::collection_text(growing[0], root)
                 );
             }
             let mut text = String::new();
             for c in &growing {
-                let _ = writeln!(text, "{}", c.describe(root));
+                let _ = writeln!(text, "{}", crate::report::text::collection_text(c, root));
                 if !c.allocated_at.is_empty() {
                     let _ = writeln!(text, "  grown at:");
                     stack_text(&mut text, &c.allocated_at, None, root);

@@ -1,12 +1,15 @@
 //! The text every renderer shares, written once so that the summary, the page, JUnit,
 //! SARIF and GitHub's annotations say the same thing in the same words: a frame and where
 //! it is, who holds a stack's objects, the async tasks a stack is, how lost objects are
-//! lost, and the lines every terminal summary ends with. Sizes and counts in words
-//! (`human_bytes`, `count_of`) are the model's, since the analysis writes them into the
-//! report's messages too.
+//! lost, a collection's growth, the counts against a base run, and the lines every
+//! terminal summary ends with. Sizes and counts in words (`human_bytes`, `count_of`) are
+//! the model's, since the analysis writes them into the report's messages too.
 
 use crate::model::count_of as plural;
-use crate::model::{FrameReport, RetainedBy, RootKind, StackReport};
+use crate::model::{
+    Baseline, BenchCollection, CollectionId, CollectionReport, CycleMember, FrameReport,
+    LengthUnit, RetainedBy, RootKind, StackReport, Unreachable,
+};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -31,7 +34,7 @@ pub fn place_text(f: &FrameReport, root: &Path) -> String {
 /// nothing pointing to them), when the scan found that.
 pub fn unreachable_text(stack: &StackReport, root: &Path) -> Option<String> {
     match (&stack.unreachable, &stack.process) {
-        (Some(u), _) => Some(u.text(|f| place_text(f, root))),
+        (Some(u), _) => Some(unreachable_line(u, |f| place_text(f, root))),
         (None, Some(process)) => Some(format!(
             "lost by the child process `{process}`: unreachable when it ended, in every run that started it"
         )),
@@ -221,6 +224,153 @@ pub fn is_harness_frame(f: &FrameReport) -> bool {
         "std::sys::backtrace::__rust_begin_short_backtrace",
     ];
     HARNESS.iter().any(|h| f.function.starts_with(h))
+}
+
+/// One line that says how a stack's lost objects are lost, each site as `site` writes a
+/// frame (`src/lib.rs:14`).
+pub fn unreachable_line(lost: &Unreachable, site: impl Fn(&FrameReport) -> String) -> String {
+    match lost {
+        Unreachable::Cycle(c) => {
+            let ring: Vec<String> = c
+                .members
+                .iter()
+                .map(|m| format!("{} ({})", member_what(m), member_place(m, &site)))
+                .collect();
+            let more = match c.length as usize > c.members.len() {
+                true => format!(" → … {} more", c.length as usize - c.members.len()),
+                false => String::new(),
+            };
+            let times = match c.cycles {
+                1 => String::new(),
+                n => format!("; {n} such cycles"),
+            };
+            let hint = match c.weak_edge() {
+                Some((from, to)) if c.members.len() > 1 => format!(
+                    "; one of these pointers should be `Weak`: likely {}'s ({}) back to {} ({})",
+                    member_what(from),
+                    member_place(from, &site),
+                    member_what(to),
+                    member_place(to, &site)
+                ),
+                _ => "; it points to itself: that pointer should be `Weak`".to_owned(),
+            };
+            format!(
+                "unreachable: a reference cycle of {} — {}{more} → back{times}{hint}",
+                plural(c.length, "object", "objects"),
+                ring.join(" → ")
+            )
+        }
+        Unreachable::InCycle => "unreachable: in a reference cycle among the same lost objects as a cycle shown for another stack (one cycle of each group is shown)".to_owned(),
+        Unreachable::InsideLost => "unreachable: only other lost objects point to these (inside a lost structure)".to_owned(),
+        Unreachable::NoCycle => "unreachable, no cycle: nothing points to these objects (a `Box::leak` or `mem::forget` whose result was dropped)".to_owned(),
+    }
+}
+
+/// Where a member of a reference cycle was allocated, each frame as `site` writes one:
+/// `src/tree.rs:23`, or `src/tree.rs:23 via src/tree.rs:55` when another member shares that
+/// line.
+pub fn member_place(m: &CycleMember, site: &impl Fn(&FrameReport) -> String) -> String {
+    match &m.called_at {
+        Some(c) => format!("{} via {}", site(&m.site), site(c)),
+        None => site(&m.site),
+    }
+}
+
+/// What a member of a reference cycle is, in words: its type, else what allocated it
+/// (`an \`Rc\``).
+pub fn member_what(m: &CycleMember) -> String {
+    match (&m.type_name, m.container.as_deref()) {
+        (Some(t), _) => format!("`{t}`"),
+        (None, Some("Vec")) => "a `Vec`'s buffer".to_owned(),
+        (None, Some(c @ ("Arc" | "Rc"))) => format!("an `{c}`"),
+        (None, Some(c)) => format!("a `{c}`"),
+        (None, None) => "an object".to_owned(),
+    }
+}
+
+/// `1 entry`, `3 bytes`: a length in what it counts.
+pub fn length_count(unit: LengthUnit, n: i64) -> String {
+    let (one, many) = match unit {
+        LengthUnit::Entries => ("entry", "entries"),
+        LengthUnit::Bytes => ("byte", "bytes"),
+    };
+    format!("{n} {}", if n.abs() == 1 { one } else { many })
+}
+
+/// `static `app::SEEN` (src/lib.rs:9)`: a collection's root, where it is defined, and the
+/// field; its file relative to `root` when it is below it (the workspace: the same words on
+/// every machine and CI runner; `""` leaves it as recorded).
+pub fn collection_holder(c: &CollectionId, root: &Path) -> String {
+    let kind = match c.root_kind {
+        RootKind::ThreadLocal => "thread-local",
+        _ => "static",
+    };
+    let at = match (&c.file, c.line) {
+        (Some(f), Some(l)) => {
+            let f = Path::new(f);
+            let f = f.strip_prefix(root).unwrap_or(f).display();
+            format!(" ({f}:{l})")
+        }
+        _ => String::new(),
+    };
+    format!("{kind} `{}{}`{at}", c.root, c.field)
+}
+
+/// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`,
+/// then the other holders of the same collection, if any; files relative to `root` when
+/// below it.
+pub fn collection_text(r: &CollectionReport, root: &Path) -> String {
+    let c = &r.collection;
+    let runs = r.lengths.len();
+    let last = r.lengths.last().copied().unwrap_or(0).max(0);
+    let per_run = match (r.min_growth(), r.growth_per_run.iter().max()) {
+        (Some(lo), Some(&hi)) if lo == hi => format!("+{} per run", length_count(c.unit, lo)),
+        (Some(lo), Some(&hi)) => format!("+{lo} to +{} per run", length_count(c.unit, hi)),
+        _ => "no extra runs".into(),
+    };
+    let also = if r.also_held_by.is_empty() {
+        String::new()
+    } else {
+        let others: Vec<String> = (r.also_held_by.iter())
+            .map(|o| collection_holder(o, root))
+            .collect();
+        format!("; also reached from {}", others.join(", "))
+    };
+    format!(
+        "{}: {}, {per_run} ({} after {}){also}",
+        collection_holder(c, root),
+        c.type_name,
+        length_count(c.unit, last),
+        plural(runs as u64, "run", "runs")
+    )
+}
+
+/// `static `app::VISITS` (src/main.rs:9): HashMap<u64, u64>, +9812 entries (4906 per
+/// second) over the later half, 20000 entries at the end`: a collection over a bench's or a
+/// service's run; files relative to `root` when below it.
+pub fn bench_collection_text(b: &BenchCollection, root: &Path) -> String {
+    let c = &b.collection;
+    let last = b.series.last().map_or(0, |p| p.1);
+    format!(
+        "{}: {}, +{} ({:.0} per second) over the later half, {} at the end",
+        collection_holder(c, root),
+        c.type_name,
+        length_count(c.unit, b.growth),
+        b.per_second,
+        length_count(c.unit, last)
+    )
+}
+
+/// `1 new, 1 grown, 2 unchanged, 0 gone`: the counts against the base run every renderer
+/// leads with.
+pub fn baseline_counts(b: &Baseline) -> String {
+    format!(
+        "{} new, {} grown, {} unchanged, {} gone",
+        b.new,
+        b.grown,
+        b.unchanged,
+        b.gone.len()
+    )
 }
 
 /// A summary's last lines, every command's: the notes, then where the report and the page are.

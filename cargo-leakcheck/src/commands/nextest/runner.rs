@@ -485,7 +485,10 @@ fn leak_summary(report: &TestReport, root: &Path, known: bool) -> String {
         }
     }
     for c in report.collections.iter().filter(|c| c.fails).take(3) {
-        s.push_str(&format!("\n  {}", c.describe(root)));
+        s.push_str(&format!(
+            "\n  {}",
+            crate::report::text::collection_text(c, root)
+        ));
     }
     s.push_str("\n  the full report is written when `cargo leakcheck nextest` finishes");
     s
