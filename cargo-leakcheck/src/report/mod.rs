@@ -20,8 +20,8 @@ pub mod metrics;
 pub mod plot;
 pub mod pprof;
 #[cfg(test)]
-pub mod snapshot;
+mod rendered;
 #[cfg(test)]
-mod snapshots;
+pub mod snapshot;
 pub mod suppressions;
 pub mod text;
