@@ -1,14 +1,21 @@
-//! The results of a run: the schema of `report.json` (version 1), also what the human
-//! output and the flame graphs are drawn from. Field order and sorting are fixed so the
-//! file is deterministic for the same results.
+//! The results of a run: the schema of `report.json` (version 1), the types every stage
+//! shares, with their serde attributes and the names they are written by. Field order and
+//! sorting are fixed so the file is deterministic for the same results. What is worked out
+//! from the fields is in `derived` (what fails the run in `gate`, which stacks a renderer
+//! shows in `shown`), sizes and counts in words in `amounts`, and the reports tests start
+//! from in `builders`; the renderers' words for these types are `report::text`'s.
 
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
+mod amounts;
+#[cfg(test)]
+mod builders;
 mod cycles;
+mod derived;
 pub mod gate;
 mod memory;
 mod shown;
+pub use amounts::{count_of, human_bytes};
 pub use cycles::{CycleMember, CycleReport, Unreachable};
 pub use gate::growth_exit_code;
 pub use memory::{Memory, MemoryExplained, MemoryPart, MemoryPartFigures, MemoryPoint};
@@ -117,19 +124,6 @@ pub enum Change {
     Changed,
 }
 
-impl Baseline {
-    /// `1 new, 1 grown, 2 unchanged, 0 gone`: the counts every renderer leads with.
-    pub fn counts_text(&self) -> String {
-        format!(
-            "{} new, {} grown, {} unchanged, {} gone",
-            self.new,
-            self.grown,
-            self.unchanged,
-            self.gone.len()
-        )
-    }
-}
-
 impl Change {
     /// The lowercase name used in reports.
     pub fn as_str(self) -> &'static str {
@@ -139,17 +133,6 @@ impl Change {
             Change::Unchanged => "unchanged",
             Change::Changed => "changed",
         }
-    }
-}
-
-impl Report {
-    /// The change of a test against the base run, when there is one to say.
-    pub fn change_of(&self, t: &TestReport) -> Option<&TestChange> {
-        self.baseline
-            .as_ref()?
-            .tests
-            .iter()
-            .find(|c| c.package == t.package && c.binary == t.binary && c.name == t.name)
     }
 }
 
@@ -164,58 +147,12 @@ pub struct NotRun {
     pub tests: Vec<String>,
 }
 
-impl NotRun {
-    /// `tests` (binary id, name) not run for `why`; `None` when there are none.
-    pub fn of(mut tests: Vec<String>, why: impl Into<String>) -> Option<NotRun> {
-        tests.sort();
-        tests.dedup();
-        (!tests.is_empty()).then(|| NotRun {
-            count: tests.len(),
-            why: why.into(),
-            tests,
-        })
-    }
-}
-
-impl Report {
-    /// Bytes retained by the tests that leaked, together.
-    pub fn leaked_bytes(&self) -> u64 {
-        self.tests
-            .iter()
-            .filter(|t| t.verdict == Verdict::Leak)
-            .map(|t| t.retained_bytes)
-            .fold(0, u64::saturating_add)
-    }
-}
-
 fn is_false(b: &bool) -> bool {
     !*b
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
-}
-
-/// `1 thread`, `2 threads`: a count and its noun (the report's messages and every
-/// renderer).
-pub fn count_of(n: impl Into<u64>, one: &str, many: &str) -> String {
-    let n = n.into();
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// Renders sizes as `512 B`, `4.0 KiB`, `1.5 MiB` (the report's messages and every renderer).
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
 }
 
 /// How a test's verdict was reached.
@@ -817,17 +754,6 @@ pub enum LengthUnit {
     Bytes,
 }
 
-impl LengthUnit {
-    /// `1 entry`, `3 bytes`.
-    pub fn count(self, n: i64) -> String {
-        let (one, many) = match self {
-            LengthUnit::Entries => ("entry", "entries"),
-            LengthUnit::Bytes => ("byte", "bytes"),
-        };
-        format!("{n} {}", if n.abs() == 1 { one } else { many })
-    }
-}
-
 /// Which of the program's own collections (a `Vec`, a `HashMap`, a `String`, … reachable
 /// from a static or a thread-local) a report speaks of.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -855,37 +781,6 @@ pub struct CollectionId {
     #[serde(skip_serializing_if = "is_zero")]
     #[serde(default)]
     pub entry_bytes: u64,
-}
-
-impl CollectionId {
-    /// `static `app::SEEN` (src/lib.rs:9)`: the root, where it is defined, and the field.
-    pub fn holder(&self) -> String {
-        self.holder_from(Path::new(""))
-    }
-
-    /// [`CollectionId::holder`], its file relative to `root` when it is below it (the
-    /// workspace: the same words on every machine and CI runner).
-    pub fn holder_from(&self, root: &Path) -> String {
-        let kind = match self.root_kind {
-            RootKind::ThreadLocal => "thread-local",
-            _ => "static",
-        };
-        let at = match (&self.file, self.line) {
-            (Some(f), Some(l)) => {
-                let f = Path::new(f);
-                let f = f.strip_prefix(root).unwrap_or(f).display();
-                format!(" ({f}:{l})")
-            }
-            _ => String::new(),
-        };
-        format!("{kind} `{}{}`{at}", self.root, self.field)
-    }
-
-    /// What `n` entries come to in bytes, as far as the entry size is known (an entry of
-    /// unknown size counts one byte).
-    pub fn bytes_of(&self, n: i64) -> u64 {
-        (n.max(0) as u64).saturating_mul(self.entry_bytes.max(1))
-    }
 }
 
 /// One of the program's own collections, as the test's runs changed its length.
@@ -935,41 +830,6 @@ impl CollectionReport {
     pub fn min_growth(&self) -> Option<i64> {
         self.growth_per_run.iter().copied().min()
     }
-
-    /// `static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (7 after 7 runs)`,
-    /// then the other holders of the same collection, if any.
-    /// Files are shown relative to `root` when below it.
-    pub fn describe(&self, root: &Path) -> String {
-        let c = &self.collection;
-        let runs = self.lengths.len();
-        let last = self.lengths.last().copied().unwrap_or(0).max(0);
-        let per_run = match (self.min_growth(), self.growth_per_run.iter().max()) {
-            (Some(lo), Some(&hi)) if lo == hi => format!("+{} per run", c.unit.count(lo)),
-            (Some(lo), Some(&hi)) => format!("+{lo} to +{} per run", c.unit.count(hi)),
-            _ => "no extra runs".into(),
-        };
-        let also = if self.also_held_by.is_empty() {
-            String::new()
-        } else {
-            let others: Vec<String> = (self.also_held_by.iter())
-                .map(|o| o.holder_from(root))
-                .collect();
-            format!("; also reached from {}", others.join(", "))
-        };
-        format!(
-            "{}: {}, {per_run} ({} after {}){also}",
-            c.holder_from(root),
-            c.type_name,
-            c.unit.count(last),
-            count_of(runs as u64, "run", "runs")
-        )
-    }
-
-    /// What the growth adds up to in bytes (see [`CollectionId::bytes_of`]).
-    pub fn growth_bytes(&self) -> u64 {
-        let entries: i64 = self.growth_per_run.iter().map(|g| (*g).max(0)).sum();
-        self.collection.bytes_of(entries)
-    }
 }
 
 impl FrameReport {
@@ -980,42 +840,6 @@ impl FrameReport {
             file: None,
             line: None,
             inlined: false,
-        }
-    }
-}
-
-#[cfg(test)]
-impl FrameReport {
-    /// A frame of `function` at `file:line`, not inlined.
-    pub fn at(function: &str, file: &str, line: u32) -> FrameReport {
-        FrameReport {
-            file: Some(file.into()),
-            line: Some(line),
-            ..FrameReport::named(function)
-        }
-    }
-}
-
-#[cfg(test)]
-impl StackReport {
-    /// One object of `bytes` retained by a stack of `kind` with no frames, failing when it
-    /// is a leak: a starting point for tests to adjust.
-    pub fn example(kind: StackKind, bytes: u64) -> StackReport {
-        StackReport {
-            bytes,
-            objects: 1,
-            kind,
-            reason: None,
-            fails: kind == StackKind::Leak,
-            memory: Memory::Heap,
-            allowed: None,
-            suppression: None,
-            growth_per_run: Vec::new(),
-            frames: Vec::new(),
-            retained_by: None,
-            unreachable: None,
-            task: None,
-            process: None,
         }
     }
 }
@@ -1037,138 +861,6 @@ impl Report {
             benches: Vec::new(),
             notes: Vec::new(),
             baseline: None,
-        }
-    }
-}
-
-#[cfg(test)]
-impl Report {
-    /// A report of no tests, with default settings: a starting point for tests to adjust.
-    pub fn example() -> Report {
-        Report::new(ReportSettings {
-            sample_period: 1,
-            stack_threshold: 0,
-            config: None,
-        })
-    }
-}
-
-#[cfg(test)]
-impl TestReport {
-    /// A clean test `tests::t` of package `p` (lib), nothing retained, profiled with
-    /// stacks and run again twice: a starting point for tests to adjust.
-    pub fn example() -> TestReport {
-        TestReport {
-            package: "p".into(),
-            binary: "p".into(),
-            kind: TargetKind::Lib,
-            name: "tests::t".into(),
-            verdict: Verdict::Clean,
-            retained_bytes: 0,
-            retained_objects: 0,
-            stack_threshold: 0,
-            test_threshold: None,
-            exit: "exit code 0".into(),
-            method: Method::Stacks,
-            message: None,
-            stacks: Vec::new(),
-            artifacts: Artifacts::default(),
-            extra_runs: ExtraRuns {
-                made: 2,
-                in_all: 2,
-                status: ExtraRunsStatus::Completed,
-                detail: None,
-            },
-            first_run_retained: None,
-            drained: None,
-            passed_without_profiling: false,
-            left_processes: Vec::new(),
-            unsettled_fails: false,
-            collections: Vec::new(),
-            processes: Vec::new(),
-        }
-    }
-}
-
-/// Held by a static of that name, directly: a starting point for tests.
-#[cfg(test)]
-pub fn held_by_static(name: &str) -> Option<RetainedBy> {
-    Some(RetainedBy {
-        root_kind: RootKind::Static,
-        root: format!("static `{name}`"),
-        symbol: Some(name.into()),
-        thread: None,
-        frame: None,
-        definition: None,
-        via: Vec::new(),
-        skipped: 0,
-        task: None,
-        holder: None,
-    })
-}
-
-#[cfg(test)]
-impl GrowthReport {
-    /// Bench `grows` of target `grows` in package `benches`: a growing stack allocated by
-    /// `grows::handle_request` (`/ws/benches/grows.rs:12`), held by static `grows::SEEN`,
-    /// with its artifacts; `verdict` other than a leak leaves the stacks out. A starting
-    /// point for tests to adjust.
-    pub fn example(name: &str, verdict: Verdict) -> GrowthReport {
-        let at = |name: &str, file: &str| FrameReport::at(name, file, 12);
-        let grows = verdict == Verdict::Leak;
-        GrowthReport {
-            package: "benches".into(),
-            binary: "grows".into(),
-            name: name.into(),
-            verdict,
-            exit: "exit code 0".into(),
-            message: None,
-            sample_period: 4096,
-            growth_threshold: 64 << 10,
-            growth_threshold_source: "built-in default".into(),
-            snapshots: 40,
-            duration_seconds: 10.0,
-            heap: vec![(0.0, 2 << 20), (10.0, 4 << 20)],
-            rss: Vec::new(),
-            memory: None,
-            stacks: if grows {
-                vec![BenchStack {
-                    retained_by: held_by_static("grows::SEEN"),
-                    objects: 3 << 10,
-                    task: None,
-                    memory: Memory::Heap,
-                    bytes: 3 << 20,
-                    growth_bytes: 2 << 20,
-                    growth_bytes_per_second: 409_600.0,
-                    flagged: true,
-                    kind: StackKind::Leak,
-                    frames: vec![
-                        at(
-                            "alloc::vec::Vec<T>::push",
-                            "/rustc/x/library/alloc/src/vec/mod.rs",
-                        ),
-                        at("grows::handle_request", "/ws/benches/grows.rs"),
-                    ],
-                    series: vec![(0.0, 1 << 20), (10.0, 3 << 20)],
-                }]
-            } else {
-                Vec::new()
-            },
-            artifacts: if grows {
-                BenchArtifacts {
-                    flamegraph: Some("benches-bench-grows/grows.svg".into()),
-                    folded: Some("benches-bench-grows/grows.folded".into()),
-                    plot: Some("benches-bench-grows/grows.plot.svg".into()),
-                    pprof: Some("benches-bench-grows/grows.pb.gz".into()),
-                    memory_plot: None,
-                }
-            } else {
-                BenchArtifacts::default()
-            },
-            unsettled_fails: false,
-            service: false,
-            not_checked: false,
-            collections: Vec::new(),
         }
     }
 }
@@ -1357,77 +1049,9 @@ pub struct BenchCollection {
     pub after: Option<i64>,
 }
 
-impl BenchCollection {
-    /// `static `app::VISITS` (src/main.rs:9): HashMap<u64, u64>, +9812 entries (4906 per
-    /// second) over the later half, 20000 entries at the end`; files relative to `root` when
-    /// below it.
-    pub fn describe(&self, root: &Path) -> String {
-        let c = &self.collection;
-        let last = self.series.last().map_or(0, |p| p.1);
-        format!(
-            "{}: {}, +{} ({:.0} per second) over the later half, {} at the end",
-            c.holder_from(root),
-            c.type_name,
-            c.unit.count(self.growth),
-            self.per_second,
-            c.unit.count(last)
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exit_code::ExitCode;
-
-    #[test]
-    fn the_exit_code_is_the_worst_of_tests_benches_and_unlisted_binaries() {
-        let empty = Report::example();
-        assert_eq!(empty.exit_code(), ExitCode::Success);
-        let with = |verdict| Report {
-            tests: vec![TestReport {
-                verdict,
-                ..TestReport::example()
-            }],
-            ..Report::example()
-        };
-        assert_eq!(with(Verdict::Clean).exit_code(), ExitCode::Success);
-        assert_eq!(with(Verdict::Leak).exit_code(), ExitCode::LeaksFound);
-        assert_eq!(with(Verdict::Timeout).exit_code(), ExitCode::TestsFailed);
-        assert_eq!(
-            with(Verdict::Unanalysable).exit_code(),
-            ExitCode::Incomplete
-        );
-        let unlisted = Report {
-            unlisted: vec!["p::broken".into()],
-            ..with(Verdict::Leak)
-        };
-        assert_eq!(unlisted.exit_code(), ExitCode::TestsFailed);
-        // Tests that never ran leave a clean run incomplete; a leak still says leak.
-        let not_run = || NotRun::of(vec!["p t2".into()], "stopped early");
-        let clean_rest = Report {
-            not_run: not_run(),
-            ..with(Verdict::Clean)
-        };
-        assert_eq!(clean_rest.exit_code(), ExitCode::Incomplete);
-        let leak_rest = Report {
-            not_run: not_run(),
-            ..with(Verdict::Leak)
-        };
-        assert_eq!(leak_rest.exit_code(), ExitCode::LeaksFound);
-        assert_eq!(NotRun::of(Vec::new(), "nothing"), None);
-        // An unsettled test passes the run unless `unsettled-fails` was in force for it.
-        assert_eq!(with(Verdict::Unsettled).exit_code(), ExitCode::Success);
-        let mut strict = with(Verdict::Unsettled);
-        strict.tests[0].unsettled_fails = true;
-        assert_eq!(strict.exit_code(), ExitCode::Incomplete);
-        strict.tests[0].verdict = Verdict::Clean;
-        assert_eq!(
-            strict.exit_code(),
-            ExitCode::Success,
-            "only an unsettled verdict"
-        );
-    }
 
     #[test]
     fn extra_runs_say_their_status_by_name_and_keep_its_reason_through_a_merge() {

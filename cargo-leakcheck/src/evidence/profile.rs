@@ -248,7 +248,7 @@ impl ProfileError {
         self
     }
 
-    /// The dump's path, when it was read from a file (`execution::load::heap_profile`).
+    /// The dump's path, when it was read from a file (`evidence::load::heap_profile`).
     #[cfg(test)]
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()

@@ -1,7 +1,7 @@
 //! How a leaked stack's lost objects are lost: the reference cycle that keeps them, or
-//! nothing pointing to them, and the one line the reports say it in.
+//! nothing pointing to them (the line the reports say it in is `report::text`'s).
 
-use super::{count_of, FrameReport};
+use super::FrameReport;
 use serde::{Deserialize, Serialize};
 
 /// How a leaked stack's objects are lost, when no root reaches them.
@@ -80,67 +80,4 @@ pub struct CycleMember {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(default)]
     pub weak: Option<u64>,
-}
-
-impl CycleMember {
-    /// Where it was allocated, each frame as `site` writes one: `src/tree.rs:23`, or
-    /// `src/tree.rs:23 via src/tree.rs:55` when another member shares that line.
-    pub fn place(&self, site: &impl Fn(&FrameReport) -> String) -> String {
-        match &self.called_at {
-            Some(c) => format!("{} via {}", site(&self.site), site(c)),
-            None => site(&self.site),
-        }
-    }
-
-    /// What it is, in words: its type, else what allocated it (`an \`Rc\``).
-    pub fn what(&self) -> String {
-        match (&self.type_name, self.container.as_deref()) {
-            (Some(t), _) => format!("`{t}`"),
-            (None, Some("Vec")) => "a `Vec`'s buffer".to_owned(),
-            (None, Some(c @ ("Arc" | "Rc"))) => format!("an `{c}`"),
-            (None, Some(c)) => format!("a `{c}`"),
-            (None, None) => "an object".to_owned(),
-        }
-    }
-}
-
-impl Unreachable {
-    /// One line that says it, each site as `site` writes a frame (`src/lib.rs:14`).
-    pub fn text(&self, site: impl Fn(&FrameReport) -> String) -> String {
-        match self {
-            Unreachable::Cycle(c) => {
-                let ring: Vec<String> = c
-                    .members
-                    .iter()
-                    .map(|m| format!("{} ({})", m.what(), m.place(&site)))
-                    .collect();
-                let more = match c.length as usize > c.members.len() {
-                    true => format!(" → … {} more", c.length as usize - c.members.len()),
-                    false => String::new(),
-                };
-                let times = match c.cycles {
-                    1 => String::new(),
-                    n => format!("; {n} such cycles"),
-                };
-                let hint = match c.weak_edge() {
-                    Some((from, to)) if c.members.len() > 1 => format!(
-                        "; one of these pointers should be `Weak`: likely {}'s ({}) back to {} ({})",
-                        from.what(),
-                        from.place(&site),
-                        to.what(),
-                        to.place(&site)
-                    ),
-                    _ => "; it points to itself: that pointer should be `Weak`".to_owned(),
-                };
-                format!(
-                    "unreachable: a reference cycle of {} — {}{more} → back{times}{hint}",
-                    count_of(c.length, "object", "objects"),
-                    ring.join(" → ")
-                )
-            }
-            Unreachable::InCycle => "unreachable: in a reference cycle among the same lost objects as a cycle shown for another stack (one cycle of each group is shown)".to_owned(),
-            Unreachable::InsideLost => "unreachable: only other lost objects point to these (inside a lost structure)".to_owned(),
-            Unreachable::NoCycle => "unreachable, no cycle: nothing points to these objects (a `Box::leak` or `mem::forget` whose result was dropped)".to_owned(),
-        }
-    }
 }

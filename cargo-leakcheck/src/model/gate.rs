@@ -101,6 +101,56 @@ pub fn growth_exit_code(grown_bytes: u64, threshold: Option<u64>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::NotRun;
+
+    #[test]
+    fn the_exit_code_is_the_worst_of_tests_benches_and_unlisted_binaries() {
+        let empty = Report::example();
+        assert_eq!(empty.exit_code(), ExitCode::Success);
+        let with = |verdict| Report {
+            tests: vec![TestReport {
+                verdict,
+                ..TestReport::example()
+            }],
+            ..Report::example()
+        };
+        assert_eq!(with(Verdict::Clean).exit_code(), ExitCode::Success);
+        assert_eq!(with(Verdict::Leak).exit_code(), ExitCode::LeaksFound);
+        assert_eq!(with(Verdict::Timeout).exit_code(), ExitCode::TestsFailed);
+        assert_eq!(
+            with(Verdict::Unanalysable).exit_code(),
+            ExitCode::Incomplete
+        );
+        let unlisted = Report {
+            unlisted: vec!["p::broken".into()],
+            ..with(Verdict::Leak)
+        };
+        assert_eq!(unlisted.exit_code(), ExitCode::TestsFailed);
+        // Tests that never ran leave a clean run incomplete; a leak still says leak.
+        let not_run = || NotRun::of(vec!["p t2".into()], "stopped early");
+        let clean_rest = Report {
+            not_run: not_run(),
+            ..with(Verdict::Clean)
+        };
+        assert_eq!(clean_rest.exit_code(), ExitCode::Incomplete);
+        let leak_rest = Report {
+            not_run: not_run(),
+            ..with(Verdict::Leak)
+        };
+        assert_eq!(leak_rest.exit_code(), ExitCode::LeaksFound);
+        assert_eq!(NotRun::of(Vec::new(), "nothing"), None);
+        // An unsettled test passes the run unless `unsettled-fails` was in force for it.
+        assert_eq!(with(Verdict::Unsettled).exit_code(), ExitCode::Success);
+        let mut strict = with(Verdict::Unsettled);
+        strict.tests[0].unsettled_fails = true;
+        assert_eq!(strict.exit_code(), ExitCode::Incomplete);
+        strict.tests[0].verdict = Verdict::Clean;
+        assert_eq!(
+            strict.exit_code(),
+            ExitCode::Success,
+            "only an unsettled verdict"
+        );
+    }
 
     #[test]
     fn growth_fails_diff_only_over_its_threshold() {

@@ -1,8 +1,10 @@
 //! A bench run's renderings: its flame graph, growth plot and pprof profile files
 //! ([`write_artifacts`]), and its human summary ([`render`]).
 
-use crate::model::{BenchArtifacts, BenchStack, FrameReport, GrowthReport, Report, Verdict};
-use crate::report::{flamegraph, human::human_bytes, plot, pprof};
+use crate::model::{
+    human_bytes, BenchArtifacts, BenchStack, FrameReport, GrowthReport, Report, Verdict,
+};
+use crate::report::{flamegraph, plot, pprof};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -116,7 +118,7 @@ fn folded_growth(b: &GrowthReport) -> Vec<String> {
         let what = &c.collection;
         let frame = FrameReport::named(&format!(
             "[collection {}: {}]",
-            what.holder(),
+            crate::report::text::collection_holder(what, Path::new("")),
             what.type_name
         ));
         flamegraph::folded_line(&[frame], what.bytes_of(c.growth))
@@ -292,7 +294,7 @@ pub fn render(report: &Report, root: &Path, out_dir: &Path) -> String {
         memory_lines(&mut s, b, out_dir);
     }
     totals_line(&mut s, report);
-    crate::report::human::notes_and_outputs(&mut s, &report.notes, out_dir);
+    crate::report::text::notes_and_outputs(&mut s, &report.notes, out_dir);
     s
 }
 
@@ -324,7 +326,11 @@ fn growing_text(s: &mut String, b: &GrowthReport, root: &Path, out_dir: &Path) {
     }
     let _ = writeln!(s, "{collections}");
     for c in b.collections.iter().filter(|c| c.flagged).take(3) {
-        let _ = writeln!(s, "           {}", c.describe(root));
+        let _ = writeln!(
+            s,
+            "           {}",
+            crate::report::text::bench_collection_text(c, root)
+        );
     }
     for st in flagged.iter().take(3) {
         growing_stack_text(s, st, root);
@@ -367,13 +373,13 @@ fn growing_stack_text(s: &mut String, st: &BenchStack, root: &Path) {
         let _ = writeln!(
             s,
             "             {}",
-            crate::report::human::live_tasks_text(task, st.objects, root)
+            crate::report::text::live_tasks_text(task, st.objects, root)
         );
     }
     for line in st
         .retained_by
         .iter()
-        .flat_map(|h| crate::report::human::held_text(h, root))
+        .flat_map(|h| crate::report::text::held_text(h, root))
     {
         let _ = writeln!(s, "             {line}");
     }

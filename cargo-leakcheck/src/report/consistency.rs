@@ -4,7 +4,7 @@
 
 use crate::judging::capture::golden;
 use crate::model::{Report, StackKind, TestReport, Unreachable, Verdict};
-use crate::report::snapshots::{renderers, CAPTURED_AT, ROOT};
+use crate::report::rendered::{renderers, CAPTURED_AT, ROOT};
 use std::path::{Path, PathBuf};
 
 fn corpus() -> PathBuf {

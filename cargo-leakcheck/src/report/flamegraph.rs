@@ -61,7 +61,7 @@ pub fn graphed_stacks(test: &TestReport) -> Vec<Graphed<'_>> {
         let per_run = c.min_growth().unwrap_or(0).max(1) as u64;
         let mut frames = vec![crate::model::FrameReport::named(&format!(
             "[collection {}: {}]",
-            c.collection.holder(),
+            crate::report::text::collection_holder(&c.collection, std::path::Path::new("")),
             c.collection.type_name
         ))];
         frames.extend(from_the_test(&c.allocated_at, &test.name).iter().cloned());

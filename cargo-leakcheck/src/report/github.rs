@@ -3,8 +3,7 @@
 //! summary appended to `$GITHUB_STEP_SUMMARY`. On when `GITHUB_ACTIONS=true`, or asked for.
 
 use crate::analysis::frames::{identifying_frame, repo_line};
-use crate::model::{Change, Report, Verdict};
-use crate::report::human::human_bytes;
+use crate::model::{human_bytes, Change, Report, Verdict};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -92,7 +91,7 @@ fn leak_sites(report: &Report, repo_root: &Path) -> Vec<Site> {
             site.bytes = site.bytes.saturating_add(st.bytes);
             site.objects = site.objects.saturating_add(st.objects);
             if site.lost.is_none() {
-                site.lost = crate::report::human::unreachable_text(st, repo_root);
+                site.lost = crate::report::text::unreachable_text(st, repo_root);
             }
             if !site.tests.contains(&test) {
                 site.tests.push(test);
@@ -169,7 +168,12 @@ fn collection_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let test = format!("{} {}", t.binary, t.name);
             match sites.iter_mut().find(|s| s.0 == file && s.1 == line) {
                 Some(site) => site.3.push(test),
-                None => sites.push((file, line, c.describe(repo_root), vec![test])),
+                None => sites.push((
+                    file,
+                    line,
+                    crate::report::text::collection_text(c, repo_root),
+                    vec![test],
+                )),
             }
         }
     }
@@ -206,7 +210,7 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
             let held = st
                 .retained_by
                 .as_ref()
-                .map(|h| format!(", {}", crate::report::human::held_phrase(h, repo_root)))
+                .map(|h| format!(", {}", crate::report::text::held_phrase(h, repo_root)))
                 .unwrap_or_default();
             out.push(format!(
                 "::error file={},line={line},title={}::{}",
@@ -231,7 +235,10 @@ fn bench_annotations(report: &Report, repo_root: &Path) -> Vec<String> {
                 "::error file={},line={line},title={}::{}",
                 property(&file.display().to_string()),
                 property(&format!("collection grows in {}", b.name)),
-                data(&format!("{} (cargo-leakcheck)", c.describe(repo_root)))
+                data(&format!(
+                    "{} (cargo-leakcheck)",
+                    crate::report::text::bench_collection_text(c, repo_root)
+                ))
             ));
         }
     }
@@ -246,7 +253,7 @@ pub fn summary(report: &Report, repo_root: &Path, out_dir: &Path) -> String {
         let _ = writeln!(
             s,
             "**Against the base run**: {}{}\n",
-            b.counts_text(),
+            crate::report::text::baseline_counts(b),
             if b.fail_on_new {
                 " (only new and grown leaks fail)"
             } else {
@@ -320,14 +327,14 @@ fn benches_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &
             .map(|f| site_text(f, repo_root))
             .unwrap_or_else(|| b.message.clone().unwrap_or_default());
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
-            let lines = crate::report::human::held_text(held, repo_root);
+            let lines = crate::report::text::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
         }
         for c in b.collections.iter().filter(|c| c.flagged) {
             if !site.is_empty() {
                 site.push_str("<br>");
             }
-            site.push_str(&c.describe(repo_root));
+            site.push_str(&crate::report::text::bench_collection_text(c, repo_root));
         }
         let growth = match b.verdict {
             Verdict::Leak => {
@@ -438,18 +445,18 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             .map(|f| site_text(f, repo_root))
             .unwrap_or_default();
         if let Some(held) = first.and_then(|st| st.retained_by.as_ref()) {
-            let lines = crate::report::human::held_text(held, repo_root);
+            let lines = crate::report::text::held_text(held, repo_root);
             let _ = write!(site, "<br>{}", lines.join("<br>"));
         }
         if let Some(lost) =
-            first.and_then(|st| crate::report::human::unreachable_text(st, repo_root))
+            first.and_then(|st| crate::report::text::unreachable_text(st, repo_root))
         {
             let _ = write!(site, "<br>{lost}");
         }
         // The stack that says how the first one's structure or cycle was lost, with it.
         for st in t.shown_stacks(first, 1).into_iter().skip(1) {
             let at = identifying_frame(&st.frames, repo_root).map(|f| site_text(f, repo_root));
-            let lost = crate::report::human::unreachable_text(st, repo_root);
+            let lost = crate::report::text::unreachable_text(st, repo_root);
             if let (Some(at), Some(lost)) = (at, lost) {
                 let _ = write!(site, "<br>{at}: {lost}");
             }
@@ -458,7 +465,7 @@ fn tests_summary(s: &mut String, report: &Report, repo_root: &Path, out_dir: &Pa
             if !site.is_empty() {
                 site.push_str("<br>");
             }
-            site.push_str(&c.describe(repo_root));
+            site.push_str(&crate::report::text::collection_text(c, repo_root));
         }
         let retained = match (t.verdict, &t.first_run_retained) {
             (Verdict::Leak, _) => human_bytes(t.retained_bytes),

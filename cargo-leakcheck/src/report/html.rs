@@ -17,8 +17,8 @@ use crate::model::{
     human_bytes, Baseline, Change, FrameReport, GrowthReport, Method, Report, RetainedBy,
     StackKind, StackReport, TaskReport, TestReport, Verdict,
 };
-use crate::report::human::{frame_text, held_text, is_harness_frame, live_tasks_text, task_text};
 use crate::report::markup::escape as esc;
+use crate::report::text::{frame_text, held_text, is_harness_frame, live_tasks_text, task_text};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::Path;
@@ -314,10 +314,8 @@ fn growth_cell(t: &TestReport) -> String {
     let Some(c) = t.collections.iter().find(|c| c.fails) else {
         return growth;
     };
-    let entries = c
-        .collection
-        .unit
-        .count(c.growth_per_run.last().copied().unwrap_or(0));
+    let last = c.growth_per_run.last().copied().unwrap_or(0);
+    let entries = crate::report::text::length_count(c.collection.unit, last);
     match growth.is_empty() {
         true => format!("+{entries}"),
         false => format!("{growth}, +{entries}"),
@@ -459,7 +457,7 @@ fn stack_block(h: &mut String, st: &StackReport, root: &Path, sources: &mut Sour
     if let Some(lost) = &st.unreachable {
         lost::block(h, lost, root);
     } else if let Some(text) = (st.process.is_some())
-        .then(|| crate::report::human::unreachable_text(st, root))
+        .then(|| crate::report::text::unreachable_text(st, root))
         .flatten()
     {
         let _ = write!(h, "<p class=\"lost\">{}</p>", esc(&text));
@@ -491,7 +489,11 @@ fn collection_block(
     if let Some(r) = &c.reason {
         let _ = write!(h, " · {}", esc(r));
     }
-    let _ = write!(h, "</p><p class=\"what\">{}</p>", esc(&c.describe(root)));
+    let _ = write!(
+        h,
+        "</p><p class=\"what\">{}</p>",
+        esc(&crate::report::text::collection_text(c, root))
+    );
     let definition = FrameReport {
         function: c.collection.root.clone(),
         file: c.collection.file.clone(),
@@ -645,7 +647,7 @@ fn baseline_section(h: &mut String, b: &Baseline) {
     let _ = write!(
         h,
         "<section id=\"baseline\">\n<h2>Against the base run</h2>\n<p><b>{}</b> against <code>{}</code>{}</p>\n<ul>\n",
-        b.counts_text(),
+        crate::report::text::baseline_counts(b),
         esc(&b.path),
         if b.fail_on_new {
             "; only new and grown leaks fail (<code>--fail-on new</code>)"
@@ -702,7 +704,7 @@ fn bench_block(h: &mut String, b: &GrowthReport, root: &Path, sources: &mut Sour
         let _ = write!(
             h,
             "<div class=\"stack collection k-leak\"><p class=\"stackhead\"><b>collection</b> · longer over the later half</p><p class=\"what\">{}</p>",
-            esc(&c.describe(root))
+            esc(&crate::report::text::bench_collection_text(c, root))
         );
         let definition = FrameReport {
             function: c.collection.root.clone(),

@@ -1,10 +1,15 @@
 //! The human summary on stderr: each leaking or broken test with its largest stacks and
 //! the first frames of the code under test, then totals and where the artifacts are.
 
+use crate::model::count_of as plural;
 use crate::model::ExtraRunsStatus as Status;
 use crate::model::{
-    AllowedBy, Change, FrameReport, Method, Report, RetainedBy, RootKind, StackKind, StackReport,
+    human_bytes, AllowedBy, Change, FrameReport, Method, Report, StackKind, StackReport,
     TestReport, Verdict,
+};
+use crate::report::text::{
+    baseline_counts, collection_text, frame_text, held_text, notes_and_outputs, task_text,
+    unreachable_text,
 };
 use std::fmt::Write;
 use std::path::Path;
@@ -12,161 +17,6 @@ use std::path::Path;
 /// How many stacks to show per test, and frames per stack.
 const STACKS_SHOWN: usize = 3;
 const FRAMES_SHOWN: usize = 4;
-
-pub use crate::model::human_bytes;
-
-use crate::model::count_of as plural;
-
-/// A frame as `function (file:line)`, with paths shown relative to the workspace, and the
-/// standard library's `/rustc/<commit>/library/` prefix dropped.
-pub(crate) fn frame_text(f: &FrameReport, root: &Path) -> String {
-    match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{} ({}:{line})", f.function, short_path(file, root)),
-        _ => f.function.clone(),
-    }
-}
-
-/// Where a frame is, `src/lib.rs:14` (its function when the debug info does not say).
-pub(crate) fn place_text(f: &FrameReport, root: &Path) -> String {
-    match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{}:{line}", short_path(file, root)),
-        _ => f.function.clone(),
-    }
-}
-
-/// The line that says how a leaked stack's lost objects are lost (a reference cycle, or
-/// nothing pointing to them), when the scan found that.
-pub(crate) fn unreachable_text(stack: &StackReport, root: &Path) -> Option<String> {
-    match (&stack.unreachable, &stack.process) {
-        (Some(u), _) => Some(u.text(|f| place_text(f, root))),
-        (None, Some(process)) => Some(format!(
-            "lost by the child process `{process}`: unreachable when it ended, in every run that started it"
-        )),
-        (None, None) => None,
-    }
-}
-
-fn short_path(file: &str, root: &Path) -> String {
-    if let Some(rest) = file.strip_prefix("/rustc/") {
-        if let Some((_, lib)) = rest.split_once("/library/") {
-            return lib.to_string();
-        }
-    }
-    let p = Path::new(file);
-    p.strip_prefix(root).unwrap_or(p).display().to_string()
-}
-
-/// `held by static `app::REGISTRY``, `held by a thread spawned at tests/lib.rs:648
-/// (`lib::clone_churn`) that never ended, running`, `held in a register of …`: the root,
-/// with the thread a stack, register or thread-local belongs to named by where it was
-/// spawned.
-pub(crate) fn held_phrase(held: &RetainedBy, root: &Path) -> String {
-    let Some(h) = &held.holder else {
-        return format!("held by {}", held.root);
-    };
-    let site = h.spawned_at.as_ref().map(|f| match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{}:{line} (`{}`)", short_path(file, root), f.function),
-        _ => format!("`{}`", f.function),
-    });
-    let thread = crate::analysis::retention::thread_words(h, site.as_deref());
-    match (held.root_kind, &held.symbol) {
-        (RootKind::Register, _) => format!("held in a register of {thread}"),
-        (RootKind::ThreadLocal, Some(s)) => format!("held by thread-local `{s}` of {thread}"),
-        (RootKind::ThreadLocal, None) => format!("held in the thread-local storage of {thread}"),
-        _ => format!("held by {thread}"),
-    }
-}
-
-/// The `held by` lines under a stack, unindented: its root, then where each object on the
-/// way from the root was allocated (`→ …`). When an async task is on the way, the task
-/// comes first, by its spawn site, then what holds the task.
-pub(crate) fn held_text(held: &RetainedBy, root: &Path) -> Vec<String> {
-    let held_by = held_phrase(held, root);
-    let root_line = match (&held.frame, &held.definition) {
-        (Some(f), _) => format!("{held_by}, in {}", frame_text(f, root)),
-        (
-            None,
-            Some(FrameReport {
-                file: Some(file),
-                line: Some(line),
-                ..
-            }),
-        ) => format!("{held_by} ({}:{line})", short_path(file, root)),
-        (None, _) => held_by,
-    };
-    let via = |lines: &mut Vec<String>, range: std::ops::Range<usize>, indent: &str| {
-        let half = held.via.len().div_ceil(2);
-        for i in range {
-            if i == half && held.skipped > 0 {
-                lines.push(format!(
-                    "{indent}→ … {}",
-                    plural(held.skipped, "object more", "objects more")
-                ));
-            }
-            lines.push(format!("{indent}→ {}", frame_text(&held.via[i], root)));
-        }
-    };
-    let mut lines = Vec::new();
-    match &held.task {
-        None => {
-            lines.push(root_line);
-            via(&mut lines, 0..held.via.len(), "  ");
-        }
-        Some(t) => {
-            let state = match (&t.task.state, t.task.listed) {
-                (Some(state), _) => format!(", {}", state_words(state)),
-                (None, true) => ", not finished: its runtime still lists it".to_owned(),
-                (None, false) => String::new(),
-            };
-            lines.push(format!(
-                "held by {} spawned at {}{state}",
-                a_task_of(&t.task.runtime),
-                frame_text(&t.task.spawned_at, root)
-            ));
-            if let Some(future) = &t.task.future {
-                lines.push(format!("  its future: `{future}`"));
-            }
-            let inside = t.via_index + 1..held.via.len();
-            if !inside.is_empty() {
-                lines.push("  inside the task:".into());
-                via(&mut lines, inside, "    ");
-            }
-            // Without a state, the first line already says the runtime lists it.
-            let said = t.task.state.is_none() && t.task.listed;
-            match &t.kept_by {
-                Some(kept) if !(said && kept == crate::analysis::tasks::RUNTIME_STRUCTURES) => {
-                    lines.push(format!("  the task is kept by {kept}"));
-                }
-                _ => {}
-            }
-            lines.push(format!("  the task is {root_line}"));
-            via(&mut lines, 0..t.via_index.min(held.via.len()), "    ");
-        }
-    }
-    lines
-}
-
-/// What a stack of task cells is: `2 tokio tasks spawned at … by `…`, +1 task per run`.
-pub(crate) fn task_text(stack: &StackReport, root: &Path) -> Option<String> {
-    let task = stack.task.as_ref()?;
-    let per_run: Vec<i64> = stack.growth_per_run.iter().map(|g| g.objects).collect();
-    let growth = match (per_run.iter().min(), per_run.iter().max()) {
-        (Some(&min), Some(&max)) if min > 0 && min == max => {
-            format!(", +{} per run", plural(min as u64, "task", "tasks"))
-        }
-        (Some(&min), Some(&max)) if min > 0 => format!(", +{min} to +{max} tasks per run"),
-        _ => String::new(),
-    };
-    let state = match (&task.state, task.listed) {
-        (Some(state), _) => format!("; {} when read", state_words(state)),
-        (None, true) => "; not finished: its runtime still lists them".to_owned(),
-        (None, false) => String::new(),
-    };
-    Some(format!(
-        "{}{growth}{state}",
-        tasks_spawned(task, stack.objects, "still alive", root)
-    ))
-}
 
 /// The spawn sites whose live tasks grew on every run in a failing stack, each with how
 /// many per run and in which tests: `(site, "+1 tokio task per run, in 2 tests")`.
@@ -208,59 +58,6 @@ fn growing_task_sites(report: &Report) -> Vec<(FrameReport, String)> {
         .collect()
 }
 
-/// A stack of task cells of a bench or service, at the end: `about 19,707 tokio tasks
-/// alive at the end, spawned at … by `…``.
-pub(crate) fn live_tasks_text(
-    task: &crate::model::TaskReport,
-    objects: u64,
-    root: &Path,
-) -> String {
-    let state = match &task.state {
-        Some(state) => format!("; the one read was {}", state_words(state)),
-        None => String::new(),
-    };
-    format!(
-        "about {}{state}",
-        tasks_spawned(task, objects, "alive at the end", root)
-    )
-}
-
-/// `2 tokio tasks <alive>, spawned at app::f (src/lib.rs:20) by `tokio::spawn``.
-fn tasks_spawned(task: &crate::model::TaskReport, n: u64, alive: &str, root: &Path) -> String {
-    let by = match &task.spawned_by {
-        Some(f) => format!(" by `{f}`"),
-        None => String::new(),
-    };
-    format!(
-        "{} {alive}, spawned at {}{by}",
-        plural(
-            n,
-            &format!("{} task", task.runtime),
-            &format!("{} tasks", task.runtime)
-        ),
-        frame_text(&task.spawned_at, root)
-    )
-}
-
-/// A task's state in words.
-fn state_words(state: &str) -> &str {
-    match state {
-        "pending" => "still pending (waiting to be woken)",
-        "scheduled" => "still pending (scheduled to run)",
-        "finished" => "finished, its cell still referenced",
-        other => other,
-    }
-}
-
-/// `a tokio task`, `an async-task task`.
-fn a_task_of(runtime: &str) -> String {
-    let article = match runtime.chars().next() {
-        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
-        _ => "a",
-    };
-    format!("{article} {runtime} task")
-}
-
 /// What the tests keep for the process lifetime, by the root that holds it (largest
 /// first): bytes and how many tests.
 fn kept_by_root(report: &Report) -> Vec<(String, u64, u64)> {
@@ -292,19 +89,6 @@ fn kept_by_root(report: &Report) -> Vec<(String, u64, u64)> {
         .collect();
     roots.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     roots
-}
-
-/// A frame of what runs a test rather than of the test: libtest, the `FnOnce` shim that
-/// calls the closure libtest stores, std's panic catching and thread start.
-pub(crate) fn is_harness_frame(f: &FrameReport) -> bool {
-    const HARNESS: [&str; 5] = [
-        "test::",
-        "core::ops::function::FnOnce::call_once",
-        "<fn() -> core::result::Result<(), alloc::string::String> as core::ops::function::FnOnce<()>>",
-        "std::panicking::",
-        "std::sys::backtrace::__rust_begin_short_backtrace",
-    ];
-    HARNESS.iter().any(|h| f.function.starts_with(h))
 }
 
 /// Frames worth showing: from the first frame whose source is in the workspace onwards,
@@ -416,7 +200,6 @@ fn test_header(t: &TestReport) -> String {
     format!("{} {}", t.binary, t.name)
 }
 
-/// The whole summary.
 /// The baseline's block: the counts, then each new, grown, changed and gone test.
 fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
     let _ = writeln!(
@@ -424,7 +207,7 @@ fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
         "{:>8} against `{}`: {}{}",
         "Baseline",
         b.path,
-        b.counts_text(),
+        baseline_counts(b),
         if b.fail_on_new {
             "; only new and grown leaks fail (--fail-on new)"
         } else {
@@ -450,6 +233,7 @@ fn baseline_text(s: &mut String, b: &crate::model::Baseline) {
     s.push('\n');
 }
 
+/// The whole summary, without a cost line.
 #[cfg(test)]
 pub fn render(report: &Report, workspace_root: &Path, out_dir: &Path) -> String {
     render_with_cost(report, workspace_root, out_dir, None)
@@ -480,19 +264,6 @@ pub fn render_with_cost(
     after_summary_text(&mut s, report);
     notes_and_outputs(&mut s, &report.notes, out_dir);
     s
-}
-
-/// A summary's last lines, every command's: the notes, then where the report and the page are.
-pub fn notes_and_outputs(s: &mut String, notes: &[String], out_dir: &Path) {
-    for note in notes {
-        let _ = writeln!(s, "    note {note}");
-    }
-    let _ = writeln!(s, "  Report {}", out_dir.join("report.json").display());
-    let _ = writeln!(
-        s,
-        "    Page {}",
-        out_dir.join(crate::model::PAGE_FILE).display()
-    );
 }
 
 /// A clean test's allowed leaks, summarised: nothing is dropped silently.
@@ -573,7 +344,7 @@ fn failing_text(
         failing_stack_text(s, stack, workspace_root, &mut said_lost);
     }
     for c in t.collections.iter().filter(|c| c.fails).take(STACKS_SHOWN) {
-        let _ = writeln!(s, "           {}", c.describe(workspace_root));
+        let _ = writeln!(s, "           {}", collection_text(c, workspace_root));
         frame_lines(s, &c.allocated_at, workspace_root, "grown at");
     }
     let more = t.failing_stacks().count() - shown.iter().filter(|s| s.fails).count();
@@ -871,15 +642,6 @@ fn after_summary_text(s: &mut String, report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_read_naturally() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1024), "1.0 KiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
-    }
 
     fn stack(kind: StackKind, bytes: u64, growth: &[i64]) -> StackReport {
         StackReport {

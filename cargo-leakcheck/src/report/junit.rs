@@ -6,8 +6,7 @@
 //! tool could not analyse an `<error>`, an ignored one `<skipped/>`. Benches and services
 //! (`bench`, `run`) follow, one `<testsuite>` per target or program.
 
-use crate::model::{GrowthReport, Report, TestReport, Verdict};
-use crate::report::human::human_bytes;
+use crate::model::{human_bytes, GrowthReport, Report, TestReport, Verdict};
 use crate::report::markup::escape;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -290,12 +289,16 @@ fn bench_outcome(
                     message,
                     "{} collection(s) longer over the later half: {}",
                     growing.len(),
-                    c.describe(root)
+                    crate::report::text::bench_collection_text(c, root)
                 );
             }
             let mut text = String::new();
             for c in &growing {
-                let _ = writeln!(text, "{}", c.describe(root));
+                let _ = writeln!(
+                    text,
+                    "{}",
+                    crate::report::text::bench_collection_text(c, root)
+                );
             }
             for st in &flagged {
                 let _ = writeln!(
@@ -370,12 +373,12 @@ fn outcome(
                     message,
                     "{} collection(s) longer on every run: {}",
                     growing.len(),
-                    growing[0].describe(root)
+                    crate::report::text::collection_text(growing[0], root)
                 );
             }
             let mut text = String::new();
             for c in &growing {
-                let _ = writeln!(text, "{}", c.describe(root));
+                let _ = writeln!(text, "{}", crate::report::text::collection_text(c, root));
                 if !c.allocated_at.is_empty() {
                     let _ = writeln!(text, "  grown at:");
                     stack_text(&mut text, &c.allocated_at, None, root);
@@ -389,7 +392,7 @@ fn outcome(
                     st.objects
                 );
                 stack_text(&mut text, &st.frames, st.retained_by.as_ref(), root);
-                if let Some(lost) = crate::report::human::unreachable_text(st, root) {
+                if let Some(lost) = crate::report::text::unreachable_text(st, root) {
                     let _ = writeln!(text, "  {lost}");
                 }
             }
@@ -440,14 +443,14 @@ fn stack_text(
 ) {
     let own = crate::analysis::frames::from_identifying_frame(frames, root)
         .iter()
-        .take_while(|f| !crate::report::human::is_harness_frame(f))
+        .take_while(|f| !crate::report::text::is_harness_frame(f))
         .take(6);
     for f in own {
-        let _ = writeln!(text, "    {}", crate::report::human::frame_text(f, root));
+        let _ = writeln!(text, "    {}", crate::report::text::frame_text(f, root));
     }
     for line in held
         .iter()
-        .flat_map(|h| crate::report::human::held_text(h, root))
+        .flat_map(|h| crate::report::text::held_text(h, root))
     {
         let _ = writeln!(text, "  {line}");
     }

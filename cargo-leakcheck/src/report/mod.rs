@@ -1,6 +1,6 @@
 //! Renderers of the run's report and the exporters that write them ([`export`]): the
 //! JSON report, the page, JUnit XML, GitHub's annotations, flame graphs and pprof profiles
-//! ([`artifacts`]), and the summary.
+//! ([`artifacts`]), and the summary ([`human`]). The text they share is in [`text`].
 
 pub mod artifacts;
 pub mod bench;
@@ -20,7 +20,8 @@ pub mod metrics;
 pub mod plot;
 pub mod pprof;
 #[cfg(test)]
-pub mod snapshot;
+mod rendered;
 #[cfg(test)]
-mod snapshots;
+pub mod snapshot;
 pub mod suppressions;
+pub mod text;

@@ -1,7 +1,7 @@
 //! A line chart of retained bytes over time, one line per stack, as a standalone SVG a
 //! person can read at a glance: axes with human units, a legend naming each stack.
 
-use super::human::human_bytes;
+use crate::model::human_bytes;
 use std::fmt::Write;
 
 const WIDTH: f64 = 900.0;

@@ -51,7 +51,7 @@ pub fn entries(report: &Report, root: &Path) -> String {
                 "\n[[suppress]]\n# {} {}: {}\nframe = {}\nfilter = {}\nreason = {}\n",
                 t.binary,
                 t.name,
-                c.describe(root),
+                crate::report::text::collection_text(c, root),
                 toml_string(&frame),
                 toml_string(&filter),
                 toml_string(PLACEHOLDER_REASON)

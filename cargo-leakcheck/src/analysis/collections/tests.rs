@@ -5,6 +5,7 @@ use crate::evidence::sites::parse_sites;
 use crate::evidence::symbols::{Captured, Replay};
 use crate::evidence::{Collection, Record};
 use crate::model::AllowedBy;
+use crate::report::text::collection_text;
 
 fn table() -> CollectionTable {
     let c = |root: &str, type_name: &str, entry_size: u64| Collection {
@@ -101,7 +102,7 @@ fn a_collection_that_grows_on_every_run_is_a_leak_one_that_stops_is_kept_state()
     assert!(seen.fails);
     assert_eq!(seen.growth_per_run, [1, 1, 1]);
     assert_eq!(
-        seen.describe(std::path::Path::new("/ws")),
+        collection_text(seen, std::path::Path::new("/ws")),
         "static `app::SEEN` (src/lib.rs:9): HashSet<u64>, +1 entry per run (4 entries after 4 runs)"
     );
     let window = found
@@ -158,8 +159,7 @@ fn one_collection_reached_from_two_statics_is_reported_once() {
     assert_eq!(found[0].collection.root, "app::SEEN");
     assert_eq!(found[0].also_held_by.len(), 1);
     assert_eq!(found[0].also_held_by[0].root, "app::WINDOW");
-    assert!(found[0]
-        .describe(std::path::Path::new("/ws"))
+    assert!(collection_text(&found[0], std::path::Path::new("/ws"))
         .ends_with("; also reached from static `app::WINDOW` (src/lib.rs:9)"));
     // A suppression of either holder allows it.
     let (config, _) = crate::config::parse(

@@ -1,6 +1,7 @@
 use super::*;
 use crate::evidence::cycles::parse;
 use crate::evidence::symbols::{Captured, CodeAnswer, Replay};
+use crate::report::text::{member_place, member_what, unreachable_line};
 
 /// Six cycles alike, as the runtime wrote them for a cache whose eviction callback holds the
 /// cell the cache is kept in: the cache's `Arc` (src/lib.rs:24), its callback's `Box`
@@ -129,21 +130,19 @@ fn a_cycle_is_named_from_its_owner_with_the_pointer_to_make_weak() {
     // closes the cycle.
     let sites: Vec<u32> = c.members.iter().map(|m| m.site.line.unwrap()).collect();
     assert_eq!(sites, [20, 24, 22]);
-    let what: Vec<String> = c.members.iter().map(CycleMember::what).collect();
+    let what: Vec<String> = c.members.iter().map(member_what).collect();
     assert_eq!(what, ["an `Arc`", "an `Arc`", "a `Box`"]);
     assert_eq!((c.members[0].strong, c.members[0].weak), (Some(2), Some(1)));
     assert_eq!(c.members[2].strong, None, "a Box has no counts");
     assert_eq!(c.members[1].offset, 8);
-    let text = Unreachable::Cycle(c).text(place);
+    let text = unreachable_line(&Unreachable::Cycle(c), place);
     assert_eq!(
         text,
         "unreachable: a reference cycle of 3 objects — an `Arc` (src/lib.rs:20) → an `Arc` (src/lib.rs:24) → a `Box` (src/lib.rs:22) → back; 6 such cycles; one of these pointers should be `Weak`: likely a `Box`'s (src/lib.rs:22) back to an `Arc` (src/lib.rs:20)"
     );
     let leaked = by.describe(&key(&[0x4030, 0x7060]), EXE, &mut symbols);
     assert_eq!(leaked, Some(Unreachable::NoCycle));
-    assert!(leaked
-        .unwrap()
-        .text(place)
+    assert!(unreachable_line(&leaked.unwrap(), place)
         .starts_with("unreachable, no cycle: nothing points"));
     assert_eq!(by.describe(&key(&[0x9999]), EXE, &mut symbols), None);
     // A stack whose objects are in a cycle of the group, off the one cycle shown.
@@ -245,7 +244,7 @@ fn members_allocated_at_one_line_are_told_apart_by_the_call_further_out() {
     });
     let c = cycle_report(&cycles.groups[0], EXE, &mut symbols);
     let place_of = |m: &CycleMember| {
-        m.place(&|f: &crate::model::FrameReport| {
+        member_place(m, &|f: &crate::model::FrameReport| {
             format!(
                 "{}:{}",
                 f.file.as_deref().unwrap_or("?").trim_start_matches("/ws/"),

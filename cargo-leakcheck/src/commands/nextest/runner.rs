@@ -12,8 +12,8 @@ use crate::execution::entry::Layout;
 use crate::execution::history::History;
 use crate::execution::inspect::BinaryFacts;
 use crate::execution::runner::{ProcessEnd, TestFilter};
-use crate::model::{TestReport, Verdict};
-use crate::report::{flamegraph, human};
+use crate::model::{human_bytes, TestReport, Verdict};
+use crate::report::flamegraph;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -466,7 +466,7 @@ fn leak_summary(report: &TestReport, root: &Path, known: bool) -> String {
     let mut s = format!(
         "cargo-leakcheck: {what}: `{}` retained {} in {} object(s), {} stack(s) over the threshold of {} B",
         report.name,
-        human::human_bytes(report.retained_bytes),
+        human_bytes(report.retained_bytes),
         report.retained_objects,
         failing.len(),
         report.stack_threshold
@@ -479,13 +479,16 @@ fn leak_summary(report: &TestReport, root: &Path, known: bool) -> String {
             };
             s.push_str(&format!(
                 "\n  {} allocated at {}{at}",
-                human::human_bytes(st.bytes),
+                human_bytes(st.bytes),
                 f.function
             ));
         }
     }
     for c in report.collections.iter().filter(|c| c.fails).take(3) {
-        s.push_str(&format!("\n  {}", c.describe(root)));
+        s.push_str(&format!(
+            "\n  {}",
+            crate::report::text::collection_text(c, root)
+        ));
     }
     s.push_str("\n  the full report is written when `cargo leakcheck nextest` finishes");
     s

@@ -8,7 +8,7 @@ use super::{Export, Exporter, FileOutput};
 use crate::analysis::frames::{in_repo, repo_line};
 use crate::model::Verdict;
 use crate::model::{human_bytes, GrowthReport, Report, StackReport, TestReport};
-use crate::report::human::{held_phrase, unreachable_text};
+use crate::report::text::{held_phrase, unreachable_text};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -118,7 +118,10 @@ fn test_results(t: &TestReport, root: &Path, out: &mut Vec<Value>) {
     for c in t.collections.iter().filter(|c| c.fails) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
         let at = at.and_then(|(file, line)| in_repo(file, root).map(|f| (f, line)));
-        let text = format!("{} (in `{test}`)", c.describe(root));
+        let text = format!(
+            "{} (in `{test}`)",
+            crate::report::text::collection_text(c, root)
+        );
         out.push(result("collection-growth", &text, at, &test));
     }
 }
@@ -145,7 +148,12 @@ fn bench_results(b: &GrowthReport, root: &Path, out: &mut Vec<Value>) {
     for c in b.collections.iter().filter(|c| c.flagged) {
         let at = (c.collection.file.as_deref()).zip(c.collection.line);
         let at = at.and_then(|(file, line)| in_repo(file, root).map(|f| (f, line)));
-        out.push(result("collection-growth", &c.describe(root), at, &b.name));
+        out.push(result(
+            "collection-growth",
+            &crate::report::text::bench_collection_text(c, root),
+            at,
+            &b.name,
+        ));
     }
 }
 

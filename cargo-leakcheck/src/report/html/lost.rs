@@ -10,12 +10,13 @@ use std::path::Path;
 /// in boxes, each arrow labelled with where in its object the pointer is, the last (the
 /// one to make `Weak`) back to the first.
 pub(super) fn block(h: &mut String, lost: &Unreachable, root: &Path) {
-    let text = lost.text(|f| crate::report::human::place_text(f, root));
+    let text =
+        crate::report::text::unreachable_line(lost, |f| crate::report::text::place_text(f, root));
     let _ = write!(h, "<div class=\"lost\"><div>{}</div>", esc(&text));
     if let Unreachable::Cycle(c) = lost {
         h.push_str("<div class=\"cycle\">");
         let link = |f: &crate::model::FrameReport| {
-            let place = crate::report::human::place_text(f, root);
+            let place = crate::report::text::place_text(f, root);
             match super::source_link(f, root) {
                 Some(href) => format!(
                     "<a href=\"{}\"><code>{}</code></a>",
@@ -37,7 +38,7 @@ pub(super) fn block(h: &mut String, lost: &Unreachable, root: &Path) {
             let _ = write!(
                 h,
                 "<span class=\"node\"><b>{}</b><br>{site}<br><small>{} B{counts}</small></span>",
-                code_spans(&m.what()),
+                code_spans(&crate::report::text::member_what(m)),
                 m.size
             );
             let last = i + 1 == c.members.len();

@@ -6,7 +6,7 @@
 //! A new renderer is one more row of [`renderers`].
 
 use crate::model::{GrowthReport, Report, TestReport};
-use crate::report::{bench, export, github, html, human, snapshot};
+use crate::report::{bench, export, github, html, snapshot};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -31,11 +31,19 @@ pub(super) const CAPTURED_AT: &[(&str, &str)] = &[
 pub(super) type Render = Box<dyn Fn(&Report, &Path) -> String>;
 
 /// Every text renderer: its name (the snapshots' directory), its snapshots' extension, and
-/// the renderer. The outputs written to a file the user names (JUnit, SARIF) are rendered
-/// by their exporters, every one of them, so a new format is covered by being registered.
+/// the renderer. The summary and the outputs written to a file the user names (JUnit,
+/// SARIF) are rendered by their exporters, every file exporter, so a new format is covered
+/// by being registered.
 pub(super) fn renderers() -> Vec<(&'static str, &'static str, Render)> {
+    let summary = (export::EXPORTERS.iter().copied())
+        .find(|e| e.name() == "summary")
+        .unwrap();
     let mut all: Vec<(&'static str, &'static str, Render)> = vec![
-        ("summary", "txt", Box::new(summary)),
+        (
+            "summary",
+            "txt",
+            Box::new(move |r, root| exported(summary, r, root)),
+        ),
         (
             "github-annotations",
             "txt",
@@ -54,7 +62,7 @@ pub(super) fn renderers() -> Vec<(&'static str, &'static str, Render)> {
     all
 }
 
-/// What a file exporter writes for the report, nothing skipped, no durations.
+/// What an exporter writes for the report, nothing skipped, no durations, no cost line.
 fn exported(e: &dyn export::Exporter, report: &Report, root: &Path) -> String {
     let to = export::Destination {
         out_dir: PathBuf::from(OUT_DIR),
@@ -68,15 +76,6 @@ fn exported(e: &dyn export::Exporter, report: &Report, root: &Path) -> String {
         facts: &facts,
     };
     e.render(&run).unwrap_or_default()
-}
-
-/// The summary printed at the end of a run: the benches' and services' one when the report
-/// holds them, the tests' otherwise.
-fn summary(report: &Report, root: &Path) -> String {
-    match report.benches.is_empty() {
-        true => human::render(report, root, Path::new(OUT_DIR)),
-        false => bench::render(report, root, Path::new(OUT_DIR)),
-    }
 }
 
 /// The job summary appended to `$GITHUB_STEP_SUMMARY`.
