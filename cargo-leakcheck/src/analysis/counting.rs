@@ -2,7 +2,7 @@
 //! state its extra runs showed), and which go on to the stacks pass.
 
 use crate::analysis::settling;
-use crate::evidence::test_run::Reruns;
+use crate::evidence::test_run::ExtraRunsOutcome;
 use crate::evidence::{ProcessEnd, ProcessResult, Record};
 
 /// Whether a counting run leaves the test's verdict open.
@@ -66,7 +66,7 @@ pub fn headed_for_stacks(record: &Record) -> Option<Headed> {
 /// beside it could have caused (both wanting one port, one lock file): the test's own run
 /// failed (`own_run`), or an extra run panicked, crashed, failed, timed out or died in a
 /// drain. Such a process says nothing until it has run again alone.
-pub fn may_have_met_its_neighbour(own_run: &ProcessEnd, outcome: &Reruns) -> bool {
+pub fn may_have_met_its_neighbour(own_run: &ProcessEnd, outcome: &ExtraRunsOutcome) -> bool {
     use settling::Status;
     *own_run != ProcessEnd::Exited(0)
         || matches!(
@@ -82,17 +82,24 @@ pub fn may_have_met_its_neighbour(own_run: &ProcessEnd, outcome: &Reruns) -> boo
 /// What the counting pass settled about one test.
 pub enum Counted {
     /// Nothing retained, or nothing extra runs add to.
-    Clean(Reruns),
+    Clean(ExtraRunsOutcome),
     /// Stacks needed; extra runs with them when the counting pass could make some.
-    Stacks { rerun: bool, outcome: Reruns },
+    Stacks {
+        rerun: bool,
+        outcome: ExtraRunsOutcome,
+    },
     /// Crashed or timed out while counting.
-    Over(Reruns),
+    Over(ExtraRunsOutcome),
 }
 
 /// What the counting pass settles about a test, from its counting run (its record read and
 /// its end set to its own run's, see `ProcessResult::first_run_end`) and what its extra runs
 /// showed.
-pub fn after_counting(result: &ProcessResult, outcome: Reruns, lifetime_fails: bool) -> Counted {
+pub fn after_counting(
+    result: &ProcessResult,
+    outcome: ExtraRunsOutcome,
+    lifetime_fails: bool,
+) -> Counted {
     let ended_normally = matches!(result.first_run_end(), ProcessEnd::Exited(_));
     if !ended_normally {
         return Counted::Over(outcome);
@@ -245,7 +252,7 @@ pub(crate) mod tests {
     fn a_failed_run_or_extra_run_may_have_met_a_process_beside_it() {
         use settling::Status;
         let ok = ProcessEnd::Exited(0);
-        let done = Reruns {
+        let done = ExtraRunsOutcome {
             made: 10,
             status: Status::Completed,
         };
@@ -258,12 +265,15 @@ pub(crate) mod tests {
             Status::TimedOut,
             Status::DrainFailed("crossbeam-epoch".into()),
         ] {
-            let outcome = Reruns { made: 2, status };
+            let outcome = ExtraRunsOutcome { made: 2, status };
             assert!(may_have_met_its_neighbour(&ok, &outcome), "{outcome:?}");
         }
         // What the test is, not what ran beside it.
         for status in [Status::ShouldPanic, Status::NoHarness, Status::ExitedEarly] {
-            assert!(!may_have_met_its_neighbour(&ok, &Reruns::none(status)));
+            assert!(!may_have_met_its_neighbour(
+                &ok,
+                &ExtraRunsOutcome::none(status)
+            ));
         }
     }
 
@@ -275,7 +285,8 @@ pub(crate) mod tests {
             "arena 3\nallocator own\nfirst 0 0 0 1\ncost 1 1\nend own-allocator\n",
         ));
         assert!(needs_stacks(&own), "a zero count of it is no proof");
-        let outcome = crate::evidence::test_run::Reruns::none(settling::Status::Completed);
+        let outcome =
+            crate::evidence::test_run::ExtraRunsOutcome::none(settling::Status::Completed);
         match after_counting(&own, outcome, false) {
             Counted::Stacks { rerun, .. } => assert!(rerun, "its stacks, with extra runs"),
             _ => panic!("judged by its stacks"),

@@ -4,7 +4,7 @@
 //! to the call of the test's entry point ([`cut_at_entry`]).
 
 use crate::evidence::normalized::FrameKey;
-use crate::evidence::test_run::Reruns;
+use crate::evidence::test_run::ExtraRunsOutcome;
 use crate::evidence::{
     signal_name, End, ExitCounts, ExtraRun, Grace, Length, ProcessEnd, Reclaimer, Record,
 };
@@ -77,24 +77,24 @@ pub fn interpret(
     record: Option<&Record>,
     not_asked: Option<&Status>,
     evidence: &ProcessOutput,
-) -> Reruns {
+) -> ExtraRunsOutcome {
     let Some(record) = record else {
-        return Reruns::none(Status::TestFailed);
+        return ExtraRunsOutcome::none(Status::TestFailed);
     };
     let Some(first) = record.first else {
-        return Reruns::none(Status::TestFailed);
+        return ExtraRunsOutcome::none(Status::TestFailed);
     };
     if first.status != 0 {
-        return Reruns::none(Status::TestFailed);
+        return ExtraRunsOutcome::none(Status::TestFailed);
     }
     if record.end == Some(End::ExitedEarly) {
-        return Reruns::none(Status::ExitedEarly);
+        return ExtraRunsOutcome::none(Status::ExitedEarly);
     }
     if is_should_panic(evidence.stdout, evidence.test) {
-        return Reruns::none(Status::ShouldPanic);
+        return ExtraRunsOutcome::none(Status::ShouldPanic);
     }
     if record.end == Some(End::NothingRetained) {
-        return Reruns::none(Status::NotNeeded);
+        return ExtraRunsOutcome::none(Status::NotNeeded);
     }
     let made = record.runs.len() as u32;
     let status = if let Some(why) = not_asked {
@@ -138,7 +138,7 @@ pub fn interpret(
             None => died_during_run(evidence),
         }
     };
-    Reruns { made, status }
+    ExtraRunsOutcome { made, status }
 }
 
 /// The process ended in the drain of `kind` after run `run` (0: the test's own): in a
@@ -541,7 +541,7 @@ mod tests {
         let own = Record::parse("arena 1\nfirst 0 3 48 1\ndraining 0\n");
         assert_eq!(
             interpret(Some(&own), None, &evidence(&abort, "", panic)),
-            Reruns {
+            ExtraRunsOutcome {
                 made: 0,
                 status: Status::DrainFailed(
                     "crossbeam-epoch after the test's own run: a deferred destructor panicked: boom in a deferred drop"
@@ -585,7 +585,7 @@ mod tests {
         let done = rec("arena 1\nfirst 0 1 8 1\nrun 1 start\nrun 1 ok 1 8 1 1\nrun 2 start\nrun 2 ok 1 8 1 1\nleft 1 0 0\nleft 2 0 0\nend settled\n");
         assert_eq!(
             interpret(Some(&done), None, &evidence(&ok, "", "")),
-            Reruns {
+            ExtraRunsOutcome {
                 made: 2,
                 status: Status::Completed
             }
@@ -625,7 +625,7 @@ mod tests {
         };
         assert_eq!(
             aborted_by(ProcessEnd::Signaled(6), stderr),
-            Reruns {
+            ExtraRunsOutcome {
                 made: 1,
                 status: Status::Panicked("second run".into())
             }

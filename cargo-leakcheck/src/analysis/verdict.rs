@@ -145,7 +145,7 @@ pub fn allocator_reaches_malloc<S: CodeSymbols + ?Sized>(
 }
 
 /// The report's view of how a test's extra runs went.
-pub fn extra_runs_of(outcome: &crate::evidence::test_run::Reruns) -> ExtraRuns {
+pub fn extra_runs_of(outcome: &crate::evidence::test_run::ExtraRunsOutcome) -> ExtraRuns {
     ExtraRuns {
         made: outcome.made,
         in_all: outcome.made,
@@ -179,7 +179,7 @@ fn clean_report(
     result: &ProcessResult,
     policy: &Policy,
     method: Method,
-    extra_runs: &crate::evidence::test_run::Reruns,
+    extra_runs: &crate::evidence::test_run::ExtraRunsOutcome,
 ) -> TestReport {
     let first_run_retained =
         result
@@ -356,7 +356,7 @@ fn judge_retained(
         Some(entry) if evidence.extra_runs.usable() && code == 0 => match &dumps.runs {
             Ok(runs) => Some(series_of(&dumps.own, runs, &bin.exe, entry)),
             Err(e) => {
-                let unusable = crate::evidence::test_run::Reruns {
+                let unusable = crate::evidence::test_run::ExtraRunsOutcome {
                     made: evidence.extra_runs.made,
                     status: settling::Status::Unavailable(e.to_string()),
                 };
@@ -743,7 +743,7 @@ mod tests {
         probe: &mut Probe,
         policy: &Policy,
     ) -> TestReport {
-        let none = crate::evidence::test_run::Reruns::none(settling::Status::Off);
+        let none = crate::evidence::test_run::ExtraRunsOutcome::none(settling::Status::Off);
         let evidence = TestEvidence {
             result,
             method: Method::Stacks,

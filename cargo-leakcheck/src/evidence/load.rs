@@ -9,7 +9,7 @@ use crate::evidence::paths::HeldPath;
 use crate::evidence::profile;
 use crate::evidence::test_run::ChildEvidence;
 use crate::evidence::test_run::{
-    Allocator, BinaryEvidence, DumpError, Dumps, Reruns, TestEvidence,
+    Allocator, BinaryEvidence, DumpError, Dumps, ExtraRunsOutcome, TestEvidence,
 };
 use crate::evidence::unreached::Lost;
 use crate::evidence::{stderr_tail, ProcessResult};
@@ -78,7 +78,7 @@ pub fn test<'a>(
     result: &'a ProcessResult,
     counted: Option<&'a ProcessResult>,
     method: Method,
-    extra_runs: &'a Reruns,
+    extra_runs: &'a ExtraRunsOutcome,
     entry: Option<&'a crate::evidence::Entry>,
 ) -> TestEvidence<'a> {
     let profiled = method != Method::Counters;

@@ -79,7 +79,7 @@ pub struct TestEvidence<'a> {
     /// How the verdict is reached.
     pub method: Method,
     /// How its extra runs went.
-    pub extra_runs: &'a Reruns,
+    pub extra_runs: &'a ExtraRunsOutcome,
     /// The entry point its extra runs called, when found.
     pub entry: Option<&'a Entry>,
     /// Its counting-pass process, when it had one apart from `result`.
@@ -95,17 +95,17 @@ pub struct TestEvidence<'a> {
 
 /// What the extra runs of one process came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reruns {
+pub struct ExtraRunsOutcome {
     /// Extra runs that returned normally (each measured).
     pub made: u32,
     /// Why no more.
     pub status: Status,
 }
 
-impl Reruns {
+impl ExtraRunsOutcome {
     /// No extra runs, for this reason.
-    pub fn none(status: Status) -> Reruns {
-        Reruns { made: 0, status }
+    pub fn none(status: Status) -> ExtraRunsOutcome {
+        ExtraRunsOutcome { made: 0, status }
     }
 
     /// Whether every extra run asked for was made, so the measurements can be judged.

@@ -28,7 +28,7 @@
 //! point ([`cut_at_entry`]).
 
 pub use crate::analysis::next::{interpret, runs_after_threads_left, stacks_runs};
-pub use crate::evidence::test_run::Reruns;
+pub use crate::evidence::test_run::ExtraRunsOutcome;
 pub use crate::model::ExtraRunsStatus as Status;
 
 /// How long the runtime waits after a run for the threads it started to be gone (once a

@@ -68,7 +68,7 @@ pub struct TestOutcome {
     /// Its counting run, when it had one.
     pub counted: Option<ProcessResult>,
     /// The extra runs of the process its verdict is drawn from.
-    pub extra_runs: extra_runs::Reruns,
+    pub extra_runs: extra_runs::ExtraRunsOutcome,
     /// The entry point its extra runs called, when found.
     pub entry: Option<Entry>,
     /// Whether its processes wanted every core (None: too short to tell); see
@@ -170,7 +170,7 @@ fn conclude(
     result: &mut ProcessResult,
     test: &TestCase,
     not_asked: Option<&Status>,
-) -> extra_runs::Reruns {
+) -> extra_runs::ExtraRunsOutcome {
     // libtest's line for the test comes first on stdout; a panic of an extra run last on
     // stderr.
     let stdout = runner::capture_head(&result.stdout, runner::CAPTURE_READ_LIMIT);
@@ -197,8 +197,8 @@ fn conclude(
 /// as the failure, and so is its end read here. It cannot run again (it panics every time).
 fn as_rustdoc_judges(
     result: &mut ProcessResult,
-    outcome: extra_runs::Reruns,
-) -> extra_runs::Reruns {
+    outcome: extra_runs::ExtraRunsOutcome,
+) -> extra_runs::ExtraRunsOutcome {
     match result.end {
         ProcessEnd::Exited(0) => {
             result.end = ProcessEnd::Exited(DID_NOT_PANIC);
@@ -206,7 +206,7 @@ fn as_rustdoc_judges(
         }
         ProcessEnd::Exited(_) => {
             result.end = ProcessEnd::Exited(0);
-            extra_runs::Reruns::none(Status::ShouldPanic)
+            extra_runs::ExtraRunsOutcome::none(Status::ShouldPanic)
         }
         _ => outcome,
     }

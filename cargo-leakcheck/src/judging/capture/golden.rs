@@ -6,7 +6,7 @@ use crate::analysis::verdict::{self, Policy};
 use crate::config;
 use crate::evidence::load;
 use crate::evidence::symbols::Replay;
-use crate::evidence::test_run::Reruns;
+use crate::evidence::test_run::ExtraRunsOutcome;
 use crate::evidence::{Entry, Record};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -93,7 +93,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         .as_ref()
         .map(|p| process_of(p, dir))
         .transpose()?;
-    let extra_runs = Reruns {
+    let extra_runs = ExtraRunsOutcome {
         made: case.extra_runs_made,
         status: case.extra_runs.clone(),
     };
