@@ -15,7 +15,8 @@
 //! [`MAX_WORDS`] words of them and says so (`limit`).
 
 use crate::reach::Obj;
-use crate::tracker::{is_written, write_stack, Out, Region};
+use crate::region::Region;
+use crate::tracker::dump::{is_written, write_stack, Out};
 use leakcheck_protocol::cycles::{Line, MAX_MEMBERS, WORDS};
 
 /// Most words of lost objects read (128 MiB): the bound on the search's time.

@@ -54,6 +54,7 @@ mod paths;
 mod periodic;
 mod probe;
 mod reach;
+mod region;
 mod rerun;
 mod scan;
 mod signals;

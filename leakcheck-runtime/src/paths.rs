@@ -5,7 +5,7 @@
 
 use crate::reach::{self, Obj, Root, Roots};
 use crate::stop;
-use crate::tracker::{write_stack, Out};
+use crate::tracker::dump::{write_stack, Out};
 use leakcheck_protocol::paths::{Line, Root as Written, ThreadState, PROGRAM, WORDS};
 
 /// Objects written at each end of a long chain.
@@ -56,7 +56,7 @@ pub fn write(
         }
         let representative = votes[slot + 1] as usize - 1;
         // The unsampled allocations' empty stack has no path of its own to show.
-        if !crate::tracker::is_written(arena, objs[representative].id as usize) {
+        if !crate::tracker::dump::is_written(arena, objs[representative].id as usize) {
             votes[slot + 1] = 0;
             continue;
         }

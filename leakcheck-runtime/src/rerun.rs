@@ -190,7 +190,7 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
             && path.push(files::FINAL.as_bytes())
             && path.push(files::HEAP.as_bytes())
         {
-            crate::tracker::dump(&path);
+            crate::tracker::dump::dump(&path);
             // Without a dump of the test's own run before extra runs, this one stands for
             // it: say which of its objects are lost (see `crate::reach`).
             if !FIRST_DUMPED.load(std::sync::atomic::Ordering::Relaxed) {
@@ -781,7 +781,7 @@ fn dump(k: u32, scan: bool, write: bool) {
     if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
         if crate::tracker::enabled() {
             if write {
-                crate::tracker::dump(&path);
+                crate::tracker::dump::dump(&path);
             }
             if k == 0 {
                 FIRST_DUMPED.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -815,7 +815,9 @@ fn dump(k: u32, scan: bool, write: bool) {
 pub(crate) fn scan_now() {
     let s = settings();
     let mut path = FixedPath::new();
-    if crate::children::exit_dump_name(&mut path, &s.dump_prefix) && crate::tracker::dump(&path) {
+    if crate::children::exit_dump_name(&mut path, &s.dump_prefix)
+        && crate::tracker::dump::dump(&path)
+    {
         dump_unreached(&mut path);
     }
 }
