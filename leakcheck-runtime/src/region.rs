@@ -78,7 +78,9 @@ impl Region {
         if self.ptr.is_null() {
             return &mut [];
         }
-        // SAFETY: the mapping holds `words` words and is only used under the lock.
+        // SAFETY: the mapping holds `words` words. The slice borrows `self` mutably, and a
+        // region shared between threads (the tracker's, `maps`') is reached only under its
+        // table's lock.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.words) }
     }
 }
