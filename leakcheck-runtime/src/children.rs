@@ -96,8 +96,9 @@ pub struct Starting {
 impl Starting {
     /// Ends the record (with `checked` when it is) and gives it its name.
     pub fn finish(self, prefix: &FixedPath) {
-        // SAFETY: the constructor runs single-threaded; the scan thread reads it only once
-        // asked, after the record has its name.
+        // SAFETY: written by the constructor, where the only other thread is a checked
+        // process's scan thread, which reads PREFIX only once asked for a scan, after the
+        // record has its name below.
         unsafe { (*std::ptr::addr_of_mut!(PREFIX)).push(dir_bytes(prefix)) };
         if self.checked {
             put(self.fd, Line::Checked);
@@ -288,7 +289,8 @@ fn requested_scan() {
     // SAFETY: stored from a `fn()` by `serve_scan_requests`.
     let scan: fn() = unsafe { std::mem::transmute::<usize, fn()>(scan) };
     scan();
-    // SAFETY: written by the constructor before this thread existed; read-only afterwards.
+    // SAFETY: written by the constructor before the record was named, so before any scan
+    // could be asked of this thread; read-only afterwards.
     let prefix = unsafe { &*std::ptr::addr_of!(PREFIX) };
     let mut done = FixedPath::new();
     if done.push(dir_bytes(prefix)) && done.push(contract::SCANNED.as_bytes()) {

@@ -15,7 +15,8 @@
 //! [`MAX_WORDS`] words of them and says so (`limit`).
 
 use crate::reach::Obj;
-use crate::tracker::{is_written, write_stack, Out, Region};
+use crate::region::Region;
+use crate::tracker::dump::{is_written, write_stack, Out};
 use leakcheck_protocol::cycles::{Line, MAX_MEMBERS, WORDS};
 
 /// Most words of lost objects read (128 MiB): the bound on the search's time.
@@ -405,7 +406,8 @@ fn find_edges(
         for w in 0..words {
             // SAFETY: a live allocation of at least `words` words (its extent is the
             // tracker's); the tracker's lock keeps it from being freed while the scan
-            // runs, and an aligned word load reads one whole value.
+            // runs. Resumed threads may write to it: a data race by the language's rules,
+            // left to the hardware, where an aligned word load reads one whole value.
             let value = unsafe { std::ptr::read_volatile((o.start as *const usize).add(w)) };
             if value < min || value >= max {
                 continue;

@@ -18,7 +18,7 @@
 
 use crate::sys;
 use crate::threads;
-use crate::tracker::Out;
+use crate::tracker::dump::Out;
 use leakcheck_protocol::collections::{self, Entries, Memory, MAX_COLLECTIONS};
 use leakcheck_protocol::record::Entry;
 use std::ffi::c_int;
@@ -235,9 +235,9 @@ pub fn write_sites(dump: &sys::FixedPath) {
         };
         site.encode(&mut out);
         out.bytes(b"\n");
-        crate::tracker::write_stack_of(&mut out, buffer as usize);
+        crate::tracker::dump::write_stack_of(&mut out, buffer as usize);
     }
-    crate::tracker::write_mappings(&mut out);
+    crate::tracker::dump::write_mappings(&mut out);
     out.flush();
     // SAFETY: closes the descriptor opened above.
     unsafe { libc::close(fd) };

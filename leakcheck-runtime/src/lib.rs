@@ -54,6 +54,7 @@ mod paths;
 mod periodic;
 mod probe;
 mod reach;
+mod region;
 mod rerun;
 mod scan;
 mod signals;
@@ -433,7 +434,10 @@ fn start_tracking(prefix: Option<&str>) {
 /// and has its exit handler write what it left and what of that nothing reaches.
 fn start_child() {
     threads::resolve();
-    // SAFETY: the constructor runs single-threaded, before the exit handler is installed.
+    // SAFETY: the constructor runs single-threaded, before the exit handler is installed,
+    // until `serve_scan_requests` starts the scan thread; that thread reads the settings
+    // only when asked for a scan, which no one does before `record.finish` names the
+    // record, after the last write here.
     let s = unsafe { rerun::settings_mut() };
     let Some(record) = children::start_as_child(&mut s.dump_prefix) else {
         s.dump_prefix.truncate(0);

@@ -20,8 +20,9 @@
 //! Mappings are few next to heap objects: they are kept in a sorted array, searched by
 //! binary search, in memory mapped directly from the kernel.
 
+use crate::region::Region;
 use crate::spin::SpinLock;
-use crate::tracker::{self, Region};
+use crate::tracker;
 use leakcheck_protocol::record::Counts;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};

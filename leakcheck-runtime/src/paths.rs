@@ -5,7 +5,7 @@
 
 use crate::reach::{self, Obj, Root, Roots};
 use crate::stop;
-use crate::tracker::{write_stack, Out};
+use crate::tracker::dump::{write_stack, Out};
 use leakcheck_protocol::paths::{Line, Root as Written, ThreadState, PROGRAM, WORDS};
 
 /// Objects written at each end of a long chain.
@@ -56,7 +56,7 @@ pub fn write(
         }
         let representative = votes[slot + 1] as usize - 1;
         // The unsampled allocations' empty stack has no path of its own to show.
-        if !crate::tracker::is_written(arena, objs[representative].id as usize) {
+        if !crate::tracker::dump::is_written(arena, objs[representative].id as usize) {
             votes[slot + 1] = 0;
             continue;
         }
@@ -132,8 +132,9 @@ fn write_words(out: &mut Out, o: Obj) {
     for (k, w) in words[..n].iter_mut().enumerate() {
         // SAFETY: a live allocation of at least `n` words (its extent is the tracker's). It
         // cannot be freed while the paths are written: a free takes the tracker's lock
-        // first (`tracker::forget`), and the scan holds it. Other threads may have resumed
-        // and write to it; an aligned word load reads one whole value, old or new.
+        // first (`tracker::forget`), and the scan holds it. Other threads have resumed and
+        // may write to it: a data race by the language's rules, left to the hardware, where
+        // an aligned word load reads one whole value, old or new.
         *w = unsafe { std::ptr::read_volatile((o.start as *const u64).add(k)) };
     }
     line(out, Line::Words { words, n });
@@ -226,7 +227,8 @@ fn frame_of(roots: &Roots, lo: usize, at: usize) -> Option<usize> {
     while p >= stop + 8 {
         p -= 8;
         // SAFETY: inside the thread's stack range the scan read, still mapped (the registry
-        // lock is held, so the thread cannot end).
+        // lock is held, so the thread cannot end). The thread runs and may write it: as for
+        // an object's words, an aligned word load reads one whole value.
         let value = unsafe { std::ptr::read_volatile(p as *const usize) };
         if value > 7 && roots.is_code(value) && roots.is_code(value - 7) && after_call(value) {
             return Some(value);
@@ -238,8 +240,9 @@ fn frame_of(roots: &Roots, lo: usize, at: usize) -> Option<usize> {
 /// A loaded object's name (`-` for the program, whose name the loader leaves empty; `?`
 /// for one that is not UTF-8).
 fn module_name(name: *const std::ffi::c_char) -> &'static str {
-    // SAFETY: the loader's NUL-terminated name of an object still loaded (it stays while
-    // the scan holds the registry lock).
+    // SAFETY: the loader's NUL-terminated name of an object loaded when the scan began.
+    // Nothing here keeps it loaded (the registry lock only keeps threads from ending): the
+    // code relies on the program not unloading an object while a scan writes its paths.
     let bytes = if name.is_null() {
         &[][..]
     } else {

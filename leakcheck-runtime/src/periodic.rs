@@ -291,7 +291,7 @@ fn app_dump(mallctl: usize, prefix: &str, seq: u64) {
 /// was written.
 fn tracked_dump(prefix: &str, seq: u64, scan_request: Option<&str>) -> bool {
     let mut path = FixedPath::new();
-    if !periodic_name(&mut path, prefix, seq) || !tracker::dump(&path) {
+    if !periodic_name(&mut path, prefix, seq) || !tracker::dump::dump(&path) {
         return false;
     }
     let Some(request) = scan_request else {

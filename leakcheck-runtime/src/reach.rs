@@ -248,9 +248,10 @@ unsafe fn scan(
     let word = std::mem::size_of::<usize>();
     let mut visit = |at: usize| {
         // SAFETY: `at` is an aligned word inside a range the caller guarantees readable.
-        // The other threads are stopped while the scan reads (see `crate::stop`); one that
-        // did not answer may still write, which the volatile load tolerates: on x86-64 an
-        // aligned word load reads one whole value, old or new.
+        // The other threads are stopped while the scan reads (see `crate::stop`), but one
+        // that did not answer may still write: a data race by the language's rules, which
+        // the code leaves to the hardware instead: on x86-64 an aligned word load reads one
+        // whole value, old or new.
         let value = unsafe { std::ptr::read_volatile(at as *const usize) };
         if value < min || value >= max {
             return;
@@ -639,7 +640,8 @@ fn add_stacks(roots: &mut Roots, stacks: &StackRanges, exiting: Option<u16>) {
     // The program's load bias, for the table of live slots (link-time addresses).
     let bias = (roots.n_modules > 0)
         .then(|| roots.modules[0])
-        // SAFETY: the loader's names are NUL-terminated strings that outlive the scan.
+        // SAFETY: the first module is the program itself, never unloaded; the loader's
+        // name for it is a NUL-terminated string.
         .filter(|m| !m.name.is_null() && unsafe { *m.name } == 0)
         .map_or(0, |m| m.base);
     for &(from, to, thread) in &stacks.ranges[..stacks.n] {

@@ -120,15 +120,19 @@ static mut SETTINGS: Settings = Settings {
 };
 
 fn settings() -> &'static Settings {
-    // SAFETY: written only by the constructor, before any other thread exists; read-only
-    // afterwards.
+    // SAFETY: written only by the constructor, read-only afterwards. It writes them before
+    // any other thread exists, except in a checked child process, whose scan thread exists
+    // already but reads them only when asked for a scan, once the constructor is done (see
+    // `crate::start_child`).
     unsafe { &*std::ptr::addr_of!(SETTINGS) }
 }
 
 /// The settings, for the constructor to fill in.
 ///
 /// # Safety
-/// Only while the process has a single thread, before [`install`].
+/// Only from the constructor, before [`install`], while no other thread reads the settings:
+/// while the process has a single thread, or in a checked child process until its record
+/// is named (see `crate::start_child`).
 pub unsafe fn settings_mut() -> &'static mut Settings {
     // SAFETY: the caller guarantees nothing else reads or writes them meanwhile.
     unsafe { &mut *std::ptr::addr_of_mut!(SETTINGS) }
@@ -190,7 +194,7 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
             && path.push(files::FINAL.as_bytes())
             && path.push(files::HEAP.as_bytes())
         {
-            crate::tracker::dump(&path);
+            crate::tracker::dump::dump(&path);
             // Without a dump of the test's own run before extra runs, this one stands for
             // it: say which of its objects are lost (see `crate::reach`).
             if !FIRST_DUMPED.load(std::sync::atomic::Ordering::Relaxed) {
@@ -781,7 +785,7 @@ fn dump(k: u32, scan: bool, write: bool) {
     if !s.dump_prefix.is_empty() && dump_name(&mut path, &s.dump_prefix, k) {
         if crate::tracker::enabled() {
             if write {
-                crate::tracker::dump(&path);
+                crate::tracker::dump::dump(&path);
             }
             if k == 0 {
                 FIRST_DUMPED.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -815,7 +819,9 @@ fn dump(k: u32, scan: bool, write: bool) {
 pub(crate) fn scan_now() {
     let s = settings();
     let mut path = FixedPath::new();
-    if crate::children::exit_dump_name(&mut path, &s.dump_prefix) && crate::tracker::dump(&path) {
+    if crate::children::exit_dump_name(&mut path, &s.dump_prefix)
+        && crate::tracker::dump::dump(&path)
+    {
         dump_unreached(&mut path);
     }
 }
@@ -880,7 +886,8 @@ type StartFn = fn(&usize) -> i32;
 extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     let slot_ptr = arg.cast::<Slot>();
     // SAFETY: `arg` is the Slot owned by `run_once`, which sets `go` and then leaves the
-    // slot alone until this thread has ended.
+    // slot alone until this thread has ended. If it gives up waiting first, the slot is gone
+    // while this thread still uses it (see `run_once` for why that is accepted).
     while !unsafe { &(*slot_ptr).go }.load(std::sync::atomic::Ordering::Acquire) {
         // SAFETY: sched_yield has no preconditions.
         unsafe { libc::sched_yield() };
@@ -945,8 +952,12 @@ fn run_once(
         message,
     };
     let slot_ptr: *mut Slot = &raw mut slot;
-    // SAFETY: plain pthread calls on values we own; the thread is joined (or the process
-    // left) before `slot` goes out of scope.
+    // SAFETY: plain pthread calls on values we own. The thread is joined before `slot`
+    // goes out of scope, except when it timed out: then this returns with the thread still
+    // running and holding a pointer to `slot`, and the caller writes the record and ends
+    // the process (`stop_unless_passed`). A run that ends within that window writes to
+    // `slot` after it went out of scope; the code accepts that for a run already past its
+    // deadline.
     unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         libc::pthread_attr_init(&mut attr);

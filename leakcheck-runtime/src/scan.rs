@@ -4,15 +4,15 @@
 //! the lost ones (`<dump>.cycles`, see [`crate::cycles`]) and what the scan cost
 //! (`<paths>.scan`).
 
+use crate::region::Region;
 use crate::sys::{self, FixedPath};
-use crate::tracker::{
-    enabled, is_written, usable_size, with_state, write_dump, write_header, write_stack, Busy, Out,
-    Region, State, SIZE_UNKNOWN,
-};
+use crate::tracker::busy::Busy;
+use crate::tracker::dump::{is_written, write_dump, write_header, write_stack, Out};
+use crate::tracker::{enabled, usable_size, with_state, State, SIZE_UNKNOWN};
 use crate::{reach, stop, threads};
 use std::ffi::c_void;
 
-/// Writes, in the format of [`crate::tracker::dump`], only the live allocations no root reaches
+/// Writes, in the format of [`crate::tracker::dump::dump`], only the live allocations no root reaches
 /// (see [`crate::reach`]): per stack, how many of its live objects are lost; and, when
 /// `paths` is given, how each stack's reached objects are held there (see [`crate::paths`]).
 /// False when it could not (then nothing is known about reachability, and no file is left).

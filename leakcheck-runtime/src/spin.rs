@@ -1,6 +1,7 @@
-//! The spin lock the runtime's tables are kept under: taken inside `malloc` and `mmap`,
-//! where no blocking primitive of libc's may be used, and reset in a forked child, which
-//! has only the thread that forked.
+//! The runtime's one lock, for its tables and its thread registry: a spin lock that
+//! allocates nothing and calls nothing of libc's but `sched_yield`, so it may be taken inside
+//! `malloc` and `mmap`, where no blocking primitive of libc's may be used, and reset in a
+//! forked child, which has only the thread that forked.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

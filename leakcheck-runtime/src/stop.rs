@@ -7,12 +7,12 @@
 //! exact stack top and its red zone.
 //!
 //! Each registered thread (and the main thread) is sent [`signal`]; the handler saves the
-//! interrupted registers from its `ucontext` into the thread's slot, says it stopped, and
-//! waits on a futex until [`resume`]. A thread that does not answer within
-//! [`ANSWER_WAIT_MS`] (it blocks the signal, or sleeps uninterruptibly) is scanned as before:
-//! from the stack pointer the kernel reports, or whole. The handler stays installed once
-//! installed: a signal delivered late, after the scan, must find it and not the default
-//! action, which would end the process.
+//! interrupted registers from its `ucontext` and the frames the unwinder finds into the
+//! thread's slot, says it stopped, and waits on a futex until [`resume`]. A thread that does
+//! not answer within [`ANSWER_WAIT_MS`] (it blocks the signal, or sleeps uninterruptibly) is
+//! scanned as before: from the stack pointer the kernel reports, or whole. The handler stays
+//! installed once installed: a signal delivered late, after the scan, must find it and not
+//! the default action, which would end the process.
 
 use crate::threads;
 use std::ffi::{c_int, c_void};
@@ -170,8 +170,14 @@ fn install() -> bool {
         return true;
     }
     let sig = signal();
-    // SAFETY: a zeroed sigaction is valid; the handler only touches atomics, reads its own
-    // ucontext and makes system calls that are async-signal-safe.
+    // SAFETY: a zeroed sigaction is valid, and every signal is blocked while the handler
+    // runs. The handler is not async-signal-safe as a whole: besides atomics, its own
+    // ucontext, errno (saved and restored) and the gettid and futex system calls, it runs
+    // libgcc's unwinder (`unwind`), which is not async-signal-safe in general. The code
+    // relies instead on what `unwind` says of how libgcc finds a frame's table. Once the
+    // frames are recorded, the thread only waits on the futex until `resume`: parked there,
+    // it runs none of the program's code while the scanning thread reads its stack and the
+    // registers it saved.
     let ok = unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_stop as *const () as usize;
@@ -255,9 +261,19 @@ fn save(_slot: &Slot, _context: *mut c_void) {}
 
 /// Records the stopped thread's frames into its slot, from the handler through the signal
 /// frame into the interrupted code (libgcc's unwinder knows the kernel's signal trampoline).
-/// It reads `.eh_frame` through `dl_iterate_phdr`, whose lock is recursive: a thread stopped
-/// inside the loader unwinds; one that must wait for a thread stopped there answers late,
-/// and is scanned as a thread that did not stop.
+///
+/// `_Unwind_Backtrace` is not async-signal-safe in general; what this relies on is how
+/// libgcc finds the table of each frame's object. libgcc 12 and later, on glibc 2.35 and
+/// later, ask `_dl_find_object`, which is async-signal-safe and takes no lock. An older one
+/// walks the objects with `dl_iterate_phdr`, under the loader's lock, which is recursive: a
+/// thread stopped inside the loader unwinds, though it may read the loader's list or
+/// libgcc's cache of it mid-update; one that must wait for a thread stopped there answers
+/// late, and is scanned as a thread that did not stop. Tables registered at run time with
+/// `__register_frame_info` (a JIT's) are searched first, under a mutex of libgcc's that
+/// older versions take whenever one is registered, and sorted with `malloc` on their first
+/// search: a thread stopped holding that mutex or a lock of `malloc`'s would wait in its
+/// handler for good. The code accepts that for programs that register tables, which
+/// programs linked the usual way do not.
 fn unwind(slot: &Slot) {
     crate::sys::record_frames(&slot.frames, &slot.n_frames);
 }

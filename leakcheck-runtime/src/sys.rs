@@ -6,12 +6,15 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 /// A value of the environment, if set and valid UTF-8.
 ///
-/// Only called from the constructor, while the process has a single thread, so the
-/// environment cannot change underneath.
+/// Mostly called from the constructor, while the process has a single thread, so the
+/// environment cannot change underneath; the calls made later (from the exit handler,
+/// `kill`, the scan, the periodic dumps' thread) rely on the program not changing its
+/// environment at that moment.
 pub fn env(name: &CStr) -> Option<&'static str> {
-    // SAFETY: getenv with a NUL-terminated name; the returned string lives in the
-    // environment block for the rest of the process unless someone unsets it, which this
-    // runtime only does for LD_PRELOAD.
+    // SAFETY: getenv with a NUL-terminated name, with the environment left alone meanwhile
+    // (see above). glibc never frees a string of the environment (unsetenv drops the
+    // pointer, setenv keeps the string it replaces), so the one returned lives for the rest
+    // of the process, unless the program put it there with putenv and frees it.
     let value = unsafe { libc::getenv(name.as_ptr()) };
     if value.is_null() {
         return None;

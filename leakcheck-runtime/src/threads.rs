@@ -22,6 +22,7 @@
 //! (a module with thread-local storage loaded with `dlopen` after the thread started) is not
 //! covered.
 
+use crate::spin::SpinLock;
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -220,7 +221,7 @@ const FREE_ENTRY: ThreadEntry = ThreadEntry {
 };
 
 pub static REGISTRY: [ThreadEntry; MAX_THREADS] = [FREE_ENTRY; MAX_THREADS];
-static REGISTRY_LOCK: AtomicBool = AtomicBool::new(false);
+static REGISTRY_LOCK: SpinLock = SpinLock::new();
 
 /// The key whose destructor unregisters a thread (`usize::MAX`: none).
 static KEY: AtomicUsize = AtomicUsize::new(usize::MAX);
@@ -251,20 +252,14 @@ pub struct RegistryGuard;
 
 impl RegistryGuard {
     pub fn lock() -> RegistryGuard {
-        while REGISTRY_LOCK
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
-        }
+        REGISTRY_LOCK.lock();
         RegistryGuard
     }
 }
 
 impl Drop for RegistryGuard {
     fn drop(&mut self) {
-        REGISTRY_LOCK.store(false, Ordering::Release);
+        REGISTRY_LOCK.unlock();
     }
 }
 
@@ -331,11 +326,11 @@ pub fn start_registry() {
 }
 
 extern "C" fn fork_prepare() {
-    std::mem::forget(RegistryGuard::lock());
+    REGISTRY_LOCK.lock();
 }
 
 extern "C" fn fork_parent() {
-    REGISTRY_LOCK.store(false, Ordering::Release);
+    REGISTRY_LOCK.unlock();
 }
 
 extern "C" fn fork_child() {
@@ -349,7 +344,7 @@ extern "C" fn fork_child() {
     }
     // Nor is the parent's main thread there (the child never scans: it writes nothing).
     MAIN_TID.store(0, Ordering::Release);
-    REGISTRY_LOCK.store(false, Ordering::Release);
+    REGISTRY_LOCK.unlock();
 }
 
 pub fn gettid() -> usize {

@@ -5,8 +5,8 @@
 //! million 8-byte boxes then needs 4 GB. Here each allocation costs one slot in an
 //! open-addressing table (16 bytes, at most 3/4 full: under 43 bytes per live allocation)
 //! plus a share of its stack's entry, which is stored once per distinct stack. Stacks are
-//! taken with the same unwinder jemalloc uses (`_Unwind_Backtrace`), and the dumps are
-//! written in jemalloc's `heap_v2` format with a sample period of 1, so cargo-leakcheck
+//! taken with the same unwinder jemalloc uses (`_Unwind_Backtrace`), and the dumps ([`dump`])
+//! are written in jemalloc's `heap_v2` format with a sample period of 1, so cargo-leakcheck
 //! reads them exactly as it reads jemalloc's.
 //!
 //! Under `cargo leakcheck run` stacks may be sampled (`LEAKCHECK_TRACK_SAMPLE`): unwinding is
@@ -16,14 +16,18 @@
 //! scan sees the whole heap; the dumps leave the empty stack out and name the mean as their
 //! sample period, so cargo-leakcheck unbiases them as it does jemalloc's.
 //!
-//! Everything is kept in memory mapped directly from the kernel (never from the allocator
-//! being tracked), under one spin lock held only for table updates; stacks are unwound
-//! before taking it. A thread-local flag makes an allocation made while tracking another
-//! (there should be none) untracked rather than recursive.
+//! Everything is kept in memory mapped directly from the kernel ([`Region`], never from the
+//! allocator being tracked), under one spin lock held only for table updates; stacks are
+//! unwound before taking it. A thread-local flag ([`busy`]) makes an allocation made while
+//! tracking another (there should be none) untracked rather than recursive.
 
+pub(crate) mod busy;
+pub(crate) mod dump;
+
+use self::busy::Busy;
+use crate::region::Region;
 use crate::spin::SpinLock;
-use crate::sys::{self, FixedPath};
-use leakcheck_protocol::heap_v2;
+use crate::sys;
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,7 +41,6 @@ static SAMPLE_MEAN: AtomicU64 = AtomicU64::new(1);
 static LOCK: SpinLock = SpinLock::new();
 
 thread_local! {
-    static BUSY: Cell<bool> = const { Cell::new(false) };
     /// This thread's allocations are not tracked (the runtime's own drain threads); its
     /// frees still are, since what it frees may be tracked.
     static UNTRACKED: Cell<bool> = const { Cell::new(false) };
@@ -60,24 +63,6 @@ pub fn enable(sample_mean: u64) {
     SAMPLE_MEAN.store(sample_mean.max(1), Ordering::SeqCst);
     crate::spin::hold_across_fork!(LOCK);
     ON.store(true, Ordering::SeqCst);
-}
-
-/// Marks this thread busy for the duration; `None` when it already is (an allocation made
-/// while tracking another), or while the thread's storage is being torn down.
-pub(crate) struct Busy;
-
-impl Busy {
-    pub(crate) fn enter() -> Option<Busy> {
-        BUSY.try_with(|b| (!b.replace(true)).then_some(Busy))
-            .ok()
-            .flatten()
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let _ = BUSY.try_with(|b| b.set(false));
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -135,87 +120,6 @@ const E_ACCUM_OBJS: usize = 4;
 const E_ACCUM_BYTES: usize = 5;
 const E_FRAMES: usize = 6;
 
-/// Memory from the kernel, never from the allocator being tracked.
-pub(crate) struct Region {
-    pub(crate) ptr: *mut u64,
-    words: usize,
-}
-
-impl Region {
-    pub(crate) const fn empty() -> Region {
-        Region {
-            ptr: std::ptr::null_mut(),
-            words: 0,
-        }
-    }
-
-    pub(crate) fn map(words: usize) -> Option<Region> {
-        // SAFETY: an anonymous private mapping; the kernel zeroes it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                words * 8,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        (p != libc::MAP_FAILED).then_some(Region {
-            ptr: p.cast(),
-            words,
-        })
-    }
-
-    /// Grows the mapping to `words`, moving it if need be; contents are kept.
-    pub(crate) fn grow(&mut self, words: usize) -> bool {
-        if self.ptr.is_null() {
-            return match Region::map(words) {
-                Some(r) => {
-                    *self = r;
-                    true
-                }
-                None => false,
-            };
-        }
-        // SAFETY: remapping a mapping this region owns.
-        let p = unsafe {
-            libc::mremap(
-                self.ptr.cast(),
-                self.words * 8,
-                words * 8,
-                libc::MREMAP_MAYMOVE,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return false;
-        }
-        self.ptr = p.cast();
-        self.words = words;
-        true
-    }
-
-    pub(crate) fn unmap(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: unmapping a mapping this region owns, no longer referenced.
-            unsafe { libc::munmap(self.ptr.cast(), self.words * 8) };
-        }
-        *self = Region::empty();
-    }
-
-    pub(crate) fn len_words(&self) -> usize {
-        self.words
-    }
-
-    pub(crate) fn words(&mut self) -> &mut [u64] {
-        if self.ptr.is_null() {
-            return &mut [];
-        }
-        // SAFETY: the mapping holds `words` words and is only used under the lock.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.words) }
-    }
-}
-
 /// Every distinct stack, appended to an arena; an entry's offset is its id.
 pub(crate) struct Stacks {
     pub(crate) arena: Region,
@@ -229,10 +133,10 @@ impl Stacks {
     /// The id of the stack with these frames, added when new.
     fn intern(&mut self, pcs: &[usize]) -> Option<u32> {
         let hash = hash_frames(pcs);
-        if (self.count + 1) * 2 > self.index.words / 2 && !self.grow_index() {
+        if (self.count + 1) * 2 > self.index.len_words() / 2 && !self.grow_index() {
             return None;
         }
-        let slots = self.index.words / 2;
+        let slots = self.index.len_words() / 2;
         let mask = slots - 1;
         let mut i = (hash as usize) & mask;
         loop {
@@ -256,8 +160,10 @@ impl Stacks {
             i = (i + 1) & mask;
         }
         let need = E_FRAMES + pcs.len();
-        if self.used + need > self.arena.words {
-            let words = (self.arena.words * 2).max(1 << 16).max(self.used + need);
+        if self.used + need > self.arena.len_words() {
+            let words = (self.arena.len_words() * 2)
+                .max(1 << 16)
+                .max(self.used + need);
             if !self.arena.grow(words) {
                 return None;
             }
@@ -279,7 +185,7 @@ impl Stacks {
     }
 
     fn grow_index(&mut self) -> bool {
-        let slots = (self.index.words / 2 * 2).max(1 << 12);
+        let slots = (self.index.len_words() / 2 * 2).max(1 << 12);
         // Slot: stored hash, id + 1 (0: empty).
         rehash(
             &mut self.index,
@@ -322,10 +228,10 @@ fn slot_of(ptr: usize, mask: usize) -> usize {
 
 impl Live {
     fn insert(&mut self, ptr: usize, id: u32, size: u64) -> bool {
-        if (self.count + 1) * 4 > self.table.words / 2 * 3 && !self.grow() {
+        if (self.count + 1) * 4 > self.table.len_words() / 2 * 3 && !self.grow() {
             return false;
         }
-        let mask = self.table.words / 2 - 1;
+        let mask = self.table.len_words() / 2 - 1;
         let t = self.table.words();
         let mut i = slot_of(ptr, mask);
         while t[2 * i] != 0 && t[2 * i] != ptr as u64 {
@@ -344,7 +250,7 @@ impl Live {
         if self.count == 0 {
             return None;
         }
-        let mask = self.table.words / 2 - 1;
+        let mask = self.table.len_words() / 2 - 1;
         let t = self.table.words();
         let mut i = slot_of(ptr, mask);
         loop {
@@ -367,7 +273,7 @@ impl Live {
     /// Removes `ptr`; its stack id and size (`SIZE_UNKNOWN` above 4 GiB), if tracked.
     fn remove(&mut self, ptr: usize) -> Option<(u32, u64)> {
         let i = self.slot(ptr)?;
-        let mask = self.table.words / 2 - 1;
+        let mask = self.table.len_words() / 2 - 1;
         let t = self.table.words();
         let value = t[2 * i + 1];
         // Backward-shift deletion keeps every probe sequence unbroken without tombstones.
@@ -394,7 +300,7 @@ impl Live {
     }
 
     fn grow(&mut self) -> bool {
-        let slots = (self.table.words / 2 * 2).max(1 << 16);
+        let slots = (self.table.len_words() / 2 * 2).max(1 << 16);
         // Slot: address (0: empty), stack id and size.
         rehash(
             &mut self.table,
@@ -656,243 +562,6 @@ pub fn restore(ptr: *mut c_void, forgotten: Forgotten) {
             e[id as usize + E_LIVE_BYTES] += bytes;
         }
     });
-}
-
-// ---------------------------------------------------------------------------------------
-// Dumps.
-
-/// A buffered writer to a file descriptor that never allocates.
-pub(crate) struct Out {
-    fd: c_int,
-    buf: [u8; 16384],
-    len: usize,
-    ok: bool,
-}
-
-impl leakcheck_protocol::Sink for Out {
-    fn put(&mut self, text: &str) {
-        self.bytes(text.as_bytes());
-    }
-}
-
-impl Out {
-    /// A writer to `fd`, empty.
-    pub(crate) fn to_fd(fd: c_int) -> Out {
-        Out {
-            fd,
-            buf: [0; 16384],
-            len: 0,
-            ok: true,
-        }
-    }
-
-    pub(crate) fn bytes(&mut self, b: &[u8]) {
-        for chunk in b.chunks(self.buf.len()) {
-            if self.len + chunk.len() > self.buf.len() {
-                self.flush();
-            }
-            self.buf[self.len..self.len + chunk.len()].copy_from_slice(chunk);
-            self.len += chunk.len();
-        }
-    }
-
-    pub(crate) fn dec(&mut self, v: u64) {
-        let mut digits = [0u8; 20];
-        let start = sys::format_u64(v, &mut digits);
-        self.bytes(&digits[start..]);
-    }
-
-    pub(crate) fn counts(&mut self, objs: u64, bytes: u64, accum_objs: u64, accum_bytes: u64) {
-        let counts = |objects, bytes| heap_v2::Counts { objects, bytes };
-        heap_v2::encode_total(counts(objs, bytes), counts(accum_objs, accum_bytes), self);
-        self.bytes(b"\n");
-    }
-
-    pub(crate) fn flush(&mut self) {
-        let mut done = 0;
-        while done < self.len {
-            // SAFETY: writing initialised bytes of our own buffer.
-            let n = unsafe {
-                libc::write(
-                    self.fd,
-                    self.buf[done..self.len].as_ptr().cast(),
-                    self.len - done,
-                )
-            };
-            if n <= 0 {
-                if n < 0 && sys::interrupted() {
-                    continue;
-                }
-                self.ok = false;
-                break;
-            }
-            done += n as usize;
-        }
-        self.len = 0;
-    }
-}
-
-/// Writes the live allocations by stack to `path` in jemalloc's `heap_v2` format (sample
-/// period 1), with the process's mappings; false when it could not. Written to a
-/// temporary name and renamed, so a reader never sees half a dump.
-pub fn dump(path: &FixedPath) -> bool {
-    if !enabled() {
-        return false;
-    }
-    let Some(_busy) = Busy::enter() else {
-        return false;
-    };
-    write_dump(path, |out| {
-        with_state(|s| {
-            let arena: &[u64] = s.stacks.arena.words();
-            let ids = || written_ids(arena, s.stacks.used);
-            let (mut lo, mut lb, mut ao, mut ab) = (0, 0, 0, 0);
-            for id in ids() {
-                lo += arena[id + E_LIVE_OBJS];
-                lb += arena[id + E_LIVE_BYTES];
-                ao += arena[id + E_ACCUM_OBJS];
-                ab += arena[id + E_ACCUM_BYTES];
-            }
-            write_header(out);
-            out.counts(lo, lb, ao, ab);
-            for id in ids() {
-                write_stack(out, arena, id);
-                out.counts(
-                    arena[id + E_LIVE_OBJS],
-                    arena[id + E_LIVE_BYTES],
-                    arena[id + E_ACCUM_OBJS],
-                    arena[id + E_ACCUM_BYTES],
-                );
-            }
-            true
-        })
-    })
-}
-
-/// A dump's first line, with its sample period.
-pub(crate) fn write_header(out: &mut Out) {
-    heap_v2::encode_header(sample_period(), out);
-    out.bytes(b"\n");
-}
-
-/// Whether the stack `id` is written: all are, but the empty stack of unsampled
-/// allocations while sampling.
-pub(crate) fn is_written(arena: &[u64], id: usize) -> bool {
-    !(sampling() && arena[id + E_DEPTH] == 0)
-}
-
-/// The ids of the stacks a dump holds, in order.
-fn written_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
-    entry_ids(arena, used).filter(move |&id| is_written(arena, id))
-}
-
-/// The ids (arena offsets) of the stored stacks, in order.
-fn entry_ids(arena: &[u64], used: usize) -> impl Iterator<Item = usize> + '_ {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        (at < used).then(|| {
-            let id = at;
-            at += E_FRAMES + arena[id + E_DEPTH] as usize;
-            id
-        })
-    })
-}
-
-/// A stack's `@ pc pc …` line.
-pub(crate) fn write_stack(out: &mut Out, arena: &[u64], id: usize) {
-    let depth = arena[id + E_DEPTH] as usize;
-    heap_v2::encode_stack(
-        arena[id + E_FRAMES..id + E_FRAMES + depth].iter().copied(),
-        out,
-    );
-    out.bytes(b"\n");
-}
-
-/// The `@ pc pc …` line of the stack that allocated the object at `ptr`, when it is tracked
-/// with a stack of its own.
-pub(crate) fn write_stack_of(out: &mut Out, ptr: usize) {
-    if !enabled() {
-        return;
-    }
-    let Some(_busy) = Busy::enter() else { return };
-    with_state(|s| {
-        let Some(id) = s.live.stack_of(ptr) else {
-            return;
-        };
-        let arena: &[u64] = s.stacks.arena.words();
-        if arena[id as usize + E_DEPTH] > 0 {
-            write_stack(out, arena, id as usize);
-        }
-    });
-}
-
-/// The process's mappings, as a dump ends: a blank line, `MAPPED_LIBRARIES:` and
-/// `/proc/self/maps`; false when they could not be read.
-pub(crate) fn write_mappings(out: &mut Out) -> bool {
-    out.bytes(b"\n");
-    out.bytes(heap_v2::MAPPED_LIBRARIES.as_bytes());
-    out.bytes(b"\n");
-    // SAFETY: a NUL-terminated path.
-    let maps = unsafe {
-        libc::open(
-            c"/proc/self/maps".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if maps < 0 {
-        return false;
-    }
-    let mut chunk = [0u8; 4096];
-    loop {
-        // SAFETY: reading into our own buffer.
-        let n = unsafe { libc::read(maps, chunk.as_mut_ptr().cast(), chunk.len()) };
-        if n < 0 && sys::interrupted() {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        out.bytes(&chunk[..n as usize]);
-    }
-    // SAFETY: closing the descriptor opened above.
-    unsafe { libc::close(maps) };
-    true
-}
-
-/// Writes a dump whose body `body` produces (false: give up), then the mappings, to a
-/// temporary name renamed to `path` when all went well.
-pub(crate) fn write_dump(path: &FixedPath, body: impl FnOnce(&mut Out) -> bool) -> bool {
-    let mut tmp = FixedPath::new();
-    // SAFETY: the path holds len() initialised bytes before its NUL.
-    let name = unsafe { std::slice::from_raw_parts(path.as_ptr().cast::<u8>(), path.len()) };
-    if !(tmp.push(name) && tmp.push(b".tmp")) {
-        return false;
-    }
-    let fd = sys::create_file(&tmp);
-    if fd < 0 {
-        return false;
-    }
-    let mut out = Out {
-        fd,
-        buf: [0; 16384],
-        len: 0,
-        ok: true,
-    };
-    let complete = body(&mut out);
-    out.ok &= complete;
-    if out.ok {
-        out.ok &= write_mappings(&mut out);
-        out.flush();
-    }
-    // SAFETY: closing the descriptor opened above; both paths are NUL-terminated.
-    unsafe {
-        libc::close(fd);
-        if out.ok && libc::rename(tmp.as_ptr(), path.as_ptr()) == 0 {
-            return true;
-        }
-        libc::unlink(tmp.as_ptr());
-        false
-    }
 }
 
 #[cfg(test)]

@@ -258,7 +258,9 @@ fn run_thread(job: &'static Job) -> bool {
 }
 
 extern "C" fn drain_thread(arg: *mut c_void) -> *mut c_void {
-    // SAFETY: `arg` is the Job `run_thread` borrows until this thread has been joined.
+    // SAFETY: `arg` is the static JOB (see `run_thread`), which is not written again while
+    // a drain thread may read it: not before this one is joined, and never once one was
+    // left running (`ABANDONED`).
     let job = unsafe { &*arg.cast::<Job>() };
     match job.arena {
         // SAFETY: "thread.arena" is an unsigned arena index, set for the calling thread.
