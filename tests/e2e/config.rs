@@ -278,8 +278,9 @@ fn unknown_keys_warn_and_the_run_goes_on() {
         ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // The known keys begin with the thresholds; a new per-test setting is added at the end.
     let warning = format!(
-        "warning: {file}:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, unsettled-fails)"
+        "warning: {file}:2: `defaults.stack-treshold`: unknown key, ignored (known here: stack-threshold, test-threshold, one-time-fails, timeout, extra-runs, unsettled-fails"
     );
     assert!(run.stderr.contains(&warning), "{}", run.stderr);
 }
