@@ -177,7 +177,7 @@ mod tests {
             Some(&base),
             &new,
             None,
-            &mut crate::execution::symbolize::Symbolizer::new(),
+            &mut crate::evidence::symbols::Replay::new(Default::default()),
         );
         assert_eq!(g.stacks.len(), 1, "{g:?}");
         assert_eq!((g.stacks[0].objects, g.stacks[0].bytes), (5, 500));
@@ -193,7 +193,7 @@ mod tests {
             None,
             &new,
             None,
-            &mut crate::execution::symbolize::Symbolizer::new(),
+            &mut crate::evidence::symbols::Replay::new(Default::default()),
         );
         assert_eq!(
             live.total,
@@ -214,7 +214,7 @@ mod tests {
             None,
             &new,
             Some(("/nonexistent/service", "/elsewhere/service-copy")),
-            &mut crate::execution::symbolize::Symbolizer::new(),
+            &mut crate::evidence::symbols::Replay::new(Default::default()),
         );
         // The binary is not there either: the frame stays, named by object and offset.
         let f = &g.stacks[0].frames[0];

@@ -733,7 +733,7 @@ mod tests {
     /// A binary whose frames nothing resolves, and its symbols.
     struct Probe {
         bin: BinaryEvidence,
-        symbols: crate::execution::binary_symbols::FromFiles,
+        symbols: crate::evidence::symbols::Replay,
     }
 
     /// Analyses a test that had no extra runs, its evidence read as a run reads it.
@@ -794,7 +794,7 @@ mod tests {
                 allocator: Allocator::Malloc,
                 collections: Default::default(),
             },
-            symbols: Default::default(),
+            symbols: crate::evidence::symbols::Replay::new(Default::default()),
         }
     }
 

@@ -95,7 +95,7 @@ fn paths_are_found_by_the_stack_they_hold_and_the_shortest_stands_after_a_cut() 
 #[test]
 fn roots_are_named_in_words_with_their_thread() {
     let paths = parse(PATHS).unwrap();
-    let mut symbols = crate::execution::binary_symbols::FromFiles::default();
+    let mut symbols = crate::evidence::symbols::Replay::new(Default::default());
     let exe = "/nonexistent/leakcheck/prog";
     let static_root = describe(&paths[0], exe, &mut symbols, &TaskWords::default());
     assert_eq!(static_root.root_kind, RootKind::Static);
