@@ -12,7 +12,7 @@ fn corpus() -> PathBuf {
 }
 
 /// The case's test judged again, its crate's files under [`ROOT`] as the renderers'
-/// snapshots have them.
+/// expected texts have them.
 fn judged_again(dir: &Path) -> TestReport {
     let report = golden::replay(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let mut text = serde_json::to_string(&report).unwrap();

@@ -7,6 +7,8 @@ pub mod bench;
 #[cfg(test)]
 mod consistency;
 pub mod cost;
+#[cfg(test)]
+pub mod expected_text;
 pub mod export;
 pub mod flamegraph;
 pub mod github;
@@ -21,7 +23,5 @@ pub mod plot;
 pub mod pprof;
 #[cfg(test)]
 mod rendered;
-#[cfg(test)]
-pub mod snapshot;
 pub mod suppressions;
 pub mod text;

@@ -1,12 +1,12 @@
 //! Every text renderer's output for every golden case (`testdata/golden/<case>`), compared
-//! with `testdata/snapshots/<renderer>/<case>.<ext>`; `LEAKCHECK_BLESS=1` rewrites them
+//! with `testdata/rendered/<renderer>/<case>.<ext>`; `LEAKCHECK_BLESS=1` rewrites them
 //! (then review the diff). Each case's `expected.json` is put in a report of its own, its
 //! crate's files moved under one workspace root that exists on no machine, so that no
 //! renderer reads a source line here and every path is the same wherever the test runs.
 //! A new renderer is one more row of [`renderers`].
 
 use crate::model::{GrowthReport, Report, TestReport};
-use crate::report::{bench, export, github, html, snapshot};
+use crate::report::{bench, expected_text, export, github, html};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -30,7 +30,7 @@ pub(super) const CAPTURED_AT: &[(&str, &str)] = &[
 /// A renderer of the whole report as text, from the workspace root.
 pub(super) type Render = Box<dyn Fn(&Report, &Path) -> String>;
 
-/// Every text renderer: its name (the snapshots' directory), its snapshots' extension, and
+/// Every text renderer: its name (the directory of its expected texts), their extension, and
 /// the renderer. The summary and the outputs written to a file the user names (JUnit,
 /// SARIF) are rendered by their exporters, every file exporter, so a new format is covered
 /// by being registered.
@@ -132,7 +132,7 @@ fn report_of(case: &str, artifacts: &Path) -> Report {
 }
 
 #[test]
-fn every_renderer_shows_every_golden_case_as_its_snapshot() {
+fn every_renderer_shows_every_golden_case_as_expected() {
     assert!(
         !Path::new(ROOT).exists(),
         "{ROOT} must not exist: the renderers would read source lines from it"
@@ -140,8 +140,7 @@ fn every_renderer_shows_every_golden_case_as_its_snapshot() {
     assert!(!Path::new("/ws-cargo-home").exists());
     let cases = cases();
     assert!(cases.len() >= 20, "{cases:?}");
-    let artifacts =
-        std::env::temp_dir().join(format!("leakcheck-snapshots-{}", std::process::id()));
+    let artifacts = std::env::temp_dir().join(format!("leakcheck-rendered-{}", std::process::id()));
     let mut failures = Vec::new();
     let mut compared = 0;
     for case in &cases {
@@ -153,7 +152,7 @@ fn every_renderer_shows_every_golden_case_as_its_snapshot() {
                 "{renderer} of {case} shows a path of the machine it was captured on:\n{text}"
             );
             compared += 1;
-            if let Err(e) = snapshot::check(&format!("{renderer}/{case}.{ext}"), &text) {
+            if let Err(e) = expected_text::check(&format!("{renderer}/{case}.{ext}"), &text) {
                 failures.push(e);
             }
         }
@@ -161,18 +160,18 @@ fn every_renderer_shows_every_golden_case_as_its_snapshot() {
     let _ = std::fs::remove_dir_all(&artifacts);
     assert!(
         failures.is_empty(),
-        "{} of {compared} snapshots differ:\n\n{}",
+        "{} of {compared} rendered texts differ:\n\n{}",
         failures.len(),
         failures.join("\n")
     );
 }
 
 #[test]
-fn every_snapshot_of_a_renderer_is_of_a_golden_case() {
+fn every_expected_text_of_a_renderer_is_of_a_golden_case() {
     let cases: BTreeSet<String> = cases().into_iter().collect();
     let mut strays = Vec::new();
     for (renderer, ext, _) in renderers() {
-        let Ok(files) = std::fs::read_dir(snapshot::dir().join(renderer)) else {
+        let Ok(files) = std::fs::read_dir(expected_text::dir().join(renderer)) else {
             continue;
         };
         for path in files.map(|e| e.unwrap().path()) {
@@ -181,7 +180,7 @@ fn every_snapshot_of_a_renderer_is_of_a_golden_case() {
             if case.is_some_and(|c| cases.contains(c)) {
                 continue;
             }
-            match snapshot::blessing() {
+            match expected_text::blessing() {
                 true => std::fs::remove_file(&path).unwrap(),
                 false => strays.push(path.display().to_string()),
             }
@@ -189,7 +188,7 @@ fn every_snapshot_of_a_renderer_is_of_a_golden_case() {
     }
     assert!(
         strays.is_empty(),
-        "snapshots of no golden case (a case renamed or removed? LEAKCHECK_BLESS=1 deletes them):\n{}",
+        "expected texts of no golden case (a case renamed or removed? LEAKCHECK_BLESS=1 deletes them):\n{}",
         strays.join("\n")
     );
 }

@@ -1,28 +1,28 @@
-//! Snapshot testing for rendered text: compares with a file under `testdata/snapshots/`,
+//! Rendered text checked against what is expected: compares with a file under `testdata/rendered/`,
 //! or writes it when `LEAKCHECK_BLESS=1` (then review the diff), the switch that blesses
 //! the golden cases' `expected.json` too.
 
 use std::path::{Path, PathBuf};
 
-/// Whether this run writes the snapshots (and the golden cases' reports) instead of
+/// Whether this run writes the expected texts (and the golden cases' reports) instead of
 /// comparing with them: `LEAKCHECK_BLESS=1`.
 pub fn blessing() -> bool {
     std::env::var_os("LEAKCHECK_BLESS").is_some_and(|v| v == "1")
 }
 
-/// The directory of every snapshot.
+/// The directory of every expected text.
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/snapshots")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/rendered")
 }
 
-/// Asserts that `text` is what `testdata/snapshots/<name>.txt` holds.
-pub fn assert_snapshot(name: &str, text: &str) {
+/// Asserts that `text` is what `testdata/rendered/<name>.txt` holds.
+pub fn assert_matches(name: &str, text: &str) {
     if let Err(e) = check(&format!("{name}.txt"), text) {
         panic!("{e}");
     }
 }
 
-/// Compares `text` with the snapshot `testdata/snapshots/<file>` (writing it instead when
+/// Compares `text` with the expected text `testdata/rendered/<file>` (writing it instead when
 /// blessing): what differs, where, when it does.
 pub fn check(file: &str, text: &str) -> Result<(), String> {
     let path = dir().join(file);
@@ -35,7 +35,7 @@ pub fn check(file: &str, text: &str) -> Result<(), String> {
     }
     let expected = std::fs::read_to_string(&path).map_err(|e| {
         format!(
-            "no snapshot {} ({e}); LEAKCHECK_BLESS=1 writes it",
+            "no expected text {} ({e}); LEAKCHECK_BLESS=1 writes it",
             path.display()
         )
     })?;
