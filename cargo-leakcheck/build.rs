@@ -32,12 +32,12 @@ fn main() {
             entry.display()
         ));
     }
-    // The contract the runtime shares with this tool: `protocol/` links to the workspace's
-    // `leakcheck-protocol` (a real directory in the published package, like `runtime/`).
-    let protocol = manifest_dir.join("protocol");
+    // The contract the runtime shares with this tool: the protocol crate, a build dependency
+    // of this script, as cargo provides it (from the registry, or the workspace's path).
+    let protocol = PathBuf::from(leakcheck_protocol::SOURCE_DIR);
     if !protocol.join("Cargo.toml").is_file() {
         fail(&format!(
-            "the protocol crate is missing: no `{}`",
+            "the protocol crate's sources are missing: no `{}`",
             protocol.join("Cargo.toml").display()
         ));
     }

@@ -25,6 +25,11 @@
 
 #![no_std]
 
+/// Where this crate's sources are (its manifest's directory), as cargo built it: the
+/// registry's copy when the tool is installed from a registry, the workspace's in a checkout.
+/// cargo-leakcheck's build script builds the runtime against the same sources through it.
+pub const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
 pub mod children;
 pub mod collections;
 pub mod cycles;
