@@ -811,7 +811,10 @@ fn no_name_of_the_contract_is_spelled_in_both_the_tool_and_the_runtime() {
 #[test]
 fn the_runtime_and_the_protocol_have_no_cycle_and_no_large_file() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (dir, label) in [("runtime", "runtime/"), ("../leakcheck-protocol/src", "protocol/")] {
+    for (dir, label) in [
+        ("runtime", "runtime/"),
+        ("../leakcheck-protocol/src", "protocol/"),
+    ] {
         let wrong = findings(&Graph::new(read_crate(&manifest.join(dir), label)), false);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
