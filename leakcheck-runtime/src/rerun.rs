@@ -866,13 +866,31 @@ enum Outcome {
 }
 
 /// Shared between the waiting thread and the run's thread.
-struct Slot<'a> {
+struct Slot {
     entry: usize,
     /// Set once the run may start (allocations are routed from then on).
     go: std::sync::atomic::AtomicBool,
     passed: bool,
-    message: &'a mut Message,
+    /// The caller's message, which outlives the run: the caller reads it once the run has
+    /// ended, or ends the process without returning when the run timed out.
+    message: *mut Message,
 }
+
+/// The slot of the run under way. It is in static storage, not on `run_once`'s stack: a run
+/// that outlives its deadline keeps writing to it while the process writes its record and
+/// ends, and a stack frame would be gone by then.
+struct RunSlot(std::cell::UnsafeCell<Slot>);
+
+// SAFETY: one run uses the slot at a time: `run_once` is called for one run after another,
+// and a run that timed out is followed by nothing but the process's end.
+unsafe impl Sync for RunSlot {}
+
+static RUN_SLOT: RunSlot = RunSlot(std::cell::UnsafeCell::new(Slot {
+    entry: 0,
+    go: std::sync::atomic::AtomicBool::new(false),
+    passed: false,
+    message: std::ptr::null_mut(),
+}));
 
 /// The test entry point's signature: libtest's `StaticTestFn(fn() -> Result<(), String>)`.
 type TestFn = fn() -> Result<(), String>;
@@ -885,15 +903,17 @@ type StartFn = fn(&usize) -> i32;
 
 extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     let slot_ptr = arg.cast::<Slot>();
-    // SAFETY: `arg` is the Slot owned by `run_once`, which sets `go` and then leaves the
-    // slot alone until this thread has ended. If it gives up waiting first, the slot is gone
-    // while this thread still uses it (see `run_once` for why that is accepted).
+    // SAFETY: `arg` is `RUN_SLOT`, static, which `run_once` filled before this thread
+    // existed; it sets `go` and then leaves the slot alone until this thread has ended or
+    // its deadline passed (then the process ends without another run).
     while !unsafe { &(*slot_ptr).go }.load(std::sync::atomic::Ordering::Acquire) {
         // SAFETY: sched_yield has no preconditions.
         unsafe { libc::sched_yield() };
     }
-    // SAFETY: as above; from here on only this thread touches the slot.
+    // SAFETY: as above; from here on only this thread touches the slot. Its message is the
+    // caller's, alive until the run has ended or the process ends (see `Slot::message`).
     let slot = unsafe { &mut *slot_ptr };
+    let message = unsafe { &mut *slot.message };
     // A panic unwinds to this `extern "C"` frame and aborts the process: the record says
     // which run was under way.
     let main = ENTRY_MAIN.load(std::sync::atomic::Ordering::Acquire);
@@ -906,9 +926,9 @@ extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
             slot.passed = true;
         } else {
             let text = b"its `main` reported a failure (a non-zero exit code)";
-            let n = text.len().min(slot.message.bytes.len());
-            slot.message.bytes[..n].copy_from_slice(&text[..n]);
-            slot.message.len = n;
+            let n = text.len().min(message.bytes.len());
+            message.bytes[..n].copy_from_slice(&text[..n]);
+            message.len = n;
         }
         return std::ptr::null_mut();
     }
@@ -925,12 +945,12 @@ extern "C" fn run_entry(arg: *mut c_void) -> *mut c_void {
     let f: TestFn = unsafe { std::mem::transmute::<usize, TestFn>(slot.entry) };
     match f() {
         Ok(()) => slot.passed = true,
-        Err(message) => {
-            let n = message.len().min(slot.message.bytes.len());
-            slot.message.bytes[..n].copy_from_slice(&message.as_bytes()[..n]);
-            slot.message.len = n;
+        Err(text) => {
+            let n = text.len().min(message.bytes.len());
+            message.bytes[..n].copy_from_slice(&text.as_bytes()[..n]);
+            message.len = n;
             // Allocated by the test binary's allocator, which may not be malloc.
-            std::mem::forget(message);
+            std::mem::forget(text);
         }
     }
     std::ptr::null_mut()
@@ -945,19 +965,21 @@ fn run_once(
     route: Option<u32>,
     run: u32,
 ) -> Outcome {
-    let mut slot = Slot {
-        entry,
-        go: std::sync::atomic::AtomicBool::new(false),
-        passed: false,
-        message,
-    };
-    let slot_ptr: *mut Slot = &raw mut slot;
-    // SAFETY: plain pthread calls on values we own. The thread is joined before `slot`
-    // goes out of scope, except when it timed out: then this returns with the thread still
-    // running and holding a pointer to `slot`, and the caller writes the record and ends
-    // the process (`stop_unless_passed`). A run that ends within that window writes to
-    // `slot` after it went out of scope; the code accepts that for a run already past its
-    // deadline.
+    let slot_ptr: *mut Slot = RUN_SLOT.0.get();
+    // SAFETY: no run's thread is alive (the last one was joined, see `RunSlot`), so this
+    // thread alone touches the slot until it starts the next.
+    unsafe {
+        *slot_ptr = Slot {
+            entry,
+            go: std::sync::atomic::AtomicBool::new(false),
+            passed: false,
+            message,
+        };
+    }
+    // SAFETY: plain pthread calls on values we own and on the static slot. The thread is
+    // joined before this returns, except when it timed out: then it may still write to the
+    // slot and to `message`, both alive until the process ends, which the caller does
+    // without returning (`stop_unless_passed`).
     unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
