@@ -101,23 +101,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         address,
         file_range: (start, end),
     });
-    let test = TestOutcome {
-        case: crate::execution::listing::TestCase {
-            binary: 0,
-            name: case.name.clone(),
-            ignored: false,
-            passes_by_panicking: false,
-            settings: config.effective(&case.name, &case.cli),
-        },
-        result,
-        method: case.method,
-        counted: counting,
-        extra_runs,
-        entry,
-        wanted_every_core: None,
-        stacks_asked: None,
-        ahead: None,
-    };
+    let settings = config.effective(&case.name, &case.cli);
     let mut symbols = Replay::new(case.symbols);
     let (bin, _) = load::binary(
         Path::new(&case.exe),
@@ -132,15 +116,15 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         name: &case.name,
     };
     let policy = Policy {
-        effective: &test.case.settings,
+        effective: &settings,
         suppressions: config.suppressions_for(&case.name).collect(),
     };
     let evidence = load::test(
-        &test.result,
-        test.counted.as_ref(),
-        test.method,
-        &test.extra_runs,
-        test.entry.as_ref(),
+        &result,
+        counting.as_ref(),
+        case.method,
+        &extra_runs,
+        entry.as_ref(),
     );
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
 }
