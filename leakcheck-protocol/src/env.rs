@@ -71,6 +71,11 @@ pub const RERUN_GRACE_MS: Var = Var(c"LEAKCHECK_RERUN_GRACE_MS");
 /// Where std records the thread ending the process (hexadecimal address in the image), for
 /// the runtime to clear during extra runs.
 pub const RERUN_EXIT_GUARD: Var = Var(c"LEAKCHECK_RERUN_EXIT_GUARD");
+/// std's panic hook (`std::panicking::HOOK`), `ADDRESS SIZE` in hexadecimal (an address in
+/// the image): libtest puts the default hook back once its tests have run, freeing a hook a
+/// test installed before anything is measured, so the runtime looks at the hook itself as
+/// the test's thread is joined.
+pub const PANIC_HOOK: Var = Var(c"LEAKCHECK_PANIC_HOOK");
 /// The table of live stack slots (see [`crate::slots`]) for the scan of a thread that called
 /// `exit`.
 pub const LIVE_SLOTS: Var = Var(c"LEAKCHECK_LIVE_SLOTS");
@@ -113,7 +118,7 @@ pub const PARENT: Var = Var(c"LEAKCHECK_PARENT");
 pub const COLLECTIONS: Var = Var(c"LEAKCHECK_COLLECTIONS");
 
 /// Every variable of the contract.
-pub const ALL: [Var; 27] = [
+pub const ALL: [Var; 28] = [
     MALLOC_CONF,
     RUNTIME_PREFIX,
     RECORD,
@@ -129,6 +134,7 @@ pub const ALL: [Var; 27] = [
     RERUN_SETTLE_MS,
     RERUN_GRACE_MS,
     RERUN_EXIT_GUARD,
+    PANIC_HOOK,
     LIVE_SLOTS,
     APP_MALLCTL,
     APP_PREFIX,

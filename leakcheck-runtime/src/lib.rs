@@ -28,7 +28,8 @@
 //! profiling off and asks only how many objects and bytes are still live at exit that were
 //! allocated by threads other than the main one (the `arenas` module).
 //!
-//! At exit (the `rerun` module) the runtime writes a record of what the test's run left behind and,
+//! As `main` returns (the `start` module wraps it), or at exit for a program that calls
+//! `exit` itself (the `rerun` module), the runtime writes a record of what the test's run left behind and,
 //! when asked to, calls the test's entry point again a few times in the same process, so
 //! that memory kept for the process lifetime (a pool, a logger, a lazily built table) can be
 //! told from memory that grows on every run. While counting, everything an extra run
@@ -50,6 +51,7 @@ mod lengths;
 mod live;
 mod main_arena;
 mod maps;
+mod panic_hook;
 mod paths;
 mod periodic;
 mod probe;
@@ -60,6 +62,7 @@ mod scan;
 mod signals;
 mod sleepers;
 mod spin;
+mod start;
 mod stop;
 mod sys;
 #[cfg(test)]
@@ -379,6 +382,9 @@ fn read_rerun_settings(s: &mut rerun::Settings, prefix: Option<&str>) {
     s.entry_main = sys::var(env::RERUN_ENTRY_MAIN).and_then(sys::parse_hex);
     s.first_run_on_main = sys::var(env::FIRST_RUN_ON_MAIN) == Some(env::ON);
     s.build_id = sys::var(env::RERUN_BUILD_ID).unwrap_or("");
+    if let Some(hook) = sys::var(env::PANIC_HOOK) {
+        panic_hook::configure(hook, s.build_id);
+    }
     s.extra_runs = sys::var(env::EXTRA_RUNS)
         .and_then(sys::parse_u64)
         .map_or(0, |n| {

@@ -2,11 +2,14 @@
 //!
 //! Memory a test retains at exit is not necessarily lost: a pool it started, a logger it
 //! installed or a table it created lazily stays for the life of the process, and running
-//! the test again adds nothing to it. A leak grows every time. So, after libtest's `main`
+//! the test again adds nothing to it. A leak grows every time. So, once libtest's `main`
 //! has returned (the test passed and its results are final), this handler records what the
 //! first run retained and then calls the test's own entry point (the function libtest
 //! called, found in the executable by cargo-leakcheck) again, a few times, each on a fresh
-//! thread, measuring after each run once the threads the run started are gone.
+//! thread, measuring after each run once the threads the run started are gone. It runs as
+//! `main` returns, before the program's `atexit` handlers and ELF destructors tear its
+//! libraries' state down (see [`crate::start`]); registered with `on_exit`, it also runs for
+//! a program that calls `exit` itself, once.
 //!
 //! Why in the test's own process, not in a forked copy: `fork` keeps only the calling
 //! thread, so a pool's workers would be gone in the copy and a test that hands work to
@@ -146,8 +149,22 @@ extern "C" {
 /// Registers the exit handler. Called by the constructor, after jemalloc has initialised,
 /// so this handler runs before jemalloc's own (`prof_final`) one.
 pub fn install() {
+    INSTALLED.store(true, std::sync::atomic::Ordering::Release);
     // SAFETY: registers a handler that lives as long as the library.
     unsafe { on_exit(at_exit, std::ptr::null_mut()) };
+}
+
+/// The exit handler was registered: this process is to be recorded at its end.
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The handler's work was done (or begun): once per process.
+static HANDLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The program's `main` returned `status` (see [`crate::start`]): the exit handler's work
+/// is done now, before `exit` runs the program's `atexit` handlers and ELF destructors.
+pub fn main_returned(status: c_int) {
+    if INSTALLED.load(std::sync::atomic::Ordering::Acquire) {
+        at_exit(status, std::ptr::null_mut());
+    }
 }
 
 fn on_main_thread() -> bool {
@@ -168,6 +185,9 @@ extern "C" fn at_exit(status: c_int, arg: *mut c_void) {
     crate::reach::note_exit_frame();
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != settings().pid {
+        return;
+    }
+    if HANDLED.swap(true, std::sync::atomic::Ordering::AcqRel) {
         return;
     }
     if !on_main_thread() && crate::tracker::enabled() {
@@ -314,10 +334,13 @@ fn entry_to_rerun(status: c_int, own_allocator: bool, first: Live) -> Result<usi
     // A collection that holds entries while the test's run left nothing allocated was
     // filled without an allocation of the run's (its capacity came from elsewhere): only
     // extra runs can show whether it grows on every run.
+    // A panic hook the run left in place was freed by libtest before the run was measured
+    // (see `crate::panic_hook`).
     if s.counting
         && first == Live::default()
         && !s.first_run_on_main
         && !crate::lengths::any_entries()
+        && !crate::panic_hook::seen()
     {
         return Err(End::NothingRetained);
     }

@@ -113,10 +113,14 @@ pub unsafe extern "C" fn pthread_join(thread: libc::pthread_t, ret: *mut *mut c_
     if real == 0 {
         return libc::ESRCH;
     }
-    let _inside = Inside::enter();
+    let inside = Inside::enter();
     // SAFETY: `real` is libc's pthread_join, whose signature this is; the caller's
     // arguments are passed on unchanged.
-    unsafe { std::mem::transmute::<usize, PthreadJoin>(real)(thread, ret) }
+    let r = unsafe { std::mem::transmute::<usize, PthreadJoin>(real)(thread, ret) };
+    drop(inside);
+    // libtest joins the test's thread before it puts the default panic hook back.
+    crate::panic_hook::note();
+    r
 }
 
 #[no_mangle]

@@ -81,7 +81,17 @@ const MECHANISMS: &[Mechanism] = &[
         letter: 'k',
         what: "a process started and waited for (the runtime handed down to it)",
     },
+    Mechanism {
+        binary: "panic_hook",
+        letter: 'h',
+        what: "a panic hook installed once (read by the runtime as the test's thread is joined)",
+    },
 ];
+
+/// The shapes the doc-test cells take (as [`shapes_of`] shapes a mechanism's, by index), and
+/// those of doc-tests whose `main` returns a value one further: fixed, so that a mechanism
+/// added to the matrix leaves the doc-test fixtures as they are.
+const DOC_SHAPES: usize = 9;
 
 /// jemalloc's small size classes, 8 B to 4 KiB.
 const CLASSES: [usize; 29] = [

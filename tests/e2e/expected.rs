@@ -314,6 +314,13 @@ const POOL_ALLOC: Target = Target {
     package: "pool-alloc",
     binary: "pool_alloc",
 };
+/// State a library tears down itself at exit (an ELF destructor, an `atexit` handler),
+/// aborting when used after that.
+const TEARDOWN: Target = Target {
+    fixture: "tests/fixtures/teardown",
+    package: "teardown",
+    binary: "teardown",
+};
 const RETENTION: Target = Target {
     fixture: "tests/fixtures/retention",
     package: "retention",
@@ -1028,6 +1035,32 @@ const FIXTURE_ROWS: &[Expected] = &[
         "static `std::panicking::HOOK`",
         Some("retention::tests::chains_a_panic_hook_per_call"),
     ),
+    // --- tests/fixtures/teardown: extra runs come before the program's clean-up ---
+    clean_kept(
+        TEARDOWN,
+        "tests::keeps_a_buffer_once_in_the_constructor_state",
+    )
+    .runs("completed"),
+    leak(
+        TEARDOWN,
+        "tests::grows_the_constructor_state",
+        "grows_the_constructor_state",
+    )
+    .runs("completed"),
+    clean_kept(TEARDOWN, "tests::keeps_a_buffer_once_in_the_exit_table").runs("completed"),
+    leak(TEARDOWN, "tests::grows_the_exit_table", "grows_the_exit_table").runs("completed"),
+    // A panic hook chained per call is freed by libtest before the own run is measured:
+    // the hook left in place is what sends the test on to its extra runs.
+    leak(
+        RETENTION,
+        "tests::chains_a_panic_hook_and_nothing_else",
+        "chains_a_panic_hook_and_nothing_else",
+    )
+    .runs("completed"),
+    clean(RETENTION, "tests::sets_a_panic_hook_once").runs("completed"),
+    clean(RETENTION, "tests::restores_the_panic_hook")
+        .runs("not-needed")
+        .by_counting(),
     leak(
         RETENTION,
         "tests::thread_local_cache_grows_on_every_run",

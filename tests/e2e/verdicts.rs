@@ -18,6 +18,7 @@ fn scenario(fixture: &str) -> (&'static [&'static str], i32) {
         | "tests/fixtures/counting-alloc"
         | "tests/fixtures/many-live"
         | "tests/fixtures/retention"
+        | "tests/fixtures/teardown"
         | "tests/fixtures/cycles"
         | "tests/fixtures/slow"
         | "tests/fixtures/tasks"
@@ -710,6 +711,13 @@ fn lifetime_fixture_matches_the_table() {
 #[test]
 fn retention_fixture_matches_the_table_and_names_who_holds_what() {
     check_fixture("tests/fixtures/retention");
+}
+
+/// A library that frees its state in an ELF destructor or an `atexit` handler, and aborts
+/// when used after that: the extra runs are made before, and complete.
+#[test]
+fn extra_runs_come_before_the_program_s_clean_up() {
+    check_fixture("tests/fixtures/teardown");
 }
 
 #[test]

@@ -72,6 +72,8 @@ pub struct Inspection {
     /// The address of std's record of the thread that is ending the process (see
     /// [`runtime_symbols`]), when std is linked in statically.
     pub exit_guard: Option<u64>,
+    /// std's panic hook, its address and size (see [`runtime_symbols`]).
+    pub panic_hook: Option<(u64, u64)>,
     /// Rust's allocation shims (`__rust_alloc`, `__rust_dealloc`), through which the runtime
     /// asks a global allocator of the program's own whether it reaches `malloc`.
     pub alloc_shims: Option<(u64, u64)>,
@@ -96,6 +98,8 @@ struct RuntimeSymbols {
     mallctl: Option<u64>,
     /// std's record of the thread ending the process (see below).
     exit_guard: Option<u64>,
+    /// std's panic hook, `std::panicking::HOOK`: address and size.
+    panic_hook: Option<(u64, u64)>,
     /// Rust's allocation shims, `__rust_alloc` and `__rust_dealloc`.
     alloc_shims: Option<(u64, u64)>,
 }
@@ -109,6 +113,11 @@ struct RuntimeSymbols {
 /// child a run forks, ending with `exit`, would wait forever; the runtime clears the record
 /// for the runs and puts it back after them. EntryPoints by its mangled name (v0 and legacy
 /// manglings both hold this part).
+///
+/// std keeps the panic hook in a static, `std::panicking::HOOK`. libtest puts the default
+/// hook back (freeing the test's) after its tests ran and before `main` returns, so what a
+/// test's own run did to the hook is gone by the time the runtime measures it; the runtime
+/// reads the hook as libtest joins the test's thread instead.
 ///
 /// The allocation shims are what every `Box` and `Vec` allocates through: plain
 /// `__rust_alloc` in older toolchains, a v0-mangled name ending in the same identifier
@@ -137,6 +146,9 @@ fn runtime_symbols<'data>(file: &impl object::Object<'data>) -> RuntimeSymbols {
                 if s.size() == 8 && name.contains("18unique_thread_exit17EXITING_THREAD_ID") =>
             {
                 found.exit_guard = Some(s.address())
+            }
+            SymbolKind::Data if s.size() >= 16 && name.contains("9panicking4HOOK") => {
+                found.panic_hook = Some((s.address(), s.size()))
             }
             _ => continue,
         }
@@ -210,6 +222,7 @@ pub fn inspect_doc(data: &[u8], doc: &crate::execution::doctests::held::DocTests
         build_id: build_id_of(&file),
         app_mallctl: symbols.mallctl,
         exit_guard: symbols.exit_guard,
+        panic_hook: symbols.panic_hook,
         alloc_shims: symbols.alloc_shims,
         unit_entries: doc.unit_entries,
         entry_mains: doc.entry_mains.clone(),
@@ -251,6 +264,7 @@ pub fn inspect(data: &[u8], names: &[&str], krate: &str) -> Inspection {
     let symbols = runtime_symbols(&file);
     inspection.app_mallctl = symbols.mallctl;
     inspection.exit_guard = symbols.exit_guard;
+    inspection.panic_hook = symbols.panic_hook;
     inspection.alloc_shims = symbols.alloc_shims;
     let (collectors, problems) = crate::execution::reclaimers::collectors(
         file.symbols()

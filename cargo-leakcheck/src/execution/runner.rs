@@ -66,6 +66,8 @@ pub struct RerunRequest {
     pub app_mallctl: Option<u64>,
     /// std's record of the thread ending the process (found by `entry::runtime_symbols`).
     pub exit_guard: Option<u64>,
+    /// std's panic hook, address and size (found by `entry::runtime_symbols`).
+    pub panic_hook: Option<(u64, u64)>,
     /// The deferred-reclamation runtimes' collectors, each with its kind, drained before
     /// each run is measured.
     pub collectors: Vec<leakcheck_protocol::drain::Collector>,
@@ -455,6 +457,9 @@ fn run_one(
         extra.push((env::RERUN_GRACE_MS, r.grace_ms.to_string()));
         if let Some(g) = r.exit_guard {
             extra.push((env::RERUN_EXIT_GUARD, format!("{g:x}")));
+        }
+        if let Some((address, size)) = r.panic_hook {
+            extra.push((env::PANIC_HOOK, format!("{address:x} {size:x}")));
         }
         if !r.collectors.is_empty() {
             extra.push((

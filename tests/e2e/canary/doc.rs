@@ -5,7 +5,7 @@
 //! counted through its extra runs, each a call of its `main` by the runtime. A cell that is
 //! not `leak` there shows what that way of counting cannot see.
 
-use super::{cells_with, Cell, Mechanism, MECHANISMS};
+use super::{cells_with, Cell, Mechanism, DOC_SHAPES};
 use crate::expected::Expected;
 use crate::harness::repo_root;
 use std::fmt::Write as _;
@@ -21,7 +21,7 @@ pub const MECHANISM: Mechanism = Mechanism {
 
 /// The cells, shaped as those of a mechanism after the last of the test binaries'.
 pub fn cells() -> Vec<Cell> {
-    cells_with(&MECHANISM, MECHANISMS.len())
+    cells_with(&MECHANISM, DOC_SHAPES)
 }
 
 /// A fixture of canary cells as doc-tests, generated from the matrix.

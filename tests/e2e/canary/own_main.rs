@@ -7,7 +7,7 @@
 //! `leak` shows what that way of running cannot see.
 
 use super::doc::DocFixture;
-use super::{cells_with, Cell, Mechanism, CLASSES, MECHANISMS};
+use super::{cells_with, Cell, Mechanism, CLASSES, DOC_SHAPES};
 
 pub const FIXTURE: &str = "tests/fixtures/canary_main";
 const PACKAGE: &str = "canary_main";
@@ -21,7 +21,7 @@ pub const MECHANISM: Mechanism = Mechanism {
 /// One cell per small size class, its kind taken in turn, each leaking and its twin.
 pub fn cells() -> Vec<Cell> {
     let kinds = 3;
-    (cells_with(&MECHANISM, MECHANISMS.len() + 1)
+    (cells_with(&MECHANISM, DOC_SHAPES + 1)
         .into_iter()
         .enumerate())
     .filter(|(j, _)| {
