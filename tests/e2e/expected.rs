@@ -435,6 +435,12 @@ const CHILDREN: Target = Target {
     package: "children",
     binary: "cli",
 };
+/// Programs that lose memory once as they start, and their twins that lose it with their work.
+const START_UP: Target = Target {
+    fixture: "tests/fixtures/children",
+    package: "children",
+    binary: "start_up",
+};
 /// Doc-tests of a library on edition 2021: an executable each.
 const DOC2021: Target = Target {
     fixture: "tests/fixtures/doctests",
@@ -939,6 +945,24 @@ const FIXTURE_ROWS: &[Expected] = &[
     leak(CHILDREN, "serves_and_is_killed", "serves_and_is_killed"),
     // Left running: reported, scanned, and killed.
     clean(CHILDREN, "leaves_a_sleeper"),
+    // `router` loses its three route names in every process, whichever test started it for
+    // however many requests: once per process, reported as one-time memory.
+    clean_kept(START_UP, "serves_one_request"),
+    clean_kept(START_UP, "serves_five_requests"),
+    clean_kept(START_UP, "serves_twenty_requests"),
+    // Its twin loses a name per request: none for no request, six for six.
+    clean(START_UP, "starts_a_server_that_serves_nothing"),
+    leak(
+        START_UP,
+        "leaks_a_route_name_per_request",
+        "leaks_a_route_name_per_request",
+    ),
+    // `guard` forgets its log guard once, whatever it reads.
+    clean_kept(START_UP, "counts_two_lines"),
+    clean_kept(START_UP, "counts_nine_lines"),
+    // Its twin forgets every line.
+    clean(START_UP, "reads_no_line"),
+    leak(START_UP, "forgets_every_line_it_reads", "forgets_every_line_it_reads"),
     // --- tests/fixtures/doctests, edition 2021 ---
     // Counted through its extra runs (its own run is on the main thread): settled.
     clean(DOC2021, "doc2021/src/lib.rs - add (line 10)").by_counting(),

@@ -679,6 +679,29 @@ fn child_processes_are_judged_with_their_test() {
             .ends_with("(sleeper)"),
         "{sleeper}"
     );
+    // A loss the same in every process of `router` and of `guard`, which several tests
+    // started for different work: reported under each test as one-time memory of the process.
+    for (name, process, objects) in [
+        ("serves_one_request", "router", 3),
+        ("serves_twenty_requests", "router", 3),
+        ("counts_nine_lines", "guard", 1),
+    ] {
+        let t = test(name);
+        let stacks = t["stacks"].as_array().unwrap();
+        let once = stacks
+            .iter()
+            .find(|s| s["process"] == process)
+            .unwrap_or_else(|| panic!("{name}: a stack of `{process}`: {t}"));
+        assert_eq!(once["kind"], "one-time", "{once}");
+        assert_eq!(once["objects"], objects, "{once}");
+        assert_eq!(once["fails"], false, "{once}");
+        assert!(
+            once["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with(&format!("lost once by every process of `{process}`"))),
+            "{once}"
+        );
+    }
     for line in [
         "lost by the child process `wc2`: unreachable when it ended, in every run that started it",
         "(not executables of the build)",

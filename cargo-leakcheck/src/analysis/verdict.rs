@@ -77,7 +77,7 @@ fn add_children(
     symbols: &mut dyn Symbols,
     policy: &Policy,
 ) {
-    let found = children::judge(&evidence.children, symbols, policy);
+    let found = children::judge(&evidence.children, evidence.suite, symbols, policy);
     report.processes = found.processes;
     for s in found.stacks.iter().filter(|s| s.kind == StackKind::Leak) {
         report.retained_bytes = report.retained_bytes.saturating_add(s.bytes);
@@ -753,6 +753,7 @@ mod tests {
             stderr_tail: crate::evidence::stderr_tail(&result.stderr),
             dumps: Some(crate::evidence::load::dumps(result)),
             children: Vec::new(),
+            suite: crate::evidence::test_run::SuiteProcesses::none(),
         };
         judge(id, &evidence, &probe.bin, &mut probe.symbols, policy)
     }

@@ -7,7 +7,7 @@ use crate::evidence::growth_run::{After, GrowthEvidence, Snapshot, SnapshotsErro
 use crate::evidence::normalized::{self, NormalizedProfile};
 use crate::evidence::paths::HeldPath;
 use crate::evidence::profile;
-use crate::evidence::test_run::ChildEvidence;
+use crate::evidence::test_run::{ChildEvidence, SuiteProcesses};
 use crate::evidence::test_run::{
     Allocator, BinaryEvidence, DumpError, Dumps, ExtraRunsOutcome, TestEvidence,
 };
@@ -80,6 +80,7 @@ pub fn test<'a>(
     method: Method,
     extra_runs: &'a ExtraRunsOutcome,
     entry: Option<&'a crate::evidence::Entry>,
+    suite: &'a SuiteProcesses,
 ) -> TestEvidence<'a> {
     let profiled = method != Method::Counters;
     TestEvidence {
@@ -94,12 +95,23 @@ pub fn test<'a>(
             String::new()
         },
         dumps: profiled.then(|| dumps(result)),
-        // A test settled by counting has one process, which is both.
-        children: children(&match method {
-            Method::Stacks => [counted, Some(result)],
-            _ => [Some(result), None],
-        }),
+        children: children_of(result, counted, method),
+        suite,
     }
+}
+
+/// The processes a test's processes started: `result` its verdict's, `counted` its counting
+/// process when it had one apart.
+pub fn children_of(
+    result: &ProcessResult,
+    counted: Option<&ProcessResult>,
+    method: Method,
+) -> Vec<ChildEvidence> {
+    // A test settled by counting has one process, which is both.
+    children(&match method {
+        Method::Stacks => [counted, Some(result)],
+        _ => [Some(result), None],
+    })
 }
 
 /// The processes a test's processes started (its counting process's, then its stacks

@@ -6,7 +6,7 @@ use crate::evidence::unreached::Lost;
 use crate::evidence::{cycles, profile};
 use crate::evidence::{Entry, ProcessResult};
 use crate::model::{ExtraRunsStatus as Status, Method};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What is known about one test binary, shared by all its tests.
 pub struct BinaryEvidence {
@@ -91,6 +91,54 @@ pub struct TestEvidence<'a> {
     pub dumps: Option<Result<Dumps, DumpError>>,
     /// The processes its processes started (see [`children`]).
     pub children: Vec<ChildEvidence>,
+    /// The processes of the build's executables that every test of the run started, with
+    /// what each lost: what a loss of this test's processes is compared with.
+    pub suite: &'a SuiteProcesses,
+}
+
+/// The scanned processes of the build's executables that the run's tests started, by
+/// executable: a loss the same in every one of them, whichever test started it and for
+/// what, is the program's loss once per process, not one that grows with its work.
+#[derive(Debug, Default)]
+pub struct SuiteProcesses {
+    by_exe: BTreeMap<String, Vec<SuiteProcess>>,
+}
+
+/// One scanned process of the run.
+#[derive(Debug)]
+pub struct SuiteProcess {
+    /// The test that started it (its binary's id and its name).
+    pub test: String,
+    /// What nothing reached when it ended.
+    pub lost: Lost,
+}
+
+impl SuiteProcesses {
+    /// No process of the run to compare with (a golden case's replay): each test's own
+    /// processes are all there is.
+    pub fn none() -> &'static SuiteProcesses {
+        static NONE: SuiteProcesses = SuiteProcesses {
+            by_exe: BTreeMap::new(),
+        };
+        &NONE
+    }
+
+    /// Adds the scanned processes of the build's executables that test `test` started.
+    pub fn add(&mut self, test: &str, children: Vec<ChildEvidence>) {
+        for c in children {
+            if let (true, Some(lost)) = (c.checked, c.lost) {
+                self.by_exe.entry(c.exe).or_default().push(SuiteProcess {
+                    test: test.to_string(),
+                    lost,
+                });
+            }
+        }
+    }
+
+    /// The run's scanned processes of `exe`.
+    pub fn of(&self, exe: &str) -> &[SuiteProcess] {
+        self.by_exe.get(exe).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// What the extra runs of one process came to.

@@ -10,7 +10,7 @@ use crate::config;
 use crate::evidence::identity::TestIdentity;
 use crate::evidence::load;
 use crate::evidence::symbols::Recording;
-use crate::evidence::test_run::BinaryEvidence;
+use crate::evidence::test_run::{BinaryEvidence, SuiteProcesses};
 use crate::execution::binary_symbols::FromFiles;
 use crate::execution::cargo::TestBinary;
 use crate::execution::passes::{self, Method, TestOutcome};
@@ -51,6 +51,7 @@ pub fn of_all(
     jobs: usize,
     recorder: &Recorder,
 ) -> Verdicts {
+    let suite = suite_processes(results);
     let next = AtomicUsize::new(0);
     let outputs: Mutex<Vec<Option<Verdicts>>> =
         Mutex::new((0..binaries.len()).map(|_| None).collect());
@@ -67,6 +68,7 @@ pub fn of_all(
                     results,
                     settings,
                     recorder,
+                    suite: &suite,
                 };
                 let out = binary.verdicts();
                 outputs
@@ -77,6 +79,21 @@ pub fn of_all(
     });
     let outputs = outputs.into_inner().expect("verdict threads ended");
     merge(outputs.into_iter().flatten())
+}
+
+/// The processes of the build's executables that the run's tests started, each with what
+/// it lost, for every test's verdict to compare its own processes' losses with.
+fn suite_processes(results: &passes::PassResults) -> SuiteProcesses {
+    let mut suite = SuiteProcesses::default();
+    for t in &results.tests {
+        let started = t.result.children.iter();
+        if started.chain(t.counted.iter().flat_map(|c| &c.children)).next().is_none() {
+            continue;
+        }
+        let children = load::children_of(&t.result, t.counted.as_ref(), t.method);
+        suite.add(&format!("{} {}", t.case.binary, t.case.name), children);
+    }
+    suite
 }
 
 /// The binaries' verdicts in order; a note several binaries made is kept once.
@@ -102,6 +119,7 @@ struct Binary<'a> {
     results: &'a passes::PassResults,
     settings: &'a config::Layers<'a>,
     recorder: &'a Recorder,
+    suite: &'a SuiteProcesses,
 }
 
 impl Binary<'_> {
@@ -183,6 +201,7 @@ impl Binary<'_> {
             t.method,
             &t.extra_runs,
             t.entry.as_ref(),
+            self.suite,
         );
         let Some(root) = self.recorder.root() else {
             return verdict::judge(&id, &test, bin, symbols, &policy);

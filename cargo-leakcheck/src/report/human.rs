@@ -154,6 +154,30 @@ fn keeps_for_the_summary(t: &TestReport) -> bool {
     matches!(t.verdict, Verdict::Clean | Verdict::Leak)
 }
 
+/// What the programs the tests started lost once per process (at their start-up), by
+/// program and stack, counted once however many tests show it: the bytes and the programs.
+fn lost_once_by_programs(report: &Report) -> (u64, Vec<&str>) {
+    let mut by: std::collections::BTreeMap<(&str, &[crate::model::FrameReport]), u64> =
+        Default::default();
+    for t in report.tests.iter().filter(|t| keeps_for_the_summary(t)) {
+        for st in t.stacks.iter().filter(|st| st.kind == StackKind::OneTime && !st.fails) {
+            if let Some(process) = &st.process {
+                let bytes = by.entry((process.as_str(), st.frames.as_slice())).or_default();
+                *bytes = (*bytes).max(st.bytes);
+            }
+        }
+    }
+    let mut programs: Vec<&str> = by.keys().map(|(p, _)| *p).collect();
+    programs.dedup();
+    (by.values().sum(), programs)
+}
+
+/// Whether what a test kept was shown to be kept for the process lifetime by running the
+/// test again (its extra runs completed), rather than judged reachable after one run.
+fn kept_shown_by_running_again(t: &TestReport) -> bool {
+    t.extra_runs.status == Status::Completed
+}
+
 /// What a test kept for the process lifetime: its one-time and process-lifetime stacks,
 /// or, when the counting pass settled it, everything its own run retained.
 fn kept_bytes(t: &TestReport) -> u64 {
@@ -164,7 +188,7 @@ fn kept_bytes(t: &TestReport) -> u64 {
         .stacks
         .iter()
         .filter(|st| matches!(st.kind, StackKind::OneTime | StackKind::ProcessLifetime))
-        .filter(|st| !st.fails)
+        .filter(|st| !st.fails && st.process.is_none())
         .map(|st| st.bytes)
         .sum();
     match (t.method, &t.extra_runs.status, &t.first_run_retained) {
@@ -536,9 +560,22 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
         }
     }
     if kept_total > 0 {
+        let once_only = report
+            .tests
+            .iter()
+            .filter(|t| kept_bytes(t) > 0 && !kept_shown_by_running_again(t))
+            .count() as u64;
+        let shown = match once_only {
+            0 => "running the test again added nothing".to_string(),
+            n if n == keeping => "still reachable after the one run they could make".to_string(),
+            n => format!(
+                "running the test again added nothing, or still reachable after the one run {} could make",
+                plural(n, "test", "tests")
+            ),
+        };
         let _ = writeln!(
             s,
-            "         {} kept for the process lifetime by {} (one-time initialisation, pools, tables: running the test again added nothing), not counted",
+            "         {} kept for the process lifetime by {} (one-time initialisation, pools, tables: {shown}), not counted",
             human_bytes(kept_total),
             plural(keeping, "test", "tests")
         );
@@ -559,6 +596,17 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
                 roots.len() - ROOTS_SHOWN
             );
         }
+    }
+    let (lost_once, programs) = lost_once_by_programs(report);
+    if lost_once > 0 {
+        let names: Vec<String> = programs.iter().map(|p| format!("`{p}`")).collect();
+        let _ = writeln!(
+            s,
+            "         {} lost once per process by {} the tests started ({}: the same in every process, whatever it was asked), not counted",
+            human_bytes(lost_once),
+            plural(programs.len() as u64, "program", "programs"),
+            names.join(", ")
+        );
     }
 }
 

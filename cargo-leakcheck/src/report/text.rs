@@ -35,9 +35,14 @@ pub fn place_text(f: &FrameReport, root: &Path) -> String {
 pub fn unreachable_text(stack: &StackReport, root: &Path) -> Option<String> {
     match (&stack.unreachable, &stack.process) {
         (Some(u), _) => Some(unreachable_line(u, |f| place_text(f, root))),
-        (None, Some(process)) => Some(format!(
-            "lost by the child process `{process}`: unreachable when it ended, in every run that started it"
-        )),
+        (None, Some(process)) => Some(match stack.kind {
+            crate::model::StackKind::OneTime => format!(
+                "lost by the child process `{process}` once, as it started: the same in every process of it, whatever it was asked"
+            ),
+            _ => format!(
+                "lost by the child process `{process}`: unreachable when it ended, in every run that started it"
+            ),
+        }),
         (None, None) => None,
     }
 }

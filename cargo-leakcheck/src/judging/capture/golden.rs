@@ -125,6 +125,7 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         case.method,
         &extra_runs,
         entry.as_ref(),
+        crate::evidence::test_run::SuiteProcesses::none(),
     );
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
 }
