@@ -696,9 +696,9 @@ fn child_processes_are_judged_with_their_test() {
         assert_eq!(once["objects"], objects, "{once}");
         assert_eq!(once["fails"], false, "{once}");
         assert!(
-            once["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with(&format!("lost once by every process of `{process}`"))),
+            once["reason"].as_str().is_some_and(
+                |r| r.starts_with(&format!("lost once by every process of `{process}`"))
+            ),
             "{once}"
         );
     }

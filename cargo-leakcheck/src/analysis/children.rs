@@ -79,11 +79,9 @@ pub fn judge(
                         stack.fails = stack.fails && policy.effective.one_time_fails;
                         once_each(name, objects, processes, tests)
                     }
-                    PerProcess::SameFromOneTest { objects, processes } => format!(
-                        "{}; the same {} in each of the {processes} processes, all started by this test: a loss once per process cannot be told from one that grows with the same work",
-                        reason(name, runs),
-                        objects_in_words(objects)
-                    ),
+                    PerProcess::SameFromOneTest { objects, processes } => {
+                        format!("{}; {}", reason(name, runs), alone(objects, processes))
+                    }
                     PerProcess::Differs => reason(name, runs),
                 });
                 findings.stacks.push(stack);
@@ -155,8 +153,19 @@ fn once_each(name: &str, objects: u64, processes: usize, tests: usize) -> String
     )
 }
 
+/// Why a loss the same in every process of one test is still a leak.
+fn alone(objects: u64, processes: usize) -> String {
+    match processes {
+        1 => "one process, started by this test alone: a loss once per process cannot be told from one that grows with its work".to_string(),
+        n => format!(
+            "the same {} in each of the {n} processes, all started by this test: a loss once per process cannot be told from one that grows with the same work",
+            objects_in_words(objects)
+        ),
+    }
+}
+
 fn objects_in_words(n: u64) -> String {
-    crate::model::amounts::count_of(n, "object", "objects")
+    crate::model::count_of(n, "object", "objects")
 }
 
 /// Why a child's lost stack is a leak: lost in every run of the test that started the
@@ -228,7 +237,7 @@ fn summary(exe: &str, started: &[&ChildEvidence]) -> ProcessReport {
         Some("not an executable of the build".to_string())
     } else if unscanned > 0 {
         Some(format!(
-            "{unscanned} of them left no scan when they ended (crashed, or did not answer when asked for one before they were stopped): what {} left is not known",
+            "{unscanned} of them left no scan when they ended (killed by a signal the tool does not ask them to scan before, such as `SIGHUP` when their terminal closed; crashed; or did not answer when asked for one before they were stopped): what {} left is not known",
             if unscanned == 1 { "it" } else { "they" }
         ))
     } else {
@@ -328,12 +337,15 @@ mod tests {
 
     /// A run's processes of `wc2`, each test's losing `n` objects at 0x10 in each of its
     /// two runs.
-    fn suite(tests: &[(&str, u64)]) -> SuiteProcesses {
+    fn run_of(tests: &[(&str, u64)]) -> SuiteProcesses {
         let mut suite = SuiteProcesses::default();
         for &(test, n) in tests {
             suite.add(
                 test,
-                vec![child(0, Some(&[(0x10, 32, n)])), child(1, Some(&[(0x10, 32, n)]))],
+                vec![
+                    child(0, Some(&[(0x10, 32, n)])),
+                    child(1, Some(&[(0x10, 32, n)])),
+                ],
             );
         }
         suite
@@ -348,14 +360,19 @@ mod tests {
             child(1, Some(&[(0x10, 32, own)])),
         ];
         let mut symbols = Replay::new(Default::default());
-        let found = judge(&children, suite, &mut symbols, &Policy::threshold(&effective));
+        let found = judge(
+            &children,
+            suite,
+            &mut symbols,
+            &Policy::threshold(&effective),
+        );
         assert_eq!(found.stacks.len(), 1, "{:?}", found.stacks);
         found.stacks.into_iter().next().unwrap()
     }
 
     #[test]
     fn a_loss_the_same_in_every_process_that_several_tests_started_is_once_per_process() {
-        let suite = suite(&[("a", 8), ("b", 8), ("c", 8)]);
+        let suite = run_of(&[("a", 8), ("b", 8), ("c", 8)]);
         let stack = judged(8, &suite, false);
         assert_eq!(stack.kind, crate::model::StackKind::OneTime);
         assert!(!stack.fails);
@@ -370,7 +387,7 @@ mod tests {
     #[test]
     fn a_loss_that_differs_from_process_to_process_is_a_leak() {
         // More requests, more lost: the same test's processes, or another test's, lost more.
-        let suite = suite(&[("a", 1), ("b", 5), ("c", 20)]);
+        let suite = run_of(&[("a", 1), ("b", 5), ("c", 20)]);
         let stack = judged(5, &suite, false);
         assert_eq!(stack.kind, crate::model::StackKind::Leak);
         assert!(stack.fails);
@@ -380,14 +397,14 @@ mod tests {
         );
         // A process that lost nothing there is a process whose loss differs too.
         assert_eq!(
-            judged(200, &suite(&[("keeps", 200), ("counts", 0)]), false).kind,
+            judged(200, &run_of(&[("keeps", 200), ("counts", 0)]), false).kind,
             crate::model::StackKind::Leak
         );
     }
 
     #[test]
     fn a_loss_the_same_in_every_process_of_one_test_cannot_be_told_from_growth() {
-        for suite in [suite(&[("only", 50)]), SuiteProcesses::default()] {
+        for suite in [run_of(&[("only", 50)]), SuiteProcesses::default()] {
             let stack = judged(50, &suite, false);
             assert_eq!(stack.kind, crate::model::StackKind::Leak);
             assert!(stack.fails);
@@ -407,7 +424,12 @@ mod tests {
         let effective = crate::config::Config::default()
             .effective("t", &crate::config::SettingsLayer::default());
         let mut symbols = Replay::new(Default::default());
-        let found = judge(&children, SuiteProcesses::none(), &mut symbols, &Policy::threshold(&effective));
+        let found = judge(
+            &children,
+            SuiteProcesses::none(),
+            &mut symbols,
+            &Policy::threshold(&effective),
+        );
         // The one run scanned lost it.
         assert_eq!(found.stacks.len(), 1);
         assert!(found.processes[0]
@@ -416,8 +438,13 @@ mod tests {
             .is_some_and(|w| w.starts_with("1 of them left no scan when they ended")));
         // Nothing lost: nothing to report.
         let clean = [child(0, Some(&[])), child(1, Some(&[]))];
-        assert!(judge(&clean, SuiteProcesses::none(), &mut symbols, &Policy::threshold(&effective))
-            .stacks
-            .is_empty());
+        assert!(judge(
+            &clean,
+            SuiteProcesses::none(),
+            &mut symbols,
+            &Policy::threshold(&effective)
+        )
+        .stacks
+        .is_empty());
     }
 }

@@ -302,10 +302,20 @@ fn judge_profiled(
             .map(|s| s.bytes)
             .sum();
         report.verdict = Verdict::Unsettled;
+        // Only a run that did not finish in time was tried; the other reasons are why no
+        // extra run could be made at all.
+        let why_not_shown = match evidence.extra_runs.status {
+            settling::Status::TimedOut => "its extra runs could not show whether that grows",
+            _ => "it could not run again to show whether that grows",
+        };
         report.message = Some(format!(
-            "kept {} still reachable at exit, and its extra runs could not show whether that grows: {}",
+            "kept {} still reachable at exit, and {why_not_shown}: {}",
             crate::model::human_bytes(kept),
-            report.extra_runs.detail.as_deref().unwrap_or("not run again")
+            report
+                .extra_runs
+                .detail
+                .as_deref()
+                .unwrap_or("not run again")
         ));
     }
     report

@@ -7,10 +7,10 @@ use crate::evidence::growth_run::{After, GrowthEvidence, Snapshot, SnapshotsErro
 use crate::evidence::normalized::{self, NormalizedProfile};
 use crate::evidence::paths::HeldPath;
 use crate::evidence::profile;
-use crate::evidence::test_run::{ChildEvidence, SuiteProcesses};
 use crate::evidence::test_run::{
     Allocator, BinaryEvidence, DumpError, Dumps, ExtraRunsOutcome, TestEvidence,
 };
+use crate::evidence::test_run::{ChildEvidence, SuiteProcesses};
 use crate::evidence::unreached::Lost;
 use crate::evidence::{stderr_tail, ProcessResult};
 use crate::model::Method;

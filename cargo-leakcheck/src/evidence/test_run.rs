@@ -116,6 +116,7 @@ pub struct SuiteProcess {
 impl SuiteProcesses {
     /// No process of the run to compare with (a golden case's replay): each test's own
     /// processes are all there is.
+    #[cfg(test)]
     pub fn none() -> &'static SuiteProcesses {
         static NONE: SuiteProcesses = SuiteProcesses {
             by_exe: BTreeMap::new(),
@@ -176,7 +177,7 @@ pub struct ChildEvidence {
     /// It is the build's, and was tracked.
     pub checked: bool,
     /// What nothing reached when it ended (at its exit, or when it was asked before it was
-    /// stopped): `None` when it left no scan (it crashed, or did not answer), or the scan
-    /// could not be read.
+    /// stopped): `None` when it left no scan (killed by a signal it was not asked to scan
+    /// before, crashed, or did not answer), or the scan could not be read.
     pub lost: Option<Lost>,
 }

@@ -87,7 +87,11 @@ fn suite_processes(results: &passes::PassResults) -> SuiteProcesses {
     let mut suite = SuiteProcesses::default();
     for t in &results.tests {
         let started = t.result.children.iter();
-        if started.chain(t.counted.iter().flat_map(|c| &c.children)).next().is_none() {
+        if started
+            .chain(t.counted.iter().flat_map(|c| &c.children))
+            .next()
+            .is_none()
+        {
             continue;
         }
         let children = load::children_of(&t.result, t.counted.as_ref(), t.method);

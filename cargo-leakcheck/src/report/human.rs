@@ -160,9 +160,15 @@ fn lost_once_by_programs(report: &Report) -> (u64, Vec<&str>) {
     let mut by: std::collections::BTreeMap<(&str, &[crate::model::FrameReport]), u64> =
         Default::default();
     for t in report.tests.iter().filter(|t| keeps_for_the_summary(t)) {
-        for st in t.stacks.iter().filter(|st| st.kind == StackKind::OneTime && !st.fails) {
+        for st in t
+            .stacks
+            .iter()
+            .filter(|st| st.kind == StackKind::OneTime && !st.fails)
+        {
             if let Some(process) = &st.process {
-                let bytes = by.entry((process.as_str(), st.frames.as_slice())).or_default();
+                let bytes = by
+                    .entry((process.as_str(), st.frames.as_slice()))
+                    .or_default();
                 *bytes = (*bytes).max(st.bytes);
             }
         }
@@ -559,6 +565,12 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
             let _ = writeln!(s, "           {} ({text})", frame_text(&site, root));
         }
     }
+    kept_lines(s, report, kept_total, keeping);
+}
+
+/// What the tests kept for the process lifetime (`kept_total` bytes, by `keeping` tests),
+/// by root, and what the programs they started lost once per process.
+fn kept_lines(s: &mut String, report: &Report, kept_total: u64, keeping: u64) {
     if kept_total > 0 {
         let once_only = report
             .tests
@@ -567,6 +579,7 @@ fn summary_text(s: &mut String, report: &Report, cost: Option<&str>, root: &Path
             .count() as u64;
         let shown = match once_only {
             0 => "running the test again added nothing".to_string(),
+            1 if keeping == 1 => "still reachable after the one run it could make".to_string(),
             n if n == keeping => "still reachable after the one run they could make".to_string(),
             n => format!(
                 "running the test again added nothing, or still reachable after the one run {} could make",

@@ -259,7 +259,7 @@ pub fn processes_lines(report: &Report) -> Vec<String> {
         .collect();
     if !unscanned.is_empty() {
         lines.push(format!(
-            "not checked: {} (no scan when they ended: they crashed, or did not answer when asked for one)",
+            "not checked: {} (no scan when they ended: killed by a signal they were not asked to scan before, such as `SIGHUP`; crashed; or did not answer when asked for one)",
             list(unscanned)
         ));
     }
