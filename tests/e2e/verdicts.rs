@@ -703,7 +703,7 @@ fn child_processes_are_judged_with_their_test() {
         );
     }
     for line in [
-        "lost by the child process `wc2`: unreachable when it ended, in every run that started it",
+        "lost by the child process `wc2`: unreachable when",
         "(not executables of the build)",
     ] {
         assert!(run.stderr.contains(line), "{line}\n{}", run.stderr);

@@ -80,9 +80,9 @@ pub fn judge(
                         once_each(name, objects, processes, tests)
                     }
                     PerProcess::SameFromOneTest { objects, processes } => {
-                        format!("{}; {}", reason(name, runs), alone(objects, processes))
+                        format!("{}; {}", reason(runs), alone(objects, processes))
                     }
-                    PerProcess::Differs => reason(name, runs),
+                    PerProcess::Differs => reason(runs),
                 });
                 findings.stacks.push(stack);
             }
@@ -170,10 +170,12 @@ fn objects_in_words(n: u64) -> String {
 
 /// Why a child's lost stack is a leak: lost in every run of the test that started the
 /// executable (`runs` of them).
-fn reason(name: &str, runs: usize) -> String {
+fn reason(runs: usize) -> String {
     match runs {
-        1 => format!("unreachable when the process `{name}` ended, in the one run of its test that started it"),
-        n => format!("unreachable when the processes `{name}` ended, in each of the {n} runs of its test that started one"),
+        1 => "unreachable when it ended, in the one run of its test that started it".to_string(),
+        n => format!(
+            "unreachable when they ended, in each of the {n} runs of its test that started one"
+        ),
     }
 }
 
@@ -393,7 +395,7 @@ mod tests {
         assert!(stack.fails);
         assert_eq!(
             stack.reason.as_deref(),
-            Some("unreachable when the processes `wc2` ended, in each of the 2 runs of its test that started one")
+            Some("unreachable when they ended, in each of the 2 runs of its test that started one")
         );
         // A process that lost nothing there is a process whose loss differs too.
         assert_eq!(

@@ -40,7 +40,11 @@ pub fn unreachable_text(stack: &StackReport, root: &Path) -> Option<String> {
                 "lost by the child process `{process}` once, as it started: the same in every process of it, whatever it was asked"
             ),
             _ => format!(
-                "lost by the child process `{process}`: unreachable when it ended, in every run that started it"
+                "lost by the child process `{process}`: {}",
+                stack
+                    .reason
+                    .as_deref()
+                    .unwrap_or("unreachable when it ended, in every run that started it")
             ),
         }),
         (None, None) => None,
