@@ -78,8 +78,12 @@ fn seconds(s: f64) -> String {
     }
 }
 
-/// A test's name without its module path.
+/// A test's name without its module path; a doc-test's whole (`src/tree.rs -
+/// tree::Node::add (line 28)`), its file and line being what names it.
 fn short(name: &str) -> &str {
+    if name.contains(" - ") && name.ends_with(')') {
+        return name;
+    }
     name.rsplit("::").next().unwrap_or(name)
 }
 
@@ -135,6 +139,20 @@ mod tests {
         assert_eq!(
             line(&costs).unwrap(),
             "extra runs: 0.0 s in 2 tests (alpha smoke 5 × 4 ms, beta smoke 5 × 2 ms); the tests' own runs: 0.2 s"
+        );
+    }
+
+    #[test]
+    fn a_doc_test_keeps_its_file_whether_its_item_has_a_path_or_not() {
+        let line = line(&[
+            cost("src/tree.rs - tree::Node::add_child (line 28)", 0.1, 2, 0.2),
+            cost("src/lib.rs - add (line 10)", 0.1, 1, 0.1),
+        ])
+        .unwrap();
+        assert!(
+            line.contains("src/tree.rs - tree::Node::add_child (line 28) 2 × ")
+                && line.contains("src/lib.rs - add (line 10) 1 × "),
+            "{line}"
         );
     }
 
