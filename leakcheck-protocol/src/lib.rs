@@ -6,6 +6,7 @@
 //! - [`children`]: what the processes a test starts say of themselves;
 //! - [`record`]: the exit record the runtime writes line by line, and why a series of extra
 //!   runs ended ([`record::End`]);
+//! - [`died`]: the frame and signal an extra run died of, as the runtime saw them;
 //! - [`drain`]: the deferred-reclamation runtimes the runtime drains before it measures;
 //! - [`heap_v2`]: the lines of a heap dump, as jemalloc writes them and the runtime's tracker
 //!   does;
@@ -33,6 +34,7 @@ pub const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
 pub mod children;
 pub mod collections;
 pub mod cycles;
+pub mod died;
 pub mod drain;
 pub mod env;
 pub mod files;

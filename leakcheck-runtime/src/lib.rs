@@ -45,6 +45,7 @@ mod arenas;
 mod children;
 mod clock;
 mod cycles;
+mod died;
 mod drain;
 mod image;
 mod lengths;

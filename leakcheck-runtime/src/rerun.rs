@@ -384,6 +384,8 @@ fn rerun(fd: c_int, status: c_int, address: usize, first: Live) -> End {
         },
     };
     let extra_runs = s.extra_runs.min(MAX_RUNS as u32);
+    // A run that crashes or aborts says in which frame.
+    let _armed = crate::died::arm(&s.record);
     // Once a run's threads have not all ended within the settle time, they are most likely
     // threads that never end (started on every run: a leak, which the counts show anyway);
     // waiting the full time again on every later run would only cost time.
@@ -439,6 +441,7 @@ fn run_extra(
     };
     put(fd, Entry::RunStart { run: k });
     crate::children::set_run(k);
+    crate::died::set_run(k);
     let before = sys::thread_count();
     let mut message = Message {
         bytes: [0; 400],

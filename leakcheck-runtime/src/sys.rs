@@ -83,6 +83,11 @@ impl FixedPath {
     pub fn len(&self) -> usize {
         self.len
     }
+
+    /// Its bytes, without the NUL.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 pub use leakcheck_protocol::format_u64;

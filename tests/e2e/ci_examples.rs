@@ -400,10 +400,7 @@ fn action_script(
         .env_remove("CARGO")
         .env("SIM_INSTALL_LOG", &sim.install_log)
         .env("SIM_LEAKCHECK", env!("CARGO_BIN_EXE_cargo-leakcheck"))
-        .env(
-            "SIM_REAL_CARGO",
-            std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
-        );
+        .env("SIM_REAL_CARGO", crate::ci_sim::real_cargo());
     let mut path = sim.dir.join("bin").display().to_string();
     if let Some(first) = path_first {
         path = format!("{}:{path}", first.display());

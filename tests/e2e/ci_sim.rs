@@ -396,10 +396,7 @@ impl Sim {
             "SIM_LEAKCHECK".into(),
             env!("CARGO_BIN_EXE_cargo-leakcheck").into(),
         );
-        env.insert(
-            "SIM_REAL_CARGO".into(),
-            std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
-        );
+        env.insert("SIM_REAL_CARGO".into(), real_cargo().display().to_string());
         env.insert(
             "SIM_INSTALL_LOG".into(),
             self.install_log.display().to_string(),
@@ -576,6 +573,21 @@ impl Sim {
 }
 
 /// Copies a file or a directory tree.
+/// The real cargo, by its path: cargo's own `CARGO` under `cargo test`, else the first
+/// `cargo` on the PATH the tests started with. Never the name alone: the simulated `cargo`
+/// first on a job's PATH would hand the call to itself, for good.
+pub fn real_cargo() -> PathBuf {
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        return PathBuf::from(cargo);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("cargo"))
+        .find(|c| c.is_file())
+        .expect("cargo on the PATH")
+}
+
 fn copy_any(from: &Path, to: &Path) {
     if from.is_dir() {
         copy_tree(from, to);

@@ -276,6 +276,12 @@ pub fn thread_spawn_site(fixture: &str, name: &str) -> (String, u32) {
     marked_line(fixture, &format!("// thread-spawn: {name}"))
 }
 
+/// Finds a line marked with `marker` (a comment of the fixture's) in a fixture's sources, as
+/// [`leak_site`] does.
+pub fn marked_line_of(fixture: &str, marker: &str) -> (String, u32) {
+    marked_line(fixture, marker)
+}
+
 fn marked_line(fixture: &str, marker: &str) -> (String, u32) {
     let root = repo_root().join(fixture);
     let mut found = Vec::new();

@@ -2,7 +2,9 @@
 //! plus exit codes, the report schema and the flame graph artifacts.
 
 use crate::expected::{Expected, EXPECTED, IGNORED};
-use crate::harness::{grows_site, leak_site, run_fixture, spawn_site, thread_spawn_site, Run};
+use crate::harness::{
+    grows_site, leak_site, marked_line_of, run_fixture, spawn_site, thread_spawn_site, Run,
+};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -391,7 +393,7 @@ fn no_mismatches(problems: &[String], run: &Run) {
     );
 }
 
-fn check_fixture(fixture: &str) {
+fn check_fixture(fixture: &str) -> std::sync::Arc<Run> {
     let (args, code) = scenario(fixture);
     let run = run_fixture(fixture, args);
     let (ignored, rows): (Vec<&Expected>, Vec<&Expected>) = EXPECTED
@@ -441,6 +443,7 @@ fn check_fixture(fixture: &str) {
         run.stderr
     );
     check_artifacts(&run);
+    run
 }
 
 /// An SVG and folded file exist for every leaking test and for no clean one.
@@ -740,7 +743,15 @@ fn retention_fixture_matches_the_table_and_names_who_holds_what() {
 /// when used after that: the extra runs are made before, and complete.
 #[test]
 fn extra_runs_come_before_the_program_s_clean_up() {
-    check_fixture("tests/fixtures/teardown");
+    let run = check_fixture("tests/fixtures/teardown");
+    // A run that dies anyway says which one, of which signal, and in which frame.
+    let device = run.test("teardown", "tests::opens_the_device_once_per_process");
+    let (file, line) = marked_line_of("tests/fixtures/teardown", "// dies-here: open_device");
+    let said = format!(
+        "the process died in the 1st extra run: signal 6 (SIGABRT) in `teardown::open_device` ({file}:{line})"
+    );
+    assert_eq!(device["extra_runs"]["detail"], said.as_str(), "{device:#}");
+    assert!(run.stderr.contains(&said), "{}", run.stderr);
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub(crate) mod collections;
 pub(crate) mod counting;
 pub(crate) mod cycles;
 pub(crate) mod delta;
+pub(crate) mod died;
 pub(crate) mod ending;
 pub(crate) mod frames;
 pub(crate) mod growth;

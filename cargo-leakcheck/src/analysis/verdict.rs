@@ -49,10 +49,17 @@ pub fn judge(
             evidence.extra_runs,
         );
         report.extra_runs.in_all = runs_in_all(evidence.method, None, evidence.result);
+        crate::analysis::died::name_the_frame(
+            &mut report.extra_runs,
+            evidence,
+            &binary.exe,
+            symbols,
+        );
         add_children(&mut report, evidence, symbols, policy);
         return report;
     }
     let mut report = judge_profiled(id, evidence, binary, symbols, policy);
+    crate::analysis::died::name_the_frame(&mut report.extra_runs, evidence, &binary.exe, symbols);
     add_children(&mut report, evidence, symbols, policy);
     report.extra_runs.in_all = runs_in_all(evidence.method, evidence.counting, evidence.result);
     let counting_run_passed = evidence
@@ -764,6 +771,7 @@ mod tests {
             dumps: Some(crate::evidence::load::dumps(result)),
             children: Vec::new(),
             suite: crate::evidence::test_run::SuiteProcesses::none(),
+            died: None,
         };
         judge(id, &evidence, &probe.bin, &mut probe.symbols, policy)
     }

@@ -3,6 +3,7 @@
 //! judges ([`crate::analysis::verdict`]). It decides nothing: a file that cannot be read
 //! is carried as such, for the verdict to say what that means.
 
+use crate::evidence::died::Died;
 use crate::evidence::growth_run::{After, GrowthEvidence, Snapshot, SnapshotsError};
 use crate::evidence::normalized::{self, NormalizedProfile};
 use crate::evidence::paths::HeldPath;
@@ -97,7 +98,17 @@ pub fn test<'a>(
         dumps: profiled.then(|| dumps(result)),
         children: children_of(result, counted, method),
         suite,
+        died: died(result, counted),
     }
+}
+
+/// Where an extra run died: of the verdict's process, else of its counting process.
+fn died(result: &ProcessResult, counted: Option<&ProcessResult>) -> Option<Died> {
+    [Some(result), counted]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.record_file.as_deref())
+        .find_map(crate::evidence::died::read)
 }
 
 /// The processes a test's processes started: `result` its verdict's, `counted` its counting

@@ -4,6 +4,7 @@
 //! `analysis` judges it; neither is needed to read it.
 
 pub mod cycles;
+pub mod died;
 pub mod growth_run;
 pub mod identity;
 pub mod load;

@@ -94,6 +94,8 @@ pub struct TestEvidence<'a> {
     /// The processes of the build's executables that every test of the run started, with
     /// what each lost: what a loss of this test's processes is compared with.
     pub suite: &'a SuiteProcesses,
+    /// Where an extra run of one of its processes died, when the runtime saw it.
+    pub died: Option<crate::evidence::died::Died>,
 }
 
 /// The scanned processes of the build's executables that the run's tests started, by

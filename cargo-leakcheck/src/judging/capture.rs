@@ -220,7 +220,15 @@ fn copy_process(r: &ProcessResult, dir: &Path, prefix: &str) -> std::io::Result<
         timeout_ms: r.timeout.as_millis() as u64,
         left_running: r.left_running.clone(),
         record: match &r.record_file {
-            Some(f) => copy(f, format!("{prefix}.record"))?,
+            Some(f) => {
+                // Where an extra run died, beside the record it belongs to.
+                let died = crate::evidence::died::died_file(Path::new(&format!("{prefix}.record")));
+                copy(
+                    &crate::evidence::died::died_file(f),
+                    died.display().to_string(),
+                )?;
+                copy(f, format!("{prefix}.record"))?
+            }
             None => None,
         },
         stdout: copy(&r.stdout, format!("{prefix}.stdout"))?,
