@@ -142,6 +142,18 @@ impl SuiteProcesses {
     pub fn of(&self, exe: &str) -> &[SuiteProcess] {
         self.by_exe.get(exe).map_or(&[], Vec::as_slice)
     }
+
+    /// Adds one scanned process of `exe`, started by `test` (a golden case's replay).
+    #[cfg(test)]
+    pub fn add_process(&mut self, exe: &str, test: &str, lost: Lost) {
+        self.by_exe
+            .entry(exe.to_string())
+            .or_default()
+            .push(SuiteProcess {
+                test: test.to_string(),
+                lost,
+            });
+    }
 }
 
 /// What the extra runs of one process came to.

@@ -68,6 +68,64 @@ pub struct CaseFile {
     /// Its binary's collections, when it has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collections: Option<crate::evidence::CollectionTable>,
+    /// The run's scanned processes of the executables the test's processes started, which
+    /// its children's losses were compared with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suite: Vec<SuiteProcessFile>,
+}
+
+/// One scanned process of the run, as a case keeps it: the executable, the test that
+/// started it, and what it lost, by stack.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct SuiteProcessFile {
+    pub exe: String,
+    pub test: String,
+    pub lost: Vec<LostStackFile>,
+}
+
+/// One stack a process lost objects at: its frames as `(object, file offset)`, and its
+/// `(size, count)` pairs.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct LostStackFile {
+    pub frames: Vec<(String, u64)>,
+    pub sizes: Vec<(u64, u64)>,
+}
+
+/// The run's processes of every executable a captured test's processes started.
+fn suite_files(c: &Capture) -> Vec<SuiteProcessFile> {
+    let mut exes: Vec<&str> = [Some(&c.test.result), c.test.counted.as_ref()]
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r.children.iter())
+        .filter(|child| child.checked)
+        .map(|child| child.exe.as_str())
+        .collect();
+    exes.sort_unstable();
+    exes.dedup();
+    let mut out = Vec::new();
+    for exe in exes {
+        for p in c.suite.of(exe) {
+            let mut lost: Vec<LostStackFile> = p
+                .lost
+                .stacks
+                .iter()
+                .map(|(frames, sizes)| LostStackFile {
+                    frames: frames
+                        .iter()
+                        .map(|k| (k.object.to_string(), k.file_offset))
+                        .collect(),
+                    sizes: sizes.clone(),
+                })
+                .collect();
+            lost.sort_by(|a, b| a.frames.cmp(&b.frames));
+            out.push(SuiteProcessFile {
+                exe: exe.to_string(),
+                test: p.test.clone(),
+                lost,
+            });
+        }
+    }
+    out
 }
 
 /// One process's evidence in a case.
@@ -120,6 +178,7 @@ pub struct Capture<'a> {
     pub symbols: Captured,
     pub report: &'a TestReport,
     pub collections: &'a crate::evidence::CollectionTable,
+    pub suite: &'a crate::evidence::test_run::SuiteProcesses,
 }
 
 /// Writes a case under `root`, in a directory named after the test; returns it.
@@ -152,6 +211,7 @@ pub fn write(root: &Path, c: &Capture) -> std::io::Result<PathBuf> {
         config: c.config_file.and_then(|p| std::fs::read_to_string(p).ok()),
         symbols: c.symbols.clone(),
         collections: (!c.collections.collections.is_empty()).then(|| c.collections.clone()),
+        suite: suite_files(c),
     };
     write_json(&dir.join("case.json"), &case)?;
     write_json(&dir.join("expected.json"), c.report)?;

@@ -224,6 +224,7 @@ impl Binary<'_> {
             symbols: asked,
             report: &report,
             collections: &b.facts.collections,
+            suite: self.suite,
         };
         if let Err(e) = capture::write(root, &case) {
             notes.push(format!(

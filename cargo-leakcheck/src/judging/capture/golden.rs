@@ -119,15 +119,38 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
         effective: &settings,
         suppressions: config.suppressions_for(&case.name).collect(),
     };
+    let suite = suite_of(&case.suite);
     let evidence = load::test(
         &result,
         counting.as_ref(),
         case.method,
         &extra_runs,
         entry.as_ref(),
-        crate::evidence::test_run::SuiteProcesses::none(),
+        &suite,
     );
     Ok(verdict::judge(&id, &evidence, &bin, &mut symbols, &policy))
+}
+
+/// The run's processes a case kept, to compare its children's losses with.
+fn suite_of(files: &[super::SuiteProcessFile]) -> crate::evidence::test_run::SuiteProcesses {
+    use crate::evidence::normalized::FrameKey;
+    let mut suite = crate::evidence::test_run::SuiteProcesses::default();
+    for p in files {
+        let mut lost = crate::evidence::unreached::Lost::default();
+        for stack in &p.lost {
+            let frames = stack
+                .frames
+                .iter()
+                .map(|(object, offset)| FrameKey {
+                    object: std::sync::Arc::from(object.as_str()),
+                    file_offset: *offset,
+                })
+                .collect();
+            lost.stacks.insert(frames, stack.sizes.clone());
+        }
+        suite.add_process(&p.exe, &p.test, lost);
+    }
+    suite
 }
 
 /// The first place two JSON values differ, as a path and both sides.
