@@ -1,10 +1,11 @@
 //! The frame an extra run died in. While a test's extra runs go, a fatal signal (a crash, an
 //! `abort`) is met here first: the frames of the thread it stopped and the process's
 //! mappings are written beside the record (`leakcheck_protocol::died`), the program's own
-//! action for the signal is put back, and the handler returns, so that the signal then does
-//! what it would have done without this module: a fault happens again and meets the
-//! program's handler (std's stack-overflow check) or the default action, and `abort` raises
-//! its signal again. Nothing here allocates; the buffers are static, and only the first
+//! action for the signal is put back, and the signal then does what it would have done
+//! without this module: a fault happens again as the handler returns and meets the
+//! program's handler (std's stack-overflow check) or the default action; a signal a process
+//! sent (`abort`, `kill`) is sent again, and delivered under the program's action once the
+//! handler returns. Nothing here allocates; the buffers are static, and only the first
 //! thread to die uses them.
 
 use crate::sys::{self, FixedPath};
@@ -134,7 +135,7 @@ fn restore_if_ours(sig: c_int, previous: &libc::sigaction) {
     }
 }
 
-extern "C" fn on_fatal(sig: c_int, _info: *mut libc::siginfo_t, _context: *mut c_void) {
+extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, _context: *mut c_void) {
     // SAFETY: the kernel's errno slot of this thread; restored before returning.
     let errno = unsafe { *libc::__errno_location() };
     let Some(at) = FATAL.iter().position(|&s| s == sig) else {
@@ -150,6 +151,15 @@ extern "C" fn on_fatal(sig: c_int, _info: *mut libc::siginfo_t, _context: *mut c
         write(state, sig);
     }
     restore_if_ours(sig, &state.previous[at]);
+    // A fault happens again as the handler returns; a signal a process sent (`abort`'s
+    // `raise`, a `kill`) does not, so it is sent again, to be delivered under the program's
+    // action once this handler returns (it is blocked until then).
+    // SAFETY: the kernel's siginfo for this signal, or null; `raise` is async-signal-safe.
+    unsafe {
+        if info.is_null() || (*info).si_code <= 0 {
+            libc::raise(sig);
+        }
+    }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
