@@ -6,8 +6,10 @@
 //! leakcheck-died/1
 //! signal <number> run <k>     the signal, and the extra run under way
 //! @ <pc> <pc> …               the frames of the thread the signal stopped, innermost
-//!                             first (a heap_v2 stack line): the runtime's handler, the
-//!                             kernel's return to it, then where the signal interrupted it
+//!                             first (a heap_v2 stack line): from where the signal
+//!                             interrupted it, when the runtime found that among them;
+//!                             else from the runtime's handler, through the kernel's
+//!                             return to it
 //! ```
 //!
 //! followed by the process's mappings, as in a dump ([`crate::heap_v2::MAPPED_LIBRARIES`]).

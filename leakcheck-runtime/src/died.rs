@@ -135,7 +135,7 @@ fn restore_if_ours(sig: c_int, previous: &libc::sigaction) {
     }
 }
 
-extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, _context: *mut c_void) {
+extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
     // SAFETY: the kernel's errno slot of this thread; restored before returning.
     let errno = unsafe { *libc::__errno_location() };
     let Some(at) = FATAL.iter().position(|&s| s == sig) else {
@@ -148,9 +148,15 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, _context: *mut c_
         // The unwinder is not async-signal-safe in general; what this relies on is said at
         // `crate::stop`'s `unwind`, which records the frames the same way.
         sys::record_frames(&FRAMES, &N_FRAMES);
-        write(state, sig);
+        write(state, sig, interrupted_at(context));
     }
-    restore_if_ours(sig, &state.previous[at]);
+    // Put back even when the action in place is no longer this module's: a handler the
+    // program installed during the runs, having saved this one as the one before it, calls
+    // it for a signal it does not own, and the program's action from before the runs is
+    // then what is left to do; keeping the newer handler in place would hand the fault
+    // back to it, and then to this one, for good.
+    // SAFETY: a sigaction the kernel gave `arm`, for this signal.
+    unsafe { libc::sigaction(sig, &state.previous[at], std::ptr::null_mut()) };
     // A fault happens again as the handler returns; a signal a process sent (`abort`'s
     // `raise`, a `kill`) does not, so it is sent again, to be delivered under the program's
     // action once this handler returns (it is blocked until then).
@@ -162,6 +168,24 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, _context: *mut c_
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
+}
+
+/// Where the signal stopped the thread (the ucontext's instruction pointer), when known.
+/// A handler of the program's own that passes the signal on calls this one with the
+/// ucontext it was given, so this is the interrupted code even then.
+#[cfg(target_arch = "x86_64")]
+fn interrupted_at(context: *mut c_void) -> Option<usize> {
+    if context.is_null() {
+        return None;
+    }
+    // SAFETY: with SA_SIGINFO the third argument is the interrupted thread's ucontext_t.
+    let gregs = unsafe { &(*context.cast::<libc::ucontext_t>()).uc_mcontext.gregs };
+    Some(gregs[libc::REG_RIP as usize] as usize)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn interrupted_at(_context: *mut c_void) -> Option<usize> {
+    None
 }
 
 /// Whether the stack the handler runs on has room for the unwinder: on a thread's
@@ -185,7 +209,7 @@ const ROOM: usize = 4096;
 
 /// Writes the file under a temporary name and renames it when whole, so that the tool never
 /// reads half of one.
-fn write(state: &mut State, sig: c_int) {
+fn write(state: &mut State, sig: c_int, interrupted: Option<usize>) {
     let mut tmp = FixedPath::new();
     if !(tmp.push(state.path.as_bytes()) && tmp.push(b".tmp")) {
         return;
@@ -205,7 +229,17 @@ fn write(state: &mut State, sig: c_int) {
         death.encode(&mut line);
         line.put("\n@");
         let n = N_FRAMES.load(Ordering::Relaxed).min(DEPTH);
-        for frame in &FRAMES[..n] {
+        // From the interrupted frame outward when it is among them: the handlers and the
+        // kernel's return to them (this one's, and any of the program's that called it) are
+        // not where the thread was.
+        let from = interrupted
+            .and_then(|pc| {
+                FRAMES[..n]
+                    .iter()
+                    .position(|f| f[0].load(Ordering::Relaxed) == pc)
+            })
+            .unwrap_or(0);
+        for frame in &FRAMES[from..n] {
             let mut digits = [0u8; 16];
             let from = leakcheck_protocol::format_hex(
                 frame[0].load(Ordering::Relaxed) as u64,
