@@ -126,6 +126,7 @@ impl BenchRuns {
             verbose: args.verbose,
             progress: true,
             known_layout: None,
+            memo: None,
             history: &self.history,
         }
     }

@@ -249,6 +249,7 @@ fn run_tests(
         verbose: args.verbose,
         progress: true,
         known_layout: None,
+        memo: None,
         history: &session.history,
         recorder: &session.recorder,
     };
@@ -392,6 +393,8 @@ pub(crate) struct CheckSetup<'a> {
     pub progress: bool,
     /// libtest's layout as a binary outside this run proved it.
     pub known_layout: Option<crate::execution::entry::Layout>,
+    /// Where the processes of one nextest run keep what reading a binary found.
+    pub memo: Option<&'a Path>,
     /// How long each test took in the previous run.
     pub history: &'a crate::execution::history::History,
     /// Whether judged cases are recorded as golden cases.
@@ -432,6 +435,7 @@ pub(crate) fn check(
         verbose: setup.verbose,
         progress: setup.progress,
         known_layout: setup.known_layout,
+        memo: setup.memo,
         history: setup.history,
     };
     let run_started = std::time::Instant::now();

@@ -530,7 +530,7 @@ impl CollectionTable {
 }
 
 /// A test's entry point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// Its address in the executable image (a virtual address of the ELF file).
     pub address: u64,

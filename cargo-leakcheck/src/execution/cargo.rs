@@ -354,7 +354,9 @@ pub fn current_package(ws: &Workspace, manifest: Option<&Path>) -> Option<String
 }
 
 /// How a test executable runs its tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Harness {
     /// libtest: its tests are listed with `--list`, each run alone with `--exact`, and each
     /// has an entry point the runtime can call again in its process.

@@ -53,7 +53,7 @@ pub struct Layout {
 }
 
 /// What the executable says about running its tests again.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Inspection {
     /// Entry points by test name.
     pub entries: HashMap<String, Entry>,
@@ -79,6 +79,7 @@ pub struct Inspection {
     pub alloc_shims: Option<(u64, u64)>,
     /// The deferred-reclamation runtimes' collectors, each with its kind, for the runtime to
     /// drain before it measures (see [`crate::execution::reclaimers`]).
+    #[serde(with = "collectors_by_name")]
     pub collectors: Vec<leakcheck_protocol::drain::Collector>,
     /// Why a reclaimer's collectors could not be used, when one linked in cannot.
     pub drain_problems: Vec<String>,
@@ -89,6 +90,33 @@ pub struct Inspection {
     pub entry_mains: HashMap<String, u64>,
     /// Why a test has no entry point, by name, when the reason is its own.
     pub no_entry: HashMap<String, String>,
+}
+
+/// The collectors as `(kind, enter, leave)`, the kind by its name: the protocol's types stay
+/// free of serde, which the runtime does not link.
+mod collectors_by_name {
+    use leakcheck_protocol::drain::{Collector, Reclaimer};
+    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(list: &[Collector], s: S) -> Result<S::Ok, S::Error> {
+        let named: Vec<(&str, u64, u64)> = list
+            .iter()
+            .map(|c| (c.kind.name(), c.enter, c.leave))
+            .collect();
+        named.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Collector>, D::Error> {
+        let named = Vec::<(String, u64, u64)>::deserialize(d)?;
+        named
+            .into_iter()
+            .map(|(kind, enter, leave)| {
+                let kind = Reclaimer::from_name(&kind)
+                    .ok_or_else(|| D::Error::custom(format!("unknown collector kind `{kind}`")))?;
+                Ok(Collector { kind, enter, leave })
+            })
+            .collect()
+    }
 }
 
 /// Symbols of the Rust runtime the tool hands to its own runtime.

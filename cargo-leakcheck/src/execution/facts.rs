@@ -39,7 +39,7 @@ impl BinaryFacts {
 }
 
 /// What an executable's symbol tables say about it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BinarySymbols {
     /// It has its own `#[global_allocator]`. Rust's allocation shim forwards to std's
     /// default allocator, `__rdl_alloc`, only when there is none; with one (Rust 1.95 calls

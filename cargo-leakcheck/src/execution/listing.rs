@@ -205,6 +205,47 @@ fn list_filtered(config: &RunConfig, list: &ListFn<'_>) -> Result<Listing, ListE
     })
 }
 
+/// Every name a listing binary has, and those of them it ignores: all that a run selecting
+/// one test by its exact name needs to know (see [`exact_listing`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Names {
+    pub all: Vec<String>,
+    pub ignored: Vec<String>,
+}
+
+/// Lists a binary's names, ignored and not (two listings, no filter).
+pub fn names_of(binary: &TestBinary, config: &RunConfig) -> Result<Names, ListError> {
+    Ok(Names {
+        all: list_names(binary, config, &[], &[])?,
+        ignored: list_names(binary, config, &[], &["--ignored"])?,
+    })
+}
+
+/// The listing a run whose filter is `--exact NAME` gets from a listing binary, answered
+/// from its `names` as libtest answers `--exact` (the whole name, nothing else); None for
+/// any other filter.
+pub fn exact_listing(config: &RunConfig, names: &Names) -> Option<Result<Listing, ListError>> {
+    let [exact, wanted] = config.filter.list_args.as_slice() else {
+        return None;
+    };
+    if exact != "--exact" || config.filter.partition.is_some() {
+        return None;
+    }
+    let list = |filters: &[String], extra: &[&str]| -> Result<Vec<String>, ListError> {
+        let from = match extra {
+            [] => &names.all,
+            ["--ignored"] => &names.ignored,
+            _ => unreachable!("list_filtered asks for `--ignored` or nothing"),
+        };
+        Ok(from
+            .iter()
+            .filter(|n| filters.is_empty() || *n == wanted)
+            .cloned()
+            .collect())
+    };
+    Some(list_filtered(config, &list))
+}
+
 /// The tests of every binary, as far as the filters and the partition select them.
 pub struct Selected {
     /// The tests to run, binary by binary.
@@ -263,6 +304,73 @@ pub fn list_all(binaries: &mut [TestBinary], config: &RunConfig) -> Selected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::execution::run_config::TestFilter;
+
+    /// `exact_listing` answers as libtest answers `--exact NAME`, over what the binary has.
+    #[test]
+    fn a_test_selected_by_its_exact_name_is_listed_from_the_binary_s_names() {
+        let ws = crate::execution::cargo::Workspace {
+            root: "/nowhere".into(),
+            target_dir: "/nowhere/target".into(),
+            members: Default::default(),
+            toolchain_libdir: None,
+        };
+        let (config, cli) = (crate::config::Config::default(), Default::default());
+        let history = crate::execution::history::History::default();
+        let names = Names {
+            all: vec!["a::one".into(), "a::one_more".into(), "a::slow".into()],
+            ignored: vec!["a::slow".into()],
+        };
+        let listed = |args: &[&str], ignored_only: bool| {
+            let filter = TestFilter {
+                list_args: args.iter().map(|a| a.to_string()).collect(),
+                ignored_only,
+                ..TestFilter::default()
+            };
+            let run = RunConfig {
+                workspace: &ws,
+                runtime: std::path::Path::new("/nowhere/runtime.so"),
+                work_dir: std::path::Path::new("/nowhere/work"),
+                jobs: 1,
+                timeout: None,
+                settings: crate::config::Layers {
+                    config: &config,
+                    cli: &cli,
+                },
+                filter: &filter,
+                wrapper: &[],
+                verbose: false,
+                progress: false,
+                known_layout: None,
+                memo: None,
+                history: &history,
+            };
+            exact_listing(&run, &names).map(|l| {
+                let l = l.unwrap();
+                let tests: Vec<String> = l.tests.iter().map(|t| t.name.clone()).collect();
+                (tests, l.ignored, l.names)
+            })
+        };
+        // The whole name only: `a::one` does not select `a::one_more`.
+        let (tests, ignored, all) = listed(&["--exact", "a::one"], false).unwrap();
+        assert_eq!(tests, ["a::one"]);
+        assert!(ignored.is_empty());
+        assert_eq!(all, names.all, "every name, for the entry points");
+        // An ignored test is left out unless ignored tests are asked for.
+        assert_eq!(
+            listed(&["--exact", "a::slow"], false).unwrap(),
+            (vec![], vec!["a::slow".to_string()], names.all.clone())
+        );
+        assert_eq!(
+            listed(&["--exact", "a::slow"], true).unwrap().0,
+            ["a::slow"]
+        );
+        // A name the binary does not have selects nothing.
+        assert!(listed(&["--exact", "a::gone"], false).unwrap().0.is_empty());
+        // Any other filter is listed by the binary itself.
+        assert!(listed(&["a::one"], false).is_none());
+        assert!(listed(&[], false).is_none());
+    }
 
     #[test]
     fn only_an_executable_that_spells_the_listing_option_is_asked_to_list() {

@@ -6,7 +6,8 @@
 //! runtime preloaded (`slots` decides how many run at once, `history` which start first,
 //! `extra_runs` how long the runtime waits for a run's threads); `load` reads what a
 //! process left into evidence and `verdicts` hands it to the analysis; `nextest_list` reads
-//! which tests a nextest run selected; `interrupt` stops every child on Ctrl-C and `lock`
+//! which tests a nextest run selected, and `memo` keeps what listing and reading a binary found
+//! for the other processes of one nextest run; `interrupt` stops every child on Ctrl-C and `lock`
 //! keeps two runs off one target directory; `symbolize` and `data_symbols` read the
 //! binaries' DWARF and symbol tables for the analysis (`binary_symbols::FromFiles`);
 //! `capture` records golden cases.
@@ -27,6 +28,7 @@ pub(crate) mod interrupt;
 pub(crate) mod listing;
 pub(crate) mod live_slots;
 pub(crate) mod lock;
+pub(crate) mod memo;
 pub(crate) mod nextest_list;
 pub(crate) mod partition;
 pub(crate) mod passes;

@@ -61,6 +61,9 @@ pub struct RunConfig<'a> {
     /// libtest's layout as another binary of the build proved it (see
     /// [`crate::execution::inspect::binaries`]).
     pub known_layout: Option<crate::execution::entry::Layout>,
+    /// Where the processes of one nextest run keep what listing and reading a binary found
+    /// (see [`crate::execution::memo`]); None: each run lists and reads for itself.
+    pub memo: Option<&'a Path>,
     /// How long each test took in the previous run.
     pub history: &'a crate::execution::history::History,
 }

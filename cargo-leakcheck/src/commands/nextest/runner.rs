@@ -152,7 +152,7 @@ fn check_test(
     let (config, _warnings) = config::load(session.config.as_deref(), &session.root)?;
     let ws = workspace(session);
     let filter = filter(name, args);
-    let mut binaries = vec![binary(&id, exe)];
+    let mut binaries = vec![binary(session, &id, exe)];
     let setup = CheckSetup {
         ws: &ws,
         runtime: &session.runtime,
@@ -166,6 +166,7 @@ fn check_test(
         verbose: false,
         progress: false,
         known_layout: shared_layout(session, exe),
+        memo: Some(&memo_dir(session)),
         history: &History::default(),
         recorder: &crate::judging::capture::Recorder::from_env(),
     };
@@ -234,10 +235,19 @@ fn filter(name: &str, args: &[String]) -> TestFilter {
     }
 }
 
+/// Where this run's runners keep what they found reading its binaries.
+fn memo_dir(session: &RunnerSession) -> PathBuf {
+    session.dir.join("binaries")
+}
+
 /// The test binary nextest runs, as `test` would have built it: nextest runs only binaries
-/// that list their tests, libtest's or a harness of the target's own.
-fn binary(id: &TestId, exe: &Path) -> TestBinary {
-    let libtest = std::fs::read(exe).is_ok_and(|data| links_libtest(&data));
+/// that list their tests, libtest's or a harness of the target's own (as another runner of
+/// this run found, or read now).
+fn binary(session: &RunnerSession, id: &TestId, exe: &Path) -> TestBinary {
+    let libtest = match crate::execution::memo::load(&memo_dir(session), exe) {
+        Some(known) => known.harness == Harness::Libtest,
+        None => std::fs::read(exe).is_ok_and(|data| links_libtest(&data)),
+    };
     TestBinary {
         package: id.package.clone(),
         target: id.binary.clone(),

@@ -40,14 +40,10 @@ pub fn table(data: &[u8], build_id: &str, dir: Option<&Path>) -> Table {
     let Some(dir) = dir.filter(|_| !build_id.is_empty()) else {
         return super::read(data);
     };
-    let path = dir.join(format!("{build_id}-{}.json", walk_version()));
-    if let Some(table) = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|text| serde_json::from_str::<Table>(&text).ok())
-    {
-        touch(&path);
+    if let Some(table) = cached(build_id, dir) {
         return table;
     }
+    let path = dir.join(format!("{build_id}-{}.json", walk_version()));
     let table = super::read(data);
     if std::fs::create_dir_all(dir).is_ok() {
         // Written whole under another name, then renamed: two processes that walk the same
@@ -59,6 +55,20 @@ pub fn table(data: &[u8], build_id: &str, dir: Option<&Path>) -> Table {
         }
     }
     table
+}
+
+/// The collections of the executable with build id `build_id`, when the cache in `dir` has
+/// them.
+pub fn cached(build_id: &str, dir: &Path) -> Option<Table> {
+    if build_id.is_empty() {
+        return None;
+    }
+    let path = dir.join(format!("{build_id}-{}.json", walk_version()));
+    let table = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Table>(&text).ok())?;
+    touch(&path);
+    Some(table)
 }
 
 /// Marks an entry as used now.
