@@ -61,6 +61,23 @@ fn entry_path(dir: &Path, exe: &Path) -> Option<PathBuf> {
     Some(dir.join(format!("{:016x}.json", key.finish())))
 }
 
+/// Lists every binary's tests and reads every binary (its facts go with it): from the memo
+/// where the run has one and can use it (see [`select`]), else as any run does.
+pub fn list_and_read(binaries: &mut [TestBinary], config: &RunConfig) -> Selected {
+    let cache = collections::cache::dir(&config.workspace.target_dir);
+    if let Some(selected) = (config.memo).and_then(|memo| select(binaries, config, memo, &cache)) {
+        return selected;
+    }
+    let selected = listing::list_all(binaries, config);
+    crate::execution::inspect::binaries(
+        binaries,
+        &selected.names,
+        config.known_layout,
+        Some(&cache),
+    );
+    selected
+}
+
 /// The listing and facts of a run of one listing binary whose filter is `--exact NAME` (a
 /// nextest runner's), from `memo` when a runner of this run read the binary already, else
 /// read now and kept there. None when the run is not of that kind or the binary cannot be

@@ -235,24 +235,13 @@ pub fn run(
     config: &RunConfig,
     stacks_for_all: bool,
 ) -> Result<PassResults, Error> {
-    let cache = crate::execution::collections::cache::dir(&config.workspace.target_dir);
-    let remembered = (config.memo)
-        .and_then(|memo| crate::execution::memo::select(binaries, config, memo, &cache));
     let runner::Selected {
         tests,
         ignored,
         other_shards,
         errors: list_errors,
         names: _,
-    } = match remembered {
-        Some(selected) => selected,
-        None => {
-            let selected = runner::list_all(binaries, config);
-            let names = &selected.names;
-            crate::execution::inspect::binaries(binaries, names, config.known_layout, Some(&cache));
-            selected
-        }
-    };
+    } = crate::execution::memo::list_and_read(binaries, config);
     crate::execution::collections::write_tables(binaries, config.work_dir)?;
     let binaries = &*binaries;
     let plan = Plan::of(&tests, binaries, config);

@@ -8,7 +8,7 @@ pub use crate::evidence::{
 };
 use crate::execution::cancel::Cancel;
 use crate::execution::cargo::TestBinary;
-pub use crate::execution::listing::{list_all, ListError, Selected, TestCase, BASELINE_FILTER};
+pub use crate::execution::listing::{ListError, Selected, TestCase, BASELINE_FILTER};
 use crate::execution::preload::{self, ProfileSettings};
 use crate::execution::process::failed_result;
 pub use crate::execution::process::{run_process, ProcessSpec};
