@@ -107,6 +107,14 @@ fn leaky_under_nextest_matches_the_table_and_junit_carries_the_leak() {
         ],
         3,
     );
+    // Each of the three binaries was listed and read once for the run, by the first test
+    // process nextest started for it; the others took what it kept (and gave the verdicts
+    // of the table, checked above).
+    let kept = std::fs::read_dir(run.out_dir.join("nextest/binaries"))
+        .expect("the runners kept what they read")
+        .filter(|e| (e.as_ref().unwrap().path().extension()).is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(kept, 3, "one entry per binary");
     // nextest showed the leaking tests as failed, with the leak named on their stderr.
     assert!(
         run.stderr
