@@ -591,9 +591,12 @@ fn exec_done(pid: libc::pid_t) -> bool {
 /// The live (not zombie) processes of process group `pgid`, from `/proc`: pid and name.
 fn group_pids(pgid: libc::pid_t) -> Vec<(libc::pid_t, String)> {
     // Reading every process's `stat` costs tens of milliseconds on a busy machine, after
-    // every test; an empty group (the usual case) answers signal 0 with ESRCH.
+    // every test; an empty group (the usual case) answers signal 0 with ESRCH. A member
+    // the tool may not signal (EPERM) is still looked for.
     // SAFETY: signal 0 delivers nothing; it only checks whether the group has members.
-    if unsafe { libc::kill(-pgid, 0) } != 0 {
+    if unsafe { libc::kill(-pgid, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    {
         return Vec::new();
     }
     let Ok(entries) = std::fs::read_dir("/proc") else {
