@@ -7,18 +7,12 @@ use crate::expected::{EXPECTED, IGNORED};
 use crate::harness::{copy_fixture, run_nextest, scratch, tool, Run};
 use std::collections::BTreeMap;
 
-/// Test targets whose verdicts compare a program's processes across tests, which nextest,
-/// judging each test as it ends, cannot: `(fixture, binary)`. Their runs under nextest select
-/// the fixture's other targets.
-const ACROSS_TESTS: &[(&str, &str)] = &[("tests/fixtures/children", "start_up")];
-
 /// (binary, test) -> verdict of the table's rows for a fixture that nextest can run.
 fn table(fixture: &str) -> BTreeMap<(String, String), String> {
     EXPECTED
         .iter()
         .filter(|e| e.fixture == fixture && !e.bench && e.verdict != IGNORED)
         .filter(|e| e.binary != "no_harness")
-        .filter(|e| !ACROSS_TESTS.contains(&(e.fixture, e.binary)))
         .map(|e| {
             (
                 (e.binary.to_string(), e.test.to_string()),
@@ -156,9 +150,37 @@ fn other_fixtures_under_nextest_match_the_table() {
     check("tests/fixtures/collections", &[], &[], 3);
     // A harness of the target's own: the same trials, the same verdicts as under `test`.
     check("tests/fixtures/trials", &[], &[], 3);
-    // The processes a test starts, checked as under `test` (but for the programs several
-    // tests start, compared across those tests under `test` alone).
-    check("tests/fixtures/children", &[], &["--test", "cli"], 3);
+    // The processes a test starts, checked as under `test`, and a program several tests
+    // start compared across them: the tests whose processes lost memory are judged again
+    // when nextest is done, against every process of those programs the run's tests started.
+    // (`--success-output`: what the runner said of a test nextest saw pass.)
+    let children = check(
+        "tests/fixtures/children",
+        &[],
+        &["--success-output", "immediate"],
+        3,
+    );
+    let waited = "what the processes it started lost is judged when the run ends";
+    for test in ["serves_five_requests", "leaks_a_route_name_per_request"] {
+        // nextest saw the test pass; the run's verdict is the table's (checked above).
+        assert!(
+            (children.stderr.lines()).any(|l| l.contains("PASS") && l.ends_with(test)),
+            "{test}:\n{}",
+            children.stderr
+        );
+        assert!(
+            children.stderr.contains(&format!("`{test}`: {waited}")),
+            "{test}:\n{}",
+            children.stderr
+        );
+    }
+    assert!(
+        children
+            .stderr
+            .contains("Judging 9 tests whose processes lost memory"),
+        "{}",
+        children.stderr
+    );
 }
 
 /// nextest does not run doc-tests: the run says so and points at `test --doc`, and judges

@@ -250,6 +250,7 @@ fn run_tests(
         progress: true,
         known_layout: None,
         memo: None,
+        others: &[],
         history: &session.history,
         recorder: &session.recorder,
     };
@@ -395,6 +396,9 @@ pub(crate) struct CheckSetup<'a> {
     pub known_layout: Option<crate::execution::entry::Layout>,
     /// Where the processes of one nextest run keep what reading a binary found.
     pub memo: Option<&'a Path>,
+    /// Scanned processes of other runs (other nextest runners'), that the losses of the
+    /// processes these tests start are compared with too.
+    pub others: &'a [crate::judging::suite::SuiteProcessFile],
     /// How long each test took in the previous run.
     pub history: &'a crate::execution::history::History,
     /// Whether judged cases are recorded as golden cases.
@@ -446,7 +450,14 @@ pub(crate) fn check(
         reports: mut tests,
         notes: analysis_notes,
         mut timings,
-    } = verdicts::of_all(binaries, &results, &settings, setup.jobs, setup.recorder);
+    } = verdicts::of_all(
+        binaries,
+        &results,
+        &settings,
+        setup.jobs,
+        setup.recorder,
+        setup.others,
+    );
     for n in analysis_notes {
         if !notes.contains(&n) {
             notes.push(n);

@@ -143,8 +143,12 @@ impl SuiteProcesses {
         self.by_exe.get(exe).map_or(&[], Vec::as_slice)
     }
 
-    /// Adds one scanned process of `exe`, started by `test` (a golden case's replay).
-    #[cfg(test)]
+    /// Every executable the run's scanned processes ran.
+    pub fn executables(&self) -> impl Iterator<Item = &str> {
+        self.by_exe.keys().map(String::as_str)
+    }
+
+    /// Adds one scanned process of `exe`, started by `test` (read back from a file).
     pub fn add_process(&mut self, exe: &str, test: &str, lost: Lost) {
         self.by_exe
             .entry(exe.to_string())

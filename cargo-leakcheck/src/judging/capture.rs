@@ -11,6 +11,7 @@
 
 use crate::evidence::identity::TestIdentity;
 use crate::evidence::symbols::Captured;
+use crate::judging::suite::SuiteProcessFile;
 
 use crate::config::SettingsLayer;
 use crate::evidence::{ProcessEnd, ProcessResult};
@@ -74,23 +75,6 @@ pub struct CaseFile {
     pub suite: Vec<SuiteProcessFile>,
 }
 
-/// One scanned process of the run, as a case keeps it: the executable, the test that
-/// started it, and what it lost, by stack.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct SuiteProcessFile {
-    pub exe: String,
-    pub test: String,
-    pub lost: Vec<LostStackFile>,
-}
-
-/// One stack a process lost objects at: its frames as `(object, file offset)`, and its
-/// `(size, count)` pairs.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct LostStackFile {
-    pub frames: Vec<(String, u64)>,
-    pub sizes: Vec<(u64, u64)>,
-}
-
 /// The run's processes of every executable a captured test's processes started.
 fn suite_files(c: &Capture) -> Vec<SuiteProcessFile> {
     let mut exes: Vec<&str> = [Some(&c.test.result), c.test.counted.as_ref()]
@@ -105,24 +89,7 @@ fn suite_files(c: &Capture) -> Vec<SuiteProcessFile> {
     let mut out = Vec::new();
     for exe in exes {
         for p in c.suite.of(exe) {
-            let mut lost: Vec<LostStackFile> = p
-                .lost
-                .stacks
-                .iter()
-                .map(|(frames, sizes)| LostStackFile {
-                    frames: frames
-                        .iter()
-                        .map(|k| (k.object.to_string(), k.file_offset))
-                        .collect(),
-                    sizes: sizes.clone(),
-                })
-                .collect();
-            lost.sort_by(|a, b| a.frames.cmp(&b.frames));
-            out.push(SuiteProcessFile {
-                exe: exe.to_string(),
-                test: p.test.clone(),
-                lost,
-            });
+            out.push(crate::judging::suite::file_of(exe, &p.test, &p.lost));
         }
     }
     out

@@ -4,4 +4,5 @@
 //! written beside its verdict ([`capture`]). It starts no process.
 
 pub(crate) mod capture;
+pub(crate) mod suite;
 pub(crate) mod verdicts;

@@ -50,8 +50,10 @@ pub fn of_all(
     settings: &config::Layers,
     jobs: usize,
     recorder: &Recorder,
+    others: &[crate::judging::suite::SuiteProcessFile],
 ) -> Verdicts {
-    let suite = suite_processes(results);
+    let mut suite = suite_processes(results);
+    crate::judging::suite::add_files(&mut suite, others);
     let next = AtomicUsize::new(0);
     let outputs: Mutex<Vec<Option<Verdicts>>> =
         Mutex::new((0..binaries.len()).map(|_| None).collect());
@@ -83,7 +85,7 @@ pub fn of_all(
 
 /// The processes of the build's executables that the run's tests started, each with what
 /// it lost, for every test's verdict to compare its own processes' losses with.
-fn suite_processes(results: &passes::PassResults) -> SuiteProcesses {
+pub fn suite_processes(results: &passes::PassResults) -> SuiteProcesses {
     let mut suite = SuiteProcesses::default();
     for t in &results.tests {
         let started = t.result.children.iter();

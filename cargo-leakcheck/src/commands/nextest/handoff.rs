@@ -46,6 +46,20 @@ pub struct TestId {
     pub name: String,
 }
 
+impl TestId {
+    /// How the processes the test started are named among the run's (see
+    /// [`crate::judging::suite`]).
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.package,
+            self.kind.as_str(),
+            self.binary,
+            self.name
+        )
+    }
+}
+
 /// What one runner process wrote about its test.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RunnerVerdict {
@@ -55,6 +69,17 @@ pub struct RunnerVerdict {
     pub report: TestReport,
     /// Run-wide remarks the runner made.
     pub notes: Vec<String>,
+    /// The test's executable, when its verdict waits for the run's end: it leaked only in
+    /// processes of programs it started, whose losses are compared with every process of
+    /// those programs the run's tests started, which no single runner sees.
+    #[serde(default)]
+    pub deferred: Option<PathBuf>,
+}
+
+/// The session's directory of the processes each test started (see
+/// [`crate::judging::suite`]).
+pub fn processes_dir(session_dir: &Path) -> PathBuf {
+    session_dir.join("processes")
 }
 
 /// `package`, kind and target of a nextest binary id (`pkg`, `pkg::target`,

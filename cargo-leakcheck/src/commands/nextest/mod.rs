@@ -14,6 +14,7 @@
 //! and `cargo nextest list` with the run's filters says which selected tests never ran
 //! (nextest stopped early) and, for a `--partition` shard, how many the other shards hold.
 
+mod deferred;
 mod handoff;
 mod runner;
 
@@ -48,7 +49,19 @@ pub fn run(args: &NextestArgs) -> Result<ExitCode, Error> {
                 .into(),
         );
     }
-    let (tests, selection) = gather_verdicts(&launch, &ran, &mut notes)?;
+    let RunnerFiles {
+        mut tests,
+        deferred: waiting,
+        selection,
+    } = gather_verdicts(&launch, &ran, &mut notes)?;
+    let judging = deferred::Judging {
+        session: &session,
+        cli: &cli,
+        wrapper: &launch.wrapper,
+        dir: &launch.dir,
+        stacks_for_all: args.checking.stacks_for_all,
+    };
+    judging.judge(waiting, &mut tests, &mut notes);
     let mut report = assemble(&session, &cli, tests, selection, notes);
     session::compare_with_baseline(&mut report, base.as_ref(), &args.checking.against)?;
     fail_as_nextest_did(&mut report, ran.status.code());
@@ -64,6 +77,8 @@ struct Launch {
     dir: PathBuf,
     nextest_args: Vec<String>,
     envs: [(String, String); 2],
+    /// The user's own target runner, program first (empty: none).
+    wrapper: Vec<String>,
 }
 
 fn launch(
@@ -88,19 +103,22 @@ fn launch(
         dir,
         nextest_args: nextest_arguments(session, args),
         envs,
+        wrapper,
     })
 }
 
-/// The verdicts the runners wrote, and what nextest selected beside them. nextest's own
-/// failures: 100 means tests failed (ours among them), 4 that no test ran; anything else
-/// with nothing judged means nothing ran (a build failure).
+/// The verdicts the runners wrote, what nextest selected beside them, and the tests whose
+/// verdicts wait for the run's end. nextest's own failures: 100 means tests failed (ours
+/// among them), 4 that no test ran; anything else with nothing judged means nothing ran
+/// (a build failure).
 fn gather_verdicts(
     launch: &Launch,
     ran: &NextestRun,
     notes: &mut Vec<String>,
-) -> Result<(Vec<TestReport>, Chosen), Error> {
+) -> Result<RunnerFiles, Error> {
     let interrupted = crate::execution::interrupt::requested().is_some();
-    let tests = gather(&launch.dir, notes, !interrupted);
+    let gathered = gather(&launch.dir, notes, !interrupted);
+    let tests = &gathered.tests;
     let code = ran.status.code();
     if tests.is_empty() && !matches!(code, Some(0 | 4 | 100)) {
         return Err(Error::Nextest {
@@ -116,12 +134,18 @@ fn gather_verdicts(
         ));
     }
     if interrupted {
-        return Ok((tests, Chosen::default()));
+        return Ok(RunnerFiles {
+            deferred: Vec::new(),
+            ..gathered
+        });
     }
     let program = cargo::cargo_program();
     let (args, envs) = (&launch.nextest_args, &launch.envs);
-    let selection = selected(&program, args, envs, &tests, &ran.status, notes);
-    Ok((tests, selection))
+    let selection = selected(&program, args, envs, tests, &ran.status, notes);
+    Ok(RunnerFiles {
+        selection,
+        ..gathered
+    })
 }
 
 /// The run's report: the verdicts and what nextest selected and did not run.
@@ -458,21 +482,10 @@ fn user_runner(var: &str, host: &str, root: &Path) -> Vec<String> {
 
 /// Reads the verdicts the runners wrote, the last attempt of each test; a test that
 /// started and left no verdict (nextest killed it, or its runner crashed) is an `error`.
-fn gather(dir: &Path, notes: &mut Vec<String>, keep_unjudged: bool) -> Vec<TestReport> {
-    let read_all = |sub: &str| -> Vec<(PathBuf, String)> {
-        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
-            return Vec::new();
-        };
-        let mut files: Vec<(PathBuf, String)> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
-            .collect();
-        files.sort();
-        files
-    };
+fn gather(dir: &Path, notes: &mut Vec<String>, keep_unjudged: bool) -> RunnerFiles {
+    let read_all = |sub: &str| read_json_files(&dir.join(sub));
     let mut judged: BTreeMap<TestId, (u32, TestReport)> = BTreeMap::new();
+    let mut deferred: BTreeMap<TestId, (u32, Option<PathBuf>)> = BTreeMap::new();
     for (path, text) in read_all("tests") {
         match serde_json::from_str::<RunnerVerdict>(&text) {
             Ok(v) => {
@@ -488,6 +501,7 @@ fn gather(dir: &Path, notes: &mut Vec<String>, keep_unjudged: bool) -> Vec<TestR
                     }
                 }
                 if judged.get(&id).is_none_or(|(a, _)| *a <= v.attempt) {
+                    deferred.insert(id.clone(), (v.attempt, v.deferred));
                     judged.insert(id, (v.attempt, v.report));
                 }
             }
@@ -515,7 +529,41 @@ fn gather(dir: &Path, notes: &mut Vec<String>, keep_unjudged: bool) -> Vec<TestR
     if unfinished > 0 {
         notes.push(session::interrupted_note(unfinished, "test", "tests"));
     }
-    judged.into_values().map(|(_, r)| r).collect()
+    RunnerFiles {
+        deferred: waiting(deferred),
+        tests: judged.into_values().map(|(_, r)| r).collect(),
+        selection: Chosen::default(),
+    }
+}
+
+/// The `.json` files of `dir`, with their text, in name order.
+fn read_json_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(PathBuf, String)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The tests whose last attempt's verdict waits for the run's end, with their executables.
+fn waiting(last: BTreeMap<TestId, (u32, Option<PathBuf>)>) -> Vec<(TestId, PathBuf)> {
+    (last.into_iter())
+        .filter_map(|(id, (_, exe))| Some((id, exe?)))
+        .collect()
+}
+
+/// The verdicts the runners wrote, the tests whose verdicts wait for the run's end (with
+/// their executables), and what nextest selected.
+struct RunnerFiles {
+    tests: Vec<TestReport>,
+    deferred: Vec<(TestId, PathBuf)>,
+    selection: Chosen,
 }
 
 #[cfg(test)]
@@ -576,6 +624,7 @@ mod tests {
                 ..TestReport::example()
             },
             notes: vec!["a note".into()],
+            deferred: None,
         };
         for (file, attempt, v) in [("a~1", 1, Verdict::Failed), ("a~2", 2, Verdict::Clean)] {
             std::fs::write(
@@ -597,7 +646,7 @@ mod tests {
         .unwrap();
         std::fs::write(dir.join("tests/broken.json"), "{").unwrap();
         let mut notes = Vec::new();
-        let tests = gather(&dir, &mut notes, true);
+        let tests = gather(&dir, &mut notes, true).tests;
         let got: Vec<(&str, Verdict)> =
             tests.iter().map(|t| (t.name.as_str(), t.verdict)).collect();
         assert_eq!(
@@ -611,7 +660,7 @@ mod tests {
         assert!(notes.iter().any(|n| n.contains("broken.json")), "{notes:?}");
         // After an interruption, what did not finish is counted, not reported as an error.
         let mut notes = Vec::new();
-        let tests = gather(&dir, &mut notes, false);
+        let tests = gather(&dir, &mut notes, false).tests;
         assert_eq!(tests.len(), 1);
         assert!(
             notes.iter().any(|n| n.contains("1 test did not finish")),

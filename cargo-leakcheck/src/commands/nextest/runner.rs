@@ -74,6 +74,7 @@ pub fn run_as_runner(args: &RunnerArgs) -> i32 {
                     ..unjudged(&id)
                 },
                 notes: Vec::new(),
+                deferred: None,
             };
             let _ = write_verdict(&session, &stem, &verdict);
             pass_through(&session.wrapper, binary, rest)
@@ -152,7 +153,7 @@ fn check_test(
     let (config, _warnings) = config::load(session.config.as_deref(), &session.root)?;
     let ws = workspace(session);
     let filter = filter(name, args);
-    let mut binaries = vec![binary(session, &id, exe)];
+    let mut binaries = vec![binary(&memo_dir(&session.dir), &id, exe)];
     let setup = CheckSetup {
         ws: &ws,
         runtime: &session.runtime,
@@ -166,7 +167,8 @@ fn check_test(
         verbose: false,
         progress: false,
         known_layout: shared_layout(session, exe),
-        memo: Some(&memo_dir(session)),
+        memo: Some(&memo_dir(&session.dir)),
+        others: &[],
         history: &History::default(),
         recorder: &crate::judging::capture::Recorder::from_env(),
     };
@@ -182,15 +184,14 @@ fn check_test(
     }
     let report = the_test(checked.tests, name, exe, &notes)?;
     forward_output(&checked.results, name);
-    let gate = gate(session, &report);
-    if report.verdict == Verdict::Leak {
-        let known = gate == ExitCode::Success;
-        crate::say!("{}", leak_summary(&report, &session.root, known));
-    }
+    write_processes(session, &stem, attempt, &id, &checked.results);
+    let deferred = waits_for_the_run(&report);
+    let gate = say_what_failed(session, &report, deferred);
     let verdict = RunnerVerdict {
         attempt,
         report,
         notes,
+        deferred: deferred.then(|| exe.to_path_buf()),
     };
     write_verdict(session, &stem, &verdict)?;
     let _ = std::fs::remove_dir_all(&work_dir);
@@ -235,16 +236,71 @@ fn filter(name: &str, args: &[String]) -> TestFilter {
     }
 }
 
+/// What nextest is to make of the test (see [`gate`]), said on stderr when it leaked: the
+/// leak, or that its verdict waits for the run's end (`deferred`; nextest sees the test
+/// end as it ended).
+fn say_what_failed(session: &RunnerSession, report: &TestReport, deferred: bool) -> ExitCode {
+    if deferred {
+        crate::say!(
+            "cargo-leakcheck: `{}`: what the processes it started lost is judged when the run ends, against every process of those programs the run's tests started",
+            report.name
+        );
+        return ExitCode::Success;
+    }
+    let gate = gate(session, report);
+    if report.verdict == Verdict::Leak {
+        let known = gate == ExitCode::Success;
+        crate::say!("{}", leak_summary(report, &session.root, known));
+    }
+    gate
+}
+
+/// Whether a test's verdict waits for the run's end: it leaked, and only in processes of
+/// programs it started. Whether such a loss is the program's once per process or grows
+/// with its work is told by every process of the program the run's tests started (see
+/// [`crate::analysis::children`]); the command that started nextest judges it again with
+/// all of them.
+fn waits_for_the_run(report: &TestReport) -> bool {
+    let mut failing = report.failing_stacks().peekable();
+    report.verdict == Verdict::Leak
+        && failing.peek().is_some()
+        && failing.all(|s| s.process.is_some())
+        && !report.collections.iter().any(|c| c.fails)
+}
+
+/// Writes the scanned processes the test started (see [`crate::judging::suite`]), for the
+/// tests whose verdicts wait for the run's end to be compared with.
+fn write_processes(
+    session: &RunnerSession,
+    stem: &str,
+    attempt: u32,
+    id: &TestId,
+    results: &crate::execution::passes::PassResults,
+) {
+    let suite = crate::judging::verdicts::suite_processes(results);
+    let files = crate::judging::suite::files_of(&suite, &id.label());
+    if files.is_empty() {
+        return;
+    }
+    let dir = super::handoff::processes_dir(&session.dir);
+    let path = dir.join(format!("{stem}~{attempt}.json"));
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string(&files).expect("processes serialize");
+    if std::fs::create_dir_all(&dir).is_ok() && std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
 /// Where this run's runners keep what they found reading its binaries.
-fn memo_dir(session: &RunnerSession) -> PathBuf {
-    session.dir.join("binaries")
+pub(super) fn memo_dir(session_dir: &Path) -> PathBuf {
+    session_dir.join("binaries")
 }
 
 /// The test binary nextest runs, as `test` would have built it: nextest runs only binaries
 /// that list their tests, libtest's or a harness of the target's own (as another runner of
 /// this run found, or read now).
-fn binary(session: &RunnerSession, id: &TestId, exe: &Path) -> TestBinary {
-    let libtest = match crate::execution::memo::load(&memo_dir(session), exe) {
+pub(super) fn binary(memo: &Path, id: &TestId, exe: &Path) -> TestBinary {
+    let libtest = match crate::execution::memo::load(memo, exe) {
         Some(known) => known.harness == Harness::Libtest,
         None => std::fs::read(exe).is_ok_and(|data| links_libtest(&data)),
     };

@@ -132,24 +132,11 @@ fn replay_with(dir: &Path, change: impl Fn(&mut CaseFile)) -> Result<TestReport,
 }
 
 /// The run's processes a case kept, to compare its children's losses with.
-fn suite_of(files: &[super::SuiteProcessFile]) -> crate::evidence::test_run::SuiteProcesses {
-    use crate::evidence::normalized::FrameKey;
+fn suite_of(
+    files: &[crate::judging::suite::SuiteProcessFile],
+) -> crate::evidence::test_run::SuiteProcesses {
     let mut suite = crate::evidence::test_run::SuiteProcesses::default();
-    for p in files {
-        let mut lost = crate::evidence::unreached::Lost::default();
-        for stack in &p.lost {
-            let frames = stack
-                .frames
-                .iter()
-                .map(|(object, offset)| FrameKey {
-                    object: std::sync::Arc::from(object.as_str()),
-                    file_offset: *offset,
-                })
-                .collect();
-            lost.stacks.insert(frames, stack.sizes.clone());
-        }
-        suite.add_process(&p.exe, &p.test, lost);
-    }
+    crate::judging::suite::add_files(&mut suite, files);
     suite
 }
 
