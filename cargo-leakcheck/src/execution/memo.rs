@@ -34,16 +34,9 @@ pub fn load(dir: &Path, exe: &Path) -> Option<Known> {
 /// Keeps `known` as executable `exe`'s entry in `dir`. A memo that cannot be written costs
 /// the next runner a reading, nothing else.
 pub fn store(dir: &Path, exe: &Path, known: &Known) {
-    let Some(path) = entry_path(dir, exe) else {
-        return;
-    };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let text = serde_json::to_string(known).expect("memos serialize");
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if let Some(path) = entry_path(dir, exe) {
+        let text = serde_json::to_string(known).expect("memos serialize");
+        crate::execution::shared_file::write_whole(&path, &text);
     }
 }
 

@@ -40,6 +40,7 @@ pub(crate) mod run_config;
 pub(crate) mod runner;
 pub(crate) mod runtime;
 pub(crate) mod service;
+pub(crate) mod shared_file;
 pub(crate) mod slots;
 pub(crate) mod snapshots;
 pub(crate) mod symbolize;

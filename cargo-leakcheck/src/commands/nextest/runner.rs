@@ -282,13 +282,9 @@ fn write_processes(
     if files.is_empty() {
         return;
     }
-    let dir = super::handoff::processes_dir(&session.dir);
-    let path = dir.join(format!("{stem}~{attempt}.json"));
-    let tmp = path.with_extension("json.tmp");
+    let path = super::handoff::processes_dir(&session.dir).join(format!("{stem}~{attempt}.json"));
     let text = serde_json::to_string(&files).expect("processes serialize");
-    if std::fs::create_dir_all(&dir).is_ok() && std::fs::write(&tmp, text).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
-    }
+    crate::execution::shared_file::write_whole(&path, &text);
 }
 
 /// Where this run's runners keep what they found reading its binaries.
@@ -377,11 +373,8 @@ fn share_layout(session: &RunnerSession, layout: Layout) {
     if path.exists() {
         return;
     }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let text = serde_json::to_string(&layout).expect("layouts serialize");
-    if std::fs::write(&tmp, text).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
-    }
+    crate::execution::shared_file::write_whole(&path, &text);
 }
 
 /// libtest's layout as another test binary of this build proved it. Each runner sees one

@@ -45,15 +45,9 @@ pub fn table(data: &[u8], build_id: &str, dir: Option<&Path>) -> Table {
     }
     let path = dir.join(format!("{build_id}-{}.json", walk_version()));
     let table = super::read(data);
-    if std::fs::create_dir_all(dir).is_ok() {
-        // Written whole under another name, then renamed: two processes that walk the same
-        // executable at once (nextest's) each leave a whole file.
-        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-        let text = serde_json::to_string(&table).expect("tables serialize");
-        if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &path).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-    }
+    // Two processes that walk the same executable at once (nextest's) each leave a whole file.
+    let text = serde_json::to_string(&table).expect("tables serialize");
+    crate::execution::shared_file::write_whole(&path, &text);
     table
 }
 
