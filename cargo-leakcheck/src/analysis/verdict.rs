@@ -161,23 +161,41 @@ pub fn extra_runs_of(outcome: &crate::evidence::test_run::ExtraRunsOutcome) -> E
     }
 }
 
-/// Whether a test judged clean on what was reachable at exit stays unsettled: its extra
-/// runs did not finish in time, or could not be made though the test could run again (its
-/// entry point was not found, the runtime could not start them), so the growth a reachable
-/// registry shows over runs was never looked for, and it kept memory for the process
-/// lifetime. (A test that cannot run again by its nature, `#[should_panic]` or
-/// `harness = false`, is judged on its own run, as documented.)
+/// Whether a test judged clean on what was reachable at exit stays unsettled: it kept
+/// memory for the process lifetime, and the tool, not the test, stopped the second run that
+/// would have shown whether that grows (see [`second_run_stopped_by_the_tool`]).
 pub fn unsettled_without_repetition(report: &TestReport, status: &settling::Status) -> bool {
-    matches!(
-        status,
-        settling::Status::TimedOut
-            | settling::Status::NoEntryPoint(_)
-            | settling::Status::Unavailable(_)
-    ) && report.verdict == Verdict::Clean
+    second_run_stopped_by_the_tool(status)
+        && report.verdict == Verdict::Clean
         && report
             .stacks
             .iter()
             .any(|s| s.kind == StackKind::ProcessLifetime)
+}
+
+/// The one rule for a test judged without a second run, whatever it is (a test, a doc-test,
+/// a trial): when the test itself stopped the second run (it panics every time, is one
+/// program, ended the process, or its extra run panicked, crashed or failed) one run is all
+/// it allows, and what it keeps reachable is kept; when the tool could not make the run (no
+/// entry point to call, no runtime support, out of time) the test could have run again, and
+/// `clean` would claim a check that was not made. Every status is named, so a new one must
+/// be placed.
+fn second_run_stopped_by_the_tool(status: &settling::Status) -> bool {
+    use settling::Status as S;
+    match status {
+        S::NoEntryPoint(_) | S::Unavailable(_) | S::TimedOut => true,
+        S::Completed
+        | S::NotNeeded
+        | S::Off
+        | S::TestFailed
+        | S::ExitedEarly
+        | S::ShouldPanic
+        | S::NoHarness
+        | S::Panicked(_)
+        | S::Crashed(_)
+        | S::DrainFailed(_)
+        | S::Failed(_) => false,
+    }
 }
 
 /// A clean report with nothing retained, to be filled in.
@@ -656,6 +674,38 @@ mod tests {
     use std::path::Path;
     use std::path::PathBuf;
     use std::time::Duration;
+
+    #[test]
+    fn who_stopped_the_second_run_decides_between_kept_and_unsettled() {
+        let mut report = crate::model::TestReport::example();
+        report.stacks = vec![crate::model::StackReport::example(
+            StackKind::ProcessLifetime,
+            4096,
+        )];
+        // The same evidence, memory reachable after one run: kept when the test allows no
+        // second run, unsettled when the tool could not make one (a trial of a custom
+        // harness is the second kind, an extra run that panicked the first).
+        let by_the_test = [
+            settling::Status::ShouldPanic,
+            settling::Status::NoHarness,
+            settling::Status::ExitedEarly,
+            settling::Status::Panicked("runs once per process".into()),
+            settling::Status::Crashed("signal 6 (SIGABRT)".into()),
+            settling::Status::Failed("an error".into()),
+            settling::Status::DrainFailed("crossbeam-epoch".into()),
+        ];
+        for status in &by_the_test {
+            assert!(!unsettled_without_repetition(&report, status), "{status:?}");
+        }
+        let by_the_tool = [
+            settling::Status::NoEntryPoint("no libtest entry point".into()),
+            settling::Status::Unavailable("jemalloc refused a new arena".into()),
+            settling::Status::TimedOut,
+        ];
+        for status in &by_the_tool {
+            assert!(unsettled_without_repetition(&report, status), "{status:?}");
+        }
+    }
 
     #[test]
     fn reachable_memory_of_a_test_whose_runs_were_cut_short_is_unsettled_not_clean() {
