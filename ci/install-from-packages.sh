@@ -12,8 +12,31 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
 
+# The workspace's dev-profile settings (which dependencies build optimised) go to the
+# verifying builds too: a packed crate carries no workspace profile, and without them every
+# dependency the workspace optimises, jemalloc's C build among them, is built a second time
+# in the target directory the earlier steps filled.
+profile=()
+while IFS= read -r setting; do
+  profile+=(--config "$setting")
+done < <(awk '
+  /^\[profile\.dev\.package\./ {
+    package = $0
+    sub(/^\[profile\.dev\.package\./, "", package)
+    sub(/\][[:space:]]*$/, "", package)
+    next
+  }
+  /^\[/ { package = ""; next }
+  package != "" && /^[a-z-]+[[:space:]]*=/ {
+    key = $1
+    value = $0
+    sub(/^[^=]*=[[:space:]]*/, "", value)
+    printf "profile.dev.package.%s.%s=%s\n", package, key, value
+  }
+' Cargo.toml)
+
 echo "== cargo package --workspace (verified)"
-cargo package --workspace --locked 2>&1 | tee "$work/package.log"
+cargo package --workspace --locked "${profile[@]}" 2>&1 | tee "$work/package.log"
 if grep -q '^warning: manifest has no' "$work/package.log"; then
   echo "== cargo package: a manifest lacks metadata (see the warnings above)" >&2
   exit 1
@@ -34,7 +57,12 @@ done
 
 echo "== cargo install cargo-leakcheck $version from the packed crates (local registry, offline)"
 root="$work/root"
+# A target directory shared with an earlier release build of the workspace (`.ci/run`'s
+# install) is named by LEAKCHECK_INSTALL_TARGET: the dependencies, the same crates from the
+# same sources, are not built twice; the packed crates are.
+target_dir=("--target-dir" "${LEAKCHECK_INSTALL_TARGET:-$work/install-target}")
 cargo install cargo-leakcheck --version "=$version" --locked --offline --root "$root" \
+  "${target_dir[@]}" \
   --config "source.crates-io.replace-with='packed'" \
   --config "source.packed.directory='$registry'"
 
