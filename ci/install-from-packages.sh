@@ -57,12 +57,7 @@ done
 
 echo "== cargo install cargo-leakcheck $version from the packed crates (local registry, offline)"
 root="$work/root"
-# A target directory shared with an earlier release build of the workspace (`.ci/run`'s
-# install) is named by LEAKCHECK_INSTALL_TARGET: the dependencies, the same crates from the
-# same sources, are not built twice; the packed crates are.
-target_dir=("--target-dir" "${LEAKCHECK_INSTALL_TARGET:-$work/install-target}")
 cargo install cargo-leakcheck --version "=$version" --locked --offline --root "$root" \
-  "${target_dir[@]}" \
   --config "source.crates-io.replace-with='packed'" \
   --config "source.packed.directory='$registry'"
 
