@@ -576,6 +576,28 @@ fn doc_tests_are_judged_like_any_test() {
         "{}",
         run.stderr
     );
+    // One that passes by panicking cannot run again and its own run is on the main thread,
+    // which no count includes: it is judged in one process, with stacks, and makes no
+    // extra run (none is on the cost line).
+    for name in [
+        "doc2021/src/lib.rs - explode (line 45)",
+        "doc2024/src/lib.rs - explode (line 45)",
+    ] {
+        let report = run.report();
+        let test = report["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("`{name}` is in the report"));
+        assert_eq!(test["extra_runs"]["in_all"], 0, "{name}: {test}");
+        assert_eq!(test["method"], "stacks", "{name}: {test}");
+        assert!(
+            !run.stderr.contains(&format!("{name} 1 ×")),
+            "{}",
+            run.stderr
+        );
+    }
     let kinds = |run: &Run| -> Vec<String> {
         let tests = run.report()["tests"].as_array().unwrap().clone();
         tests

@@ -62,6 +62,16 @@ pub fn headed_for_stacks(record: &Record) -> Option<Headed> {
     }
 }
 
+/// Whether a counting process can settle a test that can have these extra runs (`request`:
+/// them, or why it has none). A doc-test's own run is on the main thread, which no count
+/// includes, so only its extra runs can settle it: one that can have none (it passes by
+/// panicking, or its entry point was not found) goes straight to its stacks process, which
+/// judges it by reachability after its one run, where its counting process would have sent
+/// it after a run that showed nothing.
+pub fn can_settle<R>(doc_test: bool, request: &Result<R, settling::Status>) -> bool {
+    !doc_test || request.is_ok()
+}
+
 /// Whether a counting process ended in a way another process of the same test running
 /// beside it could have caused (both wanting one port, one lock file): the test's own run
 /// failed (`own_run`), or an extra run panicked, crashed, failed, timed out or died in a
@@ -144,6 +154,15 @@ pub fn after_counting(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_doc_test_that_cannot_run_again_is_not_counted() {
+        let none: Result<(), settling::Status> = Err(settling::Status::ShouldPanic);
+        assert!(!can_settle(true, &none), "its own run is not counted");
+        assert!(can_settle(true, &Ok(())), "its extra runs are");
+        // A test's own run is counted on its thread, extra runs or not.
+        assert!(can_settle(false, &none));
+    }
     use crate::evidence::Record;
     use std::path::PathBuf;
     use std::time::Duration;

@@ -135,6 +135,10 @@ fn rerun_request(t: &TestCase, binary: &TestBinary, runs: u32) -> Result<RerunRe
     if runs == 0 {
         return Err(Status::Off);
     }
+    // rustdoc says which doc-tests pass by panicking: they panic on every run.
+    if t.passes_by_panicking {
+        return Err(Status::ShouldPanic);
+    }
     match binary.harness {
         Harness::Libtest | Harness::Doc => {}
         Harness::Whole => return Err(Status::NoHarness),
@@ -692,7 +696,10 @@ fn counting_jobs(
     let mut jobs = Vec::new();
     let mut roles = Vec::new();
     let mut baseline_needed = vec![false; binaries.len()];
-    for t in (0..tests.len()).filter(|&t| counting[tests[t].binary]) {
+    let doc = |t: usize| binaries[tests[t].binary].harness == Harness::Doc;
+    let counted =
+        |t: usize| counting[tests[t].binary] && next::can_settle(doc(t), &plan.requests[t]);
+    for t in (0..tests.len()).filter(|&t| counted(t)) {
         jobs.push(Job {
             binary: tests[t].binary,
             test: Some(t),
