@@ -675,13 +675,17 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
+    /// A clean report that kept 4 KiB for the process lifetime.
+    fn kept_4_kib() -> TestReport {
+        TestReport {
+            stacks: vec![StackReport::example(StackKind::ProcessLifetime, 4096)],
+            ..TestReport::example()
+        }
+    }
+
     #[test]
     fn who_stopped_the_second_run_decides_between_kept_and_unsettled() {
-        let mut report = crate::model::TestReport::example();
-        report.stacks = vec![crate::model::StackReport::example(
-            StackKind::ProcessLifetime,
-            4096,
-        )];
+        let report = kept_4_kib();
         // The same evidence, memory reachable after one run: kept when the test allows no
         // second run, unsettled when the tool could not make one (a trial of a custom
         // harness is the second kind, an extra run that panicked the first).
@@ -709,11 +713,7 @@ mod tests {
 
     #[test]
     fn reachable_memory_of_a_test_whose_runs_were_cut_short_is_unsettled_not_clean() {
-        let mut report = crate::model::TestReport::example();
-        report.stacks = vec![crate::model::StackReport::example(
-            StackKind::ProcessLifetime,
-            4096,
-        )];
+        let mut report = kept_4_kib();
         assert!(unsettled_without_repetition(
             &report,
             &settling::Status::TimedOut
