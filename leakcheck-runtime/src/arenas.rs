@@ -19,7 +19,7 @@
 //! the test's own run: such a test is run again rather than passed on its count.
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicUsize, Ordering::Relaxed,
+    AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed,
 };
 use tikv_jemalloc_ctl as ctl;
 use tikv_jemalloc_sys as je;
@@ -38,6 +38,9 @@ static FLAGS: AtomicI32 = AtomicI32::new(0);
 /// arena otherwise (see [`crate::threads`]).
 #[inline]
 pub fn run_flags() -> Option<c_int> {
+    if MAIN_RUN.load(Relaxed) == MAIN_RUN_PENDING {
+        before_main_thread_allocation();
+    }
     let f = FLAGS.load(Relaxed);
     if f == 0 && !crate::threads::anyone_inside_thread_library() {
         return None;
@@ -259,6 +262,91 @@ pub fn bind_main_thread_to_own_arena() {
     BASELINE[1].store(before.bytes, Relaxed);
     // SAFETY: registers a handler that only stores to an atomic.
     unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+}
+
+/// Where the main thread stands when its program's `main` is the test (a doc-test; see
+/// [`count_main_run`]).
+static MAIN_RUN: AtomicU8 = AtomicU8::new(MAIN_RUN_OFF);
+/// Not asked for: the main thread is never counted.
+const MAIN_RUN_OFF: u8 = 0;
+/// Waiting for the test's code: each allocation of the main thread asks first.
+const MAIN_RUN_PENDING: u8 = 1;
+/// Counted: the main thread allocates from [`MAIN_RUN_ARENA`].
+const MAIN_RUN_COUNTED: u8 = 2;
+/// Binding the main thread to its counted arena failed: its allocations are in no count.
+const MAIN_RUN_FAILED: u8 = 3;
+/// `main` returned before the test's code allocated on the main thread: nothing to count.
+const MAIN_RUN_NOTHING: u8 = 4;
+/// The arena the main thread is counted in once the test's code allocates.
+static MAIN_RUN_ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Counts the main thread's allocations from the first one the test's own code makes: the
+/// first made while `entries` (the functions that run the test; see [`crate::main_run`]) are
+/// on its stack. What std's runtime allocates before it calls `main` (its record of the main
+/// thread) stays in the left-out arena, as it does in a libtest program. Called on the main
+/// thread, right before the program's `main`; returns whether the main thread will be counted.
+pub fn count_main_run(entries: [usize; 2]) -> bool {
+    if main_arena().is_none() || MAIN_THREAD.load(Relaxed) != crate::threads::thread_pointer() {
+        return false;
+    }
+    let Some(arena) = create() else {
+        return false;
+    };
+    crate::main_run::watch_for(entries);
+    MAIN_RUN_ARENA.store(arena, Relaxed);
+    MAIN_RUN.store(MAIN_RUN_PENDING, Relaxed);
+    true
+}
+
+/// Whether every allocation the test's code made on the main thread is counted, once
+/// [`main_run_over`]: it made none, or its thread was bound to its counted arena.
+pub fn main_run_counted() -> bool {
+    matches!(MAIN_RUN.load(Relaxed), MAIN_RUN_COUNTED | MAIN_RUN_NOTHING)
+}
+
+/// The program's `main` returned (on the main thread): no allocation asks any more, and the
+/// main thread, counted while the test ran, allocates in its left-out arena again, as a
+/// libtest program's does while the runtime measures and runs the test again.
+pub fn main_run_over() {
+    let _ = MAIN_RUN.compare_exchange(MAIN_RUN_PENDING, MAIN_RUN_NOTHING, Relaxed, Relaxed);
+    if MAIN_RUN.load(Relaxed) != MAIN_RUN_COUNTED {
+        return;
+    }
+    let Some(main) = main_arena() else {
+        return;
+    };
+    flush_own_cache();
+    // SAFETY: "thread.arena" is an unsigned arena index.
+    if unsafe { ctl::raw::write(b"thread.arena\0", main) }.is_ok() {
+        MAIN_THREAD.store(crate::threads::thread_pointer(), Relaxed);
+    }
+}
+
+/// Before an allocation while the main thread waits to be counted: binds it to its counted
+/// arena if this is the main thread and the test's code is running.
+#[cold]
+fn before_main_thread_allocation() {
+    if crate::threads::thread_pointer() != MAIN_THREAD.load(Relaxed)
+        || !crate::main_run::inside_entry()
+    {
+        return;
+    }
+    // What the cache holds came from the left-out arena: handed out to the test, a kept one
+    // would be counted nowhere.
+    flush_own_cache();
+    let arena = MAIN_RUN_ARENA.load(Relaxed);
+    // SAFETY: "thread.arena" is an unsigned arena index.
+    let bound = unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok();
+    // Counted from now on, the main thread frees the left-out arena's objects past its
+    // cache as every other thread does (see [`harness_object_elsewhere`]); no thread
+    // pointer is 0.
+    MAIN_THREAD.store(0, Relaxed);
+    let state = if bound {
+        MAIN_RUN_COUNTED
+    } else {
+        MAIN_RUN_FAILED
+    };
+    MAIN_RUN.store(state, Relaxed);
 }
 
 /// A child the test forks is not measured: it allocates as a plain process does, not in

@@ -51,6 +51,7 @@ mod image;
 mod lengths;
 mod live;
 mod main_arena;
+mod main_run;
 mod maps;
 mod panic_hook;
 mod paths;

@@ -66,8 +66,10 @@ pub struct Settings {
     /// With `entry_unit`: the doc-test's own `main`, which the entry (std's `lang_start`
     /// closure) calls and reports on.
     pub entry_main: Option<u64>,
-    /// The test's own run is on the main thread, whose arena no count includes: extra runs
-    /// are made whatever it seemed to retain.
+    /// The test's own run is the program's `main`, on the main thread, whose arena no count
+    /// includes: counted in an arena of its own from the test's first allocation (see
+    /// [`main_starting`]), or, where that could not be done, run again whatever it seemed
+    /// to retain.
     pub first_run_on_main: bool,
     /// The executable's build id, hexadecimal ("" when it has none).
     pub build_id: &'static str,
@@ -159,9 +161,32 @@ static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// The handler's work was done (or begun): once per process.
 static HANDLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The program's `main` is about to run (see [`crate::start`]). Where that `main` is the
+/// test's own run (a doc-test: no harness, the main thread is the test), counting mode
+/// counts the main thread from the test's first allocation (see [`crate::main_run`]), so
+/// that a run that retained nothing is seen to, as a libtest test's is. That needs the
+/// functions that run the test's code, the ones its extra runs call.
+pub fn main_starting() {
+    let s = settings();
+    // SAFETY: getpid has no preconditions.
+    if !INSTALLED.load(std::sync::atomic::Ordering::Acquire)
+        || !s.counting
+        || !s.first_run_on_main
+        || unsafe { libc::getpid() } != s.pid
+    {
+        return;
+    }
+    let resolve = |vaddr: Option<u64>| image::resolve(vaddr? as usize, s.build_id).ok();
+    let (Some(entry), main) = (resolve(s.entry), resolve(s.entry_main)) else {
+        return;
+    };
+    arenas::count_main_run([entry, main.unwrap_or(0)]);
+}
+
 /// The program's `main` returned `status` (see [`crate::start`]): the exit handler's work
 /// is done now, before `exit` runs the program's `atexit` handlers and ELF destructors.
 pub fn main_returned(status: c_int) {
+    arenas::main_run_over();
     if INSTALLED.load(std::sync::atomic::Ordering::Acquire) {
         at_exit(status, std::ptr::null_mut());
     }
@@ -338,7 +363,7 @@ fn entry_to_rerun(status: c_int, own_allocator: bool, first: Live) -> Result<usi
     // (see `crate::panic_hook`).
     if s.counting
         && first == Live::default()
-        && !s.first_run_on_main
+        && (!s.first_run_on_main || arenas::main_run_counted())
         && !crate::lengths::any_entries()
         && !crate::panic_hook::seen()
     {

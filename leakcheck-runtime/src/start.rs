@@ -74,6 +74,7 @@ extern "C" fn wrapped_main(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut 
     let main = PROGRAM_MAIN.load(Ordering::Acquire);
     // SAFETY: the address `__libc_start_main` was handed as `main` by the start code.
     let main = unsafe { std::mem::transmute::<usize, Main>(main) };
+    crate::rerun::main_starting();
     let status = main(argc, argv, envp);
     crate::rerun::main_returned(status);
     status

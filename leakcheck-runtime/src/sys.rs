@@ -328,6 +328,7 @@ extern "C" {
     ) -> c_int;
     pub fn _Unwind_GetIP(context: *mut c_void) -> usize;
     pub fn _Unwind_GetCFA(context: *mut c_void) -> usize;
+    pub fn _Unwind_GetRegionStart(context: *mut c_void) -> usize;
 }
 
 /// Records the calling thread's frames, innermost first, into `frames` (at most its length)

@@ -964,48 +964,52 @@ const FIXTURE_ROWS: &[Expected] = &[
     clean(START_UP, "reads_no_line"),
     leak(START_UP, "forgets_every_line_it_reads", "forgets_every_line_it_reads"),
     // --- tests/fixtures/doctests, edition 2021 ---
-    // Counted through its extra runs (its own run is on the main thread): settled.
-    clean(DOC2021, "doc2021/src/lib.rs - add (line 10)").by_counting(),
+    // Its own run, on the main thread, is counted from its code's first allocation: it
+    // retained nothing, and makes no extra run.
+    clean(DOC2021, "doc2021/src/lib.rs - add (line 10)").by_counting().runs("not-needed"),
     leak(DOC2021, "doc2021/src/lib.rs - forget (line 19)", "doc2021_forget").runs("completed"),
     // Reachable all along: only the extra runs show the registry and its `Vec` grow.
     leak(DOC2021, "doc2021/src/lib.rs - register (line 27)", "doc2021_register")
         .runs("completed")
         .grows("doc2021_names", 1),
-    clean(DOC2021, "doc2021/src/lib.rs - fallible (line 36)").runs("completed"),
+    clean(DOC2021, "doc2021/src/lib.rs - fallible (line 36)").by_counting().runs("not-needed"),
     clean(DOC2021, "doc2021/src/lib.rs - explode (line 45)").runs("should-panic"),
     // Its own `main` is the entry point, and its code's lines are its file's.
     leak(DOC2021, "doc2021/src/lib.rs - own_main (line 54)", "doc2021_own_main").runs("completed"),
     outcome(DOC2021, "doc2021/src/lib.rs - ignored (line 73)", IGNORED, None, false),
-    // Its own `main` too, told from `own_main` by where its code is: counted, settled.
-    clean(DOC2021, "doc2021/src/lib.rs - count_words (line 81)").by_counting(),
+    // Its own `main` too, told from `own_main` by where its code is: counted, nothing
+    // retained.
+    clean(DOC2021, "doc2021/src/lib.rs - count_words (line 81)").by_counting().runs("not-needed"),
     // A macro writes both doc comments alike: their executables are told apart by running
     // them again one at a time. Their block is not in the file, so whether `fn main` returns
     // a value is not known: std's `lang_start` closure calls it again.
     leak(DOC2021, "doc2021/src/lib.rs - forget_buffer (line 113)", "doc2021_forget_buffer").runs("completed"),
-    clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").by_counting(),
+    clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").by_counting().runs("not-needed"),
     // Its own `main` returns a `Result`: called again through std's `lang_start` closure.
     leak(DOC2021, "doc2021/src/lib.rs - fallible_main (line 119)", "doc2021_fallible_main").runs("completed"),
     clean(DOC2021, "tests::doc2021_adds").by_counting(),
     // --- tests/fixtures/doctests, edition 2024 ---
-    // Counted through its extra runs (its own run is on the main thread): settled.
-    clean(DOC2024, "doc2024/src/lib.rs - add (line 10)").by_counting(),
+    // Its own run, on the main thread, is counted from its code's first allocation: it
+    // retained nothing, and makes no extra run.
+    clean(DOC2024, "doc2024/src/lib.rs - add (line 10)").by_counting().runs("not-needed"),
     leak(DOC2024, "doc2024/src/lib.rs - forget (line 19)", "doc2024_forget").runs("completed"),
     // Reachable all along: only the extra runs show the registry and its `Vec` grow.
     leak(DOC2024, "doc2024/src/lib.rs - register (line 27)", "doc2024_register")
         .runs("completed")
         .grows("doc2024_names", 1),
-    clean(DOC2024, "doc2024/src/lib.rs - fallible (line 36)").runs("completed"),
+    clean(DOC2024, "doc2024/src/lib.rs - fallible (line 36)").by_counting().runs("not-needed"),
     clean(DOC2024, "doc2024/src/lib.rs - explode (line 45)").runs("should-panic"),
     // Its own `main` is the entry point, and its code's lines are its file's.
     leak(DOC2024, "doc2024/src/lib.rs - own_main (line 54)", "doc2024_own_main").runs("completed"),
     outcome(DOC2024, "doc2024/src/lib.rs - ignored (line 73)", IGNORED, None, false),
-    // Its own `main` too, told from `own_main` by where its code is: counted, settled.
-    clean(DOC2024, "doc2024/src/lib.rs - count_words (line 81)").by_counting(),
+    // Its own `main` too, told from `own_main` by where its code is: counted, nothing
+    // retained.
+    clean(DOC2024, "doc2024/src/lib.rs - count_words (line 81)").by_counting().runs("not-needed"),
     // A macro writes both doc comments alike: their executables are told apart by running
     // them again one at a time. Their block is not in the file, so whether `fn main` returns
     // a value is not known (edition 2024: merged, run through its closure).
     leak(DOC2024, "doc2024/src/lib.rs - forget_buffer (line 105)", "doc2024_forget_buffer").runs("completed"),
-    clean(DOC2024, "doc2024/src/lib.rs - drop_buffer (line 105)").by_counting(),
+    clean(DOC2024, "doc2024/src/lib.rs - drop_buffer (line 105)").by_counting().runs("not-needed"),
     // Its own `main` returns a `Result`: merged, run through its closure.
     leak(DOC2024, "doc2024/src/lib.rs - fallible_main (line 118)", "doc2024_fallible_main").runs("completed"),
     clean(DOC2024, "tests::doc2024_adds").by_counting(),
