@@ -987,6 +987,8 @@ const FIXTURE_ROWS: &[Expected] = &[
     clean(DOC2021, "doc2021/src/lib.rs - drop_buffer (line 113)").by_counting().runs("not-needed"),
     // Its own `main` returns a `Result`: called again through std's `lang_start` closure.
     leak(DOC2021, "doc2021/src/lib.rs - fallible_main (line 119)", "doc2021_fallible_main").runs("completed"),
+    // A function it defines is named inside rustdoc's wrapper: the wrapper still names it.
+    clean(DOC2021, "doc2021/src/lib.rs - helper (line 130)").by_counting().runs("not-needed"),
     clean(DOC2021, "tests::doc2021_adds").by_counting(),
     // --- tests/fixtures/doctests, edition 2024 ---
     // Its own run, on the main thread, is counted from its code's first allocation: it

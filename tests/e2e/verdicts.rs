@@ -609,7 +609,7 @@ fn doc_tests_are_judged_like_any_test() {
     assert_eq!(kinds(&without), ["lib", "lib"], "{}", without.stderr);
     assert_eq!(without.code, 0, "{}", without.stderr);
     let only = run_fixture(FIXTURE, &["--workspace", "--doc"]);
-    assert_eq!(kinds(&only), vec!["doc"; 20], "{}", only.stderr);
+    assert_eq!(kinds(&only), vec!["doc"; 21], "{}", only.stderr);
     assert_eq!(only.code, 3, "{}", only.stderr);
 }
 
@@ -639,7 +639,7 @@ fn doc_tests_take_relative_paths_from_where_the_tool_started() {
         .iter()
         .filter(|t| t["kind"] == "doc")
         .count();
-    assert_eq!(docs, 20, "{stderr}");
+    assert_eq!(docs, 21, "{stderr}");
 }
 
 /// The processes a test starts are judged with it: those of the build's executables checked

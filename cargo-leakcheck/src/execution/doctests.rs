@@ -275,6 +275,15 @@ fn is_lang_start_closure(name: &str) -> bool {
         })
 }
 
+/// Whether `name` (demangled, hash dropped) is rustdoc's wrapper of a doc-test compiled
+/// alone, `rust_out::main::_doctest_main_<path>_<N>_<k>`, the function its `main` holds;
+/// not an item the doc-test's code defines inside it
+/// (`rust_out::main::_doctest_main_src_lib_rs_10_0::helper`, `<… as Debug>::fmt`).
+fn is_wrapper(name: &str) -> bool {
+    name.strip_prefix("rust_out::main::")
+        .is_some_and(|rest| rest.starts_with("_doctest_main_") && !rest.contains("::"))
+}
+
 /// What rustdoc printed of the doc-tests it ran.
 struct RustdocRan {
     outcomes: Vec<Outcome>,
@@ -593,7 +602,7 @@ impl DocSymbols {
                 entry.file_range.1,
                 s.address(),
             ));
-            if name.contains("::_doctest_main_") && !name.contains("{") {
+            if is_wrapper(name) {
                 found.wrapper = Some((name.to_string(), at));
             } else if name == "rust_out::main" {
                 found.main = Some(entry);
@@ -836,4 +845,27 @@ fn merged_source(pkg: &Package, name: &str, i: usize, symbols: &DocSymbols) -> O
         lines_from: None,
         one_line,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An item a doc-test defines (a helper function, a derived trait's method) is named
+    /// inside rustdoc's wrapper, and is not the wrapper: taken for it, the doc-test would
+    /// not be named by its executable's symbols.
+    #[test]
+    fn the_wrapper_is_told_from_the_items_inside_it() {
+        assert!(is_wrapper("rust_out::main::_doctest_main_src_lib_rs_136_0"));
+        assert!(is_wrapper("rust_out::main::_doctest_main_src_traits_rs_71_12"));
+        for inside in [
+            "rust_out::main::_doctest_main_src_traits_rs_112_0::defined_flags",
+            "<rust_out::main::_doctest_main_src_lib_rs_832_0::_::InternalBitFlags as core::fmt::Debug>::fmt",
+            "rust_out::main::_doctest_main_src_lib_rs_158_0::_::<impl rust_out::main::_doctest_main_src_lib_rs_158_0::Flags>::all",
+            "rust_out::main",
+            "other::main::_doctest_main_src_lib_rs_1_0",
+        ] {
+            assert!(!is_wrapper(inside), "{inside}");
+        }
+    }
 }
