@@ -857,7 +857,9 @@ mod tests {
     #[test]
     fn the_wrapper_is_told_from_the_items_inside_it() {
         assert!(is_wrapper("rust_out::main::_doctest_main_src_lib_rs_136_0"));
-        assert!(is_wrapper("rust_out::main::_doctest_main_src_traits_rs_71_12"));
+        assert!(is_wrapper(
+            "rust_out::main::_doctest_main_src_traits_rs_71_12"
+        ));
         for inside in [
             "rust_out::main::_doctest_main_src_traits_rs_112_0::defined_flags",
             "<rust_out::main::_doctest_main_src_lib_rs_832_0::_::InternalBitFlags as core::fmt::Debug>::fmt",
