@@ -5,9 +5,10 @@
 //! of the main thread taken from the program's start would hold that in every test; a
 //! libtest program keeps it in the main thread's left-out arena. So the main thread is
 //! counted from its first allocation made while a function that runs the test's code is on
-//! its stack: the closure std's `lang_start` hands its runtime, which calls the doc-test's
-//! `main`, or that `main` itself (whichever the compiler kept). std's set-up runs before
-//! that closure is called, and the test's code only inside it.
+//! its stack: the function its extra runs call (the closure std's `lang_start` hands its
+//! runtime, which calls the doc-test's `main`, or that `main` itself; in a merged
+//! executable, the closure libtest keeps for the doc-test). std's set-up runs before any of
+//! them is called, and the test's code only inside them.
 //!
 //! Asked on the main thread only, before each of its allocations until the answer is yes,
 //! so the stack is walked a handful of times per process.
