@@ -245,14 +245,12 @@ pub fn bind_main_thread_to_own_arena() {
         return;
     };
     MAIN_THREAD.store(crate::threads::thread_pointer(), Relaxed);
-    // SAFETY: "thread.arena" is an unsigned arena index.
-    if unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok() {
-        MAIN_ARENA.store(arena, Relaxed);
-    }
     // What the main thread's cache holds was cached from the arena it used before: handed
     // out now, those objects would be counted objects of the harness's, and a test's thread
     // freeing one would take one off the count. Back to their arena first.
-    flush_own_cache();
+    if move_calling_thread_to(arena) {
+        MAIN_ARENA.store(arena, Relaxed);
+    }
     // The main thread's cache is made now, by an allocation, so that its bookkeeping is in
     // the baseline rather than in the test's count.
     // SAFETY: a plain allocation, freed at once.
@@ -262,6 +260,15 @@ pub fn bind_main_thread_to_own_arena() {
     BASELINE[1].store(before.bytes, Relaxed);
     // SAFETY: registers a handler that only stores to an atomic.
     unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+}
+
+/// Makes the calling thread allocate from `arena` from now on, its cache emptied back to the
+/// arenas its objects came from, so that none of them is handed out as the new arena's;
+/// returns whether jemalloc took the arena.
+fn move_calling_thread_to(arena: u32) -> bool {
+    flush_own_cache();
+    // SAFETY: "thread.arena" is an unsigned arena index.
+    unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok()
 }
 
 /// Where the main thread stands when its program's `main` is the test (a doc-test; see
@@ -315,9 +322,7 @@ pub fn main_run_over() {
     let Some(main) = main_arena() else {
         return;
     };
-    flush_own_cache();
-    // SAFETY: "thread.arena" is an unsigned arena index.
-    if unsafe { ctl::raw::write(b"thread.arena\0", main) }.is_ok() {
+    if move_calling_thread_to(main) {
         MAIN_THREAD.store(crate::threads::thread_pointer(), Relaxed);
     }
 }
@@ -332,11 +337,8 @@ fn before_main_thread_allocation() {
         return;
     }
     // What the cache holds came from the left-out arena: handed out to the test, a kept one
-    // would be counted nowhere.
-    flush_own_cache();
-    let arena = MAIN_RUN_ARENA.load(Relaxed);
-    // SAFETY: "thread.arena" is an unsigned arena index.
-    let bound = unsafe { ctl::raw::write(b"thread.arena\0", arena) }.is_ok();
+    // would be counted nowhere; moving empties it.
+    let bound = move_calling_thread_to(MAIN_RUN_ARENA.load(Relaxed));
     // Counted from now on, the main thread frees the left-out arena's objects past its
     // cache as every other thread does (see [`harness_object_elsewhere`]); no thread
     // pointer is 0.
